@@ -1,0 +1,151 @@
+"""The data model of gistbot's memory: channels, turns, summary state and the view a reply reads.
+
+Everything here is a plain frozen dataclass so it can cross task and process boundaries
+and be compared in tests. Nothing here knows about Discord, Slack or HTTP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "ChannelKey",
+    "ChannelStats",
+    "Fact",
+    "MemoryView",
+    "NewTurn",
+    "RecordResult",
+    "Role",
+    "SummaryState",
+    "Turn",
+]
+
+Role = Literal["user", "assistant"]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ChannelKey:
+    """Which conversation a turn belongs to.
+
+    Discord: (``"discord"``, guild id or ``"dm"``, channel id); threads are channels.
+    Slack: (``"slack"``, team id, channel id); thread messages belong to their channel.
+    """
+
+    platform: str
+    workspace: str
+    channel: str
+
+    def __str__(self) -> str:
+        return f"{self.platform}:{self.workspace}:{self.channel}"
+
+
+@dataclass(frozen=True, slots=True)
+class NewTurn:
+    """A message about to be recorded; the store assigns its ``seq``."""
+
+    key: ChannelKey
+    message_id: str
+    role: Role
+    author_id: str
+    author_name: str
+    text: str
+    tokens: int
+    sent_at: float  # unix seconds
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One stored message. ``seq`` increases per channel; ``message_id`` is unique per channel."""
+
+    key: ChannelKey
+    seq: int
+    message_id: str
+    role: Role
+    author_id: str
+    author_name: str
+    text: str
+    tokens: int
+    sent_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class RecordResult:
+    """What ``record()`` did: the stored turn, and whether this call created it."""
+
+    turn: Turn
+    created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """An identifier carried forward verbatim because a summary dropped it.
+
+    ``last_seen_seq`` orders facts by how recently the conversation mentioned them: when
+    the facts list is over its token bound, the least recently mentioned leave the prompt
+    (they stay in the database and come back when mentioned again).
+    """
+
+    value: str
+    context: str
+    first_seq: int
+    last_seen_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryState:
+    """A channel's committed memory header.
+
+    ``version`` increases on every commit, edit, delete and reset, so a compaction that read
+    version N can commit only if nothing changed the folded range meanwhile.
+    Turns with ``seq <= folded_through`` are represented by ``text`` (and ``facts``).
+    """
+
+    key: ChannelKey
+    text: str = ""
+    version: int = 0
+    folded_through: int = 0
+    last_compacted_at: float | None = None
+    compactions: int = 0
+    facts: tuple[Fact, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelStats:
+    """Counts for the ``/summary`` footer and for ``stats()``."""
+
+    key: ChannelKey
+    turns: int
+    folded: int
+    pending: int
+    pending_tokens: int
+    summary_tokens: int
+    facts: int
+    compactions: int
+    last_compacted_at: float | None
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryView:
+    """What a reply prompt gets: the summary, the carried facts and the newest turns that fit.
+
+    ``dropped`` counts unfolded turns left out of the prompt because compaction lags;
+    they are still stored. ``truncated`` is true when one oversized turn was cut.
+    """
+
+    key: ChannelKey
+    summary: str
+    summary_tokens: int
+    facts: tuple[Fact, ...]
+    facts_tokens: int
+    turns: tuple[Turn, ...]
+    turns_tokens: int
+    dropped: int = 0
+    truncated: bool = False
+    version: int = 0
+
+    @property
+    def tokens(self) -> int:
+        """Total tokens of summary, facts and turns as they will appear in the prompt."""
+        return self.summary_tokens + self.facts_tokens + self.turns_tokens

@@ -1,0 +1,94 @@
+"""The ``Store`` protocol: what every backend (SQLite, PostgreSQL) must do, and nothing more.
+
+The contract suite in ``tests/store_contract.py`` pins the behaviour; both backends run it.
+Semantics every implementation keeps:
+
+* ``record`` is idempotent on ``(key, message_id)`` and durable before it returns.
+* ``commit_summary`` is atomic and conditional on the channel's ``version``.
+* Compaction never deletes turns; only ``reset`` and ``purge_folded_before`` do.
+* Every hot query (``record``, ``snapshot``, ``pending``) costs the same at 100 or
+  100,000 stored turns in a channel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+from memory.models import ChannelKey, ChannelStats, Fact, NewTurn, RecordResult, SummaryState, Turn
+
+__all__ = ["ChangeOutcome", "ResetResult", "Store"]
+
+ChangeOutcome = Literal["updated", "deleted", "folded", "missing"]
+"""Result of an edit or delete: done, already in the summary (left as is), or unknown."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResetResult:
+    """What ``reset`` deleted, so the command can confirm it."""
+
+    turns: int
+    had_summary: bool
+    facts: int
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Persistent per-channel memory: turns, summary state and carried facts."""
+
+    async def open(self) -> None:
+        """Connect and migrate the schema; raise ``StoreOpenError`` with a fix on failure."""
+
+    async def close(self) -> None:
+        """Finish pending writes and close; safe to call twice."""
+
+    async def record(self, turn: NewTurn) -> RecordResult:
+        """Store a turn (or return the existing one with the same message id)."""
+
+    async def state(self, key: ChannelKey, *, facts_limit: int = 500) -> SummaryState:
+        """The committed summary state; an unknown channel gives an empty state."""
+
+    async def snapshot(
+        self, key: ChannelKey, *, limit: int, facts_limit: int = 500
+    ) -> tuple[SummaryState, list[Turn]]:
+        """State plus the newest ``limit`` unfolded turns (ascending), read consistently."""
+
+    async def pending(self, key: ChannelKey, *, limit: int | None = None) -> list[Turn]:
+        """Unfolded turns (``seq > folded_through``), oldest first."""
+
+    async def pending_size(self, key: ChannelKey) -> tuple[int, int]:
+        """(count, tokens) of unfolded turns: what the window policy triggers on."""
+
+    async def commit_summary(
+        self,
+        key: ChannelKey,
+        *,
+        expected_version: int,
+        text: str,
+        folded_through: int,
+        facts: Sequence[Fact],
+        now: float,
+    ) -> bool:
+        """Atomically set summary, fold pointer and facts if ``version`` is unchanged."""
+
+    async def edit(self, key: ChannelKey, message_id: str, text: str, tokens: int) -> ChangeOutcome:
+        """Replace the text of an unfolded turn (a folded one is left as summarized)."""
+
+    async def delete(self, key: ChannelKey, message_id: str) -> ChangeOutcome:
+        """Remove an unfolded turn (a folded one stays in the summary)."""
+
+    async def reset(self, key: ChannelKey) -> ResetResult:
+        """Delete the channel's turns, summary and facts; bump the version."""
+
+    async def stats(self, key: ChannelKey) -> ChannelStats:
+        """Counts for the ``/summary`` footer."""
+
+    async def turns(self, key: ChannelKey, *, after_seq: int = 0, limit: int = 1000) -> list[Turn]:
+        """All stored turns (folded or not) after ``after_seq``, oldest first (export)."""
+
+    async def channels(self) -> list[ChannelKey]:
+        """Every channel with stored state."""
+
+    async def purge_folded_before(self, cutoff: float) -> int:
+        """Delete folded turns sent before ``cutoff`` (retention); return how many."""
