@@ -50,9 +50,10 @@ class Store(Protocol):
         """The committed summary state; an unknown channel gives an empty state."""
 
     async def snapshot(
-        self, key: ChannelKey, *, limit: int, facts_limit: int = 500
+        self, key: ChannelKey, *, limit: int, facts_limit: int = 500, through_seq: int | None = None
     ) -> tuple[SummaryState, list[Turn]]:
-        """State plus the newest ``limit`` unfolded turns (ascending), read consistently."""
+        """State plus the newest ``limit`` unfolded turns up to ``through_seq`` (ascending),
+        read in one transaction so summary, fold pointer and turns agree."""
 
     async def pending(self, key: ChannelKey, *, limit: int | None = None) -> list[Turn]:
         """Unfolded turns (``seq > folded_through``), oldest first."""

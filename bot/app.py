@@ -1,0 +1,124 @@
+"""Wire the parts together from ``Settings``: store → memory → LLM → service.
+
+Everything is created here and passed in (constructor injection); nothing is global. Use::
+
+    async with Runtime.open(settings) as rt:
+        await rt.service.on_message(...)
+
+Leaving the block lets running compactions finish briefly, then closes the LLM client and
+the store (which flushes queued writes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from bot.errors import ConfigError
+from bot.llm import LLM, OfflineLLM, OpenAILLM, UsageMeter
+from bot.service import ChatService, ServiceConfig
+from bot.settings import Settings
+from memory.manager import MemoryManager
+from memory.sqlite_store import SqliteStore
+from memory.store import Store
+from memory.summarizer import Summarizer
+from memory.tokens import TokenCounter
+from memory.window import WindowPolicy
+
+__all__ = ["Runtime", "make_llm", "make_store"]
+
+log = logging.getLogger(__name__)
+
+
+def make_store(settings: Settings) -> Store:
+    """The store ``DATABASE_URL`` asks for (SQLite by default)."""
+    path = settings.sqlite_path
+    if path is not None:
+        return SqliteStore(path, synchronous=settings.sqlite_synchronous)
+    try:
+        from memory.postgres_store import PostgresStore  # type: ignore[import-not-found]
+    except ImportError as e:
+        raise ConfigError(
+            "DATABASE_URL points at PostgreSQL, which needs the postgres extra: "
+            "pip install 'gistbot[postgres]'"
+        ) from e
+    store: Store = PostgresStore(settings.database_url)
+    return store
+
+
+def make_llm(settings: Settings, tokenizer: TokenCounter, meter: UsageMeter) -> LLM:
+    """``OpenAILLM`` for a configured provider; ``OfflineLLM`` only when none was asked for."""
+    if settings.provider == "offline":
+        return OfflineLLM(tokenizer, meter=meter)
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    return OpenAILLM(
+        api_key=key,
+        base_url=settings.openai_base_url,
+        model=settings.model_name,
+        summary_model=settings.summary_model_name,
+        timeout=settings.llm_timeout,
+        max_retries=settings.llm_max_retries,
+        meter=meter,
+    )
+
+
+@dataclass
+class Runtime:
+    """The running application's parts, for adapters and the CLI."""
+
+    settings: Settings
+    store: Store
+    memory: MemoryManager
+    llm: LLM
+    service: ChatService
+    meter: UsageMeter
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(
+        cls, settings: Settings, *, llm: LLM | None = None, start_background: bool = True
+    ) -> AsyncIterator[Runtime]:
+        """Build and start everything; close it all on exit, whatever happened."""
+        tokenizer = TokenCounter(settings.model_name)
+        meter = UsageMeter()
+        model = llm or make_llm(settings, tokenizer, meter)
+        store = make_store(settings)
+        await store.open()
+        try:
+            summarizer = Summarizer(model, tokenizer, summary_tokens=settings.summary_tokens,
+                                    timeout=settings.summary_timeout)
+            policy = WindowPolicy(
+                max_messages=settings.max_history_messages,
+                keep_messages=settings.keep_recent_messages,
+                window_tokens=settings.window_tokens,
+                keep_tokens=settings.keep_tokens,
+            )
+            memory = MemoryManager(store, summarizer, tokenizer, policy,
+                                   summary_tokens=settings.summary_tokens,
+                                   facts_tokens=settings.facts_tokens,
+                                   retention_days=settings.retention_days)
+            config = ServiceConfig(
+                system_prompt=settings.system_prompt,
+                context_tokens=settings.context_tokens,
+                reply_tokens=settings.reply_tokens,
+                record_mode=settings.record_mode,
+                always_reply_channels=frozenset(settings.always_reply_channels),
+            )
+            service = ChatService(memory, model, config)
+            if start_background:
+                await memory.start()
+            if model.is_offline:
+                log.warning("no language model configured: replying with the offline model "
+                            "(set OPENAI_API_KEY or OPENAI_BASE_URL to use a real one)")
+            try:
+                yield cls(settings, store, memory, model, service, meter)
+            finally:
+                await memory.close()
+        finally:
+            with contextlib.suppress(Exception):
+                aclose = getattr(model, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+            await store.close()

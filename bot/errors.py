@@ -1,0 +1,165 @@
+"""gistbot's application errors, in one place.
+
+::
+
+    GistbotError (base: anything the bot raises on purpose)
+    ├── ConfigError                a setting is missing or wrong; the message names the
+    │                              variable and the fix
+    ├── PermissionDenied           the caller may not do this (e.g. ``/reset``)
+    └── LLMError                   the language model call failed; nothing was stored
+        ├── LLMTimeout             no answer within the timeout (after the SDK's retries)
+        ├── LLMRateLimited         429 after the SDK's retries; ``retry_after`` if known
+        ├── LLMUnavailable         5xx or connection refused/reset (after retries)
+        ├── LLMBadResponse         200 but unusable: malformed JSON, no choices, empty text
+        ├── ContextLengthExceeded  the prompt is larger than the model's context window
+        └── LLMAuthError           401/403: the key is wrong or lacks access
+
+Adapters catch ``GistbotError`` at the edge, log it with the stack, and show the user
+``user_message``: a short sentence with no exception text, URL or secret in it. The
+exception's own ``str()`` is for logs and may be technical. ``llm_error_from`` says which
+``openai`` SDK failure becomes which class.
+
+Memory-layer errors live in ``memory.errors`` (``memory/`` never imports ``bot/``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+__all__ = [
+    "ConfigError",
+    "ContextLengthExceeded",
+    "GistbotError",
+    "LLMAuthError",
+    "LLMBadResponse",
+    "LLMError",
+    "LLMRateLimited",
+    "LLMTimeout",
+    "LLMUnavailable",
+    "PermissionDenied",
+    "is_context_length_error",
+    "llm_error_from",
+]
+
+
+class GistbotError(Exception):
+    """Base class of every error the bot raises deliberately."""
+
+    user_message: str = "Sorry, something went wrong on my side. Please try again."
+
+
+class ConfigError(GistbotError):
+    """A setting is missing or invalid. The message says which variable and how to fix it."""
+
+    user_message = "I'm not configured correctly; an administrator needs to check my settings."
+
+
+class PermissionDenied(GistbotError):
+    """The caller is not allowed to run this command here."""
+
+    user_message = "Sorry, you don't have permission to do that here."
+
+
+class LLMError(GistbotError):
+    """A call to the language model failed. Callers keep their old state (DESIGN §9)."""
+
+    user_message = "Sorry, I couldn't reach my language model. Please try again."
+
+
+class LLMTimeout(LLMError):
+    """The model did not answer within the configured timeout."""
+
+    user_message = "Sorry, the language model took too long to answer. Please try again."
+
+
+class LLMRateLimited(LLMError):
+    """The provider keeps refusing with 429; ``retry_after`` is its hint in seconds, if any."""
+
+    user_message = "I'm getting too many requests right now. Please try again in a minute."
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class LLMUnavailable(LLMError):
+    """The provider answered 5xx or could not be reached at all."""
+
+    user_message = "The language model is unavailable at the moment. Please try again later."
+
+
+class LLMBadResponse(LLMError):
+    """The provider answered, but not with usable text (bad JSON, no choices, empty)."""
+
+    user_message = "The language model gave me an answer I couldn't use. Please try again."
+
+
+class ContextLengthExceeded(LLMError):
+    """The prompt does not fit the model's context window; shrink ``CONTEXT_TOKENS``."""
+
+    user_message = "That conversation is too long for my language model to read at once."
+
+
+class LLMAuthError(LLMError):
+    """The provider rejected our credentials (401) or access to the model (403)."""
+
+    user_message = "I can't log in to my language model; an administrator needs to check the key."
+
+
+# How providers say "prompt too long": OpenAI, Groq, DeepSeek and older vLLM ("maximum
+# context length is N tokens"); newer vLLM ("longer than the maximum model length");
+# llama.cpp ("exceeds the available context size", type exceed_context_size_error); Ollama
+# ("exceeds the context length"); Mistral and LM Studio ("… context length");
+# Anthropic-compatible ("prompt is too long"); TGI ("`inputs` tokens + `max_new_tokens`").
+_CONTEXT_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error"})
+_CONTEXT_TEXT = re.compile(
+    r"context[ _-]?(?:length|window|size)|maximum model length|prompt is too long"
+    r"|reduce the length of the messages|inputs.{0,2} tokens \+ .{0,2}max_new_tokens",
+    re.IGNORECASE,
+)
+
+
+def is_context_length_error(code: object, message: str) -> bool:
+    """Whether a provider's error code or message says the prompt exceeds the context."""
+    return str(code) in _CONTEXT_CODES or bool(_CONTEXT_TEXT.search(message))
+
+
+def _retry_after(headers: Mapping[str, str] | None) -> float | None:
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        try:
+            return float((headers or {}).get(name, "")) / scale
+        except ValueError:
+            continue
+    return None
+
+
+def llm_error_from(exc: Exception) -> LLMError:
+    """The class above for an ``openai`` SDK exception that survived the SDK's retries.
+
+    Lives here so the whole error policy reads in one file. The message is for logs.
+    """
+    import openai
+
+    if isinstance(exc, openai.APITimeoutError):
+        return LLMTimeout("the model endpoint did not answer in time")
+    if isinstance(exc, openai.APIConnectionError):
+        return LLMUnavailable(f"cannot connect to the model endpoint: {exc.__cause__!r}")
+    if isinstance(exc, openai.APIResponseValidationError | ValueError):
+        return LLMBadResponse(f"unusable response from the model endpoint: {exc}")
+    if not isinstance(exc, openai.APIError):
+        return LLMError(f"model call failed: {exc!r}")
+    status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
+    detail = f"HTTP {status}: {exc.message}" if status else exc.message
+    body = exc.body if isinstance(exc.body, dict) else {}
+    if status in (401, 403):
+        return LLMAuthError(f"the model endpoint rejected the credentials ({detail})")
+    if isinstance(exc, openai.APIStatusError) and status == 429:
+        retry_after = _retry_after(exc.response.headers)
+        return LLMRateLimited(f"rate limited ({detail})", retry_after=retry_after)
+    message = f"{exc.message} {body}"
+    if any(is_context_length_error(c, message) for c in (exc.code, body.get("type"))):
+        return ContextLengthExceeded(f"the prompt exceeds the model's context ({detail})")
+    if status is None or status >= 500:
+        return LLMUnavailable(f"the model endpoint failed ({detail})")
+    return LLMError(f"the model endpoint refused the request ({detail})")

@@ -1,0 +1,434 @@
+"""The language model seam: the ``LLM`` protocol, the OpenAI-compatible client and the
+offline stand-in.
+
+``OpenAILLM`` talks to any OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, LM Studio,
+llama.cpp, gateways) through the official ``openai`` SDK. Retries are the SDK's:
+``max_retries`` extra attempts on connection errors, timeouts, 408/409/429/5xx, waiting
+``retry-after-ms``/``Retry-After`` when the server sends one (≤ 120 s) and backing off
+exponentially (0.5 s, 1 s, … ≤ 8 s) otherwise. Whatever still fails becomes a
+``bot.errors.LLMError`` (``llm_error_from``), so callers never see an SDK exception.
+
+``OfflineLLM`` needs no network and is deterministic: extractive summaries, and replies that
+say no model is configured and show what the bot remembers (DESIGN: Configuration).
+
+Both remove reasoning blocks (``bot.thinking``) and satisfy ``memory.completion.SummaryModel``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol, TypeVar, cast, runtime_checkable
+from urllib.parse import urlsplit
+
+import openai
+from openai import AsyncOpenAI, AsyncStream, Omit, omit
+from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessageParam
+
+from bot.errors import LLMBadResponse, LLMError, llm_error_from
+from bot.thinking import ThinkFilter, strip_think
+from memory.completion import ChatMessage
+from memory.tokens import Tokenizer
+
+__all__ = [
+    "LLM",
+    "PURPOSES",
+    "Completion",
+    "OfflineLLM",
+    "OpenAILLM",
+    "PurposeTotals",
+    "Usage",
+    "UsageMeter",
+    "UsageRecord",
+]
+
+T = TypeVar("T")
+_Limit = int | Omit
+PURPOSES = ("reply", "summary", "digest")
+_SUMMARY_PURPOSES = ("summary", "digest")
+_OPENAI_URL = "https://api.openai.com/v1"
+# Local servers ignore the key but the SDK insists on one, and would otherwise read
+# OPENAI_API_KEY from the environment behind the settings' back.
+_NO_KEY = "no-key-required"
+_UNSUPPORTED = ("unsupported", "not supported", "unrecognized", "extra inputs", "unknown")
+_SPACE = re.compile(r"\s")
+_MEMORY_BLOCK = re.compile(r"<<<MEMORY[^\n]*\n?(.*?)\n?MEMORY>>>", re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens one call consumed, as the provider reported them (0 when it did not)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total(self) -> int:
+        """Prompt plus completion tokens."""
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """A finished answer: never-empty text (reasoning removed), usage, the model that wrote it."""
+
+    text: str
+    usage: Usage
+    model: str
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """What the bot needs from a language model. ``purpose`` is ``"reply"``, ``"summary"``
+    (compaction) or ``"digest"`` (``/summary``); implementations may route by it."""
+
+    name: str
+    is_offline: bool
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
+    ) -> Completion: ...
+
+    def stream(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
+    ) -> AsyncIterator[str]:
+        """Text deltas, reasoning removed. Raises ``LLMError`` like ``complete``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRecord:
+    """One call: what for, which model, tokens, wall time; ``ok`` is False for failures."""
+
+    purpose: str
+    model: str
+    usage: Usage
+    latency: float
+    ok: bool = True
+
+
+@dataclass(slots=True)
+class PurposeTotals:
+    """Running totals for one purpose."""
+
+    calls: int = 0
+    errors: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency: float = 0.0  # seconds, summed over calls
+
+
+@dataclass
+class UsageMeter:
+    """Counts tokens and time per call, so ``doctor``, stats and benchmarks can say what
+    replies and summaries cost. Keeps the last ``keep`` records; totals cover all calls."""
+
+    keep: int = 1000
+    records: deque[UsageRecord] = field(init=False)
+    _totals: dict[str, PurposeTotals] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.records = deque(maxlen=self.keep)
+
+    def record(self, purpose: str, model: str, usage: Usage, latency: float) -> None:
+        """Note a successful call."""
+        self._add(UsageRecord(purpose, model, usage, latency))
+
+    def record_error(self, purpose: str, model: str, latency: float) -> None:
+        """Note a failed call (after the SDK's retries)."""
+        self._add(UsageRecord(purpose, model, Usage(), latency, ok=False))
+
+    def totals(self) -> dict[str, PurposeTotals]:
+        """A copy of the totals, keyed by purpose."""
+        return {purpose: replace(t) for purpose, t in self._totals.items()}
+
+    def _add(self, rec: UsageRecord) -> None:
+        self.records.append(rec)
+        t = self._totals.setdefault(rec.purpose, PurposeTotals())
+        t.calls, t.errors = t.calls + 1, t.errors + (not rec.ok)
+        t.prompt_tokens += rec.usage.prompt_tokens
+        t.completion_tokens += rec.usage.completion_tokens
+        t.latency += rec.latency
+
+
+def _check_purpose(purpose: str) -> None:
+    if purpose not in PURPOSES:
+        raise ValueError(f"purpose must be one of {PURPOSES}, not {purpose!r}")
+
+
+def _usage(raw: object) -> Usage:
+    p, c = getattr(raw, "prompt_tokens", 0), getattr(raw, "completion_tokens", 0)
+    return Usage(p if isinstance(p, int) else 0, c if isinstance(c, int) else 0)
+
+
+def _text_of(response: object) -> str:
+    """The answer in a chat completion, reasoning removed; LLMBadResponse if there is none."""
+    if not isinstance(response, ChatCompletion):  # the SDK returns str for non-JSON bodies
+        raise LLMBadResponse(f"expected a chat completion, got {type(response).__name__}")
+    choices = getattr(response, "choices", None)  # unset when the JSON lacks the field
+    if not choices:
+        raise LLMBadResponse("the model endpoint returned no choices")
+    content = getattr(getattr(choices[0], "message", None), "content", None)
+    text = strip_think(content) if isinstance(content, str) else ""
+    if not text:
+        raise LLMBadResponse("the model returned no text (or only reasoning)")
+    return text
+
+
+class OpenAILLM:
+    """``LLM`` over any OpenAI-compatible Chat Completions endpoint. ``summary_model``
+    (default: ``model``) serves ``summary`` and ``digest``. Reads no environment variables."""
+
+    is_offline = False
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None,
+        base_url: str | None,
+        model: str,
+        summary_model: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        meter: UsageMeter | None = None,
+    ) -> None:
+        self.model, self.summary_model = model, summary_model or model
+        self.base_url = base_url or _OPENAI_URL
+        self.name = f"openai:{model}"
+        self._meter = meter
+        self._client = AsyncOpenAI(
+            api_key=api_key or _NO_KEY,
+            base_url=self.base_url,
+            timeout=timeout,
+            max_retries=max_retries,
+        )
+        # OpenAI's reasoning models reject max_tokens; many local servers know only it.
+        # Start with the likely one; switch once if the server rejects it by name.
+        on_openai = urlsplit(self.base_url).hostname == "api.openai.com"
+        self._token_param = "max_completion_tokens" if on_openai else "max_tokens"
+
+    def model_for(self, purpose: str) -> str:
+        """The model that serves ``purpose``."""
+        _check_purpose(purpose)
+        return self.summary_model if purpose in _SUMMARY_PURPOSES else self.model
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
+    ) -> Completion:
+        """One chat completion, reasoning removed. Raises ``LLMError`` subclasses."""
+        model, started = self.model_for(purpose), time.monotonic()
+        try:
+            try:
+                response = await self._call(
+                    lambda mt, mct: self._client.chat.completions.create(
+                        model=model,
+                        messages=_params(messages),
+                        max_tokens=mt,
+                        max_completion_tokens=mct,
+                    ),
+                    max_tokens,
+                )
+            except (openai.OpenAIError, ValueError) as exc:  # ValueError: body not JSON
+                raise llm_error_from(exc) from exc
+            text = _text_of(response)
+        except LLMError:
+            self._record(purpose, model, started, None)
+            raise
+        answered = Completion(text, _usage(response.usage), response.model or model)
+        self._record(purpose, answered.model, started, answered.usage)
+        return answered
+
+    async def stream(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
+    ) -> AsyncIterator[str]:
+        """Text deltas as they arrive, reasoning removed even when a tag spans chunks."""
+        model, started = self.model_for(purpose), time.monotonic()
+        think, usage, sent = ThinkFilter(), Usage(), False
+        try:
+            try:
+                chunks: AsyncStream[ChatCompletionChunk] = await self._call(
+                    lambda mt, mct: self._client.chat.completions.create(
+                        model=model,
+                        messages=_params(messages),
+                        stream=True,
+                        stream_options={"include_usage": True},
+                        max_tokens=mt,
+                        max_completion_tokens=mct,
+                    ),
+                    max_tokens,
+                )
+                async with chunks:
+                    async for chunk in chunks:
+                        usage = _usage(chunk.usage) if chunk.usage is not None else usage
+                        delta = chunk.choices[0].delta.content if chunk.choices else None
+                        if piece := think.feed(delta or ""):
+                            sent = True
+                            yield piece
+            except (openai.OpenAIError, ValueError) as exc:
+                raise llm_error_from(exc) from exc
+            if tail := think.flush():
+                sent = True
+                yield tail
+            if not sent:
+                raise LLMBadResponse("the stream carried no text (or only reasoning)")
+        except LLMError:
+            self._record(purpose, model, started, None)
+            raise
+        self._record(purpose, model, started, usage)
+
+    async def probe(self) -> str:
+        """One line about the endpoint for ``gistbot doctor``; raises ``LLMError``."""
+        url = urlsplit(self.base_url)  # shown without user info or query
+        where = f"{url.scheme}://{url.hostname}{f':{url.port}' if url.port else ''}{url.path}"
+        wanted = sorted({self.model, self.summary_model})
+        try:
+            ids = {m.id async for m in self._client.models.list()}
+        except (openai.NotFoundError, openai.APIResponseValidationError, ValueError):
+            ids = set()  # some servers have no /models
+        except openai.OpenAIError as exc:
+            raise llm_error_from(exc) from exc
+        if not ids:
+            await self.complete(
+                [{"role": "user", "content": "Say OK."}], max_tokens=16, purpose="reply"
+            )
+            return f"{where}: answered with model {self.model}"
+        missing = [m for m in wanted if m not in ids]
+        if missing:
+            return f"{where}: reachable, {len(ids)} models, but not listed: {', '.join(missing)}"
+        return f"{where}: reachable, {len(ids)} models, using {', '.join(wanted)}"
+
+    async def aclose(self) -> None:
+        """Close the HTTP connection pool."""
+        await self._client.close()
+
+    async def _call(self, create: Callable[[_Limit, _Limit], Awaitable[T]], limit: int) -> T:
+        """``create(max_tokens, max_completion_tokens)`` with ``limit`` in the parameter the
+        server accepts: we switch once if it rejects the one we sent by name."""
+        try:
+            return await create(*self._limits(limit))
+        except openai.BadRequestError as exc:
+            text = f"{exc.message} {exc.body}".lower()
+            if self._token_param not in text or not any(w in text for w in _UNSUPPORTED):
+                raise
+            self._token_param = (
+                "max_tokens"
+                if self._token_param == "max_completion_tokens"
+                else "max_completion_tokens"
+            )
+            return await create(*self._limits(limit))
+
+    def _limits(self, limit: int) -> tuple[_Limit, _Limit]:
+        return (limit, omit) if self._token_param == "max_tokens" else (omit, limit)
+
+    def _record(self, purpose: str, model: str, started: float, usage: Usage | None) -> None:
+        if self._meter is None:
+            return
+        if usage is None:
+            self._meter.record_error(purpose, model, time.monotonic() - started)
+        else:
+            self._meter.record(purpose, model, usage, time.monotonic() - started)
+
+
+def _params(messages: Sequence[ChatMessage]) -> list[ChatCompletionMessageParam]:
+    return [cast(ChatCompletionMessageParam, dict(m)) for m in messages]
+
+
+class OfflineLLM:
+    """``LLM`` without a network, deterministic, so the bot runs with zero configuration.
+
+    Summaries are extractive (``memory.extractive``, reading the request the summarizer
+    built); replies say that no model is configured, how to configure one, and what the bot
+    remembers. Never chosen silently when a real provider was asked for (settings decide).
+    """
+
+    is_offline = True
+
+    def __init__(self, tokenizer: Tokenizer, meter: UsageMeter | None = None) -> None:
+        self.name = "offline"
+        self._tokenizer = tokenizer
+        self._meter = meter
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
+    ) -> Completion:
+        """An extractive summary (``summary``/``digest``) or the no-model reply, within
+        ``max_tokens``."""
+        _check_purpose(purpose)
+        started = time.monotonic()
+        if purpose in _SUMMARY_PURPOSES:
+            text = self._summary(messages, max_tokens)
+        else:
+            text = self._tokenizer.truncate(self._reply(messages), max_tokens)
+        if not text.strip():
+            if self._meter is not None:
+                self._meter.record_error(purpose, self.name, time.monotonic() - started)
+            raise LLMBadResponse("the offline summarizer found nothing to keep")
+        count = self._tokenizer.count
+        usage = Usage(sum(count(m["content"]) for m in messages), count(text))
+        if self._meter is not None:
+            self._meter.record(purpose, self.name, usage, time.monotonic() - started)
+        return Completion(text, usage, self.name)
+
+    async def stream(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
+    ) -> AsyncIterator[str]:
+        """The same text as ``complete``, in three chunks (so streaming paths get exercised)."""
+        text = (await self.complete(messages, max_tokens=max_tokens, purpose=purpose)).text
+        cuts = sorted({0, *(_space_after(text, len(text) * i // 3) for i in (1, 2)), len(text)})
+        for start, end in itertools.pairwise(cuts):
+            yield text[start:end]
+
+    async def probe(self) -> str:
+        """For ``gistbot doctor``."""
+        return "offline: no language model configured (extractive summaries, canned replies)"
+
+    async def aclose(self) -> None:
+        """Nothing to close."""
+
+    def _summary(self, messages: Sequence[ChatMessage], max_tokens: int) -> str:
+        # Imported here: only the offline summary path needs memory's summarizer.
+        from memory.summarizer import parse_summary_request
+
+        try:
+            req = parse_summary_request(messages)
+        except ValueError as exc:  # not built by memory.summarizer: a caller's bug
+            raise LLMBadResponse(f"offline summarizer cannot read the request: {exc}") from exc
+        from memory.extractive import extractive_summary
+
+        bound = min(max_tokens, req.max_tokens) if req.max_tokens else max_tokens
+        text = extractive_summary(
+            req.previous, req.facts, req.blocks, max_tokens=bound, tokenizer=self._tokenizer
+        )
+        return self._tokenizer.truncate(text, bound)
+
+    def _reply(self, messages: Sequence[ChatMessage]) -> str:
+        blocks = (_MEMORY_BLOCK.search(m["content"]) for m in messages)
+        found = next((b for b in blocks if b), None)
+        memory = found.group(1).strip() if found else ""
+        recent = sum(1 for m in messages if m["role"] in ("user", "assistant"))
+        lines = [
+            "No language model is configured, so I can't give you a real answer. To use one, "
+            "set OPENAI_API_KEY (or OPENAI_BASE_URL for a local OpenAI-compatible server) "
+            "and LLM_PROVIDER=openai, then restart me.",
+            "",
+        ]
+        if memory:
+            excerpt = self._tokenizer.truncate(memory, 80)
+            shown = [line for line in excerpt.splitlines() if line.strip()]
+            more = ["> …"] if excerpt != memory or len(shown) > 8 else []
+            lines += ["What I remember of this conversation:", *(f"> {x}" for x in shown[:8])]
+            lines += more
+        else:
+            lines.append("There is no summary of this conversation yet.")
+        lines.append(f"I can also see {recent} recent message{'s' if recent != 1 else ''}.")
+        return "\n".join(lines)
+
+
+def _space_after(text: str, at: int) -> int:
+    """The index just after the first whitespace at or after ``at`` (a clean chunk cut)."""
+    match = _SPACE.search(text, at)
+    return match.end() if match else len(text)

@@ -1,0 +1,45 @@
+"""What adapters hand the service, and what the service hands back.
+
+Adapters translate platform events into these plain values (and send the results); the
+service never holds a platform object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memory.models import ChannelKey
+
+__all__ = ["CommandResult", "IncomingMessage", "Reply"]
+
+
+@dataclass(frozen=True, slots=True)
+class IncomingMessage:
+    """One human message as the service sees it, platform-neutral."""
+
+    key: ChannelKey
+    message_id: str
+    author_id: str
+    author_name: str
+    text: str
+    sent_at: float
+    mentions_bot: bool = False
+    is_direct: bool = False
+    reply_to_bot: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """The bot's answer. ``failed`` marks a short error sentence instead of a model answer."""
+
+    text: str
+    failed: bool = False
+    truncated_memory: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    """Text for the caller of a slash command, and whether the command did its work."""
+
+    text: str
+    ok: bool = True

@@ -1,0 +1,222 @@
+"""One typed settings object, read from environment variables and ``.env``, checked at start.
+
+Every error names the variable and says how to fix it (``ConfigError``). Tests build
+settings with ``load_settings(environ={...}, env_file=None)`` so the developer's own
+environment never leaks in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import urlparse
+
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from bot.errors import ConfigError
+
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "Settings", "load_settings"]
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are gistbot, a helpful member of this chat. Answer the person who addressed you, "
+    "briefly and in the language they used. Use what you remember of the conversation when "
+    "it helps; say so when you do not know."
+)
+_PLACEHOLDER = re.compile(
+    r"^(your[-_ ]?(api[-_ ]?)?key([-_ ]?here)?|sk-\.+|sk-x+|<.*>|changeme|xxx+|\.\.\.|"
+    r"replace[-_ ]?me|todo|none|null|api[-_ ]?key)$",
+    re.IGNORECASE,
+)
+CsvList = Annotated[list[str], NoDecode]
+
+
+def _csv(value: Any) -> Any:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+class Settings(BaseSettings):
+    """All of gistbot's configuration. Field names are the variable names, lowercased."""
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", case_sensitive=False)
+
+    openai_api_key: SecretStr | None = None
+    openai_base_url: str | None = None
+    model_name: str = "gpt-4o-mini"
+    summary_model_name: str | None = None
+    llm_provider: Literal["openai", "offline"] | None = None
+    llm_timeout: float = Field(60.0, gt=0)
+    llm_max_retries: int = Field(2, ge=0, le=10)
+    summary_timeout: float = Field(120.0, gt=0)
+
+    database_url: str = "sqlite:///gistbot.db"
+    sqlite_synchronous: Literal["OFF", "NORMAL", "FULL", "EXTRA"] = "FULL"
+    retention_days: float | None = Field(None, gt=0)
+
+    max_history_messages: int = Field(10, ge=2)
+    keep_recent_messages: int = Field(4, ge=0)
+    window_tokens: int = Field(0, ge=0)
+    keep_tokens: int = Field(0, ge=0)
+    summary_tokens: int = Field(600, ge=50)
+    facts_tokens: int = Field(300, ge=0)
+    context_tokens: int = Field(8000, ge=512)
+    reply_tokens: int = Field(800, ge=16)
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    record_mode: Literal["all", "addressed"] = "all"
+    always_reply_channels: CsvList = []
+    stream_replies: bool = False
+
+    discord_token: SecretStr | None = None
+    discord_guild_ids: CsvList = []
+    discord_reset_permission: str = "manage_messages"
+    slack_bot_token: SecretStr | None = None
+    slack_app_token: SecretStr | None = None
+    slack_signing_secret: SecretStr | None = None
+    slack_admin_user_ids: CsvList = []
+    host: str = "127.0.0.1"
+    port: int = Field(3000, ge=0, le=65535)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    _csv_fields = field_validator(
+        "always_reply_channels", "discord_guild_ids", "slack_admin_user_ids", mode="before"
+    )(_csv)
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper(cls, v: Any) -> Any:
+        return v.upper() if isinstance(v, str) else v
+
+    @field_validator(
+        "openai_api_key", "openai_base_url", "summary_model_name", "llm_provider",
+        "discord_token", "slack_bot_token", "slack_app_token", "slack_signing_secret",
+        "retention_days", mode="before",
+    )
+    @classmethod
+    def _blank_is_unset(cls, v: Any) -> Any:
+        return None if isinstance(v, str) and not v.strip() else v
+
+    @field_validator("openai_api_key")
+    @classmethod
+    def _not_placeholder(cls, v: SecretStr | None) -> SecretStr | None:
+        if v is not None and _PLACEHOLDER.match(v.get_secret_value().strip()):
+            raise ValueError(
+                "looks like a placeholder, not a real key; put your key in .env, "
+                "or remove the line to run with the offline model"
+            )
+        return v
+
+    @field_validator("openai_base_url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        parsed = urlparse(v.strip())
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise ValueError(
+                "must be an http(s) URL such as http://localhost:11434/v1 (Ollama) "
+                "or https://api.openai.com/v1"
+            )
+        return v.strip().rstrip("/")
+
+    @field_validator("database_url")
+    @classmethod
+    def _db_url(cls, v: str) -> str:
+        if v.startswith("sqlite:///") and len(v) > len("sqlite:///"):
+            return v
+        if v.startswith(("postgresql://", "postgres://")):
+            return v
+        raise ValueError(
+            "must be sqlite:///path/to/file.db (default sqlite:///gistbot.db) "
+            "or postgresql://user@host/db"
+        )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        problems: list[str] = []
+        if self.keep_recent_messages >= self.max_history_messages:
+            problems.append(
+                f"KEEP_RECENT_MESSAGES ({self.keep_recent_messages}) must be smaller than "
+                f"MAX_HISTORY_MESSAGES ({self.max_history_messages}); e.g. 4 and 10"
+            )
+        if self.window_tokens and self.keep_tokens >= self.window_tokens:
+            problems.append(
+                f"KEEP_TOKENS ({self.keep_tokens}) must be smaller than WINDOW_TOKENS "
+                f"({self.window_tokens})"
+            )
+        if self.reply_tokens + self.summary_tokens + self.facts_tokens + 256 > self.context_tokens:
+            problems.append(
+                f"CONTEXT_TOKENS ({self.context_tokens}) leaves no room for the conversation "
+                f"after REPLY_TOKENS ({self.reply_tokens}), SUMMARY_TOKENS "
+                f"({self.summary_tokens}) and FACTS_TOKENS ({self.facts_tokens}); raise "
+                "CONTEXT_TOKENS or lower the others"
+            )
+        if self.llm_provider == "openai" and not (self.openai_api_key or self.openai_base_url):
+            problems.append(
+                "LLM_PROVIDER=openai needs OPENAI_API_KEY (for api.openai.com) or "
+                "OPENAI_BASE_URL (for Ollama, vLLM, LM Studio, …)"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    # ------------------------------------------------------------------ derived
+
+    @property
+    def provider(self) -> Literal["openai", "offline"]:
+        """``LLM_PROVIDER``, or ``openai`` when a key or base URL is set, else ``offline``."""
+        if self.llm_provider is not None:
+            return self.llm_provider
+        return "openai" if (self.openai_api_key or self.openai_base_url) else "offline"
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        """The SQLite file of ``DATABASE_URL``, or None for PostgreSQL."""
+        if self.database_url.startswith("sqlite:///"):
+            return Path(self.database_url[len("sqlite:///"):])
+        return None
+
+    @property
+    def adapters(self) -> list[str]:
+        """Platform adapters whose credentials are configured (none means: console)."""
+        out = []
+        if self.discord_token:
+            out.append("discord")
+        if self.slack_bot_token and (self.slack_app_token or self.slack_signing_secret):
+            out.append("slack")
+        return out
+
+    def secrets(self) -> list[str]:
+        """Every configured secret value, for log scrubbing."""
+        values = [self.openai_api_key, self.discord_token, self.slack_bot_token,
+                  self.slack_app_token, self.slack_signing_secret]
+        return [v.get_secret_value() for v in values if v is not None]
+
+
+def _explain(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        where = "/".join(str(p) for p in e.get("loc", ())).upper()
+        msg = str(e.get("msg", "invalid")).removeprefix("Value error, ")
+        lines.append(f"{where}: {msg}" if where else msg)
+    return "invalid configuration:\n  " + "\n  ".join(lines)
+
+
+def load_settings(
+    environ: Mapping[str, str] | None = None, *, env_file: str | Path | None = ".env"
+) -> Settings:
+    """Read and check settings; raise ``ConfigError`` that names each bad variable.
+
+    With ``environ`` given, only that mapping is read (no process environment, no file).
+    """
+    try:
+        if environ is not None:
+            fields = Settings.model_fields
+            data = {k.lower(): v for k, v in environ.items() if k.lower() in fields}
+            return Settings.model_validate(data)
+        return Settings(_env_file=env_file)  # type: ignore[call-arg]
+    except ValidationError as e:
+        raise ConfigError(_explain(e)) from None

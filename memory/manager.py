@@ -1,0 +1,275 @@
+"""``MemoryManager``: one per process; records turns, serves views, compacts in the background.
+
+When a summary is written: after ``record()`` stores a turn, the manager checks the
+channel's unfolded turns against the ``WindowPolicy``; on overflow it starts (at most) one
+background task for that channel. The task folds the oldest turns into the summary via the
+``Summarizer`` and commits with ``Store.commit_summary`` *only if the channel's version is
+unchanged* — a ``reset``, edit, delete or another compaction in between voids the result.
+
+Why nothing is lost: turns are committed before ``record()`` returns; compaction never
+deletes turns (they stay as the archive, marked folded by the fold pointer); a failed,
+timed-out or rejected summary leaves the old state and is retried with exponential backoff;
+a view that cannot fit every unfolded turn drops the oldest from the *prompt* only.
+
+The reply path (``record`` → ``view``) never awaits a summarizer call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from memory.models import ChannelKey, ChannelStats, MemoryView, NewTurn, RecordResult
+from memory.store import ChangeOutcome, ResetResult, Store
+from memory.summarizer import Summarizer
+from memory.text import clean_text
+from memory.tokens import Tokenizer
+from memory.window import WindowPolicy, build_view
+
+__all__ = ["Digest", "MemoryManager"]
+
+log = logging.getLogger(__name__)
+
+VIEW_TURN_LIMIT = 400
+"""Most unfolded turns a view reads; far more than any budget fits, bounded for cost."""
+
+
+@dataclass(frozen=True, slots=True)
+class Digest:
+    """What ``/summary`` shows: the up-to-date summary text plus counts.
+
+    ``fresh`` is false when the summary model failed and ``text`` is the stored summary.
+    """
+
+    text: str
+    stats: ChannelStats
+    fresh: bool
+    empty: bool
+
+
+class MemoryManager:
+    """Per-channel memory over a ``Store``; see the module docstring for when and why."""
+
+    def __init__(
+        self,
+        store: Store,
+        summarizer: Summarizer,
+        tokenizer: Tokenizer,
+        policy: WindowPolicy | None = None,
+        *,
+        summary_tokens: int = 600,
+        facts_tokens: int = 300,
+        retry_base: float = 5.0,
+        retry_max: float = 600.0,
+        retention_days: float | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.summarizer = summarizer
+        self.tokenizer = tokenizer
+        self.policy = policy or WindowPolicy()
+        self.summary_tokens = summary_tokens
+        self.facts_tokens = facts_tokens
+        self.retry_base = retry_base
+        self.retry_max = retry_max
+        self.retention_days = retention_days
+        self.clock = clock
+        self._tasks: dict[ChannelKey, asyncio.Task[None]] = {}
+        self._again: set[ChannelKey] = set()
+        self._failures: dict[ChannelKey, int] = {}
+        self._retention: asyncio.Task[None] | None = None
+        self._closed = False
+        self.compactions = 0
+        self.compaction_failures = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Resume compaction for channels left overflowing; start retention if configured."""
+        for key in await self.store.channels():
+            await self._maybe_compact(key)
+        if self.retention_days:
+            self._retention = asyncio.create_task(self._retention_loop(), name="gistbot-retention")
+
+    async def close(self, *, grace: float = 5.0) -> None:
+        """Let running compactions finish within ``grace`` seconds, then cancel the rest.
+
+        A cancelled compaction has committed nothing, so the old state stands.
+        """
+        self._closed = True
+        tasks = [t for t in self._tasks.values() if not t.done()]
+        if self._retention is not None:
+            tasks.append(self._retention)
+            self._retention.cancel()
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=grace)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
+
+    async def wait_idle(self) -> None:
+        """Wait until no compaction is running or scheduled (tests, shutdown, CLI)."""
+        while True:
+            tasks = [t for t in self._tasks.values() if not t.done()]
+            if not tasks:
+                return
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # ------------------------------------------------------------------ reply path
+
+    def prepare(self, turn: NewTurn) -> NewTurn:
+        """Clean the text (NUL, lone surrogates) and count its tokens once, for the store."""
+        text = clean_text(turn.text)
+        name = clean_text(turn.author_name)
+        return replace(turn, text=text, author_name=name, tokens=self.tokenizer.count(text))
+
+    async def record(self, turn: NewTurn) -> RecordResult:
+        """Store a turn durably (idempotent on message id) and schedule compaction if due."""
+        result = await self.store.record(self.prepare(turn))
+        if result.created:
+            await self._maybe_compact(turn.key)
+        return result
+
+    async def view(
+        self, key: ChannelKey, budget: int, *, through_seq: int | None = None
+    ) -> MemoryView:
+        """The committed memory that fits ``budget`` tokens; never waits for compaction."""
+        state, turns = await self.store.snapshot(key, limit=VIEW_TURN_LIMIT, through_seq=through_seq)
+        return build_view(state, turns, budget=budget, tokenizer=self.tokenizer,
+                          facts_budget=self.facts_tokens)
+
+    # ------------------------------------------------------------------ commands
+
+    async def digest(self, key: ChannelKey) -> Digest:
+        """``/summary``: the summary brought up to date with unfolded turns; stores nothing."""
+        state, turns = await self.store.snapshot(key, limit=VIEW_TURN_LIMIT)
+        stats = await self.stats(key)
+        if not state.text and not turns and not state.facts:
+            return Digest("", stats, fresh=True, empty=True)
+        try:
+            text = await self.summarizer.digest(state, turns, max_tokens=self.summary_tokens)
+            return Digest(text, stats, fresh=True, empty=False)
+        except Exception:
+            log.warning("digest for %s failed; showing the stored summary", key, exc_info=True)
+            fallback = state.text or "\n".join(f"{t.author_name}: {t.text}" for t in turns[-10:])
+            return Digest(fallback, stats, fresh=False, empty=False)
+
+    async def reset(self, key: ChannelKey) -> ResetResult:
+        """Forget a channel. A compaction in flight is cancelled, and its commit would fail."""
+        task = self._tasks.pop(key, None)
+        self._again.discard(key)
+        self._failures.pop(key, None)
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        return await self.store.reset(key)
+
+    async def edit(self, key: ChannelKey, message_id: str, text: str) -> ChangeOutcome:
+        """Apply a platform edit to an unfolded turn."""
+        clean = clean_text(text)
+        return await self.store.edit(key, message_id, clean, self.tokenizer.count(clean))
+
+    async def delete(self, key: ChannelKey, message_id: str) -> ChangeOutcome:
+        """Apply a platform delete to an unfolded turn."""
+        return await self.store.delete(key, message_id)
+
+    async def stats(self, key: ChannelKey) -> ChannelStats:
+        """Counts for the ``/summary`` footer, with the summary's token size filled in."""
+        stats = await self.store.stats(key)
+        state = await self.store.state(key, facts_limit=0)
+        return replace(stats, summary_tokens=self.tokenizer.count(state.text))
+
+    def busy(self, key: ChannelKey) -> bool:
+        """Whether a compaction is running or scheduled for ``key``."""
+        task = self._tasks.get(key)
+        return task is not None and not task.done()
+
+    # ------------------------------------------------------------------ compaction
+
+    async def _maybe_compact(self, key: ChannelKey) -> None:
+        if self._closed:
+            return
+        if self.busy(key):
+            self._again.add(key)  # the running task looks again before it exits
+            return
+        count, tokens = await self.store.pending_size(key)
+        if self.policy.should_compact(count, tokens) and not self.busy(key):
+            self._tasks[key] = asyncio.create_task(self._compact_loop(key), name=f"compact {key}")
+
+    async def compact_now(self, key: ChannelKey, *, force: bool = False) -> bool:
+        """Compact ``key`` and wait (used when the model reports context overflow).
+
+        With ``force`` the oldest half of the unfolded turns is folded even under the
+        trigger. Returns whether a summary was committed.
+        """
+        running = self._tasks.get(key)
+        if running is not None and not running.done():
+            await asyncio.gather(running, return_exceptions=True)
+        return await self._compact_once(key, force=force)
+
+    async def _compact_loop(self, key: ChannelKey) -> None:
+        while not self._closed:
+            self._again.discard(key)
+            try:
+                await self._compact_once(key)
+                self._failures.pop(key, None)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                self.compaction_failures += 1
+                n = self._failures.get(key, 0) + 1
+                self._failures[key] = n
+                delay = min(self.retry_base * 2 ** (n - 1), self.retry_max)
+                log.warning("compaction of %s failed (%s: %s); attempt %d, retrying in %.0fs",
+                            key, type(e).__name__, e, n, delay)
+                await asyncio.sleep(delay)
+                continue
+            count, tokens = await self.store.pending_size(key)
+            if self.policy.should_compact(count, tokens) or key in self._again:
+                continue  # still over, or a record arrived while we looked: look again
+            return
+
+    async def _compact_once(self, key: ChannelKey, *, force: bool = False) -> bool:
+        state = await self.store.state(key)
+        pending = await self.store.pending(key, limit=VIEW_TURN_LIMIT * 4)
+        n = self.policy.fold_count(pending)
+        if force and n == 0 and len(pending) > 1:
+            n = len(pending) // 2
+        if n == 0:
+            return False
+        fold = pending[:n]
+        result = await self.summarizer.summarize(state, fold)
+        committed = await self.store.commit_summary(
+            key,
+            expected_version=state.version,
+            text=result.text,
+            folded_through=fold[-1].seq,
+            facts=result.facts,
+            now=self.clock(),
+        )
+        if committed:
+            self.compactions += 1
+            log.info("compacted %s: folded %d turns through seq %d (%d facts carried)",
+                     key, n, fold[-1].seq, len(result.facts))
+        else:
+            log.info("compaction of %s discarded: the channel changed meanwhile", key)
+        return committed
+
+    async def _retention_loop(self) -> None:
+        assert self.retention_days
+        while True:
+            cutoff = self.clock() - self.retention_days * 86400
+            try:
+                n = await self.store.purge_folded_before(cutoff)
+                if n:
+                    log.info("retention: deleted %d folded turns older than %.0f days",
+                             n, self.retention_days)
+            except Exception:
+                log.warning("retention pass failed; will try again", exc_info=True)
+            await asyncio.sleep(3600)

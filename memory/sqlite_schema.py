@@ -1,0 +1,58 @@
+"""SQLite schema and its forward migrations.
+
+``MIGRATIONS[i]`` takes a database from version ``i`` to ``i + 1``. Never edit a released
+step; append a new one. A file whose version is higher than ``len(MIGRATIONS)`` was written
+by a newer gistbot and is refused (``SchemaTooNewError``) instead of being misread.
+
+Every hot query is served by an index whose cost does not grow with history length:
+``turns`` is clustered on ``(channel_id, seq)`` (WITHOUT ROWID), so "unfolded turns" and
+"newest N turns" are range scans from the end; ``(channel_id, message_id)`` makes ingestion
+idempotent; ``facts_recent`` orders facts by last mention.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION"]
+
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE channels (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        platform TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        summary TEXT NOT NULL DEFAULT '',
+        version INTEGER NOT NULL DEFAULT 0,
+        folded_through INTEGER NOT NULL DEFAULT 0,
+        next_seq INTEGER NOT NULL DEFAULT 1,
+        last_compacted_at REAL,
+        compactions INTEGER NOT NULL DEFAULT 0,
+        UNIQUE (platform, workspace, channel)
+    );
+    CREATE TABLE turns (
+        channel_id INTEGER NOT NULL REFERENCES channels(id),
+        seq INTEGER NOT NULL,
+        message_id TEXT NOT NULL,
+        role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+        author_id TEXT NOT NULL,
+        author_name TEXT NOT NULL,
+        text TEXT NOT NULL,
+        tokens INTEGER NOT NULL,
+        sent_at REAL NOT NULL,
+        PRIMARY KEY (channel_id, seq)
+    ) WITHOUT ROWID;
+    CREATE UNIQUE INDEX turns_message ON turns (channel_id, message_id);
+    CREATE INDEX turns_sent_at ON turns (sent_at);
+    CREATE TABLE facts (
+        channel_id INTEGER NOT NULL REFERENCES channels(id),
+        value TEXT NOT NULL,
+        context TEXT NOT NULL,
+        first_seq INTEGER NOT NULL,
+        last_seen_seq INTEGER NOT NULL,
+        PRIMARY KEY (channel_id, value)
+    ) WITHOUT ROWID;
+    CREATE INDEX facts_recent ON facts (channel_id, last_seen_seq DESC);
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,564 @@
+"""``SqliteStore``: the default ``Store``, one SQLite file in WAL mode, on aiosqlite.
+
+Why it looks the way it does:
+
+* **Group commit.** Every write goes through one queue to one writer connection. The writer
+  takes everything queued (up to ``batch_size``), runs it in one ``BEGIN IMMEDIATE`` …
+  ``COMMIT`` inside aiosqlite's worker thread (one thread hop per batch, not per
+  statement), then resolves each caller's future. A caller's ``record()`` returns only
+  after the COMMIT that contains its turn, so acknowledged means durable; under load one
+  fsync covers hundreds of turns. Each operation runs under its own SAVEPOINT, so one bad
+  operation fails alone and the rest of the batch commits.
+* **Reads on a second connection.** WAL lets the reader see the last committed state while
+  the writer works; a view runs in one read transaction, so summary, fold pointer and turns
+  are mutually consistent.
+* Parameterized SQL only; the schema lives in ``memory.sqlite_schema``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import sqlite3
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import aiosqlite
+
+from memory.errors import SchemaTooNewError, StoreBusyError, StoreError, StoreOpenError
+from memory.models import ChannelKey, ChannelStats, Fact, NewTurn, RecordResult, SummaryState, Turn
+from memory.sqlite_schema import MIGRATIONS, SCHEMA_VERSION
+from memory.store import ChangeOutcome, ResetResult
+
+__all__ = ["SqliteStore"]
+
+log = logging.getLogger(__name__)
+
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+_TURN_COLS = "seq, message_id, role, author_id, author_name, text, tokens, sent_at"
+_Op = tuple[Callable[..., Any], tuple[Any, ...], "asyncio.Future[Any]"]
+
+
+def _turn(key: ChannelKey, row: Sequence[Any]) -> Turn:
+    return Turn(key, int(row[0]), row[1], row[2], row[3], row[4], row[5], int(row[6]), row[7])
+
+
+def _fact(row: Sequence[Any]) -> Fact:
+    return Fact(row[0], row[1], int(row[2]), int(row[3]))
+
+
+def _translate(exc: BaseException) -> BaseException:
+    """Map sqlite3 errors to the store's error classes, keeping the cause."""
+    if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+        err: StoreError = StoreBusyError("the database is locked by another writer")
+    elif isinstance(exc, sqlite3.Error):
+        err = StoreError(f"database error: {exc}")
+    else:
+        return exc
+    err.__cause__ = exc
+    return err
+
+
+class SqliteStore:
+    """A ``Store`` on one SQLite file. See the module docstring for the design."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 5.0,
+        synchronous: Synchronous = "FULL",
+        batch_size: int = 512,
+    ) -> None:
+        self.path = Path(path)
+        self.busy_timeout = busy_timeout
+        self.synchronous = synchronous
+        self.batch_size = batch_size
+        self._w: aiosqlite.Connection | None = None
+        self._r: aiosqlite.Connection | None = None
+        self._queue: asyncio.Queue[_Op | None] = asyncio.Queue()
+        self._writer: asyncio.Task[None] | None = None
+        self._ids: dict[ChannelKey, int] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def open(self) -> None:
+        """Open both connections, set WAL, migrate; explain what to fix on failure."""
+        if str(self.path) != ":memory:":
+            parent = self.path.parent
+            if not parent.exists():
+                try:
+                    parent.mkdir(parents=True, exist_ok=True)
+                except OSError as e:
+                    raise StoreOpenError(
+                        f"cannot create the folder for the database {self.path}: {e.strerror}; "
+                        "set DATABASE_URL to a writable location"
+                    ) from e
+        try:
+            self._w = await aiosqlite.connect(self.path, isolation_level=None)
+            await self._w.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            mode = await self._w.execute_fetchall("PRAGMA journal_mode = WAL")
+            if str(next(iter(mode))[0]).lower() != "wal":
+                log.warning("SQLite refused WAL mode for %s; using %s", self.path, mode)
+            await self._w.execute(f"PRAGMA synchronous = {self.synchronous}")
+            await self._w.execute("PRAGMA foreign_keys = ON")
+            await self._w._execute(lambda: self._migrate(self._raw(self._w)))
+            self._r = await aiosqlite.connect(self.path, isolation_level=None)
+            await self._r.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            await self._r.execute("PRAGMA query_only = 1")
+        except BaseException as e:
+            await self.close()
+            if not isinstance(e, sqlite3.DatabaseError):
+                raise
+            msg = str(e)
+            if "not a database" in msg or "malformed" in msg:
+                hint = "it is not a SQLite database or it is corrupt; move it aside or restore it"
+            elif "readonly" in msg or "unable to open" in msg:
+                hint = "the file or its folder is not writable; fix permissions or DATABASE_URL"
+            else:
+                hint = msg
+            raise StoreOpenError(f"cannot open the database {self.path}: {hint}") from e
+        self._writer = asyncio.create_task(self._write_loop(), name="gistbot-sqlite-writer")
+
+    @staticmethod
+    def _migrate(conn: sqlite3.Connection) -> None:
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        row = conn.execute("SELECT version FROM schema_version").fetchone()
+        current = int(row[0]) if row else 0
+        if current > SCHEMA_VERSION:
+            raise SchemaTooNewError(
+                f"this database has schema version {current}, but this gistbot knows only "
+                f"up to {SCHEMA_VERSION}; upgrade gistbot or use another DATABASE_URL"
+            )
+        for version in range(current, SCHEMA_VERSION):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in MIGRATIONS[version].split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute("DELETE FROM schema_version")
+                conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version + 1,))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    async def close(self) -> None:
+        """Let queued writes finish, then close both connections. Idempotent."""
+        if self._writer is not None:
+            await self._queue.put(None)
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer
+            self._writer = None
+        for conn in (self._w, self._r):
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    await conn.close()
+        self._w = self._r = None
+
+    async def __aenter__(self) -> SqliteStore:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ write path
+
+    async def _submit(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if self._writer is None or self._writer.done():
+            raise StoreError("the store is closed")
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait((fn, args, fut))
+        return await fut
+
+    async def _write_loop(self) -> None:
+        assert self._w is not None
+        stopping = False
+        while not stopping:
+            first = await self._queue.get()
+            if first is None:
+                break
+            batch = [first]
+            while len(batch) < self.batch_size and not self._queue.empty():
+                nxt = self._queue.get_nowait()
+                if nxt is None:
+                    stopping = True
+                    break
+                batch.append(nxt)
+            try:
+                results, new_ids = await self._w._execute(self._run_batch, batch)
+            except BaseException as e:  # the COMMIT itself failed: nothing in the batch landed
+                for _, _, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(_translate(e))
+                if isinstance(e, asyncio.CancelledError):
+                    raise
+                continue
+            self._ids.update(new_ids)
+            for (_, _, fut), (ok, value) in zip(batch, results, strict=True):
+                if fut.done():
+                    continue
+                if ok:
+                    fut.set_result(value)
+                else:
+                    fut.set_exception(_translate(value))
+
+    def _run_batch(self, batch: list[_Op]) -> tuple[list[tuple[bool, Any]], dict[ChannelKey, int]]:
+        """Runs in aiosqlite's thread: one transaction, one savepoint per operation."""
+        conn = self._raw(self._w)
+        new_ids: dict[ChannelKey, int] = {}
+        results: list[tuple[bool, Any]] = []
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for fn, args, _ in batch:
+                conn.execute("SAVEPOINT op")
+                try:
+                    results.append((True, fn(conn, new_ids, *args)))
+                    conn.execute("RELEASE op")
+                except Exception as e:
+                    conn.execute("ROLLBACK TO op")
+                    conn.execute("RELEASE op")
+                    results.append((False, e))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return results, new_ids
+
+    @staticmethod
+    def _raw(conn: aiosqlite.Connection | None) -> sqlite3.Connection:
+        # aiosqlite exposes no public way to run several statements in one thread hop;
+        # ``_conn`` / ``_execute`` are the documented-in-source internals we rely on.
+        assert conn is not None
+        raw: sqlite3.Connection = conn._conn
+        return raw
+
+    def _channel_id(
+        self, conn: sqlite3.Connection, new_ids: dict[ChannelKey, int], key: ChannelKey, create: bool
+    ) -> int | None:
+        cid = self._ids.get(key) or new_ids.get(key)
+        if cid is not None:
+            return cid
+        args = (key.platform, key.workspace, key.channel)
+        row = conn.execute(
+            "SELECT id FROM channels WHERE platform = ? AND workspace = ? AND channel = ?", args
+        ).fetchone()
+        if row is None:
+            if not create:
+                return None
+            row = conn.execute(
+                "INSERT INTO channels (platform, workspace, channel) VALUES (?, ?, ?) RETURNING id",
+                args,
+            ).fetchone()
+        new_ids[key] = int(row[0])
+        return int(row[0])
+
+    def _record_sync(
+        self, conn: sqlite3.Connection, new_ids: dict[ChannelKey, int], t: NewTurn
+    ) -> RecordResult:
+        cid = self._channel_id(conn, new_ids, t.key, create=True)
+        row = conn.execute(
+            f"SELECT {_TURN_COLS} FROM turns WHERE channel_id = ? AND message_id = ?",
+            (cid, t.message_id),
+        ).fetchone()
+        if row is not None:
+            return RecordResult(_turn(t.key, row), created=False)
+        (seq,) = conn.execute(
+            "UPDATE channels SET next_seq = next_seq + 1 WHERE id = ? RETURNING next_seq - 1",
+            (cid,),
+        ).fetchone()
+        conn.execute(
+            f"INSERT INTO turns (channel_id, {_TURN_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (cid, seq, t.message_id, t.role, t.author_id, t.author_name, t.text, t.tokens, t.sent_at),
+        )
+        turn = Turn(t.key, int(seq), t.message_id, t.role, t.author_id, t.author_name, t.text,
+                    t.tokens, t.sent_at)
+        return RecordResult(turn, created=True)
+
+    async def record(self, turn: NewTurn) -> RecordResult:
+        """Store ``turn`` durably, or return the existing turn with its message id."""
+        result: RecordResult = await self._submit(self._record_sync, turn)
+        return result
+
+    def _commit_sync(
+        self,
+        conn: sqlite3.Connection,
+        new_ids: dict[ChannelKey, int],
+        key: ChannelKey,
+        expected_version: int,
+        text: str,
+        folded_through: int,
+        facts: Sequence[Fact],
+        now: float,
+    ) -> bool:
+        cid = self._channel_id(conn, new_ids, key, create=False)
+        if cid is None:
+            return False
+        cur = conn.execute(
+            "UPDATE channels SET summary = ?, folded_through = ?, version = version + 1, "
+            "last_compacted_at = ?, compactions = compactions + 1 "
+            "WHERE id = ? AND version = ? AND folded_through <= ? AND next_seq > ?",
+            (text, folded_through, now, cid, expected_version, folded_through, folded_through),
+        )
+        if cur.rowcount != 1:
+            return False
+        conn.executemany(
+            "INSERT INTO facts (channel_id, value, context, first_seq, last_seen_seq) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (channel_id, value) DO UPDATE SET "
+            "context = excluded.context, "
+            "first_seq = min(first_seq, excluded.first_seq), "
+            "last_seen_seq = max(last_seen_seq, excluded.last_seen_seq)",
+            [(cid, f.value, f.context, f.first_seq, f.last_seen_seq) for f in facts],
+        )
+        return True
+
+    async def commit_summary(
+        self,
+        key: ChannelKey,
+        *,
+        expected_version: int,
+        text: str,
+        folded_through: int,
+        facts: Sequence[Fact],
+        now: float,
+    ) -> bool:
+        """Atomically install a summary if the channel's version is still ``expected_version``."""
+        ok: bool = await self._submit(
+            self._commit_sync, key, expected_version, text, folded_through, tuple(facts), now
+        )
+        return ok
+
+    def _change_sync(
+        self,
+        conn: sqlite3.Connection,
+        new_ids: dict[ChannelKey, int],
+        key: ChannelKey,
+        message_id: str,
+        new: tuple[str, int] | None,
+    ) -> ChangeOutcome:
+        cid = self._channel_id(conn, new_ids, key, create=False)
+        if cid is None:
+            return "missing"
+        row = conn.execute(
+            "SELECT t.seq, c.folded_through FROM turns t JOIN channels c ON c.id = t.channel_id "
+            "WHERE t.channel_id = ? AND t.message_id = ?",
+            (cid, message_id),
+        ).fetchone()
+        if row is None:
+            return "missing"
+        if row[0] <= row[1]:
+            return "folded"
+        if new is None:
+            conn.execute("DELETE FROM turns WHERE channel_id = ? AND seq = ?", (cid, row[0]))
+        else:
+            conn.execute(
+                "UPDATE turns SET text = ?, tokens = ? WHERE channel_id = ? AND seq = ?",
+                (new[0], new[1], cid, row[0]),
+            )
+        # An in-flight compaction may have read the old text: make its commit fail.
+        conn.execute("UPDATE channels SET version = version + 1 WHERE id = ?", (cid,))
+        return "deleted" if new is None else "updated"
+
+    async def edit(self, key: ChannelKey, message_id: str, text: str, tokens: int) -> ChangeOutcome:
+        """Replace an unfolded turn's text; a folded turn is left as summarized."""
+        out: ChangeOutcome = await self._submit(self._change_sync, key, message_id, (text, tokens))
+        return out
+
+    async def delete(self, key: ChannelKey, message_id: str) -> ChangeOutcome:
+        """Remove an unfolded turn; a folded turn stays represented in the summary."""
+        out: ChangeOutcome = await self._submit(self._change_sync, key, message_id, None)
+        return out
+
+    def _reset_sync(
+        self, conn: sqlite3.Connection, new_ids: dict[ChannelKey, int], key: ChannelKey
+    ) -> ResetResult:
+        cid = self._channel_id(conn, new_ids, key, create=False)
+        if cid is None:
+            return ResetResult(turns=0, had_summary=False, facts=0)
+        (summary,) = conn.execute("SELECT summary FROM channels WHERE id = ?", (cid,)).fetchone()
+        turns = conn.execute("DELETE FROM turns WHERE channel_id = ?", (cid,)).rowcount
+        facts = conn.execute("DELETE FROM facts WHERE channel_id = ?", (cid,)).rowcount
+        # Keep the row (and next_seq) so seqs never repeat; the version bump voids any
+        # compaction that read the old state.
+        conn.execute(
+            "UPDATE channels SET summary = '', folded_through = next_seq - 1, "
+            "version = version + 1, last_compacted_at = NULL, compactions = 0 WHERE id = ?",
+            (cid,),
+        )
+        return ResetResult(turns=turns, had_summary=bool(summary), facts=facts)
+
+    async def reset(self, key: ChannelKey) -> ResetResult:
+        """Forget the channel: turns, summary and facts."""
+        out: ResetResult = await self._submit(self._reset_sync, key)
+        return out
+
+    def _purge_sync(
+        self, conn: sqlite3.Connection, new_ids: dict[ChannelKey, int], cutoff: float
+    ) -> int:
+        return conn.execute(
+            "DELETE FROM turns WHERE sent_at < ? AND seq <= "
+            "(SELECT folded_through FROM channels c WHERE c.id = turns.channel_id)",
+            (cutoff,),
+        ).rowcount
+
+    async def purge_folded_before(self, cutoff: float) -> int:
+        """Retention: delete folded turns older than ``cutoff``; unfolded ones are kept."""
+        n: int = await self._submit(self._purge_sync, cutoff)
+        return n
+
+    # ------------------------------------------------------------------ read path
+
+    async def _read(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if self._r is None:
+            raise StoreError("the store is closed")
+        try:
+            return await self._r._execute(self._in_read_tx, fn, *args)
+        except sqlite3.Error as e:
+            raise _translate(e) from e
+
+    def _in_read_tx(self, fn: Callable[..., Any], *args: Any) -> Any:
+        conn = self._raw(self._r)
+        conn.execute("BEGIN")
+        try:
+            return fn(conn, *args)
+        finally:
+            conn.execute("COMMIT")
+
+    @staticmethod
+    def _header(conn: sqlite3.Connection, key: ChannelKey) -> Sequence[Any] | None:
+        row: Sequence[Any] | None = conn.execute(
+            "SELECT id, summary, version, folded_through, last_compacted_at, compactions "
+            "FROM channels WHERE platform = ? AND workspace = ? AND channel = ?",
+            (key.platform, key.workspace, key.channel),
+        ).fetchone()
+        return row
+
+    def _state_sync(
+        self, conn: sqlite3.Connection, key: ChannelKey, facts_limit: int
+    ) -> tuple[SummaryState, int | None]:
+        h = self._header(conn, key)
+        if h is None:
+            return SummaryState(key), None
+        facts = conn.execute(
+            "SELECT value, context, first_seq, last_seen_seq FROM facts WHERE channel_id = ? "
+            "ORDER BY last_seen_seq DESC LIMIT ?",
+            (h[0], facts_limit),
+        ).fetchall()
+        state = SummaryState(key, h[1], int(h[2]), int(h[3]), h[4], int(h[5]),
+                             tuple(_fact(f) for f in facts))
+        return state, int(h[0])
+
+    async def state(self, key: ChannelKey, *, facts_limit: int = 500) -> SummaryState:
+        """The committed state; an unknown channel is an empty state at version 0."""
+        state, _ = await self._read(self._state_sync, key, facts_limit)
+        return state  # type: ignore[no-any-return]
+
+    def _snapshot_sync(
+        self, conn: sqlite3.Connection, key: ChannelKey, limit: int, facts_limit: int,
+        through_seq: int | None,
+    ) -> tuple[SummaryState, list[Turn]]:
+        state, cid = self._state_sync(conn, key, facts_limit)
+        if cid is None:
+            return state, []
+        upper = through_seq if through_seq is not None else 2**62
+        rows = conn.execute(
+            f"SELECT {_TURN_COLS} FROM turns WHERE channel_id = ? AND seq > ? AND seq <= ? "
+            "ORDER BY seq DESC LIMIT ?",
+            (cid, state.folded_through, upper, limit),
+        ).fetchall()
+        return state, [_turn(key, r) for r in reversed(rows)]
+
+    async def snapshot(
+        self, key: ChannelKey, *, limit: int, facts_limit: int = 500, through_seq: int | None = None
+    ) -> tuple[SummaryState, list[Turn]]:
+        """State plus the newest ``limit`` unfolded turns up to ``through_seq``, consistently."""
+        out: tuple[SummaryState, list[Turn]] = await self._read(
+            self._snapshot_sync, key, limit, facts_limit, through_seq
+        )
+        return out
+
+    async def pending(self, key: ChannelKey, *, limit: int | None = None) -> list[Turn]:
+        """Unfolded turns, oldest first (at most ``limit``)."""
+        def run(conn: sqlite3.Connection) -> list[Turn]:
+            h = self._header(conn, key)
+            if h is None:
+                return []
+            rows = conn.execute(
+                f"SELECT {_TURN_COLS} FROM turns WHERE channel_id = ? AND seq > ? "
+                "ORDER BY seq LIMIT ?",
+                (h[0], h[3], -1 if limit is None else limit),
+            ).fetchall()
+            return [_turn(key, r) for r in rows]
+
+        out: list[Turn] = await self._read(run)
+        return out
+
+    async def pending_size(self, key: ChannelKey) -> tuple[int, int]:
+        """(count, tokens) of unfolded turns."""
+        def run(conn: sqlite3.Connection) -> tuple[int, int]:
+            h = self._header(conn, key)
+            if h is None:
+                return 0, 0
+            n, tok = conn.execute(
+                "SELECT count(*), coalesce(sum(tokens), 0) FROM turns "
+                "WHERE channel_id = ? AND seq > ?",
+                (h[0], h[3]),
+            ).fetchone()
+            return int(n), int(tok)
+
+        out: tuple[int, int] = await self._read(run)
+        return out
+
+    async def stats(self, key: ChannelKey) -> ChannelStats:
+        """Counts for ``/summary``: stored, folded and pending turns, facts, compactions."""
+        def run(conn: sqlite3.Connection) -> ChannelStats:
+            h = self._header(conn, key)
+            if h is None:
+                return ChannelStats(key, 0, 0, 0, 0, 0, 0, 0, None, 0)
+            cid, folded_through = h[0], h[3]
+            total, pend, ptok = conn.execute(
+                "SELECT count(*), coalesce(sum(seq > ?), 0), "
+                "coalesce(sum(CASE WHEN seq > ? THEN tokens ELSE 0 END), 0) "
+                "FROM turns WHERE channel_id = ?",
+                (folded_through, folded_through, cid),
+            ).fetchone()
+            (facts,) = conn.execute(
+                "SELECT count(*) FROM facts WHERE channel_id = ?", (cid,)
+            ).fetchone()
+            return ChannelStats(key, int(total), int(total) - int(pend), int(pend), int(ptok), 0,
+                                int(facts), int(h[5]), h[4], int(h[2]))
+
+        out: ChannelStats = await self._read(run)
+        return out
+
+    async def turns(self, key: ChannelKey, *, after_seq: int = 0, limit: int = 1000) -> list[Turn]:
+        """Stored turns after ``after_seq`` (folded or not), oldest first."""
+        def run(conn: sqlite3.Connection) -> list[Turn]:
+            h = self._header(conn, key)
+            if h is None:
+                return []
+            rows = conn.execute(
+                f"SELECT {_TURN_COLS} FROM turns WHERE channel_id = ? AND seq > ? "
+                "ORDER BY seq LIMIT ?",
+                (h[0], after_seq, limit),
+            ).fetchall()
+            return [_turn(key, r) for r in rows]
+
+        out: list[Turn] = await self._read(run)
+        return out
+
+    async def channels(self) -> list[ChannelKey]:
+        """Every channel the store has a row for."""
+        def run(conn: sqlite3.Connection) -> list[ChannelKey]:
+            rows = conn.execute(
+                "SELECT platform, workspace, channel FROM channels ORDER BY id"
+            ).fetchall()
+            return [ChannelKey(*r) for r in rows]
+
+        out: list[ChannelKey] = await self._read(run)
+        return out

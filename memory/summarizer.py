@@ -1,0 +1,253 @@
+"""The summarizer: fold turns into the rolling summary, check the answer, keep identifiers.
+
+One compaction (DESIGN.md, "Memory semantics" 5, 6, 8, 9):
+
+1. ``build_summary_request`` (``memory.summary_prompt``) writes the rules and the data: the
+   previous summary, the carried facts and the new messages, in fenced sections.
+2. The answer goes through ``check_answer``: ``<think>`` blocks are stripped; an empty,
+   oversize or error-like answer raises ``SummaryRejected``, so an error text is never
+   stored as a summary. Model exceptions and timeouts propagate unchanged.
+3. Identifiers of the folded turns and of the previous summary that the answer lost are
+   asked for once more; whatever is still missing becomes a ``Fact`` carried verbatim.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from memory.completion import ChatMessage, SummaryModel
+from memory.errors import SummaryRejected
+from memory.identifiers import contains_identifier, context_for, extract_identifiers
+from memory.models import Fact, SummaryState, Turn
+from memory.summary_prompt import (
+    SummaryRequest,
+    build_retry_message,
+    build_summary_request,
+    format_fact,
+    merge_turns,
+    parse_summary_request,
+)
+from memory.tokens import Tokenizer
+
+__all__ = [
+    "Summarizer",
+    "SummaryRequest",
+    "SummaryResult",
+    "build_retry_message",
+    "build_summary_request",
+    "check_answer",
+    "format_fact",
+    "merge_turns",
+    "parse_summary_request",
+]
+
+log = logging.getLogger(__name__)
+_ERROR_START = re.compile(
+    r"(error\b|i['’]m sorry,? but|i am sorry,? but|sorry, (but )?i can|as an ai\b|"
+    r"i can(no|['’])t (help|assist|comply)|\{\s*\"error\")",
+    re.IGNORECASE,
+)
+# Phrases of API error pages; rejected only when the conversation itself does not use them,
+# so a channel that discusses rate limits can still be summarized.
+_ERROR_MARKERS = (
+    "<!doctype html",
+    "<html",
+    "rate limit",
+    "internal server error",
+    "context length",
+    "bad gateway",
+    "service unavailable",
+    "too many requests",
+    "maximum context",
+    "insufficient_quota",
+)
+_THINK = re.compile(r"<(think(?:ing)?)>.*?</\1>", re.DOTALL | re.IGNORECASE)
+_OPEN = re.compile(r"\s*<think(?:ing)?>", re.IGNORECASE)
+_CLOSE = re.compile(r"</think(?:ing)?>", re.IGNORECASE)
+_FENCE = re.compile(r"```[\w-]*\n(.*)\n```", re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryResult:
+    """A checked summary plus the facts to upsert (identifiers it dropped, facts mentioned
+    again with a newer ``last_seen_seq``), the model calls spent and what stayed missing."""
+
+    text: str
+    facts: tuple[Fact, ...]
+    calls: int
+    missing_after_retry: tuple[str, ...]
+
+
+def check_answer(raw: str, *, max_tokens: int, tokenizer: Tokenizer, source: str = "") -> str:
+    """The answer without ``<think>`` blocks, or ``SummaryRejected`` saying why it is junk.
+
+    ``source`` is the text that was summarized: an error phrase that the conversation itself
+    uses ("we hit the rate limit") is not a sign of an error page.
+    """
+    text = _THINK.sub("", raw)
+    text = _CLOSE.split(text)[-1]  # some chat templates put the opening tag in the prompt
+    text = "" if _OPEN.match(text) else text.strip()  # ran out of tokens while thinking
+    fenced = _FENCE.fullmatch(text)
+    text = fenced[1].strip() if fenced else text
+    if not text:
+        raise SummaryRejected("empty answer")
+    if _ERROR_START.match(text):
+        raise SummaryRejected(f"error-like answer: {text[:80]!r}")
+    low, src = text.casefold(), source.casefold()
+    for marker in _ERROR_MARKERS:
+        if marker in low and marker not in src:
+            raise SummaryRejected(f"error-like answer (mentions {marker!r}): {text[:80]!r}")
+    tokens = tokenizer.count(text)
+    if tokens > max_tokens:
+        raise SummaryRejected(f"answer has {tokens} tokens, over the bound of {max_tokens}")
+    return text
+
+
+def _required(previous_text: str, turns: Sequence[Turn]) -> list[str]:
+    """Identifiers the new summary must contain, folded turns first."""
+    texts = [t.text for t in turns] + [previous_text]
+    return list(dict.fromkeys(i for text in texts for i in extract_identifiers(text)))
+
+
+def _carried_facts(
+    previous: SummaryState, turns: Sequence[Turn], missing: Sequence[str]
+) -> tuple[Fact, ...]:
+    """Facts to upsert: old facts mentioned again (newer ``last_seen_seq``), then the
+    identifiers the summary lost, with the sentence (and speaker) they came from."""
+    out: dict[str, Fact] = {}
+    for fact in previous.facts:
+        seqs = [t.seq for t in turns if contains_identifier(t.text, fact.value)]
+        if seqs:
+            out[fact.value] = replace(fact, last_seen_seq=max(fact.last_seen_seq, *seqs))
+    old = {f.value: f for f in previous.facts}
+    for ident in missing:
+        mentions = [t for t in turns if contains_identifier(t.text, ident)]
+        if mentions:
+            latest = mentions[-1]
+            fact = Fact(
+                ident,
+                f"{latest.author_name or latest.author_id}: {context_for(ident, latest.text)}",
+                mentions[0].seq,
+                latest.seq,
+            )
+        else:
+            fact = Fact(
+                ident,
+                context_for(ident, previous.text),
+                previous.folded_through,
+                previous.folded_through,
+            )
+        if (known := out.get(ident, old.get(ident))) is not None:
+            fact = replace(
+                fact,
+                first_seq=min(fact.first_seq, known.first_seq),
+                last_seen_seq=max(fact.last_seen_seq, known.last_seen_seq),
+            )
+        out[ident] = fact
+    return tuple(out.values())
+
+
+class Summarizer:
+    """Writes checked summaries with a ``SummaryModel``; stateless between calls.
+
+    The model may answer up to twice the bound (at least 256 tokens more), so an answer
+    that runs long is seen whole and rejected instead of cut off mid-section; reasoning
+    models also need that room for ``<think>``. ``timeout`` applies to each model call.
+    """
+
+    def __init__(
+        self,
+        model: SummaryModel,
+        tokenizer: Tokenizer,
+        *,
+        summary_tokens: int = 600,
+        timeout: float = 120.0,
+        language_hint: str | None = None,
+    ) -> None:
+        if summary_tokens < 1:
+            raise ValueError("summary_tokens must be positive")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.summary_tokens = summary_tokens
+        self.timeout = timeout
+        self.language_hint = language_hint
+
+    async def _ask(self, messages: list[ChatMessage], purpose: str, bound: int) -> str:
+        async with asyncio.timeout(self.timeout):
+            answer = await self.model.complete(
+                messages, max_tokens=bound + max(bound, 256), purpose=purpose
+            )
+        return answer.text
+
+    async def summarize(self, previous: SummaryState, turns: Sequence[Turn]) -> SummaryResult:
+        """Fold ``turns`` into ``previous``; see the module docstring for the steps.
+
+        Raises ``SummaryRejected`` for a junk first answer; the model's own exceptions and
+        ``TimeoutError`` propagate. The retry is best effort: if it fails or is junk, the
+        first answer stands and the lost identifiers are carried as facts.
+        """
+        if not turns:
+            raise ValueError("summarize() needs at least one turn to fold")
+        bound = self.summary_tokens
+        messages = build_summary_request(
+            previous.text, previous.facts, turns, max_tokens=bound, language_hint=self.language_hint
+        )
+        source = "\n".join(
+            [previous.text, *map(format_fact, previous.facts), *(t.text for t in turns)]
+        )
+        text = check_answer(
+            await self._ask(messages, "summary", bound),
+            max_tokens=bound,
+            tokenizer=self.tokenizer,
+            source=source,
+        )
+        required = _required(previous.text, turns)
+        missing = [i for i in required if not contains_identifier(text, i)]
+        calls = 1
+        if missing:
+            calls = 2
+            retry: list[ChatMessage] = [
+                *messages,
+                {"role": "assistant", "content": text},
+                build_retry_message(missing, max_tokens=bound),
+            ]
+            try:
+                second = check_answer(
+                    await self._ask(retry, "summary", bound),
+                    max_tokens=bound,
+                    tokenizer=self.tokenizer,
+                    source=source,
+                )
+            except Exception as exc:  # best effort; CancelledError still propagates
+                log.warning("summary retry failed, keeping the first answer: %r", exc)
+            else:
+                still = [i for i in required if not contains_identifier(second, i)]
+                if len(still) <= len(missing):
+                    text, missing = second, still
+        return SummaryResult(text, _carried_facts(previous, turns, missing), calls, tuple(missing))
+
+    async def digest(self, state: SummaryState, turns: Sequence[Turn], *, max_tokens: int) -> str:
+        """The summary brought up to date with ``turns``, for ``/summary``; nothing is stored.
+
+        Same checks as ``summarize`` (``SummaryRejected`` on junk) but no identifier retry:
+        the stored summary and facts still hold every identifier.
+        """
+        messages = build_summary_request(
+            state.text,
+            state.facts,
+            turns,
+            max_tokens=max_tokens,
+            digest=True,
+            language_hint=self.language_hint,
+        )
+        source = "\n".join([state.text, *map(format_fact, state.facts), *(t.text for t in turns)])
+        return check_answer(
+            await self._ask(messages, "digest", max_tokens),
+            max_tokens=max_tokens,
+            tokenizer=self.tokenizer,
+            source=source,
+        )

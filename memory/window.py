@@ -1,0 +1,166 @@
+"""When to compact, how much to fold, and what a reply's prompt may hold.
+
+Two rules, both pure functions so they can be property-tested:
+
+* **Trigger and fold (hysteresis).** Compaction starts when the unfolded turns exceed
+  ``max_messages`` (or ``window_tokens``) and folds the oldest turns until at most
+  ``keep_messages`` (and ``keep_tokens``) remain. With the defaults 10/4, one summarizer
+  call absorbs 7 turns, not 1. A single call folds at most ``max_fold_tokens`` so a
+  channel that fell far behind catches up in several bounded calls.
+* **The view never exceeds its budget.** Summary first (it stands for everything older),
+  then carried facts (most recently mentioned first), then the newest turns that fit.
+  Turns that do not fit are left out of the *prompt* only. A turn larger than
+  ``max_turn_share`` of the budget is cut with a visible marker, so one pasted log cannot
+  push the whole conversation out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from memory.models import ChannelKey, Fact, MemoryView, SummaryState, Turn
+from memory.tokens import Tokenizer
+
+__all__ = ["TURN_OVERHEAD", "WindowPolicy", "build_view", "truncate_marked"]
+
+TURN_OVERHEAD = 6
+"""Tokens a turn costs beyond its text: role, name label and message framing."""
+
+FACT_OVERHEAD = 3
+
+
+@dataclass(frozen=True, slots=True)
+class WindowPolicy:
+    """Compaction trigger and fold target. ``0`` disables a token limit."""
+
+    max_messages: int = 10
+    keep_messages: int = 4
+    window_tokens: int = 0
+    keep_tokens: int = 0
+    max_fold_tokens: int = 8000
+
+    def __post_init__(self) -> None:
+        if self.keep_messages < 0 or self.max_messages < 1:
+            raise ValueError("max_messages must be >= 1 and keep_messages >= 0")
+        if self.keep_messages >= self.max_messages:
+            raise ValueError("keep_messages must be smaller than max_messages")
+        if self.window_tokens and self.keep_tokens >= self.window_tokens:
+            raise ValueError("keep_tokens must be smaller than window_tokens")
+
+    def should_compact(self, count: int, tokens: int) -> bool:
+        """True when the unfolded turns overflow the window."""
+        return count > self.max_messages or bool(self.window_tokens and tokens > self.window_tokens)
+
+    def fold_count(self, pending: Sequence[Turn]) -> int:
+        """How many of the oldest ``pending`` turns one compaction should fold (maybe 0)."""
+        if not self.should_compact(len(pending), sum(t.tokens for t in pending)):
+            return 0
+        keep_tokens = self.keep_tokens if self.window_tokens else 0
+        n_keep = 0
+        kept_tokens = 0
+        for turn in reversed(pending):
+            if n_keep >= self.keep_messages:
+                break
+            if keep_tokens and kept_tokens + turn.tokens > keep_tokens:
+                break
+            n_keep += 1
+            kept_tokens += turn.tokens
+        n = len(pending) - n_keep
+        # Bound one call's input; always fold at least one turn so progress is guaranteed.
+        folded_tokens = 0
+        for i, turn in enumerate(pending[:n]):
+            folded_tokens += turn.tokens
+            if folded_tokens > self.max_fold_tokens and i > 0:
+                return i
+        return n
+
+
+def truncate_marked(text: str, max_tokens: int, tokenizer: Tokenizer) -> str:
+    """Cut ``text`` to ``max_tokens`` including a marker saying how much was left out."""
+    total = tokenizer.count(text)
+    if total <= max_tokens:
+        return text
+    marker = f" […truncated, {total} tokens in full]"
+    room = max_tokens - tokenizer.count(marker)
+    while room > 0:
+        # BPE can merge across the join, so re-count and shrink until it fits.
+        cut = tokenizer.truncate(text, room) + marker
+        if tokenizer.count(cut) <= max_tokens:
+            return cut
+        room -= 1
+    return tokenizer.truncate(marker.strip(), max_tokens)
+
+
+def _fit_facts(
+    facts: Sequence[Fact], summary: str, budget: int, tokenizer: Tokenizer
+) -> tuple[tuple[Fact, ...], int]:
+    chosen: list[Fact] = []
+    used = 0
+    for fact in facts:  # already ordered by last mention, newest first
+        if fact.value in summary:
+            continue
+        cost = tokenizer.count(fact.value) + tokenizer.count(fact.context) + FACT_OVERHEAD
+        if used + cost > budget:
+            continue  # a shorter, older fact may still fit
+        chosen.append(fact)
+        used += cost
+    return tuple(chosen), used
+
+
+def build_view(
+    state: SummaryState,
+    turns: Sequence[Turn],
+    *,
+    budget: int,
+    tokenizer: Tokenizer,
+    facts_budget: int,
+    max_turn_share: float = 0.5,
+) -> MemoryView:
+    """Fit summary, facts and the newest of ``turns`` (ascending) into ``budget`` tokens."""
+    budget = max(budget, 0)
+    summary = state.text
+    summary_tokens = tokenizer.count(summary)
+    if summary_tokens > budget:
+        summary = truncate_marked(summary, budget, tokenizer)
+        summary_tokens = tokenizer.count(summary)
+    remaining = budget - summary_tokens
+    facts, facts_tokens = _fit_facts(state.facts, summary, min(facts_budget, remaining), tokenizer)
+    remaining -= facts_tokens
+
+    per_turn_cap = max(int(budget * max_turn_share), 1)
+    picked: list[Turn] = []
+    used = 0
+    truncated = False
+    for turn in reversed(turns):
+        room = remaining - used - TURN_OVERHEAD
+        if room <= 0:
+            break
+        cost = turn.tokens
+        if cost > per_turn_cap or (cost > room and not picked):
+            text = truncate_marked(turn.text, min(per_turn_cap, room), tokenizer)
+            turn = replace(turn, text=text, tokens=tokenizer.count(text))
+            cost = turn.tokens
+            truncated = True
+        if cost > room:
+            break
+        picked.append(turn)
+        used += cost + TURN_OVERHEAD
+    picked.reverse()
+    return MemoryView(
+        key=state.key,
+        summary=summary,
+        summary_tokens=summary_tokens,
+        facts=facts,
+        facts_tokens=facts_tokens,
+        turns=tuple(picked),
+        turns_tokens=used,
+        dropped=len(turns) - len(picked),
+        truncated=truncated,
+        version=state.version,
+    )
+
+
+def empty_view(key: ChannelKey) -> MemoryView:
+    """The view of a channel with nothing stored."""
+    return MemoryView(key, "", 0, (), 0, (), 0)

@@ -1,0 +1,316 @@
+"""A loopback OpenAI-compatible server, so tests drive the real ``openai`` SDK over HTTP.
+
+Serves ``POST /v1/chat/completions`` (JSON, or SSE with ``stream: true``) and ``GET
+/v1/models`` on 127.0.0.1, port 0, and records every request. Answers come from a script the
+test pushes, then from ``responder(request_json) -> str``; ``latency(request_json) -> float``
+delays answers (say 0.1 s for replies, 2 s for summaries). It fails loudly: a request with
+nothing to answer it gets a non-retryable 500, and leaving ``async with`` raises
+``AssertionError`` for those and for unconsumed script steps.
+
+``python -m tests.fakes.openai_server --port 0`` prints its base URL as the first line of
+stdout and answers with :func:`default_responder` until SIGINT/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import re
+import signal
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from aiohttp import web
+
+__all__ = [
+    "EmptyChoices", "Error", "FakeOpenAI", "Hang", "Malformed", "Request", "Text",
+    "context_length_error", "default_responder", "is_summary_request", "rate_limited",
+]  # fmt: skip
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Text:
+    """A normal answer; ``chunks`` fixes how a streamed one is split (default: by word)."""
+
+    text: str
+    chunks: Sequence[str] | None = None
+
+
+@dataclass(frozen=True)
+class Error:
+    """An HTTP error: ``body`` is sent as JSON if it is a dict, else as text."""
+
+    status: int
+    body: object = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Hang:
+    """Say nothing for ``seconds`` (the client should time out first), then answer."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """A 200 whose JSON (or SSE data line) is cut off."""
+
+    body: str = '{"id": "chatcmpl-broken", "object": "chat.completion", "choices": [{'
+
+
+@dataclass(frozen=True)
+class EmptyChoices:
+    """A well-formed completion with ``choices: []``."""
+
+
+Scripted = Text | Error | Hang | Malformed | EmptyChoices
+
+
+def context_length_error(limit: int = 8192, used: int = 9000) -> Error:
+    """OpenAI's exact 400 for a prompt over the context window."""
+    message = (
+        f"This model's maximum context length is {limit} tokens. However, your messages "
+        f"resulted in {used} tokens. Please reduce the length of the messages."
+    )
+    body = {"message": message, "type": "invalid_request_error", "param": "messages"}
+    return Error(400, {"error": body | {"code": "context_length_exceeded"}})
+
+
+def rate_limited(retry_after: str = "1") -> Error:
+    """OpenAI's 429, with a ``Retry-After`` header."""
+    body = {"message": "Rate limit reached for requests", "type": "requests", "param": None}
+    body["code"] = "rate_limit_exceeded"
+    return Error(429, {"error": body}, {"Retry-After": retry_after})
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request as the server saw it; ``at`` is ``time.monotonic()`` on arrival."""
+
+    method: str
+    path: str
+    json: JSON | None
+    headers: Mapping[str, str]
+    at: float
+
+
+def is_summary_request(body: JSON) -> bool:
+    """Whether a chat request asks for a summary (its system prompt mentions summarizing)."""
+    system = " ".join(str(m.get("content", "")) for m in _messages(body) if m["role"] == "system")
+    return bool(re.search(r"summar", system, re.IGNORECASE))
+
+
+def default_responder(body: JSON) -> str:
+    """Deterministic answers for end-to-end runs: a summary request gets its transcript's
+    data lines as bullets within its ``Token limit``; anything else, the last user message."""
+    messages = _messages(body)
+    users = [str(m.get("content", "")) for m in messages if m["role"] == "user"]
+    if not is_summary_request(body):
+        return f"You said: {users[-1][:500]}" if users else "Hello."
+    text = "\n".join(users)
+    limit = re.search(r"Token limit: (\d+)", text)
+    # 0.8 characters per token of the limit: safe even for CJK and unknown tokenizers
+    budget = int(0.8 * int(limit[1] if limit else body.get("max_tokens") or 256))
+    data = text.split("<<<", 1)[1] if "<<<" in text else text  # skip the instructions
+    kept: list[str] = []
+    for line in data.splitlines():
+        line = re.sub(r"^\[((?:[^\]\\]|\\.)*)\]:", r"\1:", line.strip(" -\t"))
+        if line and "<<<" not in line and ">>>" not in line and f"- {line}" not in kept:
+            if sum(map(len, kept)) + len(line) + 2 > budget:
+                break
+            kept.append(f"- {line}")
+    return "\n".join(kept) or "- (nothing to summarize yet)"
+
+
+def _messages(body: JSON) -> list[JSON]:
+    raw = body.get("messages")
+    return [m for m in raw if isinstance(m, dict) and "role" in m] if isinstance(raw, list) else []
+
+
+def _usage(body: JSON, text: str) -> JSON:
+    """``{"usage": ...}`` with made-up but deterministic counts (~4 characters a token)."""
+    prompt = sum(len(str(m.get("content", ""))) // 4 + 1 for m in _messages(body))
+    done = len(text) // 4 + 1 if text else 0
+    usage = {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done}
+    return {"usage": usage}
+
+
+class FakeOpenAI:
+    """The server; use as ``async with FakeOpenAI() as fake:`` and point a client at
+    ``fake.base_url``."""
+
+    def __init__(
+        self,
+        *,
+        responder: Callable[[JSON], str] | None = None,
+        latency: Callable[[JSON], float] | None = None,
+        models: Sequence[str] = ("gpt-test", "gpt-test-mini"),
+        strict: bool = True,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self.responder, self.latency, self.models, self.strict = responder, latency, models, strict
+        self.requests: list[Request] = []
+        self.unexpected: list[Request] = []
+        self._script: deque[Scripted] = deque()
+        self._host, self._port = host, port
+        self._closing = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+        self._seq = 0
+        self.base_url = ""
+
+    @property
+    def chat_requests(self) -> list[Request]:
+        """Only the chat completion requests, in arrival order."""
+        return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    def push(self, *items: Scripted | str) -> None:
+        """Queue answers for the next chat requests; a ``str`` means ``Text(str)``."""
+        self._script.extend(Text(i) if isinstance(i, str) else i for i in items)
+
+    async def start(self) -> None:
+        """Bind to a free port and serve."""
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        # handler_cancellation: a hung handler ends when the client gives up.
+        self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._port)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.base_url = f"http://{self._host}:{port}/v1"
+
+    async def close(self) -> None:
+        """Stop serving; hung handlers return at once."""
+        self._closing.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> FakeOpenAI:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+        if exc is None and self.strict:
+            assert not self.unexpected, f"unscripted requests: {self.unexpected}"
+            assert not self._script, f"script steps never consumed: {list(self._script)}"
+
+    async def _record(self, request: web.Request) -> Request:
+        try:
+            body = await request.json() if request.can_read_body else None
+        except ValueError:
+            body = None
+        headers = request.headers.copy()  # case-insensitive lookups, like HTTP
+        seen = Request(request.method, request.path, body, headers, time.monotonic())
+        self.requests.append(seen)
+        return seen
+
+    async def _models(self, request: web.Request) -> web.Response:
+        await self._record(request)
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]
+        return web.json_response({"object": "list", "data": data})
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        seen = await self._record(request)
+        body = seen.json or {}
+        if self._script:
+            step = self._script.popleft()
+        elif self.responder is not None:
+            step = Text(self.responder(body))
+        else:
+            self.unexpected.append(seen)
+            err = {"error": {"message": "FakeOpenAI: no scripted response", "type": "fake"}}
+            return web.json_response(err, status=500, headers={"x-should-retry": "false"})
+        if isinstance(step, Error):
+            is_json = isinstance(step.body, dict)
+            text = json.dumps(step.body) if is_json else str(step.body or "")
+            ct = "application/json" if is_json else "text/plain"
+            return web.Response(
+                text=text, status=step.status, headers=step.headers, content_type=ct
+            )
+        if isinstance(step, Hang):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), step.seconds)
+            step = Text("(a late answer)")
+        if self.latency is not None:
+            await asyncio.sleep(self.latency(body))
+        self._seq += 1
+        head = {"id": f"chatcmpl-{self._seq}", "created": 1_700_000_000, "model": body.get("model")}
+        if body.get("stream"):
+            return await self._stream(request, body, head, step)
+        if isinstance(step, Malformed):
+            return web.Response(text=step.body, content_type="application/json")
+        text = step.text if isinstance(step, Text) else ""
+        message = {"role": "assistant", "content": text}
+        choice = {"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}
+        choices = [] if isinstance(step, EmptyChoices) else [choice]
+        usage = _usage(body, text)
+        return web.json_response(head | {"object": "chat.completion", "choices": choices} | usage)
+
+    async def _stream(
+        self, request: web.Request, body: JSON, head: JSON, step: Text | Malformed | EmptyChoices
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+
+        async def send(data: str) -> None:
+            await response.write(f"data: {data}\n\n".encode())
+
+        def chunk(choices: list[JSON], **extra: Any) -> str:
+            return json.dumps(
+                head | {"object": "chat.completion.chunk"} | extra | {"choices": choices}
+            )
+
+        if isinstance(step, Malformed):
+            await send(step.body)
+        elif isinstance(step, Text):
+            pieces = step.chunks if step.chunks is not None else re.findall(r"\s*\S+", step.text)
+            await send(chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}}]))
+            for piece in pieces:
+                await send(chunk([{"index": 0, "delta": {"content": piece}}]))
+            await send(chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}]))
+        if (body.get("stream_options") or {}).get("include_usage"):
+            text = step.text if isinstance(step, Text) else ""
+            await send(chunk([], **_usage(body, text)))
+        await send("[DONE]")
+        await response.write_eof()
+        return response
+
+
+async def _serve(host: str, port: int) -> None:
+    async with FakeOpenAI(responder=default_responder, host=host, port=port, strict=False) as fake:
+        print(fake.base_url, flush=True)
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+        await stop.wait()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m tests.fakes.openai_server [--host H] [--port P]``."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args(argv)
+    asyncio.run(_serve(args.host, args.port))
+
+
+if __name__ == "__main__":
+    main()
