@@ -17,7 +17,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from bot.errors import ConfigError
-from bot.llm import LLM, OfflineLLM, OpenAILLM, UsageMeter
+from bot.llm import LLM, OpenAILLM, UsageMeter
+from bot.offline_llm import OfflineLLM
 from bot.service import ChatService, ServiceConfig
 from bot.settings import Settings
 from memory.manager import MemoryManager

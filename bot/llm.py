@@ -16,8 +16,6 @@ Both remove reasoning blocks (``bot.thinking``) and satisfy ``memory.completion.
 
 from __future__ import annotations
 
-import itertools
-import re
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -32,13 +30,11 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletio
 from bot.errors import LLMBadResponse, LLMError, llm_error_from
 from bot.thinking import ThinkFilter, strip_think
 from memory.completion import ChatMessage
-from memory.tokens import Tokenizer
 
 __all__ = [
     "LLM",
     "PURPOSES",
     "Completion",
-    "OfflineLLM",
     "OpenAILLM",
     "PurposeTotals",
     "Usage",
@@ -55,8 +51,6 @@ _OPENAI_URL = "https://api.openai.com/v1"
 # OPENAI_API_KEY from the environment behind the settings' back.
 _NO_KEY = "no-key-required"
 _UNSUPPORTED = ("unsupported", "not supported", "unrecognized", "extra inputs", "unknown")
-_SPACE = re.compile(r"\s")
-_MEMORY_BLOCK = re.compile(r"<<<MEMORY[^\n]*\n?(.*?)\n?MEMORY>>>", re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,100 +329,3 @@ class OpenAILLM:
 
 def _params(messages: Sequence[ChatMessage]) -> list[ChatCompletionMessageParam]:
     return [cast(ChatCompletionMessageParam, dict(m)) for m in messages]
-
-
-class OfflineLLM:
-    """``LLM`` without a network, deterministic, so the bot runs with zero configuration.
-
-    Summaries are extractive (``memory.extractive``, reading the request the summarizer
-    built); replies say that no model is configured, how to configure one, and what the bot
-    remembers. Never chosen silently when a real provider was asked for (settings decide).
-    """
-
-    is_offline = True
-
-    def __init__(self, tokenizer: Tokenizer, meter: UsageMeter | None = None) -> None:
-        self.name = "offline"
-        self._tokenizer = tokenizer
-        self._meter = meter
-
-    async def complete(
-        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
-    ) -> Completion:
-        """An extractive summary (``summary``/``digest``) or the no-model reply, within
-        ``max_tokens``."""
-        _check_purpose(purpose)
-        started = time.monotonic()
-        if purpose in _SUMMARY_PURPOSES:
-            text = self._summary(messages, max_tokens)
-        else:
-            text = self._tokenizer.truncate(self._reply(messages), max_tokens)
-        if not text.strip():
-            if self._meter is not None:
-                self._meter.record_error(purpose, self.name, time.monotonic() - started)
-            raise LLMBadResponse("the offline summarizer found nothing to keep")
-        count = self._tokenizer.count
-        usage = Usage(sum(count(m["content"]) for m in messages), count(text))
-        if self._meter is not None:
-            self._meter.record(purpose, self.name, usage, time.monotonic() - started)
-        return Completion(text, usage, self.name)
-
-    async def stream(
-        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
-    ) -> AsyncIterator[str]:
-        """The same text as ``complete``, in three chunks (so streaming paths get exercised)."""
-        text = (await self.complete(messages, max_tokens=max_tokens, purpose=purpose)).text
-        cuts = sorted({0, *(_space_after(text, len(text) * i // 3) for i in (1, 2)), len(text)})
-        for start, end in itertools.pairwise(cuts):
-            yield text[start:end]
-
-    async def probe(self) -> str:
-        """For ``gistbot doctor``."""
-        return "offline: no language model configured (extractive summaries, canned replies)"
-
-    async def aclose(self) -> None:
-        """Nothing to close."""
-
-    def _summary(self, messages: Sequence[ChatMessage], max_tokens: int) -> str:
-        # Imported here: only the offline summary path needs memory's summarizer.
-        from memory.summarizer import parse_summary_request
-
-        try:
-            req = parse_summary_request(messages)
-        except ValueError as exc:  # not built by memory.summarizer: a caller's bug
-            raise LLMBadResponse(f"offline summarizer cannot read the request: {exc}") from exc
-        from memory.extractive import extractive_summary
-
-        bound = min(max_tokens, req.max_tokens) if req.max_tokens else max_tokens
-        text = extractive_summary(
-            req.previous, req.facts, req.blocks, max_tokens=bound, tokenizer=self._tokenizer
-        )
-        return self._tokenizer.truncate(text, bound)
-
-    def _reply(self, messages: Sequence[ChatMessage]) -> str:
-        blocks = (_MEMORY_BLOCK.search(m["content"]) for m in messages)
-        found = next((b for b in blocks if b), None)
-        memory = found.group(1).strip() if found else ""
-        recent = sum(1 for m in messages if m["role"] in ("user", "assistant"))
-        lines = [
-            "No language model is configured, so I can't give you a real answer. To use one, "
-            "set OPENAI_API_KEY (or OPENAI_BASE_URL for a local OpenAI-compatible server) "
-            "and LLM_PROVIDER=openai, then restart me.",
-            "",
-        ]
-        if memory:
-            excerpt = self._tokenizer.truncate(memory, 80)
-            shown = [line for line in excerpt.splitlines() if line.strip()]
-            more = ["> …"] if excerpt != memory or len(shown) > 8 else []
-            lines += ["What I remember of this conversation:", *(f"> {x}" for x in shown[:8])]
-            lines += more
-        else:
-            lines.append("There is no summary of this conversation yet.")
-        lines.append(f"I can also see {recent} recent message{'s' if recent != 1 else ''}.")
-        return "\n".join(lines)
-
-
-def _space_after(text: str, at: int) -> int:
-    """The index just after the first whitespace at or after ``at`` (a clean chunk cut)."""
-    match = _SPACE.search(text, at)
-    return match.end() if match else len(text)

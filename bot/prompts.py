@@ -57,9 +57,13 @@ def _turn_message(turn: Turn) -> ChatMessage:
 
 def fixed_overhead(system_prompt: str, tokenizer: Tokenizer) -> int:
     """Tokens the prompt costs before any memory: system prompt, fence framing, slack."""
-    headers = tokenizer.count("## Summary of earlier conversation\n\n## Facts carried from earlier conversation")
+    headers = tokenizer.count(
+        "## Summary of earlier conversation\n\n## Facts carried from earlier conversation"
+    )
     return (
-        tokenizer.count(system_prompt) + tokenizer.count(memory_block("", ())) + headers
+        tokenizer.count(system_prompt)
+        + tokenizer.count(memory_block("", ()))
+        + headers
         + 2 * TURN_OVERHEAD
     )
 

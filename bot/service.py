@@ -92,8 +92,16 @@ class ChatService:
         if self.config.record_mode == "addressed" and not addressed:
             return None
         result = await self.memory.record(
-            NewTurn(msg.key, msg.message_id, "user", msg.author_id, msg.author_name, msg.text,
-                    0, msg.sent_at)
+            NewTurn(
+                msg.key,
+                msg.message_id,
+                "user",
+                msg.author_id,
+                msg.author_name,
+                msg.text,
+                0,
+                msg.sent_at,
+            )
         )
         if not addressed or not result.created:
             return None  # not for us, or a re-delivery we already answered
@@ -118,8 +126,16 @@ class ChatService:
         except LLMError as e:
             return self._failure(msg, e)
         await self.memory.record(
-            NewTurn(msg.key, f"reply:{msg.message_id}", "assistant", self.config.bot_id,
-                    self.config.bot_name, text, 0, time.time())
+            NewTurn(
+                msg.key,
+                f"reply:{msg.message_id}",
+                "assistant",
+                self.config.bot_id,
+                self.config.bot_name,
+                text,
+                0,
+                time.time(),
+            )
         )
         return Reply(text, truncated_memory=view.dropped > 0 or view.truncated)
 
@@ -151,7 +167,11 @@ class ChatService:
         digest = await self.memory.digest(key)
         if digest.empty:
             return CommandResult("Nothing to summarize yet: I have no messages from this channel.")
-        note = "" if digest.fresh else "\n_(The summary model is unavailable; this is the stored summary.)_"
+        note = (
+            ""
+            if digest.fresh
+            else "\n_(The summary model is unavailable; this is the stored summary.)_"
+        )
         return CommandResult(f"{digest.text.strip()}{note}\n\n— {footer(digest.stats)}")
 
     async def reset(self, key: ChannelKey, *, allowed: bool) -> CommandResult:

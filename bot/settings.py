@@ -159,6 +159,11 @@ class Settings(BaseSettings):
                 "LLM_PROVIDER=openai needs OPENAI_API_KEY (for api.openai.com) or "
                 "OPENAI_BASE_URL (for Ollama, vLLM, LM Studio, …)"
             )
+        if self.slack_bot_token and not (self.slack_app_token or self.slack_signing_secret):
+            problems.append(
+                "SLACK_BOT_TOKEN is set but neither SLACK_APP_TOKEN (Socket Mode) nor "
+                "SLACK_SIGNING_SECRET (HTTP mode) is; set one of them"
+            )
         if problems:
             raise ValueError("; ".join(problems))
         return self

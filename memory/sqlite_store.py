@@ -106,9 +106,14 @@ class SqliteStore:
             await self._w.execute(f"PRAGMA synchronous = {self.synchronous}")
             await self._w.execute("PRAGMA foreign_keys = ON")
             await self._w._execute(lambda: self._migrate(self._raw(self._w)))
-            self._r = await aiosqlite.connect(self.path, isolation_level=None)
-            await self._r.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-            await self._r.execute("PRAGMA query_only = 1")
+            if str(self.path) == ":memory:":
+                # A second connection would open a second, empty database. The writer's
+                # thread runs each batch whole, so reads on it still see committed state.
+                self._r = self._w
+            else:
+                self._r = await aiosqlite.connect(self.path, isolation_level=None)
+                await self._r.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+                await self._r.execute("PRAGMA query_only = 1")
         except BaseException as e:
             await self.close()
             if not isinstance(e, sqlite3.DatabaseError):
@@ -153,7 +158,7 @@ class SqliteStore:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._writer
             self._writer = None
-        for conn in (self._w, self._r):
+        for conn in (self._w, self._r if self._r is not self._w else None):
             if conn is not None:
                 with contextlib.suppress(Exception):
                     await conn.close()
@@ -216,12 +221,17 @@ class SqliteStore:
         try:
             for fn, args, _ in batch:
                 conn.execute("SAVEPOINT op")
+                known = len(new_ids)
                 try:
                     results.append((True, fn(conn, new_ids, *args)))
                     conn.execute("RELEASE op")
                 except Exception as e:
                     conn.execute("ROLLBACK TO op")
                     conn.execute("RELEASE op")
+                    # A channel row this op created was rolled back: forget its id, or the
+                    # next op (and the id cache) would use a row that does not exist.
+                    for key in list(new_ids)[known:]:
+                        del new_ids[key]
                     results.append((False, e))
             conn.execute("COMMIT")
         except BaseException:

@@ -32,7 +32,8 @@ FACT_OVERHEAD = 3
 
 @dataclass(frozen=True, slots=True)
 class WindowPolicy:
-    """Compaction trigger and fold target. ``0`` disables a token limit."""
+    """Compaction trigger and fold target. ``0`` disables a token limit, except that a
+    token window without ``keep_tokens`` folds down to half the window."""
 
     max_messages: int = 10
     keep_messages: int = 4
@@ -56,7 +57,11 @@ class WindowPolicy:
         """How many of the oldest ``pending`` turns one compaction should fold (maybe 0)."""
         if not self.should_compact(len(pending), sum(t.tokens for t in pending)):
             return 0
-        keep_tokens = self.keep_tokens if self.window_tokens else 0
+        # With a token window but no KEEP_TOKENS, keep half the window: without any token
+        # bound a token overflow of few turns would fold nothing and compaction would spin.
+        keep_tokens = 0
+        if self.window_tokens:
+            keep_tokens = self.keep_tokens or max(self.window_tokens // 2, 1)
         n_keep = 0
         kept_tokens = 0
         for turn in reversed(pending):

@@ -26,7 +26,8 @@ from bot.errors import (
     LLMTimeout,
     LLMUnavailable,
 )
-from bot.llm import LLM, Completion, OfflineLLM, OpenAILLM, Usage, UsageMeter
+from bot.llm import LLM, Completion, OpenAILLM, Usage, UsageMeter
+from bot.offline_llm import OfflineLLM
 from bot.thinking import ThinkFilter, strip_think
 from memory.completion import ChatMessage, SummaryModel
 from memory.tokens import TokenCounter
@@ -392,7 +393,7 @@ async def test_offline_reply_says_no_model_and_quotes_memory(tokenizer: TokenCou
     llm = OfflineLLM(tokenizer)
     done = await llm.complete(messages, max_tokens=300, purpose="reply")
     assert "No language model is configured" in done.text
-    assert "OPENAI_API_KEY" in done.text and "LLM_PROVIDER=openai" in done.text
+    assert "OPENAI_API_KEY" in done.text and "OPENAI_BASE_URL" in done.text
     assert "> - Alice: order ORD-1042 is late" in done.text
     assert "3 recent messages" in done.text
     pieces = [p async for p in llm.stream(messages, max_tokens=300, purpose="reply")]

@@ -104,9 +104,12 @@ class Request:
 
 
 def is_summary_request(body: JSON) -> bool:
-    """Whether a chat request asks for a summary (its system prompt mentions summarizing)."""
+    """Whether a chat request asks for a summary: its system prompt is the summarizer's
+    ("You keep the memory of a group chat"), not a reply prompt that merely contains one."""
     system = " ".join(str(m.get("content", "")) for m in _messages(body) if m["role"] == "system")
-    return bool(re.search(r"summar", system, re.IGNORECASE))
+    return "keep the memory of a group chat" in system or bool(
+        re.match(r"\s*summar", system, re.IGNORECASE)
+    )
 
 
 def default_responder(body: JSON) -> str:

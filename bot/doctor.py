@@ -1,0 +1,75 @@
+"""``gistbot doctor``: what is configured, what would start, and whether it works.
+
+Secrets are masked (first 3 and last 2 characters at most). Exit status 0 when the
+database and the LLM endpoint both answered, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from pydantic import SecretStr
+
+from bot.app import make_llm, make_store
+from bot.llm import UsageMeter
+from bot.settings import Settings
+from memory.tokens import TokenCounter
+
+__all__ = ["doctor", "mask"]
+
+
+def mask(secret: str) -> str:
+    """Enough of a secret to recognise it, never enough to use it."""
+    if len(secret) < 12:
+        return "***"
+    return f"{secret[:3]}…{secret[-2:]}"
+
+
+def _describe(settings: Settings) -> list[tuple[str, str]]:
+    rows = []
+    for name, value in settings.model_dump().items():
+        if isinstance(value, SecretStr):
+            shown = mask(value.get_secret_value())
+        elif name == "system_prompt":
+            shown = (value[:60] + "…") if len(value) > 60 else value
+        elif name == "database_url" and "@" in value:
+            scheme, _, rest = value.partition("://")
+            shown = f"{scheme}://***@{rest.split('@', 1)[1]}"
+        else:
+            shown = "(not set)" if value is None or value == [] else str(value)
+        rows.append((name.upper(), shown))
+    return rows
+
+
+async def doctor(settings: Settings, out: TextIO) -> int:
+    """Print the report; return the exit status."""
+    ok = True
+    out.write("gistbot doctor\n\nConfiguration:\n")
+    for name, shown in _describe(settings):
+        out.write(f"  {name:<26} {shown}\n")
+    adapters = settings.adapters or ["console (no platform tokens set)"]
+    out.write(f"\nAdapters that would start: {', '.join(adapters)}\n")
+    out.write(f"LLM provider: {settings.provider}\n\nChecks:\n")
+
+    store = make_store(settings)
+    try:
+        await store.open()
+        channels = await store.channels()
+        out.write(f"  database   ok: {len(channels)} channels stored\n")
+    except Exception as e:
+        ok = False
+        out.write(f"  database   FAILED: {e}\n")
+    finally:
+        await store.close()
+
+    llm = make_llm(settings, TokenCounter(settings.model_name), UsageMeter())
+    try:
+        described = await llm.probe()  # type: ignore[attr-defined]
+        out.write(f"  llm        ok: {described}\n")
+    except Exception as e:
+        ok = False
+        out.write(f"  llm        FAILED: {type(e).__name__}: {e}\n")
+    finally:
+        await llm.aclose()  # type: ignore[attr-defined]
+    out.write("\nAll checks passed.\n" if ok else "\nSome checks failed; see above.\n")
+    return 0 if ok else 1

@@ -1,0 +1,473 @@
+"""The ``Store`` contract: one behaviour every backend (SQLite, PostgreSQL) must show.
+
+Use it by subclassing ``StoreContract`` in a ``test_*.py`` module and overriding the
+``make_store`` fixture: an async factory that opens a new ``Store`` on the *same* backing
+database each time it is called (the durability tests close one store and open another),
+starting from an empty database for each test, and that closes what it opened at teardown::
+
+    class TestSqliteStore(StoreContract):
+        @pytest.fixture
+        async def make_store(self, tmp_path): ...
+
+Nothing here knows which backend runs it: only the ``Store`` protocol is used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+
+from memory.models import ChannelKey, Fact, NewTurn, Role
+from memory.store import Store
+from memory.text import clean_text
+
+__all__ = ["MakeStore", "StoreContract", "new_turn"]
+
+MakeStore = Callable[[], Awaitable[Store]]
+
+A = ChannelKey("discord", "g1", "c1")
+B = ChannelKey("discord", "g1", "c2")
+SLACK = ChannelKey("slack", "T1", "c1")  # same channel id, other platform
+UNKNOWN = ChannelKey("discord", "nope", "nope")
+_ids = itertools.count()
+
+
+def new_turn(
+    key: ChannelKey,
+    message_id: str | None = None,
+    text: str = "hello",
+    *,
+    role: Role = "user",
+    author: str = "alice",
+    tokens: int | None = None,
+    sent_at: float = 1_700_000_000.0,
+) -> NewTurn:
+    """A turn to record; tokens default to a cheap stand-in (stores only keep the number)."""
+    return NewTurn(
+        key=key,
+        message_id=message_id if message_id is not None else f"m{next(_ids)}",
+        role=role,
+        author_id=author,
+        author_name=author.title(),
+        text=text,
+        tokens=tokens if tokens is not None else max(1, len(text) // 4),
+        sent_at=sent_at,
+    )
+
+
+async def _fill(store: Store, key: ChannelKey, n: int, **kw: object) -> list[int]:
+    """Record ``n`` turns one after another; return their seqs."""
+    seqs = []
+    for i in range(n):
+        res = await store.record(new_turn(key, f"{key.channel}-{i}", f"turn {i}", **kw))  # type: ignore[arg-type]
+        seqs.append(res.turn.seq)
+    return seqs
+
+
+async def _fold(store: Store, key: ChannelKey, through: int, text: str = "S", **kw: object) -> None:
+    state = await store.state(key)
+    ok = await store.commit_summary(
+        key,
+        expected_version=state.version,
+        text=text,
+        folded_through=through,
+        facts=kw.pop("facts", ()),  # type: ignore[arg-type]
+        now=float(kw.pop("now", 1.0)),  # type: ignore[arg-type]
+    )
+    assert ok
+
+
+class StoreContract:
+    """The contract suite. Subclasses override ``make_store``; see the module docstring."""
+
+    @pytest.fixture
+    async def make_store(self) -> AsyncIterator[MakeStore]:
+        raise NotImplementedError("a backend's test module must override make_store")
+        yield  # pragma: no cover
+
+    @pytest.fixture
+    async def store(self, make_store: MakeStore) -> Store:
+        return await make_store()
+
+    # -------------------------------------------------------------------- record
+
+    async def test_is_a_store(self, store: Store) -> None:
+        assert isinstance(store, Store)
+
+    async def test_record_assigns_increasing_seqs(self, store: Store) -> None:
+        seqs = await _fill(store, A, 5)
+        assert seqs == sorted(seqs) and len(set(seqs)) == 5 and seqs[0] >= 1
+        turns = await store.turns(A)
+        assert [t.seq for t in turns] == seqs
+        assert [t.text for t in turns] == [f"turn {i}" for i in range(5)]
+
+    async def test_record_keeps_every_field(self, store: Store) -> None:
+        nt = new_turn(A, "x1", "hi there", role="assistant", author="gistbot", tokens=7,
+                      sent_at=123.5)
+        res = await store.record(nt)
+        assert res.created
+        t = res.turn
+        assert (t.key, t.message_id, t.role, t.author_id, t.author_name, t.text, t.tokens,
+                t.sent_at) == (A, "x1", "assistant", "gistbot", "Gistbot", "hi there", 7, 123.5)
+        assert (await store.turns(A)) == [t]
+
+    async def test_record_is_idempotent_on_message_id(self, store: Store) -> None:
+        first = await store.record(new_turn(A, "dup", "original"))
+        again = await store.record(new_turn(A, "dup", "a redelivery with other text"))
+        assert first.created and not again.created
+        assert again.turn == first.turn
+        assert [t.text for t in await store.turns(A)] == ["original"]
+        assert await store.pending_size(A) == (1, first.turn.tokens)
+
+    async def test_record_is_idempotent_within_one_concurrent_batch(self, store: Store) -> None:
+        dups = [new_turn(A, "same", f"copy {i}") for i in range(20)]
+        others = [new_turn(A, f"o{i}", f"other {i}") for i in range(20)]
+        mixed = [x for pair in zip(dups, others, strict=True) for x in pair]
+        results = await asyncio.gather(*(store.record(t) for t in mixed))
+        same = [r for r in results if r.turn.message_id == "same"]
+        assert sum(r.created for r in same) == 1
+        assert len({r.turn.seq for r in same}) == 1
+        assert all(r.created for r in results if r.turn.message_id != "same")
+        turns = await store.turns(A)
+        assert len(turns) == 21
+        assert len({t.seq for t in turns}) == 21
+        assert sorted(t.message_id for t in turns) == sorted({t.message_id for t in mixed})
+
+    async def test_concurrent_records_in_many_channels_get_per_channel_seqs(
+        self, store: Store
+    ) -> None:
+        keys = [ChannelKey("discord", "g", f"c{i}") for i in range(10)]
+        turns = [new_turn(k, f"m{j}") for j in range(10) for k in keys]
+        await asyncio.gather(*(store.record(t) for t in turns))
+        for k in keys:
+            stored = await store.turns(k)
+            assert [t.message_id for t in stored] == [f"m{j}" for j in range(10)]
+            seqs = [t.seq for t in stored]
+            assert seqs == sorted(seqs) and len(set(seqs)) == 10
+
+    async def test_same_message_id_in_other_channels_is_another_turn(self, store: Store) -> None:
+        a = await store.record(new_turn(A, "m", "in A"))
+        b = await store.record(new_turn(B, "m", "in B"))
+        s = await store.record(new_turn(SLACK, "m", "in slack"))
+        assert a.created and b.created and s.created
+        assert [t.text for t in await store.turns(A)] == ["in A"]
+        assert [t.text for t in await store.turns(B)] == ["in B"]
+        assert [t.text for t in await store.turns(SLACK)] == ["in slack"]
+
+    async def test_record_does_not_change_the_version(self, store: Store) -> None:
+        await _fill(store, A, 1)
+        before = (await store.state(A)).version
+        await _fill(store, A, 3)
+        assert (await store.state(A)).version == before
+
+    async def test_record_is_visible_to_another_store_at_once(
+        self, store: Store, make_store: MakeStore
+    ) -> None:
+        res = await store.record(new_turn(A, "visible", "committed before return"))
+        other = await make_store()
+        assert await other.turns(A) == [res.turn]
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "안녕하세요, 주문번호 ORD-7731로 문의드립니다. 내일까지 확인 부탁드려요!",
+            "こんにちは、チケット番号はINC0012345です。",
+            "ship it 🚀🔥 👨‍👩‍👧‍👦 🇰🇷 é ñ",
+            "line one\nline two\r\n\ttabbed",
+            "",
+            "   ",
+        ],
+        ids=["korean", "japanese", "emoji", "whitespace-mix", "empty", "blank"],
+    )
+    async def test_text_round_trips(self, store: Store, text: str) -> None:
+        res = await store.record(new_turn(A, "t", text, tokens=3))
+        assert res.turn.text == text
+        assert (await store.turns(A))[0].text == text
+        assert (await store.pending(A))[0].text == text
+
+    async def test_one_megabyte_text_round_trips(self, store: Store) -> None:
+        text = ("가나다 abc 🚀 " * 100_000)[: 1_000_000]
+        assert len(text.encode("utf-8")) > 1_000_000
+        await store.record(new_turn(A, "big", text, tokens=400_000))
+        (turn,) = await store.turns(A)
+        assert turn.text == text and turn.tokens == 400_000
+
+    async def test_cleaned_nul_and_surrogates_round_trip(self, store: Store) -> None:
+        text = clean_text("a\x00b \ud83d lone, pair \ud83d\ude80 end")
+        assert "\x00" not in text
+        await store.record(new_turn(A, "nul", text))
+        assert (await store.turns(A))[0].text == text == "a\ufffdb \ufffd lone, pair 🚀 end"
+
+    # -------------------------------------------------------------------- unknown channel
+
+    async def test_unknown_channel_is_empty(self, store: Store) -> None:
+        await _fill(store, A, 2)  # other channels exist; this one does not
+        state = await store.state(UNKNOWN)
+        assert (state.key, state.text, state.version, state.folded_through, state.facts) == (
+            UNKNOWN, "", 0, 0, ()
+        )
+        assert await store.snapshot(UNKNOWN, limit=10) == (state, [])
+        assert await store.pending(UNKNOWN) == []
+        assert await store.pending_size(UNKNOWN) == (0, 0)
+        assert await store.turns(UNKNOWN) == []
+        stats = await store.stats(UNKNOWN)
+        assert (stats.key, stats.turns, stats.folded, stats.pending, stats.facts,
+                stats.compactions, stats.last_compacted_at) == (UNKNOWN, 0, 0, 0, 0, 0, None)
+        assert await store.edit(UNKNOWN, "m", "x", 1) == "missing"
+        assert await store.delete(UNKNOWN, "m") == "missing"
+        reset = await store.reset(UNKNOWN)
+        assert (reset.turns, reset.had_summary, reset.facts) == (0, False, 0)
+        assert not await store.commit_summary(
+            UNKNOWN, expected_version=0, text="S", folded_through=1, facts=(), now=1.0
+        )
+        assert UNKNOWN not in await store.channels()
+
+    # -------------------------------------------------------------------- commit_summary
+
+    async def test_commit_folds_and_bumps_the_version(self, store: Store) -> None:
+        seqs = await _fill(store, A, 6)
+        before = await store.state(A)
+        ok = await store.commit_summary(
+            A, expected_version=before.version, text="## Topics\n- greetings",
+            folded_through=seqs[3], facts=(), now=42.0,
+        )
+        assert ok
+        after = await store.state(A)
+        assert after.text == "## Topics\n- greetings"
+        assert after.folded_through == seqs[3]
+        assert after.version > before.version
+        assert after.last_compacted_at == 42.0
+        assert after.compactions == before.compactions + 1
+        assert [t.seq for t in await store.pending(A)] == seqs[4:]
+        assert await store.pending_size(A) == (2, sum(t.tokens for t in (await store.pending(A))))
+        # compaction never deletes turns: the folded ones stay as the archive
+        assert [t.seq for t in await store.turns(A)] == seqs
+
+    async def test_stale_commit_is_rejected_and_changes_nothing(self, store: Store) -> None:
+        seqs = await _fill(store, A, 6)
+        stale = (await store.state(A)).version
+        await _fold(store, A, seqs[1], "first")
+        current = await store.state(A)
+        ok = await store.commit_summary(
+            A, expected_version=stale, text="late", folded_through=seqs[4],
+            facts=[Fact("ORD-1", "late", 1, 1)], now=2.0,
+        )
+        assert not ok
+        assert await store.state(A) == current
+        assert current.facts == ()
+
+    @pytest.mark.parametrize("change", ["edit", "delete", "reset", "commit"])
+    async def test_any_change_voids_an_in_flight_commit(self, store: Store, change: str) -> None:
+        seqs = await _fill(store, A, 6)
+        read = await store.state(A)  # a compaction reads the state ...
+        if change == "edit":  # ... and meanwhile the channel changes
+            assert await store.edit(A, "c1-2", "edited", 1) == "updated"
+        elif change == "delete":
+            assert await store.delete(A, "c1-2") == "deleted"
+        elif change == "reset":
+            await store.reset(A)
+            await _fill(store, A, 6)  # even when new turns arrive after the reset
+        else:
+            await _fold(store, A, seqs[0])
+        ok = await store.commit_summary(
+            A, expected_version=read.version, text="from stale input",
+            folded_through=seqs[3], facts=(), now=1.0,
+        )
+        assert not ok
+        assert "from stale input" not in (await store.state(A)).text
+
+    async def test_commit_cannot_move_the_fold_pointer_back_or_past_the_last_turn(
+        self, store: Store
+    ) -> None:
+        seqs = await _fill(store, A, 4)
+        await _fold(store, A, seqs[2])
+        state = await store.state(A)
+        for through in (seqs[1], seqs[-1] + 1, seqs[-1] + 100):
+            assert not await store.commit_summary(
+                A, expected_version=state.version, text="bad", folded_through=through,
+                facts=(), now=1.0,
+            ), through
+        assert await store.state(A) == state
+
+    async def test_facts_upsert_keeps_the_widest_range_and_order_by_last_mention(
+        self, store: Store
+    ) -> None:
+        seqs = await _fill(store, A, 10)
+        await _fold(store, A, seqs[2], facts=[
+            Fact("ORD-1", "old context", 3, 5),
+            Fact("ORD-2", "two", 2, 2),
+            Fact("https://x.example/a", "url", 1, 8),
+        ])
+        await _fold(store, A, seqs[5], facts=[
+            Fact("ORD-1", "new context", 4, 9),  # later first_seq must not win
+            Fact("ORD-2", "two again", 1, 1),  # earlier last_seen must not win
+            Fact("`blue-fox`", "code name", 6, 6),
+        ])
+        state = await store.state(A)
+        by_value = {f.value: f for f in state.facts}
+        assert by_value["ORD-1"] == Fact("ORD-1", "new context", 3, 9)
+        assert (by_value["ORD-2"].first_seq, by_value["ORD-2"].last_seen_seq) == (1, 2)
+        assert by_value["https://x.example/a"] == Fact("https://x.example/a", "url", 1, 8)
+        assert [f.value for f in state.facts] == [
+            "ORD-1", "https://x.example/a", "`blue-fox`", "ORD-2"
+        ]
+        limited = await store.state(A, facts_limit=2)
+        assert [f.value for f in limited.facts] == ["ORD-1", "https://x.example/a"]
+        assert (await store.stats(A)).facts == 4
+
+    # -------------------------------------------------------------------- edit / delete
+
+    async def test_edit_and_delete_outcomes(self, store: Store) -> None:
+        seqs = await _fill(store, A, 6)
+        await _fold(store, A, seqs[2])
+        v = (await store.state(A)).version
+
+        assert await store.edit(A, "c1-4", "edited text", 99) == "updated"
+        edited = [t for t in await store.pending(A) if t.message_id == "c1-4"]
+        assert [(t.text, t.tokens, t.seq) for t in edited] == [("edited text", 99, seqs[4])]
+        v2 = (await store.state(A)).version
+        assert v2 > v
+
+        assert await store.delete(A, "c1-5") == "deleted"
+        assert "c1-5" not in [t.message_id for t in await store.turns(A)]
+        assert (await store.state(A)).version > v2
+
+        assert await store.edit(A, "c1-1", "too late", 1) == "folded"
+        assert await store.delete(A, "c1-0") == "folded"
+        archived = {t.message_id: t.text for t in await store.turns(A)}
+        assert archived["c1-1"] == "turn 1" and archived["c1-0"] == "turn 0"
+
+        assert await store.edit(A, "never-seen", "x", 1) == "missing"
+        assert await store.delete(A, "never-seen") == "missing"
+        assert await store.delete(A, "c1-5") == "missing"  # already deleted
+
+    async def test_deleted_seq_is_not_reused(self, store: Store) -> None:
+        seqs = await _fill(store, A, 3)
+        assert await store.delete(A, "c1-2") == "deleted"
+        res = await store.record(new_turn(A, "after"))
+        assert res.turn.seq > seqs[-1]
+
+    # -------------------------------------------------------------------- reset
+
+    async def test_reset_deletes_one_channel_only(self, store: Store) -> None:
+        a_seqs = await _fill(store, A, 5)
+        b_seqs = await _fill(store, B, 5)
+        await _fill(store, SLACK, 2)
+        await _fold(store, A, a_seqs[2], "summary A", facts=[Fact("ORD-9", "a", 1, 1)])
+        await _fold(store, B, b_seqs[2], "summary B", facts=[Fact("ORD-8", "b", 1, 1)])
+        before_b = await store.state(B)
+        before_b_turns = await store.turns(B)
+        v = (await store.state(A)).version
+
+        result = await store.reset(A)
+        assert (result.turns, result.had_summary, result.facts) == (5, True, 1)
+        state = await store.state(A)
+        assert (state.text, state.facts, state.compactions) == ("", (), 0)
+        assert state.version > v
+        assert await store.turns(A) == []
+        assert await store.pending(A) == []
+        assert await store.pending_size(A) == (0, 0)
+        assert (await store.stats(A)).turns == 0
+
+        assert await store.state(B) == before_b
+        assert await store.turns(B) == before_b_turns
+        assert len(await store.turns(SLACK)) == 2
+
+    async def test_after_reset_new_turns_are_pending_with_higher_seqs(self, store: Store) -> None:
+        seqs = await _fill(store, A, 4)
+        await _fold(store, A, seqs[1])
+        await store.reset(A)
+        again = await store.record(new_turn(A, "c1-0", "same id as before the reset"))
+        assert again.created  # the old message is gone, so it is recorded anew
+        assert again.turn.seq > seqs[-1]
+        assert await store.pending(A) == [again.turn]
+        again_reset = await store.reset(A)
+        assert (again_reset.turns, again_reset.had_summary) == (1, False)
+
+    # -------------------------------------------------------------------- reads
+
+    async def test_snapshot_limit_and_through_seq(self, store: Store) -> None:
+        seqs = await _fill(store, A, 10)
+        await _fold(store, A, seqs[2], "S")
+        state, turns = await store.snapshot(A, limit=3)
+        assert state == await store.state(A)
+        assert [t.seq for t in turns] == seqs[7:]
+        _, turns = await store.snapshot(A, limit=100)
+        assert [t.seq for t in turns] == seqs[3:]
+        _, turns = await store.snapshot(A, limit=3, through_seq=seqs[6])
+        assert [t.seq for t in turns] == seqs[4:7]
+        _, turns = await store.snapshot(A, limit=10, through_seq=seqs[1])  # all folded
+        assert turns == []
+        _, turns = await store.snapshot(A, limit=0)
+        assert turns == []
+
+    async def test_pending_is_oldest_first_with_limit(self, store: Store) -> None:
+        seqs = await _fill(store, A, 8)
+        await _fold(store, A, seqs[1])
+        assert [t.seq for t in await store.pending(A)] == seqs[2:]
+        assert [t.seq for t in await store.pending(A, limit=3)] == seqs[2:5]
+
+    async def test_turns_exports_everything_in_order(self, store: Store) -> None:
+        seqs = await _fill(store, A, 7)
+        await _fold(store, A, seqs[3])
+        assert [t.seq for t in await store.turns(A)] == seqs
+        assert [t.seq for t in await store.turns(A, after_seq=seqs[2])] == seqs[3:]
+        assert [t.seq for t in await store.turns(A, after_seq=seqs[1], limit=2)] == seqs[2:4]
+
+    async def test_stats_counts(self, store: Store) -> None:
+        seqs = await _fill(store, A, 6, tokens=5)
+        await _fold(store, A, seqs[3], facts=[Fact("#4411", "x", 1, 1)], now=77.0)
+        stats = await store.stats(A)
+        state = await store.state(A)
+        assert (stats.turns, stats.folded, stats.pending, stats.pending_tokens) == (6, 4, 2, 10)
+        assert (stats.facts, stats.compactions, stats.last_compacted_at) == (1, 1, 77.0)
+        assert stats.version == state.version
+
+    async def test_channels_lists_every_channel_with_state(self, store: Store) -> None:
+        assert await store.channels() == []
+        await _fill(store, A, 1)
+        await _fill(store, SLACK, 1)
+        await _fill(store, B, 1)
+        assert sorted(await store.channels()) == sorted([A, B, SLACK])
+
+    # -------------------------------------------------------------------- retention
+
+    async def test_purge_deletes_only_old_folded_turns(self, store: Store) -> None:
+        old, new = 1_000.0, 9_000.0
+        a = [(await store.record(new_turn(A, f"a{i}", sent_at=old))).turn.seq for i in range(4)]
+        a += [(await store.record(new_turn(A, f"a{i}", sent_at=new))).turn.seq for i in range(4, 6)]
+        b = [(await store.record(new_turn(B, f"b{i}", sent_at=old))).turn.seq for i in range(3)]
+        await _fold(store, A, a[4])  # folded: a0..a3 (old) and a4 (new)
+        await _fold(store, B, b[0])  # folded: b0 (old); b1, b2 old but unfolded
+        purged = await store.purge_folded_before(5_000.0)
+        assert purged == 5
+        assert [t.message_id for t in await store.turns(A)] == ["a4", "a5"]
+        assert [t.message_id for t in await store.turns(B)] == ["b1", "b2"]
+        assert [t.message_id for t in await store.pending(B)] == ["b1", "b2"]
+        state_a = await store.state(A)
+        assert (state_a.text, state_a.folded_through) == ("S", a[4])
+        assert await store.purge_folded_before(5_000.0) == 0
+
+    # -------------------------------------------------------------------- durability
+
+    async def test_everything_survives_close_and_reopen(
+        self, store: Store, make_store: MakeStore
+    ) -> None:
+        texts = ["안녕하세요 👋", "x" * 300_000, clean_text("nul\x00byte"), "plain"]
+        recorded = [(await store.record(new_turn(A, f"d{i}", t))).turn for i, t in
+                    enumerate(texts)]
+        await _fold(store, A, recorded[1].seq, "## Facts\n- kept", facts=[Fact("ORD-5", "c", 1, 2)])
+        state = await store.state(A)
+        await store.close()
+        await store.close()  # closing twice is harmless
+
+        reopened = await make_store()
+        assert await reopened.turns(A) == recorded
+        assert await reopened.state(A) == state
+        again = await reopened.record(new_turn(A, "d0", "redelivered after restart"))
+        assert not again.created and again.turn == recorded[0]
+        nxt = await reopened.record(new_turn(A, "after-restart"))
+        assert nxt.turn.seq > recorded[-1].seq

@@ -1,0 +1,291 @@
+"""``SqliteStore``: the store contract, plus what only SQLite has (WAL, schema versions,
+opening bad files, lock contention, index use)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from memory.errors import SchemaTooNewError, StoreBusyError, StoreOpenError
+from memory.models import ChannelKey, Fact
+from memory.sqlite_schema import SCHEMA_VERSION
+from memory.sqlite_store import SqliteStore
+from memory.store import Store
+from tests.store_contract import MakeStore, StoreContract, new_turn
+
+KEY = ChannelKey("discord", "g1", "c1")
+
+
+class TestSqliteStoreContract(StoreContract):
+    """The shared contract on a fresh SQLite file per test."""
+
+    @pytest.fixture
+    async def make_store(self, tmp_path: Path) -> AsyncIterator[MakeStore]:
+        opened: list[SqliteStore] = []
+
+        async def make() -> Store:
+            store = SqliteStore(tmp_path / "gistbot.db")
+            await store.open()
+            opened.append(store)
+            return store
+
+        yield make
+        for store in opened:
+            await store.close()
+
+
+class TestInMemorySqliteStoreContract(StoreContract):
+    """``sqlite:///:memory:`` (DATABASE_URL) must behave like a file, minus durability."""
+
+    @pytest.fixture
+    async def make_store(self) -> AsyncIterator[MakeStore]:
+        opened: list[SqliteStore] = []
+
+        async def make() -> Store:
+            if opened:
+                pytest.skip("an in-memory database does not outlive its store")
+            store = SqliteStore(":memory:")
+            await store.open()
+            opened.append(store)
+            return store
+
+        yield make
+        for store in opened:
+            await store.close()
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    s = SqliteStore(tmp_path / "gistbot.db")
+    await s.open()
+    yield s
+    await s.close()
+
+
+# ---------------------------------------------------------------------------- file format
+
+
+async def test_wal_mode_and_schema_version(store: SqliteStore) -> None:
+    await store.record(new_turn(KEY))
+    with sqlite3.connect(store.path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
+
+
+async def test_reopening_does_not_migrate_again(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    for _ in range(3):
+        async with SqliteStore(path) as s:
+            await s.record(new_turn(KEY, "same"))
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
+        assert conn.execute("SELECT count(*) FROM turns").fetchone() == (1,)
+
+
+async def test_newer_schema_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "future.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        conn.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION + 7,))
+    store = SqliteStore(path)
+    with pytest.raises(SchemaTooNewError) as info:
+        await store.open()
+    msg = str(info.value)
+    assert f"schema version {SCHEMA_VERSION + 7}" in msg
+    assert "upgrade gistbot" in msg and "DATABASE_URL" in msg
+    assert isinstance(info.value, StoreOpenError)  # callers may catch the general class
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [
+            (SCHEMA_VERSION + 7,)
+        ]
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert "turns" not in tables
+    await store.close()  # harmless after a failed open
+
+
+async def test_corrupt_file_is_a_clear_open_error(tmp_path: Path) -> None:
+    path = tmp_path / "corrupt.db"
+    path.write_bytes(random.Random(7).randbytes(64 * 1024))
+    with pytest.raises(StoreOpenError, match="not a SQLite database or it is corrupt"):
+        await SqliteStore(path).open()
+
+
+async def test_corrupt_file_message_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "corrupt.db"
+    path.write_bytes(b"SQLite format 3\x00" + random.Random(8).randbytes(8192))
+    with pytest.raises(StoreOpenError) as info:
+        await SqliteStore(path).open()
+    assert str(path) in str(info.value)
+
+
+async def test_folder_under_a_regular_file_is_a_clear_open_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("not a folder")
+    with pytest.raises(StoreOpenError, match="DATABASE_URL"):
+        await SqliteStore(blocker / "sub" / "db.sqlite").open()
+    with pytest.raises(StoreOpenError, match="DATABASE_URL"):
+        await SqliteStore(blocker / "db.sqlite").open()
+
+
+async def test_directory_as_database_is_a_clear_open_error(tmp_path: Path) -> None:
+    (tmp_path / "adir").mkdir()
+    with pytest.raises(StoreOpenError, match="not writable"):
+        await SqliteStore(tmp_path / "adir").open()
+
+
+async def test_missing_parent_folders_are_created(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "a" / "b" / "db.sqlite") as s:
+        assert (await s.record(new_turn(KEY))).created
+
+
+async def test_closed_store_raises_a_store_error(tmp_path: Path) -> None:
+    s = SqliteStore(tmp_path / "db.sqlite")
+    await s.open()
+    await s.close()
+    from memory.errors import StoreError
+
+    with pytest.raises(StoreError):
+        await s.record(new_turn(KEY))
+    with pytest.raises(StoreError):
+        await s.state(KEY)
+
+
+# ---------------------------------------------------------------------------- locking
+
+
+async def test_locked_database_gives_busy_error_and_the_store_recovers(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    store = SqliteStore(path, busy_timeout=0.05)
+    await store.open()
+    try:
+        await store.record(new_turn(KEY, "before"))
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN EXCLUSIVE")
+        try:
+            with pytest.raises(StoreBusyError):
+                await store.record(new_turn(KEY, "during"))
+            # readers are not blocked by a writer in WAL mode
+            assert [t.message_id for t in await store.turns(KEY)] == ["before"]
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        again = await store.record(new_turn(KEY, "during"))
+        assert again.created  # the failed attempt left nothing behind
+        assert [t.message_id for t in await store.turns(KEY)] == ["before", "during"]
+    finally:
+        await store.close()
+
+
+async def test_a_failing_operation_does_not_poison_its_batch(store: SqliteStore) -> None:
+    """One bad write (here: a role the schema rejects) fails alone; the batch commits,
+    and the channel it created is not left behind half-made."""
+    fresh = ChannelKey("discord", "g", "new-channel")
+    bad = new_turn(fresh, "bad", role="system")  # type: ignore[arg-type]
+    good = [new_turn(fresh, f"ok{i}") for i in range(5)]
+    results = await asyncio.gather(
+        store.record(bad), *(store.record(t) for t in good), return_exceptions=True
+    )
+    assert isinstance(results[0], Exception)
+    assert all(not isinstance(r, BaseException) and r.created for r in results[1:])
+    assert [t.message_id for t in await store.turns(fresh)] == [f"ok{i}" for i in range(5)]
+
+    # the same failure alone, as the first write to a channel, must not break the channel
+    alone = ChannelKey("discord", "g", "alone")
+    with pytest.raises(Exception):  # noqa: B017 - any store error; what matters is after
+        await store.record(new_turn(alone, "bad", role="system"))  # type: ignore[arg-type]
+    assert (await store.record(new_turn(alone, "good"))).created
+    assert [t.message_id for t in await store.turns(alone)] == ["good"]
+
+
+# ---------------------------------------------------------------------------- query plans
+
+
+async def _trace(store: SqliteStore, into: list[str]) -> None:
+    """Capture every statement the store's connections run (with parameters inlined).
+
+    sqlite3 objects belong to aiosqlite's worker threads, so the hook is set there."""
+    for conn in {id(c): c for c in (store._w, store._r) if c is not None}.values():
+        await conn._execute(conn._conn.set_trace_callback, into.append)
+
+
+_HOT_TABLES = ("turns", "facts", "channels")
+
+
+async def test_hot_queries_use_indexes(store: SqliteStore) -> None:
+    for i in range(30):
+        await store.record(new_turn(KEY, f"m{i}", sent_at=float(i)))
+    await store.record(new_turn(ChannelKey("slack", "T", "C"), "x"))
+    state = await store.state(KEY)
+    logs: list[str] = []
+    await _trace(store, logs)
+    # the hot path: record (new and duplicate), a view, the compaction reads and commit
+    await store.record(new_turn(KEY, "hot"))
+    await store.record(new_turn(KEY, "hot"))
+    await store.snapshot(KEY, limit=400)
+    await store.snapshot(KEY, limit=400, through_seq=20)
+    await store.pending_size(KEY)
+    await store.pending(KEY, limit=1600)
+    await store.commit_summary(KEY, expected_version=state.version, text="S", folded_through=10,
+                               facts=[Fact("ORD-1", "c", 1, 2)], now=1.0)
+    await store.edit(KEY, "m20", "edited", 1)
+    await store.delete(KEY, "m21")
+    await store.purge_folded_before(5.0)
+    statements = [s for s in logs if re.match(r"\s*(SELECT|INSERT|UPDATE|DELETE)", s, re.I)]
+    assert len(statements) >= 12
+
+    with sqlite3.connect(store.path) as conn:
+        for sql in statements:
+            plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql)]
+            for step in plan:
+                for table in _HOT_TABLES:
+                    assert not re.match(rf"SCAN {table}\b", step), (sql, plan)
+                if "turns" in sql:
+                    assert "TEMP B-TREE" not in step, (sql, plan)
+                    # a search on channel_id alone reads the channel's whole history
+                    assert not re.search(r"(KEY|INDEX \w+) \(channel_id=\?\)", step), (sql, plan)
+
+
+async def _steps(store: SqliteStore, action: Callable[[], object]) -> int:
+    """SQLite VM instructions the reader connection executes for ``action`` (deterministic)."""
+    assert store._r is not None
+    count = 0
+
+    def tick() -> int:
+        nonlocal count
+        count += 1
+        return 0
+
+    reader = store._r
+    await reader._execute(reader._conn.set_progress_handler, tick, 1)
+    try:
+        await action()  # type: ignore[misc]
+    finally:
+        await reader._execute(reader._conn.set_progress_handler, None, 1)
+    return count
+
+
+async def test_view_and_pending_cost_does_not_grow_with_history(tmp_path: Path) -> None:
+    """A channel with 10,000 archived turns costs the same to read as one with 100:
+    counted in SQLite VM steps, not seconds, so the test is not timed."""
+    async with SqliteStore(tmp_path / "db.sqlite", synchronous="OFF") as store:
+        small, big = ChannelKey("d", "g", "small"), ChannelKey("d", "g", "big")
+        for key, n in ((small, 100), (big, 10_000)):
+            await asyncio.gather(*(store.record(new_turn(key, f"{i}")) for i in range(n)))
+            state = await store.state(key)
+            assert await store.commit_summary(key, expected_version=state.version, text="S",
+                                              folded_through=n - 8, facts=(), now=1.0)
+        costs = {}
+        for key in (small, big):
+            costs[key] = (
+                await _steps(store, lambda k=key: store.snapshot(k, limit=400)),
+                await _steps(store, lambda k=key: store.pending_size(k)),
+                await _steps(store, lambda k=key: store.pending(k, limit=1600)),
+            )
+        for s, b in zip(costs[small], costs[big], strict=True):
+            assert b <= s * 1.2 + 5, costs
