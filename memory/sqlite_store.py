@@ -105,7 +105,9 @@ class SqliteStore:
                 log.warning("SQLite refused WAL mode for %s; using %s", self.path, mode)
             await self._w.execute(f"PRAGMA synchronous = {self.synchronous}")
             await self._w.execute("PRAGMA foreign_keys = ON")
-            await self._w._execute(lambda: self._migrate(self._raw(self._w)))
+            await self._w._execute(  # type: ignore[no-untyped-call]
+                lambda: self._migrate(self._raw(self._w))
+            )
             if str(self.path) == ":memory:":
                 # A second connection would open a second, empty database. The writer's
                 # thread runs each batch whole, so reads on it still see committed state.
@@ -195,7 +197,9 @@ class SqliteStore:
                     break
                 batch.append(nxt)
             try:
-                results, new_ids = await self._w._execute(self._run_batch, batch)
+                results, new_ids = await self._w._execute(  # type: ignore[no-untyped-call]
+                    self._run_batch, batch
+                )
             except BaseException as e:  # the COMMIT itself failed: nothing in the batch landed
                 for _, _, fut in batch:
                     if not fut.done():
@@ -427,7 +431,9 @@ class SqliteStore:
         if self._r is None:
             raise StoreError("the store is closed")
         try:
-            return await self._r._execute(self._in_read_tx, fn, *args)
+            return await self._r._execute(  # type: ignore[no-untyped-call]
+                self._in_read_tx, fn, *args
+            )
         except sqlite3.Error as e:
             raise _translate(e) from e
 

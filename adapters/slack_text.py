@@ -1,0 +1,210 @@
+"""Pure text helpers for the Slack adapter: nothing here touches the network.
+
+Incoming (Slack → memory)
+    Slack sends message text with its own markup: ``<@U123>`` user mentions, ``<#C1|name>``
+    channel links, ``<!here>`` broadcasts, ``<https://x|label>`` links, and ``&``, ``<``,
+    ``>`` HTML-escaped. :func:`readable` turns that into what a person would read
+    (``@Alice``, ``#general``, ``@here``, ``label (https://x)``), so memory, summaries and
+    prompts never hold opaque ids.
+
+Outgoing (model → Slack)
+    The model writes Markdown and may echo anything it read, including pings. :func:`neutralise`
+    disarms every broadcast and user mention (``<!channel>``, ``<!here>``, ``<!everyone>``,
+    ``<!subteam^…>``, ``<@U…>``, bare ``@here``…) by inserting a WORD JOINER after the ``@``,
+    so the text still reads the same but notifies nobody. :func:`to_mrkdwn` converts Markdown
+    to Slack mrkdwn and escapes ``&``, ``<``, ``>`` so no other control sequence survives.
+    :func:`format_reply` does both and splits the result into messages of at most
+    :data:`MESSAGE_LIMIT` characters.
+
+Why 3,000 characters: Slack truncates a message's ``text`` beyond 40,000 characters and
+recommends keeping it under 4,000; 3,000 is also the limit of a Block Kit section, so the
+same chunks stay valid if replies move to blocks. A chunk is one Slack message; code fences
+are kept balanced across chunks by ``adapters.chunking.split_message``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from adapters.chunking import split_message
+
+__all__ = [
+    "MESSAGE_LIMIT",
+    "WORD_JOINER",
+    "format_reply",
+    "mentioned_users",
+    "neutralise",
+    "readable",
+    "to_mrkdwn",
+]
+
+MESSAGE_LIMIT = 3000
+WORD_JOINER = "\u2060"  # invisible, and breaks Slack's recognition of a mention
+
+_CONTROL = re.compile(r"<([^<>\n]*)>")
+_USER = re.compile(r"<@([UW][A-Z0-9]+)(?:\|([^<>\n]*))?>")
+
+# --------------------------------------------------------------------------- incoming
+
+
+def mentioned_users(text: str) -> list[str]:
+    """User ids mentioned as ``<@U…>`` in Slack text, in order of first appearance."""
+    seen: dict[str, None] = {}
+    for m in _USER.finditer(text):
+        seen.setdefault(m.group(1), None)
+    return list(seen)
+
+
+def _unescape(text: str) -> str:
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+def _readable_control(inner: str, names: Mapping[str, str]) -> str:
+    body, _, label = inner.partition("|")
+    if body.startswith("@"):
+        uid = body[1:]
+        return "@" + (names.get(uid) or label or uid)
+    if body.startswith("#"):
+        return "#" + (label or body[1:])
+    if body.startswith("!"):
+        special = body[1:]
+        if special.startswith("subteam^"):
+            return label if label.startswith("@") else "@" + (label or "group")
+        if special in ("here", "channel", "everyone"):
+            return "@" + special
+        return label or special  # <!date^…|fallback> and the like
+    url = body.removeprefix("mailto:")
+    if not label or label == url or url.split("://", 1)[-1].rstrip("/") == label.rstrip("/"):
+        return label or url
+    return f"{label} ({url})"
+
+
+def readable(text: str, names: Mapping[str, str]) -> str:
+    """Slack message text as a person reads it; ``names`` maps user ids to display names."""
+    out = _CONTROL.sub(lambda m: _readable_control(m.group(1), names), text)
+    return _unescape(out)
+
+
+# --------------------------------------------------------------------------- outgoing
+
+_BROADCAST = re.compile(r"<!(channel|here|everyone|group)(?:\|[^<>\n]*)?>", re.IGNORECASE)
+_SUBTEAM = re.compile(r"<!subteam\^[A-Za-z0-9]+(?:\|@?([^<>\n]*))?>")
+_BARE = re.compile(r"(?<![\w@])@(channel|here|everyone)\b", re.IGNORECASE)
+
+
+def neutralise(text: str, names: Mapping[str, str] | None = None) -> str:
+    """``text`` with every broadcast and user mention made inert but still readable.
+
+    ``<@U123>`` becomes ``@⁠Alice`` when ``names`` knows U123 (else ``@⁠U123``);
+    ``<!channel>`` and bare ``@channel`` become ``@⁠channel`` (⁠ = WORD JOINER).
+    """
+    names = names or {}
+    text = _BROADCAST.sub(lambda m: f"@{WORD_JOINER}{m.group(1).lower()}", text)
+    text = _SUBTEAM.sub(lambda m: f"@{WORD_JOINER}{m.group(1) or 'group'}", text)
+    text = _USER.sub(
+        lambda m: f"@{WORD_JOINER}{names.get(m.group(1)) or m.group(2) or m.group(1)}", text
+    )
+    return _BARE.sub(lambda m: f"@{WORD_JOINER}{m.group(1)}", text)
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
+_BULLET = re.compile(r"^(\s*)[-*+]\s+(.*)$")
+_QUOTE = re.compile(r"^\s{0,3}>\s?(.*)$")
+_RULE = re.compile(r"^\s{0,3}([-*_])(?:\s*\1){2,}\s*$")
+_CODE_SPAN = re.compile(r"(`+)([^`\n]+?)\1")
+_LINK = re.compile(r"!?\[([^\]\n]+)\]\(\s*<?([^()\s<>]+)>?(?:\s+\"[^\"\n]*\")?\s*\)")
+_BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*|(?<!\w)__(?=\S)(.+?)(?<=\S)__(?!\w)")
+_ITALIC = re.compile(r"(?<![\w*])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![\w*])")
+_STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
+_STRONG = "\x01"  # stands for mrkdwn's bold "*" until single-star italics are converted
+
+
+def _emphasis(escaped: str) -> str:
+    text = _BOLD.sub(lambda m: f"{_STRONG}{m.group(1) or m.group(2)}{_STRONG}", escaped)
+    text = _ITALIC.sub(r"_\1_", text)
+    text = _STRIKE.sub(r"~\1~", text)
+    return text.replace(_STRONG, "*")
+
+
+def _prose(segment: str) -> str:
+    """Escape and convert a stretch of text that holds no code span."""
+    out: list[str] = []
+    pos = 0
+    for m in _LINK.finditer(segment):
+        out.append(_emphasis(_escape(segment[pos : m.start()])))
+        label, url = m.group(1), m.group(2)
+        if url.startswith(("http://", "https://", "mailto:")):
+            out.append(f"<{_escape(url)}|{_emphasis(_escape(label.replace('|', '/')))}>")
+        else:
+            out.append(_emphasis(_escape(f"{label} ({url})")))
+        pos = m.end()
+    out.append(_emphasis(_escape(segment[pos:])))
+    return "".join(out)
+
+
+def _inline(line: str) -> str:
+    out: list[str] = []
+    pos = 0
+    for m in _CODE_SPAN.finditer(line):
+        out.append(_prose(line[pos : m.start()]))
+        out.append(f"`{_escape(m.group(2))}`")
+        pos = m.end()
+    out.append(_prose(line[pos:]))
+    return "".join(out)
+
+
+def _line(line: str) -> str:
+    if m := _HEADING.match(line):
+        title = _inline(m.group(1)).replace("*", "")
+        return f"*{title}*" if title else ""
+    if _RULE.match(line):
+        return "──────────"
+    if m := _BULLET.match(line):
+        return f"{m.group(1)}• {_inline(m.group(2))}"
+    if m := _QUOTE.match(line):
+        return f"> {_inline(m.group(1))}"  # a raw ">" at line start is Slack's quote
+    return _inline(line)
+
+
+def to_mrkdwn(markdown: str) -> str:
+    """Markdown (as models write it) converted to Slack mrkdwn, with ``&<>`` escaped.
+
+    Bold, italics, strikethrough, links, headings (bold lines), bullets, quotes and code
+    (inline and fenced; the language tag is dropped, contents only escaped) are converted;
+    anything else passes through as text. An unclosed fence is closed.
+    """
+    out: list[str] = []
+    fence: str | None = None
+    for line in markdown.split("\n"):
+        m = _FENCE.match(line)
+        if fence is None and m:
+            fence = m.group(1)
+            out.append("```")
+            rest = line[m.end() :].strip()
+            if rest and " " in rest:  # "```some code" on the fence line, not a language tag
+                out.append(_escape(rest))
+        elif fence is not None and m and m.group(1).startswith(fence) and not line[m.end() :].strip():
+            fence = None
+            out.append("```")
+        elif fence is not None:
+            out.append(_escape(line))
+        else:
+            out.append(_line(line))
+    if fence is not None:
+        out.append("```")
+    return "\n".join(out)
+
+
+def format_reply(
+    text: str, names: Mapping[str, str] | None = None, *, limit: int = MESSAGE_LIMIT
+) -> list[str]:
+    """Model output as Slack messages: mentions neutralised, mrkdwn, each ≤ ``limit`` chars."""
+    mrkdwn = to_mrkdwn(neutralise(text.strip(), names)).strip()
+    chunks = [c for c in split_message(mrkdwn, limit) if c.strip()]
+    return chunks or ["…"]
