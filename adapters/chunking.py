@@ -7,9 +7,11 @@ mid-word. Lengths are counted in code points, which is how Discord counts.
 
 Code fences: a *fence line* is a line that starts with up to three spaces and then three
 backticks; every fence line opens or closes a block (the way chat clients render them).
-When a split falls inside a block, the chunk is closed with a ````` line and the next
-chunk reopens it with the same language tag, so every chunk has balanced fences. The
-chunks' bodies, joined, are exactly the input text; only those fence lines are added.
+When a split falls inside a block, the chunk is closed with a fence line of three
+backticks and the next chunk reopens it with the same language tag (at most 20 characters
+of ``[A-Za-z0-9_+#.-]``; anything else on the fence line is not repeated), so every
+chunk has balanced fences. The chunks' bodies, joined, are exactly the input text; only
+those fence lines are added.
 
 Not handled: backtick fences that do not start a line (``a ```b``` c``) are treated as
 ordinary text, and a run of many backticks in mid-line may leave no good place to cut.
@@ -93,7 +95,7 @@ class _Splitter:
             return True
         if self.fences.inside_prefix(p):
             return False
-        return True
+        return self.text[p - 1] == "\n" or _FENCE_AT.match(self.text, p) is None
 
     def chunks(self) -> list[Chunk]:
         text, fences, out, pos = self.text, self.fences, [], 0
@@ -167,7 +169,8 @@ def split_parts(text: str, limit: int) -> list[Chunk]:
     """Split ``text`` into chunks whose ``text`` is at most ``limit`` characters.
 
     Joining the bodies gives back ``text`` exactly, so a chunk can be blank (only when
-    ``text`` has a run of whitespace longer than ``limit``, or is blank). Raises ``ValueError`` for a ``limit`` below ``MIN_LIMIT`` (no room for fence lines).
+    ``text`` has a run of whitespace longer than ``limit``, or is blank). Raises
+    ``ValueError`` for a ``limit`` below ``MIN_LIMIT`` (no room for fence lines).
     """
     if limit < MIN_LIMIT:
         raise ValueError(f"limit must be at least {MIN_LIMIT}, got {limit}")

@@ -1,11 +1,12 @@
-"""Pure text helpers for the Slack adapter: nothing here touches the network.
+"""Pure helpers for the Slack adapter — text and event translation; no network here.
 
 Incoming (Slack → memory)
     Slack sends message text with its own markup: ``<@U123>`` user mentions, ``<#C1|name>``
     channel links, ``<!here>`` broadcasts, ``<https://x|label>`` links, and ``&``, ``<``,
     ``>`` HTML-escaped. :func:`readable` turns that into what a person would read
     (``@Alice``, ``#general``, ``@here``, ``label (https://x)``), so memory, summaries and
-    prompts never hold opaque ids.
+    prompts never hold opaque ids. :func:`to_incoming` turns a message event into the
+    service's ``IncomingMessage`` (or None for bots, joins and other non-conversation).
 
 Outgoing (model → Slack)
     The model writes Markdown and may echo anything it read, including pings. :func:`neutralise`
@@ -26,17 +27,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from adapters.chunking import split_message
+from bot.messages import IncomingMessage
+from memory.models import ChannelKey
 
 __all__ = [
+    "CONVERSATION_SUBTYPES",
     "MESSAGE_LIMIT",
     "WORD_JOINER",
     "format_reply",
+    "is_conversation",
     "mentioned_users",
     "neutralise",
     "readable",
+    "to_incoming",
     "to_mrkdwn",
+    "with_files",
 ]
 
 MESSAGE_LIMIT = 3000
@@ -84,6 +92,54 @@ def readable(text: str, names: Mapping[str, str]) -> str:
     """Slack message text as a person reads it; ``names`` maps user ids to display names."""
     out = _CONTROL.sub(lambda m: _readable_control(m.group(1), names), text)
     return _unescape(out)
+
+
+CONVERSATION_SUBTYPES = frozenset({None, "thread_broadcast", "file_share", "me_message"})
+
+
+def is_conversation(event: Mapping[str, Any], bot_user_id: str) -> bool:
+    """Whether an event is a human message worth remembering (not a bot, not a join…)."""
+    return (
+        event.get("type") in ("message", "app_mention")
+        and event.get("subtype") in CONVERSATION_SUBTYPES
+        and not event.get("bot_id")
+        and bool(event.get("user"))
+        and event.get("user") != bot_user_id
+        and bool(event.get("ts"))
+    )
+
+
+def with_files(text: str, event: Mapping[str, Any]) -> str:
+    """``text`` with ``[file: name]`` for each file the message shares."""
+    files = [f.get("name") or f.get("title") for f in event.get("files") or ()]
+    notes = " ".join(f"[file: {name}]" for name in files if name)
+    return f"{text} {notes}".strip()
+
+
+def to_incoming(
+    team_id: str, event: Mapping[str, Any], *, bot_user_id: str, names: Mapping[str, str]
+) -> IncomingMessage | None:
+    """A Slack message event as the service's ``IncomingMessage`` (None: not conversation).
+
+    ``names`` maps user ids to display names (the author's and the mentioned ones).
+    """
+    if not is_conversation(event, bot_user_id):
+        return None
+    raw = str(event.get("text") or "")
+    text = with_files(readable(raw, names).strip(), event)
+    if not text:
+        return None
+    user, channel, ts = str(event["user"]), str(event["channel"]), str(event["ts"])
+    return IncomingMessage(
+        key=ChannelKey("slack", team_id, channel),
+        message_id=ts,
+        author_id=user,
+        author_name=names.get(user, user),
+        text=text,
+        sent_at=float(ts),
+        mentions_bot=bot_user_id in mentioned_users(raw),
+        is_direct=event.get("channel_type") == "im" or channel.startswith("D"),
+    )
 
 
 # --------------------------------------------------------------------------- outgoing
@@ -189,7 +245,7 @@ def to_mrkdwn(markdown: str) -> str:
             rest = line[m.end() :].strip()
             if rest and " " in rest:  # "```some code" on the fence line, not a language tag
                 out.append(_escape(rest))
-        elif fence is not None and m and m.group(1).startswith(fence) and not line[m.end() :].strip():
+        elif fence and m and m.group(1).startswith(fence) and not line[m.end() :].strip():
             fence = None
             out.append("```")
         elif fence is not None:

@@ -65,6 +65,18 @@ class ChatService:
         self.memory = memory
         self.llm = llm
         self.config = config
+        self._identities: dict[str, tuple[str, str]] = {}
+
+    def set_identity(self, platform: str, bot_id: str, bot_name: str) -> None:
+        """Record who the bot is on ``platform`` (after login), for its assistant turns.
+
+        Per platform, because one process may run Discord and Slack at once.
+        """
+        self._identities[platform] = (bot_id, bot_name)
+
+    def identity(self, platform: str) -> tuple[str, str]:
+        """(bot id, bot name) on ``platform``; the configured defaults until login."""
+        return self._identities.get(platform, (self.config.bot_id, self.config.bot_name))
 
     def should_reply(self, msg: IncomingMessage) -> bool:
         """Mentioned, DM'd, replied to, or in a channel configured to always reply."""
@@ -125,17 +137,10 @@ class ChatService:
                 return self._failure(msg, e)
         except LLMError as e:
             return self._failure(msg, e)
+        bot_id, bot_name = self.identity(msg.key.platform)
+        reply_id = f"reply:{msg.message_id}"
         await self.memory.record(
-            NewTurn(
-                msg.key,
-                f"reply:{msg.message_id}",
-                "assistant",
-                self.config.bot_id,
-                self.config.bot_name,
-                text,
-                0,
-                time.time(),
-            )
+            NewTurn(msg.key, reply_id, "assistant", bot_id, bot_name, text, 0, time.time())
         )
         return Reply(text, truncated_memory=view.dropped > 0 or view.truncated)
 
@@ -174,13 +179,16 @@ class ChatService:
         )
         return CommandResult(f"{digest.text.strip()}{note}\n\n— {footer(digest.stats)}")
 
-    async def reset(self, key: ChannelKey, *, allowed: bool) -> CommandResult:
-        """``/reset``: forget the channel if the caller may; say what was deleted."""
+    async def reset(
+        self, key: ChannelKey, *, allowed: bool, refusal: str | None = None
+    ) -> CommandResult:
+        """``/reset``: forget the channel if the caller may; say what was deleted.
+
+        ``refusal`` lets the adapter say who may reset on its platform.
+        """
         if not allowed:
             return CommandResult(
-                "You are not allowed to reset this channel's memory; ask someone who can "
-                "manage messages here.",
-                ok=False,
+                refusal or "You are not allowed to reset this channel's memory.", ok=False
             )
         result = await self.memory.reset(key)
         if not result.turns and not result.had_summary and not result.facts:

@@ -22,6 +22,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from memory.models import ChannelKey, ChannelStats, MemoryView, NewTurn, RecordResult
 from memory.store import ChangeOutcome, ResetResult, Store
@@ -78,7 +79,7 @@ class MemoryManager:
         self.retry_max = retry_max
         self.retention_days = retention_days
         self.clock = clock
-        self._tasks: dict[ChannelKey, asyncio.Task[None]] = {}
+        self._tasks: dict[ChannelKey, asyncio.Task[Any]] = {}
         self._again: set[ChannelKey] = set()
         self._failures: dict[ChannelKey, int] = {}
         self._retention: asyncio.Task[None] | None = None
@@ -208,10 +209,19 @@ class MemoryManager:
         With ``force`` the oldest half of the unfolded turns is folded even under the
         trigger. Returns whether a summary was committed.
         """
-        running = self._tasks.get(key)
-        if running is not None and not running.done():
+        while (running := self._tasks.get(key)) is not None and not running.done():
             await asyncio.gather(running, return_exceptions=True)
-        return await self._compact_once(key, force=force)
+        # Registered like a background compaction, so records meanwhile do not start a
+        # second summarizer call for this channel (single flight); they ask to look again.
+        task = asyncio.create_task(self._compact_once(key, force=force), name=f"compact {key}")
+        self._tasks[key] = task
+        await asyncio.wait({task})
+        if key in self._again:
+            self._again.discard(key)
+            await self._maybe_compact(key)
+        if task.cancelled():  # reset() or close() cancelled it; nothing was committed
+            return False
+        return task.result()
 
     async def _compact_loop(self, key: ChannelKey) -> None:
         while not self._closed:
@@ -244,19 +254,26 @@ class MemoryManager:
         if n == 0:
             return False
         fold = pending[:n]
-        result = await self.summarizer.summarize(state, fold)
+        if any(t.text.strip() for t in fold):
+            result = await self.summarizer.summarize(state, fold)
+            text, facts = result.text, result.facts
+        else:
+            # Only blank turns (attachment-only messages): nothing to summarize, and a model
+            # asked to summarize nothing answers nothing, which is rejected, so the channel
+            # would retry forever. Fold them under the unchanged summary instead.
+            text, facts = state.text, ()
         committed = await self.store.commit_summary(
             key,
             expected_version=state.version,
-            text=result.text,
+            text=text,
             folded_through=fold[-1].seq,
-            facts=result.facts,
+            facts=facts,
             now=self.clock(),
         )
         if committed:
             self.compactions += 1
             log.info("compacted %s: folded %d turns through seq %d (%d facts carried)",
-                     key, n, fold[-1].seq, len(result.facts))
+                     key, n, fold[-1].seq, len(facts))
         else:
             log.info("compaction of %s discarded: the channel changed meanwhile", key)
         return committed

@@ -19,7 +19,8 @@ from memory.extractive import extractive_summary
 from memory.summary_prompt import SummaryRequest, parse_summary_request
 from memory.tokens import Tokenizer
 
-__all__ = ["Answer", "Block", "ExtractiveModel", "ScriptedModel", "Step"]
+__all__ = ["Answer", "Block", "ExtractiveModel", "Respond", "ScriptedModel", "Step",
+           "UnexpectedCall", "extractive"]
 
 
 @dataclass(frozen=True)
@@ -29,19 +30,46 @@ class Answer:
     text: str
 
 
+Respond = Callable[[SummaryRequest], str]
+
+
 @dataclass(frozen=True)
 class Block:
-    """A step that waits for ``release`` and then answers ``then`` (a str or an exception).
-
-    ``entered`` is set when the call starts, so a test can act while the model is busy.
+    """A step that waits for ``release`` and then answers ``then`` (text, an exception, or
+    a function of the request). ``entered`` is set when the call starts, so a test can act
+    while the model is busy.
     """
 
     release: asyncio.Event
-    then: str | BaseException
+    then: str | BaseException | Respond
     entered: asyncio.Event = field(default_factory=asyncio.Event)
 
 
-Step = str | BaseException | Block | Callable[[SummaryRequest], str]
+Step = str | BaseException | Block | Respond
+
+
+class UnexpectedCall(BaseException):
+    """A call no script step was written for.
+
+    A ``BaseException`` on purpose: the manager retries failed compactions (it catches
+    ``Exception``), which would turn a scripting mistake into an endless retry loop; this
+    ends the compaction task instead, and the ``scripted`` fixture fails the test.
+    """
+
+
+def extractive(tokenizer: Tokenizer) -> Respond:
+    """A well-behaved answer: the offline extractive summary of the request."""
+
+    def respond(request: SummaryRequest) -> str:
+        return extractive_summary(
+            request.previous,
+            request.facts,
+            request.blocks,
+            max_tokens=request.max_tokens,
+            tokenizer=tokenizer,
+        )
+
+    return respond
 
 
 class _Meter:
@@ -73,6 +101,7 @@ class ScriptedModel(_Meter):
     def __init__(self, *steps: Step) -> None:
         super().__init__()
         self.steps = list(steps)
+        self.unexpected: list[str] = []
 
     async def complete(
         self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
@@ -80,7 +109,8 @@ class ScriptedModel(_Meter):
         request = self.enter(messages, purpose)
         try:
             if not self.steps:
-                raise AssertionError(f"unexpected model call #{self.calls} ({purpose})")
+                self.unexpected.append(purpose)
+                raise UnexpectedCall(f"unexpected model call #{self.calls} ({purpose})")
             step = self.steps.pop(0)
             if isinstance(step, Block):
                 step.entered.set()
@@ -95,7 +125,8 @@ class ScriptedModel(_Meter):
             self.leave()
 
     def assert_done(self) -> None:
-        """Fail when a scripted step was never requested."""
+        """Fail when a call was not scripted or a scripted step was never requested."""
+        assert not self.unexpected, f"unexpected model calls: {self.unexpected}"
         assert not self.steps, f"scripted answers never requested: {self.steps}"
 
 
@@ -127,17 +158,11 @@ class ExtractiveModel(_Meter):
         request = self.enter(messages, purpose)
         try:
             if purpose != "summary" and not (purpose == "digest" and self.allow_digest):
-                raise AssertionError(f"unexpected {purpose!r} call")
+                raise UnexpectedCall(f"unexpected {purpose!r} call")
             if self.gate is not None:
                 await self.gate.wait()
             await asyncio.sleep(0)  # let other tasks run while "the model thinks"
-            text = extractive_summary(
-                request.previous,
-                request.facts,
-                request.blocks,
-                max_tokens=request.max_tokens,
-                tokenizer=self.tokenizer,
-            )
+            text = extractive(self.tokenizer)(request)
             if self.rewrite is not None:
                 text = self.rewrite(text, request)
             return Answer(text)

