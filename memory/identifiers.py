@@ -35,6 +35,8 @@ _EMAIL = re.compile(
     r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
     r"(?![A-Za-z0-9_-])"
 )
+# Every identifier kind contains a digit, "@", a backtick, "://" or "www.".
+_MAY_HAVE_ID = re.compile(r"[0-9@`]|://|www\.", re.IGNORECASE)
 _BACKTICK = re.compile(r"(?<!`)`([^`\n]{1,100})`(?!`)")
 _PATTERNS = [
     re.compile(_NW + r"[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}" + _NE),  # UUID
@@ -101,6 +103,8 @@ def extract_identifiers(text: str) -> list[str]:
 
     Overlapping matches resolve to the longest (a URL wins over the number inside it).
     """
+    if not _MAY_HAVE_ID.search(text):  # most chat lines: skip the dozen patterns
+        return []
     taken: list[tuple[int, int, str]] = []
     for start, end, value in sorted(_candidates(text), key=lambda c: (c[0] - c[1], c[0])):
         if all(end <= s or start >= e for s, e, _ in taken):

@@ -19,7 +19,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import socket
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -31,12 +34,16 @@ from memory.text import clean_text
 from memory.tokens import Tokenizer
 from memory.window import WindowPolicy, build_view
 
-__all__ = ["Digest", "MemoryManager"]
+__all__ = ["Digest", "LeaseBusy", "MemoryManager"]
 
 log = logging.getLogger(__name__)
 
 VIEW_TURN_LIMIT = 400
 """Most unfolded turns a view reads; far more than any budget fits, bounded for cost."""
+
+
+class LeaseBusy(Exception):
+    """Another process holds the channel's compaction lease."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +75,8 @@ class MemoryManager:
         retry_max: float = 600.0,
         retention_days: float | None = None,
         clock: Callable[[], float] = time.time,
+        lease_ttl: float | None = None,
+        lease_wait: float = 2.0,
     ) -> None:
         self.store = store
         self.summarizer = summarizer
@@ -79,6 +88,10 @@ class MemoryManager:
         self.retry_max = retry_max
         self.retention_days = retention_days
         self.clock = clock
+        # Long enough for a summary call and its one retry; a dead holder blocks no longer.
+        self.lease_ttl = lease_ttl or 2 * summarizer.timeout + 30
+        self.lease_wait = lease_wait
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._tasks: dict[ChannelKey, asyncio.Task[Any]] = {}
         self._again: set[ChannelKey] = set()
         self._failures: dict[ChannelKey, int] = {}
@@ -133,16 +146,29 @@ class MemoryManager:
         """Store a turn durably (idempotent on message id) and schedule compaction if due."""
         result = await self.store.record(self.prepare(turn))
         if result.created:
-            await self._maybe_compact(turn.key)
+            hint = result.pending_hint
+            if (
+                hint is not None
+                and not self.policy.window_tokens
+                and not self.policy.should_compact(hint, 0)
+            ):
+                return result  # certainly under the window: skip the count query
+            try:
+                await self._maybe_compact(turn.key)
+            except Exception:  # the turn is stored; compaction is retried on the next record
+                log.warning("could not check %s for compaction", turn.key, exc_info=True)
         return result
 
     async def view(
         self, key: ChannelKey, budget: int, *, through_seq: int | None = None
     ) -> MemoryView:
         """The committed memory that fits ``budget`` tokens; never waits for compaction."""
-        state, turns = await self.store.snapshot(key, limit=VIEW_TURN_LIMIT, through_seq=through_seq)
-        return build_view(state, turns, budget=budget, tokenizer=self.tokenizer,
-                          facts_budget=self.facts_tokens)
+        state, turns = await self.store.snapshot(
+            key, limit=VIEW_TURN_LIMIT, through_seq=through_seq
+        )
+        return build_view(
+            state, turns, budget=budget, tokenizer=self.tokenizer, facts_budget=self.facts_tokens
+        )
 
     # ------------------------------------------------------------------ commands
 
@@ -221,6 +247,8 @@ class MemoryManager:
             await self._maybe_compact(key)
         if task.cancelled():  # reset() or close() cancelled it; nothing was committed
             return False
+        if isinstance(task.exception(), LeaseBusy):
+            return False
         return task.result()
 
     async def _compact_loop(self, key: ChannelKey) -> None:
@@ -231,13 +259,24 @@ class MemoryManager:
                 self._failures.pop(key, None)
             except asyncio.CancelledError:
                 raise
+            except LeaseBusy:
+                # Another process holds the lease: look again later, not a failure. When it
+                # is done the channel is usually under the window and nothing is left to do.
+                await asyncio.sleep(self.lease_wait)
+                continue
             except Exception as e:
                 self.compaction_failures += 1
                 n = self._failures.get(key, 0) + 1
                 self._failures[key] = n
                 delay = min(self.retry_base * 2 ** (n - 1), self.retry_max)
-                log.warning("compaction of %s failed (%s: %s); attempt %d, retrying in %.0fs",
-                            key, type(e).__name__, e, n, delay)
+                log.warning(
+                    "compaction of %s failed (%s: %s); attempt %d, retrying in %.0fs",
+                    key,
+                    type(e).__name__,
+                    e,
+                    n,
+                    delay,
+                )
                 await asyncio.sleep(delay)
                 continue
             count, tokens = await self.store.pending_size(key)
@@ -246,6 +285,18 @@ class MemoryManager:
             return
 
     async def _compact_once(self, key: ChannelKey, *, force: bool = False) -> bool:
+        """One compaction under the channel's lease (single flight across processes)."""
+        if not await self.store.try_lease(key, self.owner, self.lease_ttl):
+            raise LeaseBusy(f"another process is compacting {key}")
+        try:
+            return await self._fold(key, force=force)
+        finally:
+            try:
+                await asyncio.shield(self.store.release_lease(key, self.owner))
+            except Exception:  # it expires by itself; nothing else depends on it
+                log.debug("could not release the lease of %s", key, exc_info=True)
+
+    async def _fold(self, key: ChannelKey, *, force: bool) -> bool:
         state = await self.store.state(key)
         pending = await self.store.pending(key, limit=VIEW_TURN_LIMIT * 4)
         n = self.policy.fold_count(pending)
@@ -272,8 +323,13 @@ class MemoryManager:
         )
         if committed:
             self.compactions += 1
-            log.info("compacted %s: folded %d turns through seq %d (%d facts carried)",
-                     key, n, fold[-1].seq, len(facts))
+            log.info(
+                "compacted %s: folded %d turns through seq %d (%d facts carried)",
+                key,
+                n,
+                fold[-1].seq,
+                len(facts),
+            )
         else:
             log.info("compaction of %s discarded: the channel changed meanwhile", key)
         return committed
@@ -285,8 +341,11 @@ class MemoryManager:
             try:
                 n = await self.store.purge_folded_before(cutoff)
                 if n:
-                    log.info("retention: deleted %d folded turns older than %.0f days",
-                             n, self.retention_days)
+                    log.info(
+                        "retention: deleted %d folded turns older than %.0f days",
+                        n,
+                        self.retention_days,
+                    )
             except Exception:
                 log.warning("retention pass failed; will try again", exc_info=True)
             await asyncio.sleep(3600)

@@ -71,10 +71,17 @@ class Turn:
 
 @dataclass(frozen=True, slots=True)
 class RecordResult:
-    """What ``record()`` did: the stored turn, and whether this call created it."""
+    """What ``record()`` did: the stored turn, and whether this call created it.
+
+    ``pending_hint`` is an upper bound on the channel's unfolded turns right after the
+    insert (``seq - folded_through``; deleted turns make it over-count), read for free in
+    the same statement, so the manager can skip a count query on most records. ``None``
+    when unknown.
+    """
 
     turn: Turn
     created: bool
+    pending_hint: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -145,7 +145,8 @@ FIND_TURN = (
 )
 # Taking the channel row's lock here serializes records in one channel (per-channel seq).
 BUMP_SEQ = (
-    f"UPDATE channels SET next_seq = next_seq + 1 WHERE {_BY_KEY} RETURNING id, next_seq - 1"
+    f"UPDATE channels SET next_seq = next_seq + 1 WHERE {_BY_KEY} "
+    "RETURNING id, next_seq - 1, folded_through"
 )
 CREATE_CHANNEL = (
     "INSERT INTO channels (platform, workspace, channel) VALUES ($1, $2, $3) "
@@ -253,8 +254,12 @@ LOST: tuple[type[BaseException], ...] = (
     ConnectionError,
 )
 """Errors after which an operation is retried once on a fresh connection."""
-_BUSY = (_x.LockNotAvailableError, _x.DeadlockDetectedError, _x.SerializationError,
-         _x.QueryCanceledError)
+_BUSY = (
+    _x.LockNotAvailableError,
+    _x.DeadlockDetectedError,
+    _x.SerializationError,
+    _x.QueryCanceledError,
+)
 OPEN_FAILURES = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, ValueError)
 
 

@@ -55,8 +55,16 @@ def _turn(key: ChannelKey, r: Sequence[Any]) -> Turn:
 class PostgresStore:
     """A ``Store`` on a PostgreSQL schema; see the module docstring for the design."""
 
-    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 10, schema: str = "public",
-                 connect_timeout: float = 10.0, application_name: str = "gistbot") -> None:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        schema: str = "public",
+        connect_timeout: float = 10.0,
+        application_name: str = "gistbot",
+    ) -> None:
         q.quote_schema(schema)  # fail early on a bad name
         self.dsn, self.schema, self.min_size, self.max_size = dsn, schema, min_size, max_size
         self.connect_timeout, self.application_name = connect_timeout, application_name
@@ -67,10 +75,15 @@ class PostgresStore:
         """Create the pool and migrate; raise ``StoreOpenError`` saying what to fix."""
         try:
             self._pool = await asyncpg.create_pool(
-                self.dsn, min_size=self.min_size, max_size=self.max_size,
+                self.dsn,
+                min_size=self.min_size,
+                max_size=self.max_size,
                 timeout=self.connect_timeout,
-                server_settings={"search_path": q.quote_schema(self.schema),
-                                 "application_name": self.application_name})
+                server_settings={
+                    "search_path": q.quote_schema(self.schema),
+                    "application_name": self.application_name,
+                },
+            )
             async with self._pool.acquire() as conn:
                 await q.migrate(conn, self.schema)
         except BaseException as e:
@@ -113,10 +126,12 @@ class PostgresStore:
 
     async def _tx(self, fn: Callable[[Conn], Awaitable[T]], *, read: bool = False) -> T:
         """``fn`` in one transaction; a read is one consistent REPEATABLE READ snapshot."""
+
         async def run(conn: Conn) -> T:
             opts = {"isolation": "repeatable_read", "readonly": True} if read else {}
             async with conn.transaction(**opts):
                 return await fn(conn)
+
         return await self._run(run)
 
     # ------------------------------------------------------------------ writes
@@ -137,37 +152,49 @@ class PostgresStore:
                         if bumped is None:
                             await conn.execute(q.CREATE_CHANNEL, *args)
                             bumped = await conn.fetchrow(q.BUMP_SEQ, *args)
-                        cid, seq = bumped
+                        cid, seq, folded_through = bumped
                         if await conn.fetchval(q.INSERT_TURN, cid, seq, *cols) is None:
                             raise _Duplicate
                 except _Duplicate:  # committed by another writer while we waited: read it
                     continue
-                return RecordResult(Turn(k, int(seq), *cols), created=True)
+                hint = int(seq) - int(folded_through)
+                return RecordResult(Turn(k, int(seq), *cols), created=True, pending_hint=hint)
+
         # One record per channel at a time from this process (FIFO lock): seqs follow arrival.
         async with self._order.setdefault(k, asyncio.Lock()):
             return await self._run(run)
 
     async def commit_summary(
-        self, key: ChannelKey, *, expected_version: int, text: str, folded_through: int,
-        facts: Sequence[Fact], now: float,
+        self,
+        key: ChannelKey,
+        *,
+        expected_version: int,
+        text: str,
+        folded_through: int,
+        facts: Sequence[Fact],
+        now: float,
     ) -> bool:
         """Atomically install a summary if the channel's version is still ``expected_version``."""
         args, facts = _k(key), tuple(facts)
 
         async def run(conn: Conn) -> bool:
-            cid = await conn.fetchval(q.COMMIT_SUMMARY, *args, expected_version, text,
-                                      folded_through, now)
+            cid = await conn.fetchval(
+                q.COMMIT_SUMMARY, *args, expected_version, text, folded_through, now
+            )
             if cid is None:
                 return False
             if facts:
-                await conn.executemany(q.UPSERT_FACT, [
-                    (cid, f.value, f.context, f.first_seq, f.last_seen_seq) for f in facts
-                ])
+                await conn.executemany(
+                    q.UPSERT_FACT,
+                    [(cid, f.value, f.context, f.first_seq, f.last_seen_seq) for f in facts],
+                )
             return True
+
         return await self._tx(run)
 
-    async def _change(self, key: ChannelKey, message_id: str,
-                      new: tuple[str, int] | None) -> ChangeOutcome:
+    async def _change(
+        self, key: ChannelKey, message_id: str, new: tuple[str, int] | None
+    ) -> ChangeOutcome:
         async def run(conn: Conn) -> ChangeOutcome:
             h = await conn.fetchrow(q.LOCK_CHANNEL, *_k(key))
             if h is None:
@@ -184,6 +211,7 @@ class PostgresStore:
             # An in-flight compaction may have read the old text: make its commit fail.
             await conn.execute(q.BUMP_VERSION, h["id"])
             return "deleted" if new is None else "updated"
+
         return await self._tx(run)
 
     async def edit(self, key: ChannelKey, message_id: str, text: str, tokens: int) -> ChangeOutcome:
@@ -196,6 +224,7 @@ class PostgresStore:
 
     async def reset(self, key: ChannelKey) -> ResetResult:
         """Forget the channel: turns, summary and facts (the row and its seq counter stay)."""
+
         async def run(conn: Conn) -> ResetResult:
             h = await conn.fetchrow(q.LOCK_CHANNEL, *_k(key))
             if h is None:
@@ -205,39 +234,53 @@ class PostgresStore:
             facts = q.count(await conn.execute(q.RESET_FACTS, cid))
             await conn.execute(q.RESET_CHANNEL, cid)
             return ResetResult(turns=turns, had_summary=bool(h["summary"]), facts=facts)
+
         return await self._tx(run)
 
     async def purge_folded_before(self, cutoff: float) -> int:
         """Retention: delete folded turns older than ``cutoff`` (and expired event claims)."""
+
         async def run(conn: Conn) -> int:
             n = q.count(await conn.execute(q.PURGE, cutoff))
             await conn.execute(q.PURGE_EVENTS)
             return n
+
         return await self._tx(run)
 
     # ------------------------------------------------------------------ reads
 
-    async def _state(self, conn: Conn, key: ChannelKey,
-                     facts_limit: int) -> tuple[SummaryState, int | None]:
+    async def _state(
+        self, conn: Conn, key: ChannelKey, facts_limit: int
+    ) -> tuple[SummaryState, int | None]:
         h = await conn.fetchrow(q.HEADER, *_k(key))
         if h is None:
             return SummaryState(key), None
         rows = await conn.fetch(q.FACTS, h["id"], facts_limit)
         facts = tuple(Fact(r[0], r[1], int(r[2]), int(r[3])) for r in rows)
-        state = SummaryState(key, h["summary"], int(h["version"]), int(h["folded_through"]),
-                             h["last_compacted_at"], int(h["compactions"]), facts)
+        state = SummaryState(
+            key,
+            h["summary"],
+            int(h["version"]),
+            int(h["folded_through"]),
+            h["last_compacted_at"],
+            int(h["compactions"]),
+            facts,
+        )
         return state, int(h["id"])
 
     async def state(self, key: ChannelKey, *, facts_limit: int = 500) -> SummaryState:
         """The committed state; an unknown channel is an empty state at version 0."""
+
         async def run(conn: Conn) -> SummaryState:
             return (await self._state(conn, key, facts_limit))[0]
+
         return await self._tx(run, read=True)
 
     async def snapshot(
         self, key: ChannelKey, *, limit: int, facts_limit: int = 500, through_seq: int | None = None
     ) -> tuple[SummaryState, list[Turn]]:
         """State plus the newest ``limit`` unfolded turns up to ``through_seq``, consistently."""
+
         async def run(conn: Conn) -> tuple[SummaryState, list[Turn]]:
             state, cid = await self._state(conn, key, facts_limit)
             if cid is None:
@@ -245,11 +288,13 @@ class PostgresStore:
             upper = through_seq if through_seq is not None else 2**62
             rows = await conn.fetch(q.NEWEST_UNFOLDED, cid, state.folded_through, upper, limit)
             return state, [_turn(key, r) for r in reversed(rows)]
+
         return await self._tx(run, read=True)
 
     async def _fetch(self, sql: str, *args: Any) -> list[Any]:
         async def run(conn: Conn) -> list[Any]:
             return list(await conn.fetch(sql, *args))
+
         return await self._run(run)
 
     async def pending(self, key: ChannelKey, *, limit: int | None = None) -> list[Turn]:

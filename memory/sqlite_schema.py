@@ -53,6 +53,23 @@ MIGRATIONS: tuple[str, ...] = (
     ) WITHOUT ROWID;
     CREATE INDEX facts_recent ON facts (channel_id, last_seen_seq DESC);
     """,
+    # 2: compaction leases (single-flight across processes sharing the file) and event
+    # de-duplication; both expire, so a dead process never blocks a channel for good.
+    """
+    CREATE TABLE leases (
+        platform TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        expires_at REAL NOT NULL,
+        PRIMARY KEY (platform, workspace, channel)
+    ) WITHOUT ROWID;
+    CREATE TABLE events (
+        event_id TEXT PRIMARY KEY,
+        expires_at REAL NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX events_expiry ON events (expires_at);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

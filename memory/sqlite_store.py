@@ -22,6 +22,7 @@ import contextlib
 import logging
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -253,7 +254,11 @@ class SqliteStore:
         return raw
 
     def _channel_id(
-        self, conn: sqlite3.Connection, new_ids: dict[ChannelKey, int], key: ChannelKey, create: bool
+        self,
+        conn: sqlite3.Connection,
+        new_ids: dict[ChannelKey, int],
+        key: ChannelKey,
+        create: bool,
     ) -> int | None:
         cid = self._ids.get(key) or new_ids.get(key)
         if cid is not None:
@@ -282,17 +287,37 @@ class SqliteStore:
         ).fetchone()
         if row is not None:
             return RecordResult(_turn(t.key, row), created=False)
-        (seq,) = conn.execute(
-            "UPDATE channels SET next_seq = next_seq + 1 WHERE id = ? RETURNING next_seq - 1",
+        seq, folded_through = conn.execute(
+            "UPDATE channels SET next_seq = next_seq + 1 WHERE id = ? "
+            "RETURNING next_seq - 1, folded_through",
             (cid,),
         ).fetchone()
         conn.execute(
             f"INSERT INTO turns (channel_id, {_TURN_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (cid, seq, t.message_id, t.role, t.author_id, t.author_name, t.text, t.tokens, t.sent_at),
+            (
+                cid,
+                seq,
+                t.message_id,
+                t.role,
+                t.author_id,
+                t.author_name,
+                t.text,
+                t.tokens,
+                t.sent_at,
+            ),
         )
-        turn = Turn(t.key, int(seq), t.message_id, t.role, t.author_id, t.author_name, t.text,
-                    t.tokens, t.sent_at)
-        return RecordResult(turn, created=True)
+        turn = Turn(
+            t.key,
+            int(seq),
+            t.message_id,
+            t.role,
+            t.author_id,
+            t.author_name,
+            t.text,
+            t.tokens,
+            t.sent_at,
+        )
+        return RecordResult(turn, created=True, pending_hint=int(seq) - int(folded_through))
 
     async def record(self, turn: NewTurn) -> RecordResult:
         """Store ``turn`` durably, or return the existing turn with its message id."""
@@ -414,6 +439,7 @@ class SqliteStore:
     def _purge_sync(
         self, conn: sqlite3.Connection, new_ids: dict[ChannelKey, int], cutoff: float
     ) -> int:
+        conn.execute("DELETE FROM events WHERE expires_at < ?", (time.time(),))
         return conn.execute(
             "DELETE FROM turns WHERE sent_at < ? AND seq <= "
             "(SELECT folded_through FROM channels c WHERE c.id = turns.channel_id)",
@@ -424,6 +450,72 @@ class SqliteStore:
         """Retention: delete folded turns older than ``cutoff``; unfolded ones are kept."""
         n: int = await self._submit(self._purge_sync, cutoff)
         return n
+
+    # ------------------------------------------------------------------ leases and events
+
+    @staticmethod
+    def _lease_sync(
+        conn: sqlite3.Connection,
+        new_ids: dict[ChannelKey, int],
+        key: ChannelKey,
+        owner: str,
+        ttl: float | None,
+    ) -> bool:
+        args = (key.platform, key.workspace, key.channel)
+        now = time.time()
+        if ttl is None:
+            return (
+                conn.execute(
+                    "DELETE FROM leases WHERE platform = ? AND workspace = ? AND channel = ? "
+                    "AND owner = ?",
+                    (*args, owner),
+                ).rowcount
+                == 1
+            )
+        return (
+            conn.execute(
+                "INSERT INTO leases (platform, workspace, channel, owner, expires_at) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (platform, workspace, channel) DO UPDATE SET "
+                "owner = excluded.owner, expires_at = excluded.expires_at "
+                "WHERE leases.expires_at <= ? OR leases.owner = excluded.owner",
+                (*args, owner, now + ttl, now),
+            ).rowcount
+            == 1
+        )
+
+    async def try_lease(self, key: ChannelKey, owner: str, ttl: float) -> bool:
+        """Take or renew the channel's compaction lease (see ``Store.try_lease``)."""
+        if ttl <= 0:
+            raise ValueError("ttl must be positive")
+        ok: bool = await self._submit(self._lease_sync, key, owner, float(ttl))
+        return ok
+
+    async def release_lease(self, key: ChannelKey, owner: str) -> bool:
+        """Give the lease back if ``owner`` holds it."""
+        ok: bool = await self._submit(self._lease_sync, key, owner, None)
+        return ok
+
+    @staticmethod
+    def _claim_sync(
+        conn: sqlite3.Connection, new_ids: dict[ChannelKey, int], event_id: str, ttl: float
+    ) -> bool:
+        now = time.time()
+        return (
+            conn.execute(
+                "INSERT INTO events (event_id, expires_at) VALUES (?, ?) "
+                "ON CONFLICT (event_id) DO UPDATE SET expires_at = excluded.expires_at "
+                "WHERE events.expires_at <= ?",
+                (event_id, now + ttl, now),
+            ).rowcount
+            == 1
+        )
+
+    async def claim_event(self, event_id: str, ttl: float = 86400) -> bool:
+        """True for the first claimer of ``event_id`` within ``ttl`` seconds."""
+        if ttl <= 0:
+            raise ValueError("ttl must be positive")
+        ok: bool = await self._submit(self._claim_sync, event_id, float(ttl))
+        return ok
 
     # ------------------------------------------------------------------ read path
 
@@ -465,8 +557,9 @@ class SqliteStore:
             "ORDER BY last_seen_seq DESC LIMIT ?",
             (h[0], facts_limit),
         ).fetchall()
-        state = SummaryState(key, h[1], int(h[2]), int(h[3]), h[4], int(h[5]),
-                             tuple(_fact(f) for f in facts))
+        state = SummaryState(
+            key, h[1], int(h[2]), int(h[3]), h[4], int(h[5]), tuple(_fact(f) for f in facts)
+        )
         return state, int(h[0])
 
     async def state(self, key: ChannelKey, *, facts_limit: int = 500) -> SummaryState:
@@ -475,7 +568,11 @@ class SqliteStore:
         return state  # type: ignore[no-any-return]
 
     def _snapshot_sync(
-        self, conn: sqlite3.Connection, key: ChannelKey, limit: int, facts_limit: int,
+        self,
+        conn: sqlite3.Connection,
+        key: ChannelKey,
+        limit: int,
+        facts_limit: int,
         through_seq: int | None,
     ) -> tuple[SummaryState, list[Turn]]:
         state, cid = self._state_sync(conn, key, facts_limit)
@@ -500,6 +597,7 @@ class SqliteStore:
 
     async def pending(self, key: ChannelKey, *, limit: int | None = None) -> list[Turn]:
         """Unfolded turns, oldest first (at most ``limit``)."""
+
         def run(conn: sqlite3.Connection) -> list[Turn]:
             h = self._header(conn, key)
             if h is None:
@@ -516,6 +614,7 @@ class SqliteStore:
 
     async def pending_size(self, key: ChannelKey) -> tuple[int, int]:
         """(count, tokens) of unfolded turns."""
+
         def run(conn: sqlite3.Connection) -> tuple[int, int]:
             h = self._header(conn, key)
             if h is None:
@@ -532,6 +631,7 @@ class SqliteStore:
 
     async def stats(self, key: ChannelKey) -> ChannelStats:
         """Counts for ``/summary``: stored, folded and pending turns, facts, compactions."""
+
         def run(conn: sqlite3.Connection) -> ChannelStats:
             h = self._header(conn, key)
             if h is None:
@@ -546,14 +646,25 @@ class SqliteStore:
             (facts,) = conn.execute(
                 "SELECT count(*) FROM facts WHERE channel_id = ?", (cid,)
             ).fetchone()
-            return ChannelStats(key, int(total), int(total) - int(pend), int(pend), int(ptok), 0,
-                                int(facts), int(h[5]), h[4], int(h[2]))
+            return ChannelStats(
+                key,
+                int(total),
+                int(total) - int(pend),
+                int(pend),
+                int(ptok),
+                0,
+                int(facts),
+                int(h[5]),
+                h[4],
+                int(h[2]),
+            )
 
         out: ChannelStats = await self._read(run)
         return out
 
     async def turns(self, key: ChannelKey, *, after_seq: int = 0, limit: int = 1000) -> list[Turn]:
         """Stored turns after ``after_seq`` (folded or not), oldest first."""
+
         def run(conn: sqlite3.Connection) -> list[Turn]:
             h = self._header(conn, key)
             if h is None:
@@ -570,6 +681,7 @@ class SqliteStore:
 
     async def channels(self) -> list[ChannelKey]:
         """Every channel the store has a row for."""
+
         def run(conn: sqlite3.Connection) -> list[ChannelKey]:
             rows = conn.execute(
                 "SELECT platform, workspace, channel FROM channels ORDER BY id"

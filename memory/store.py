@@ -93,3 +93,16 @@ class Store(Protocol):
 
     async def purge_folded_before(self, cutoff: float) -> int:
         """Delete folded turns sent before ``cutoff`` (retention); return how many."""
+
+    async def try_lease(self, key: ChannelKey, owner: str, ttl: float) -> bool:
+        """Take or renew the channel's compaction lease for ``ttl`` seconds.
+
+        True if ``owner`` now holds it (free, expired, or already ``owner``'s): two
+        processes never compact one channel at once, and a dead one blocks it at most ``ttl``.
+        """
+
+    async def release_lease(self, key: ChannelKey, owner: str) -> bool:
+        """Give the lease back if ``owner`` holds it."""
+
+    async def claim_event(self, event_id: str, ttl: float = 86400) -> bool:
+        """True for the first claimer of a platform event id within ``ttl`` seconds."""

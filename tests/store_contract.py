@@ -122,6 +122,18 @@ class StoreContract:
         assert [t.text for t in await store.turns(A)] == ["original"]
         assert await store.pending_size(A) == (1, first.turn.tokens)
 
+    async def test_pending_hint_bounds_the_unfolded_count(self, store: Store) -> None:
+        seqs = await _fill(store, A, 6)
+        await _fold(store, A, seqs[3])
+        res = await store.record(new_turn(A, "after-fold", "x"))
+        count, _ = await store.pending_size(A)
+        assert res.pending_hint is not None
+        assert res.pending_hint >= count == 3  # two left verbatim plus the new one
+        await store.delete(A, f"{A.channel}-5")
+        again = await store.record(new_turn(A, "after-delete", "y"))
+        assert again.pending_hint is not None
+        assert again.pending_hint >= (await store.pending_size(A))[0]
+
     async def test_record_is_idempotent_within_one_concurrent_batch(self, store: Store) -> None:
         dups = [new_turn(A, "same", f"copy {i}") for i in range(20)]
         others = [new_turn(A, f"o{i}", f"other {i}") for i in range(20)]
@@ -471,3 +483,29 @@ class StoreContract:
         assert not again.created and again.turn == recorded[0]
         nxt = await reopened.record(new_turn(A, "after-restart"))
         assert nxt.turn.seq > recorded[-1].seq
+
+    # -------------------------------------------------------------------- leases, events
+
+    async def test_lease_is_exclusive_per_channel_until_released_or_expired(
+        self, make_store: MakeStore
+    ) -> None:
+        a, b = await make_store(), await make_store()  # two processes sharing the backend
+        assert await a.try_lease(A, "proc-a", ttl=30)
+        assert not await b.try_lease(A, "proc-b", ttl=30)
+        assert await b.try_lease(B, "proc-b", ttl=30)  # per channel
+        assert await a.try_lease(A, "proc-a", ttl=30)  # the holder renews
+        assert not await b.release_lease(A, "proc-b")  # not b's to release
+        assert await a.release_lease(A, "proc-a")
+        assert await b.try_lease(A, "proc-b", ttl=0.2)
+        assert not await a.try_lease(A, "proc-a", ttl=30)
+        await asyncio.sleep(0.35)  # proc-b "died": its lease runs out
+        assert await a.try_lease(A, "proc-a", ttl=30)
+        with pytest.raises(ValueError):
+            await a.try_lease(A, "x", ttl=0)
+
+    async def test_claim_event_has_one_winner(self, make_store: MakeStore) -> None:
+        stores = [await make_store() for _ in range(2)]
+        claims = [s.claim_event("Ev1") for s in stores for _ in range(6)]
+        assert sum(await asyncio.gather(*claims)) == 1
+        assert await stores[0].claim_event("Ev2")
+        assert not await stores[1].claim_event("Ev2")

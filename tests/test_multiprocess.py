@@ -1,0 +1,100 @@
+"""Single-flight compaction across OS processes sharing one store (SQLite file or PostgreSQL):
+two processes racing make exactly one summarizer call per overflow, and a process killed while
+holding the compaction lease blocks the channel only until the lease expires."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from memory.models import ChannelKey
+from memory.store import Store
+from tests.compaction_child import open_store
+from tests.store_contract import new_turn
+
+ROOT = Path(__file__).resolve().parent.parent
+KEY = ChannelKey("discord", "g1", "c1")
+PG = os.environ.get("GISTBOT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def spec(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    if request.param == "sqlite":
+        yield str(tmp_path / "shared.db")
+        return
+    asyncpg = pytest.importorskip("asyncpg")
+    schema = f"gistbot_mp_{uuid.uuid4().hex[:10]}"
+    yield f"{PG}#{schema}"
+    conn = await asyncpg.connect(PG)
+    await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    await conn.close()
+
+
+async def seed(spec: str, n: int) -> Store:
+    store = open_store(spec)
+    await store.open()
+    for i in range(n):
+        await store.record(new_turn(KEY, f"m{i}", f"message {i} about order ORD-{100 + i}"))
+    return store
+
+
+async def child(spec: str, log: Path, mode: str, ttl: float) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.compaction_child", spec, str(log), mode, str(ttl),
+        cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def finish(proc: asyncio.subprocess.Process) -> None:
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    assert out.decode().strip() == "done"
+
+
+def calls(log: Path) -> list[str]:
+    return log.read_text().splitlines() if log.exists() else []
+
+
+async def test_two_processes_racing_make_one_summarizer_call(spec: str, tmp_path: Path) -> None:
+    store = await seed(spec, 11)  # one over the default window of 10
+    log = tmp_path / "calls.log"
+    try:
+        procs = [await child(spec, log, "normal", 30.0) for _ in range(2)]
+        for proc in procs:
+            await finish(proc)
+        assert len(calls(log)) == 1, calls(log)
+        state = await store.state(KEY)
+        assert state.folded_through == 7 and state.compactions == 1
+        assert [t.message_id for t in await store.turns(KEY)] == [f"m{i}" for i in range(11)]
+    finally:
+        await store.close()
+
+
+async def test_a_killed_lease_holder_blocks_only_until_expiry(spec: str, tmp_path: Path) -> None:
+    store = await seed(spec, 11)
+    log = tmp_path / "calls.log"
+    try:
+        hung = await child(spec, log, "hang", 1.5)
+        deadline = time.monotonic() + 30
+        while not calls(log):  # wait until it holds the lease and is mid-summary
+            assert time.monotonic() < deadline, "the child never started compacting"
+            await asyncio.sleep(0.05)
+        hung.send_signal(signal.SIGKILL)
+        await hung.wait()
+        assert (await store.state(KEY)).compactions == 0  # it died before committing
+
+        taker = await child(spec, log, "normal", 30.0)
+        await finish(taker)
+        assert len(calls(log)) == 2  # the dead one's call, then the take-over's
+        state = await store.state(KEY)
+        assert state.compactions == 1 and state.folded_through == 7
+    finally:
+        await store.close()
