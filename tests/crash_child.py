@@ -65,7 +65,7 @@ class FastModel:
         self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
     ) -> Answer:
         request = parse_summary_request(messages)
-        channel = request.blocks[0][1].split()[1] if request.blocks else "?"
+        channel = request.blocks[0][1].split()[1].rstrip(":") if request.blocks else "?"
         emit(f"S {channel}")
         for _ in range(3):
             await asyncio.sleep(0)
