@@ -351,12 +351,15 @@ class SlackAdapter:
         await self.service.edited(key, str(new["ts"]), with_files(readable(raw, names), new))
 
     async def _answer(self, msg: IncomingMessage, channel: str, thread_ts: str) -> None:
-        placeholder = await self._post(channel, thread_ts, PLACEHOLDER)
+        # The placeholder is posted meanwhile, not awaited first: the message must be recorded
+        # before any later message of the channel (which skips this round trip).
+        posting = asyncio.create_task(self._post(channel, thread_ts, PLACEHOLDER))
         sink = None
-        if self.settings.stream_replies and placeholder is not None:
+        if self.settings.stream_replies:
             async def show(text: str) -> None:
-                preview = format_reply(text, self.users.known())[0]
-                await self._update(channel, placeholder, f"{preview} …")
+                if (ts := await posting) is not None:
+                    preview = format_reply(text, self.users.known())[0]
+                    await self._update(channel, ts, f"{preview} …")
 
             sink = _Throttle(show, self.stream_interval)
         reply: Reply | None
@@ -365,9 +368,10 @@ class SlackAdapter:
         except Exception as e:
             log.exception("reply to %s in %s failed", msg.message_id, msg.key)
             reply = Reply(_user_message(e), failed=True)
+        placeholder = await posting
         if reply is None:  # another process answered this message already
             if placeholder is not None:
-                await self._call("chat.delete",
+                await self._call(f"chat.delete in {channel}",
                                  self.client.chat_delete(channel=channel, ts=placeholder))
             return
         chunks = format_reply(reply.text, self.users.known())
@@ -385,14 +389,14 @@ class SlackAdapter:
             return None
 
     async def _post(self, channel: str, thread_ts: str, text: str) -> str | None:
-        r = await self._call("chat.postMessage", self.client.chat_postMessage(
+        r = await self._call(f"chat.postMessage in {channel}", self.client.chat_postMessage(
             channel=channel, thread_ts=thread_ts, text=text, unfurl_links=False,
             unfurl_media=False))
         return str(r.get("ts")) if r is not None and r.get("ts") else None
 
     async def _update(self, channel: str, ts: str, text: str) -> bool:
-        r = await self._call("chat.update", self.client.chat_update(channel=channel, ts=ts,
-                                                                     text=text))
+        r = await self._call(f"chat.update in {channel}",
+                             self.client.chat_update(channel=channel, ts=ts, text=text))
         return r is not None
 
     # ------------------------------------------------------------------ commands

@@ -28,24 +28,30 @@ from memory.summarizer import Summarizer
 from memory.tokens import TokenCounter
 from memory.window import WindowPolicy
 
-__all__ = ["Runtime", "make_llm", "make_store"]
+__all__ = ["Runtime", "make_llm", "make_store", "store_for_url"]
 
 log = logging.getLogger(__name__)
 
 
 def make_store(settings: Settings) -> Store:
     """The store ``DATABASE_URL`` asks for (SQLite by default)."""
-    path = settings.sqlite_path
-    if path is not None:
-        return SqliteStore(path, synchronous=settings.sqlite_synchronous)
+    return store_for_url(settings.database_url, synchronous=settings.sqlite_synchronous)
+
+
+def store_for_url(url: str, *, synchronous: str = "FULL") -> Store:
+    """A store for ``sqlite:///path`` or ``postgresql://…`` (``copy-db`` takes two)."""
+    if url.startswith("sqlite:///"):
+        return SqliteStore(url[len("sqlite:///") :], synchronous=synchronous)  # type: ignore[arg-type]
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise ConfigError(f"{url!r}: use sqlite:///path/to/file.db or postgresql://user@host/db")
     try:
-        from memory.postgres_store import PostgresStore  # type: ignore[import-not-found]
+        from memory.postgres_store import PostgresStore
     except ImportError as e:
         raise ConfigError(
             "DATABASE_URL points at PostgreSQL, which needs the postgres extra: "
             "pip install 'gistbot[postgres]'"
         ) from e
-    store: Store = PostgresStore(settings.database_url)
+    store: Store = PostgresStore(url)
     return store
 
 
@@ -106,6 +112,8 @@ class Runtime:
                 reply_tokens=settings.reply_tokens,
                 record_mode=settings.record_mode,
                 always_reply_channels=frozenset(settings.always_reply_channels),
+                user_rate_limit=settings.user_rate_limit,
+                max_input_chars=settings.max_input_chars,
             )
             service = ChatService(memory, model, config)
             if start_background:

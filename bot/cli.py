@@ -62,6 +62,16 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--output", "-o", default="-", help="file to write (default: stdout)")
     sub.add_parser("doctor", help="show the configuration (secrets masked) and test the "
                    "LLM endpoint and the database")
+    m = sub.add_parser("migrate", help="apply the database schema (DATABASE_URL, or --url)")
+    m.add_argument("--url", help="database to migrate instead of DATABASE_URL")
+    cp = sub.add_parser("copy-db", help="copy all memory between databases (SQLite ⇄ PostgreSQL) "
+                        "and verify counts and checksums")
+    cp.add_argument("--from", dest="src", required=True, help="source database URL")
+    cp.add_argument("--to", dest="dst", required=True, help="target database URL")
+    cp.add_argument("--resume", action="store_true",
+                    help="continue an interrupted copy from the same source")
+    cp.add_argument("--force", action="store_true",
+                    help="replace channels in a non-empty target that differ from the source")
     d = sub.add_parser("discord-invite", help="print the OAuth2 URL that adds the bot to a server")
     d.add_argument("--application-id", required=True, help="from the Developer Portal")
     return p
@@ -131,6 +141,25 @@ async def _export(settings: Settings, key: ChannelKey, out: TextIO) -> int:
         await store.close()
 
 
+async def _copy(src: str, dst: str, *, force: bool, resume: bool) -> None:
+    from bot.app import store_for_url
+    from bot.dbtools import copy_db
+
+    source, target = store_for_url(src), store_for_url(dst)
+    await source.open()
+    try:
+        await target.open()
+        try:
+            report = await copy_db(source, target, force=force, resume=resume,
+                                   progress=lambda line: print(line, file=sys.stderr))
+        finally:
+            await target.close()
+    finally:
+        await source.close()
+    print(f"copied {report.copied_turns} turns in {report.channels} channels "
+          f"({report.skipped_channels} already there); counts and checksums verified")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit status."""
     args = _parser().parse_args(argv)
@@ -156,6 +185,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             from bot.doctor import doctor
 
             return asyncio.run(doctor(settings, sys.stdout))
+        elif command == "migrate":
+            from bot.app import store_for_url
+            from bot.dbtools import migrate
+
+            url = args.url or settings.database_url
+            n = asyncio.run(migrate(store_for_url(url)))
+            print(f"schema is up to date ({n} channels stored)")
+        elif command == "copy-db":
+            asyncio.run(_copy(args.src, args.dst, force=args.force, resume=args.resume))
         elif command == "discord-invite":
             from adapters.discord_adapter import invite_url
 

@@ -12,6 +12,7 @@ from pydantic import SecretStr
 
 from bot.app import make_llm, make_store
 from bot.llm import UsageMeter
+from bot.logs import scrub
 from bot.settings import Settings
 from memory.tokens import TokenCounter
 
@@ -58,7 +59,7 @@ async def doctor(settings: Settings, out: TextIO) -> int:
         out.write(f"  database   ok: {len(channels)} channels stored\n")
     except Exception as e:
         ok = False
-        out.write(f"  database   FAILED: {e}\n")
+        out.write(f"  database   FAILED: {scrub(str(e), settings.secrets())}\n")
     finally:
         await store.close()
 
@@ -68,7 +69,8 @@ async def doctor(settings: Settings, out: TextIO) -> int:
         out.write(f"  llm        ok: {described}\n")
     except Exception as e:
         ok = False
-        out.write(f"  llm        FAILED: {type(e).__name__}: {e}\n")
+        # Endpoints quote the rejected key in their 401 body; never print it.
+        out.write(f"  llm        FAILED: {type(e).__name__}: {scrub(str(e), settings.secrets())}\n")
     finally:
         await llm.aclose()  # type: ignore[attr-defined]
     out.write("\nAll checks passed.\n" if ok else "\nSome checks failed; see above.\n")

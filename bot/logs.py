@@ -9,7 +9,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-__all__ = ["SecretFilter", "setup_logging"]
+__all__ = ["SecretFilter", "scrub", "setup_logging"]
+
+
+def scrub(text: str, secrets: Sequence[str]) -> str:
+    """``text`` with every secret (six characters or longer) replaced by ``***``."""
+    for secret in secrets:
+        if len(secret) >= 6:
+            text = text.replace(secret, "***")
+    return text
 
 
 class SecretFilter(logging.Filter):
@@ -20,9 +28,7 @@ class SecretFilter(logging.Filter):
         self.secrets = [s for s in secrets if len(s) >= 6]
 
     def _scrub(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, "***")
-        return text
+        return scrub(text, self.secrets)
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not self.secrets:

@@ -6,12 +6,27 @@ seq* and sent to the LLM. The reply is recorded as an ``assistant`` turn with th
 ``reply:<trigger id>``, so a platform's re-delivery of the same event neither records twice
 nor answers twice. Compaction happens in the background (``MemoryManager``) and never
 delays a reply — except once, on purpose, when the model says the prompt was too long.
+
+Limits and faults, each with one defined outcome (SECURITY.md):
+
+* A message longer than ``max_input_chars`` is stored cut, with a visible marker that says
+  how much was not kept (never dropped silently); addressed to the bot, it gets a polite
+  request for something shorter instead of a model call.
+* A person addressing the bot more than ``user_rate_limit`` times a minute (per platform;
+  not on the console, which is the operator's own terminal) is told so once; until the
+  minute is over further messages are recorded, not answered.
+* A store failure is logged once with the channel and message id; the person, if they
+  addressed the bot, is told briefly. Nothing half-written remains (the store's
+  transactions), and the next message tries again.
+* A model answer longer than ``MAX_REPLY_CHARS`` (a broken endpoint; ``REPLY_TOKENS`` keeps
+  a working one far below) is cut with a marker.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,13 +36,44 @@ from bot.llm import LLM
 from bot.messages import CommandResult, IncomingMessage, Reply
 from bot.prompts import build_messages, fixed_overhead
 from memory.completion import ChatMessage
+from memory.errors import StoreError
 from memory.manager import MemoryManager
 from memory.models import ChannelKey, ChannelStats, MemoryView, NewTurn
 
-__all__ = ["ChatService", "ServiceConfig"]
+__all__ = [
+    "MAX_REPLY_CHARS",
+    "RATE_LIMITED",
+    "STORE_FAILED",
+    "TOO_LONG",
+    "ChatService",
+    "ServiceConfig",
+    "cut",
+]
 
 log = logging.getLogger(__name__)
 DeltaSink = Callable[[str], Awaitable[None]]
+
+RATE_WINDOW = 60.0  # seconds
+MAX_REPLY_CHARS = 40_000  # Slack cuts a message's text beyond this; no sane reply is longer
+TOO_LONG = (
+    "That message is too long for me ({length:,} characters; I read at most {limit:,}). "
+    "I kept the first {limit:,} characters in memory; please ask again in a shorter message."
+)
+RATE_LIMITED = (
+    "You're asking me faster than I can answer (at most {limit} replies a minute). I still "
+    "remember what you write; please ask again in a minute."
+)
+STORE_FAILED = (
+    "Sorry, I couldn't save your message just now, so I can't answer it. "
+    "Please try again in a moment."
+)
+
+
+def cut(text: str, limit: int, what: str = "message") -> str:
+    """``text`` cut to ``limit`` characters plus a marker saying how many were not kept."""
+    if limit <= 0 or len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n[…{what} cut: {len(text) - limit:,} more characters not kept]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +87,8 @@ class ServiceConfig:
     always_reply_channels: Collection[str] = ()
     bot_id: str = "gistbot"
     bot_name: str = "gistbot"
+    user_rate_limit: int = 0  # replies per user per minute; 0 = no limit
+    max_input_chars: int = 0  # 0 = no limit
 
 
 def _when(ts: float | None) -> str:
@@ -61,11 +109,16 @@ def footer(stats: ChannelStats) -> str:
 class ChatService:
     """The application core; adapters call it, it calls memory and the LLM."""
 
-    def __init__(self, memory: MemoryManager, llm: LLM, config: ServiceConfig) -> None:
+    def __init__(self, memory: MemoryManager, llm: LLM, config: ServiceConfig, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.memory = memory
         self.llm = llm
         self.config = config
+        self.clock = clock
         self._identities: dict[str, tuple[str, str]] = {}
+        # (platform, author id) -> times of recent replies, and whether they were told
+        self._recent: dict[tuple[str, str], deque[float]] = {}
+        self._told: set[tuple[str, str]] = set()
 
     def set_identity(self, platform: str, bot_id: str, bot_name: str) -> None:
         """Record who the bot is on ``platform`` (after login), for its assistant turns.
@@ -103,21 +156,66 @@ class ChatService:
         addressed = self.should_reply(msg)
         if self.config.record_mode == "addressed" and not addressed:
             return None
-        result = await self.memory.record(
-            NewTurn(
-                msg.key,
-                msg.message_id,
-                "user",
-                msg.author_id,
-                msg.author_name,
-                msg.text,
-                0,
-                msg.sent_at,
+        limit = self.config.max_input_chars
+        # No await before record(): a channel's messages must be queued in arrival order.
+        try:
+            result = await self.memory.record(
+                NewTurn(
+                    msg.key,
+                    msg.message_id,
+                    "user",
+                    msg.author_id,
+                    msg.author_name,
+                    cut(msg.text, limit),
+                    0,
+                    msg.sent_at,
+                )
             )
-        )
+        except StoreError as e:
+            log.error("could not record message %s in %s: %s", msg.message_id, msg.key, e,
+                      exc_info=e)
+            return Reply(STORE_FAILED, failed=True) if addressed else None
         if not addressed or not result.created:
             return None  # not for us, or a re-delivery we already answered
-        return await self._reply(msg, result.turn.seq, on_delta)
+        if limit and len(msg.text) > limit:
+            log.info("message %s in %s is %d characters (limit %d): stored cut, not answered",
+                     msg.message_id, msg.key, len(msg.text), limit)
+            return Reply(TOO_LONG.format(length=len(msg.text), limit=limit), failed=True)
+        if not self._within_rate(msg):
+            who = (msg.key.platform, msg.author_id)
+            if who in self._told:
+                return None  # told once this minute; stay quiet, the message is stored
+            self._told.add(who)
+            log.info("user %s on %s is over %d replies a minute", msg.author_id,
+                     msg.key.platform, self.config.user_rate_limit)
+            return Reply(RATE_LIMITED.format(limit=self.config.user_rate_limit), failed=True)
+        try:
+            return await self._reply(msg, result.turn.seq, on_delta)
+        except StoreError as e:
+            log.error("reply to %s in %s failed on the store: %s", msg.message_id, msg.key, e,
+                      exc_info=e)
+            return Reply(STORE_FAILED, failed=True)
+
+    def _within_rate(self, msg: IncomingMessage) -> bool:
+        """Count a reply for the author; False when that is over ``user_rate_limit``."""
+        limit = self.config.user_rate_limit
+        if limit <= 0 or msg.key.platform == "console":  # the operator at their own terminal
+            return True
+        who = (msg.key.platform, msg.author_id)
+        now = self.clock()
+        recent = self._recent.setdefault(who, deque())
+        while recent and recent[0] <= now - RATE_WINDOW:
+            recent.popleft()
+        if not recent:
+            self._told.discard(who)
+        if len(recent) >= limit:
+            return False
+        recent.append(now)
+        if len(self._recent) > 10_000:  # forget idle people, so the map stays small
+            for key in [k for k, q in self._recent.items() if not q or q[-1] <= now - RATE_WINDOW]:
+                del self._recent[key]
+                self._told.discard(key)
+        return True
 
     async def _reply(self, msg: IncomingMessage, seq: int, on_delta: DeltaSink | None) -> Reply:
         budget = self.memory_budget()
@@ -137,11 +235,19 @@ class ChatService:
                 return self._failure(msg, e)
         except LLMError as e:
             return self._failure(msg, e)
+        if len(text) > MAX_REPLY_CHARS:
+            log.warning("the model's answer in %s was %d characters; cut to %d",
+                        msg.key, len(text), MAX_REPLY_CHARS)
+            text = cut(text, MAX_REPLY_CHARS, "answer")
         bot_id, bot_name = self.identity(msg.key.platform)
         reply_id = f"reply:{msg.message_id}"
-        await self.memory.record(
-            NewTurn(msg.key, reply_id, "assistant", bot_id, bot_name, text, 0, time.time())
-        )
+        try:
+            await self.memory.record(
+                NewTurn(msg.key, reply_id, "assistant", bot_id, bot_name, text, 0, time.time())
+            )
+        except StoreError as e:  # the answer is still worth giving; memory lacks only it
+            log.error("could not record the reply to %s in %s: %s", msg.message_id, msg.key,
+                      e, exc_info=e)
         return Reply(text, truncated_memory=view.dropped > 0 or view.truncated)
 
     async def _generate(self, view: MemoryView, on_delta: DeltaSink | None) -> str:
@@ -202,7 +308,7 @@ class ChatService:
 
     async def edited(self, key: ChannelKey, message_id: str, text: str) -> None:
         """A platform edit: update the turn if it is not summarized yet."""
-        outcome = await self.memory.edit(key, message_id, text)
+        outcome = await self.memory.edit(key, message_id, cut(text, self.config.max_input_chars))
         log.debug("edit of %s in %s: %s", message_id, key, outcome)
 
     async def deleted(self, key: ChannelKey, message_id: str) -> None:

@@ -69,6 +69,8 @@ class Settings(BaseSettings):
     record_mode: Literal["all", "addressed"] = "all"
     always_reply_channels: CsvList = []
     stream_replies: bool = False
+    user_rate_limit: int = Field(20, ge=0)  # replies per user per minute; 0 = no limit
+    max_input_chars: int = Field(40_000, ge=0)  # longer messages are cut; 0 = no limit
 
     discord_token: SecretStr | None = None
     discord_guild_ids: CsvList = []

@@ -88,8 +88,8 @@ class MemoryManager:
         self.retry_max = retry_max
         self.retention_days = retention_days
         self.clock = clock
-        # Long enough for a summary call and its one retry; a dead holder blocks no longer.
-        self.lease_ttl = lease_ttl or 2 * summarizer.timeout + 30
+        # Renewed every third of its life while compacting; a dead holder blocks no longer.
+        self.lease_ttl = lease_ttl or 30.0
         self.lease_wait = lease_wait
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._tasks: dict[ChannelKey, asyncio.Task[Any]] = {}
@@ -285,16 +285,36 @@ class MemoryManager:
             return
 
     async def _compact_once(self, key: ChannelKey, *, force: bool = False) -> bool:
-        """One compaction under the channel's lease (single flight across processes)."""
+        """One compaction under the channel's lease (single flight across processes).
+
+        The lease is short and renewed while the summarizer works, so a process that dies
+        mid-compaction blocks the channel for at most ``lease_ttl`` seconds. Correctness does
+        not rest on the lease: the commit is conditional on the version anyway.
+        """
         if not await self.store.try_lease(key, self.owner, self.lease_ttl):
             raise LeaseBusy(f"another process is compacting {key}")
+        renew = asyncio.create_task(self._renew_lease(key))
         try:
             return await self._fold(key, force=force)
         finally:
+            renew.cancel()
             try:
                 await asyncio.shield(self.store.release_lease(key, self.owner))
             except Exception:  # it expires by itself; nothing else depends on it
                 log.debug("could not release the lease of %s", key, exc_info=True)
+
+    async def _renew_lease(self, key: ChannelKey) -> None:
+        while True:
+            await asyncio.sleep(self.lease_ttl / 3)
+            try:
+                if not await self.store.try_lease(key, self.owner, self.lease_ttl):
+                    log.warning(
+                        "lost the compaction lease of %s; the commit check still guards the result",
+                        key,
+                    )
+                    return
+            except Exception:
+                log.debug("could not renew the lease of %s", key, exc_info=True)
 
     async def _fold(self, key: ChannelKey, *, force: bool) -> bool:
         state = await self.store.state(key)

@@ -161,6 +161,21 @@ COMMIT_SUMMARY = (
     "last_compacted_at = $7, compactions = compactions + 1 "
     f"WHERE {_BY_KEY} AND version = $4 AND folded_through <= $6 AND next_seq > $6 RETURNING id"
 )
+# copy-db: seqs come from the source; re-importing is a no-op, so a copy can resume.
+IMPORT_TURN = (
+    f"INSERT INTO turns (channel_id, {TURN_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
+    "ON CONFLICT DO NOTHING"
+)
+IMPORT_NEXT_SEQ = "UPDATE channels SET next_seq = greatest(next_seq, $2) WHERE id = $1"
+IMPORT_STATE = (
+    "UPDATE channels SET summary = $2, version = $3, folded_through = $4::bigint, "
+    "last_compacted_at = $5, compactions = $6, next_seq = greatest(next_seq, $4::bigint + 1) "
+    "WHERE id = $1"
+)
+IMPORT_FACT = (
+    "INSERT INTO facts (channel_id, value, context, first_seq, last_seen_seq) "
+    "VALUES ($1, $2, $3, $4, $5)"
+)
 UPSERT_FACT = (
     "INSERT INTO facts (channel_id, value, context, first_seq, last_seen_seq) "
     "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (channel_id, value) DO UPDATE SET "

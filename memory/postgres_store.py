@@ -321,6 +321,61 @@ class PostgresStore:
 
     # ------------------------------------------------------------------ replicas (extra)
 
+    async def _channel(self, conn: Conn, key: ChannelKey) -> int:
+        await conn.execute(q.CREATE_CHANNEL, *_k(key))
+        return int((await conn.fetchrow(q.LOCK_CHANNEL, *_k(key)))["id"])
+
+    async def import_turns(self, key: ChannelKey, turns: Sequence[Turn]) -> int:
+        """Copy turns in with their seqs; idempotent (see ``Store.import_turns``)."""
+
+        async def run(conn: Conn) -> int:
+            cid = await self._channel(conn, key)
+            before = await conn.fetchval("SELECT count(*) FROM turns WHERE channel_id = $1", cid)
+            rows = [
+                (
+                    cid,
+                    t.seq,
+                    t.message_id,
+                    t.role,
+                    t.author_id,
+                    t.author_name,
+                    t.text,
+                    t.tokens,
+                    t.sent_at,
+                )
+                for t in turns
+            ]
+            await conn.executemany(q.IMPORT_TURN, rows)
+            if turns:
+                await conn.execute(q.IMPORT_NEXT_SEQ, cid, max(t.seq for t in turns) + 1)
+            after = await conn.fetchval("SELECT count(*) FROM turns WHERE channel_id = $1", cid)
+            return int(after - before)
+
+        return await self._tx(run)
+
+    async def import_state(self, state: SummaryState) -> None:
+        """Set a channel's summary state exactly (see ``Store.import_state``)."""
+        s = state
+
+        async def run(conn: Conn) -> None:
+            cid = await self._channel(conn, s.key)
+            await conn.execute(
+                q.IMPORT_STATE,
+                cid,
+                s.text,
+                s.version,
+                s.folded_through,
+                s.last_compacted_at,
+                s.compactions,
+            )
+            await conn.execute(q.RESET_FACTS, cid)
+            await conn.executemany(
+                q.IMPORT_FACT,
+                [(cid, f.value, f.context, f.first_seq, f.last_seen_seq) for f in s.facts],
+            )
+
+        await self._tx(run)
+
     async def try_lease(self, key: ChannelKey, owner: str, ttl: float) -> bool:
         """Take or renew the channel's compaction lease for ``ttl`` seconds (database clock).
 

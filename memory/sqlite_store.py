@@ -451,6 +451,73 @@ class SqliteStore:
         n: int = await self._submit(self._purge_sync, cutoff)
         return n
 
+    # ------------------------------------------------------------------ copy-db
+
+    def _import_turns_sync(
+        self,
+        conn: sqlite3.Connection,
+        new_ids: dict[ChannelKey, int],
+        key: ChannelKey,
+        turns: Sequence[Turn],
+    ) -> int:
+        cid = self._channel_id(conn, new_ids, key, create=True)
+        new = 0
+        for t in turns:
+            new += conn.execute(
+                f"INSERT INTO turns (channel_id, {_TURN_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT DO NOTHING",
+                (
+                    cid,
+                    t.seq,
+                    t.message_id,
+                    t.role,
+                    t.author_id,
+                    t.author_name,
+                    t.text,
+                    t.tokens,
+                    t.sent_at,
+                ),
+            ).rowcount
+        if turns:
+            top = max(t.seq for t in turns)
+            conn.execute(
+                "UPDATE channels SET next_seq = max(next_seq, ?) WHERE id = ?", (top + 1, cid)
+            )
+        return new
+
+    async def import_turns(self, key: ChannelKey, turns: Sequence[Turn]) -> int:
+        """Copy turns in with their seqs; idempotent (see ``Store.import_turns``)."""
+        n: int = await self._submit(self._import_turns_sync, key, tuple(turns))
+        return n
+
+    def _import_state_sync(
+        self, conn: sqlite3.Connection, new_ids: dict[ChannelKey, int], s: SummaryState
+    ) -> None:
+        cid = self._channel_id(conn, new_ids, s.key, create=True)
+        conn.execute(
+            "UPDATE channels SET summary = ?, version = ?, folded_through = ?, "
+            "last_compacted_at = ?, compactions = ?, next_seq = max(next_seq, ?) WHERE id = ?",
+            (
+                s.text,
+                s.version,
+                s.folded_through,
+                s.last_compacted_at,
+                s.compactions,
+                s.folded_through + 1,
+                cid,
+            ),
+        )
+        conn.execute("DELETE FROM facts WHERE channel_id = ?", (cid,))
+        conn.executemany(
+            "INSERT INTO facts (channel_id, value, context, first_seq, last_seen_seq) "
+            "VALUES (?, ?, ?, ?, ?)",
+            [(cid, f.value, f.context, f.first_seq, f.last_seen_seq) for f in s.facts],
+        )
+
+    async def import_state(self, state: SummaryState) -> None:
+        """Set a channel's summary state exactly (see ``Store.import_state``)."""
+        await self._submit(self._import_state_sync, state)
+
     # ------------------------------------------------------------------ leases and events
 
     @staticmethod

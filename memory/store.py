@@ -94,6 +94,17 @@ class Store(Protocol):
     async def purge_folded_before(self, cutoff: float) -> int:
         """Delete folded turns sent before ``cutoff`` (retention); return how many."""
 
+    async def import_turns(self, key: ChannelKey, turns: Sequence[Turn]) -> int:
+        """Copy turns in with their own seqs (``gistbot copy-db``); existing seqs are kept.
+
+        Idempotent, so an interrupted copy resumes by importing again. Returns how many
+        were new. Not for live traffic: it bypasses seq assignment.
+        """
+
+    async def import_state(self, state: SummaryState) -> None:
+        """Set a channel's summary state exactly (text, version, fold pointer, counters,
+        facts), for ``gistbot copy-db``."""
+
     async def try_lease(self, key: ChannelKey, owner: str, ttl: float) -> bool:
         """Take or renew the channel's compaction lease for ``ttl`` seconds.
 

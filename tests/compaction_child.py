@@ -36,7 +36,8 @@ class LoggingModel:
     async def complete(
         self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
     ) -> _Answer:
-        with open(self.log, "a", encoding="utf-8") as fh:
+        # One short append, before anything else can happen: blocking is what we want here.
+        with open(self.log, "a", encoding="utf-8") as fh:  # noqa: ASYNC230
             fh.write(f"{os.getpid()} call\n")
         if self.hang:
             await asyncio.Event().wait()
@@ -58,8 +59,9 @@ async def main(spec: str, log: str, mode: str, lease_ttl: float) -> None:
     await store.open()
     tok = TokenCounter("gpt-4o")
     summarizer = Summarizer(LoggingModel(log, mode == "hang"), tok, summary_tokens=4000)
-    manager = MemoryManager(store, summarizer, tok, lease_ttl=lease_ttl, lease_wait=0.1,
-                            retry_base=0.1)
+    manager = MemoryManager(
+        store, summarizer, tok, lease_ttl=lease_ttl, lease_wait=0.1, retry_base=0.1
+    )
     try:
         await manager.start()
         await manager.wait_idle()

@@ -69,8 +69,13 @@ class FastModel:
         emit(f"S {channel}")
         for _ in range(3):
             await asyncio.sleep(0)
-        text = extractive_summary(request.previous, request.facts, request.blocks,
-                                  max_tokens=request.max_tokens, tokenizer=self.tok)
+        text = extractive_summary(
+            request.previous,
+            request.facts,
+            request.blocks,
+            max_tokens=request.max_tokens,
+            tokenizer=self.tok,
+        )
         return Answer(text)
 
 
@@ -102,6 +107,10 @@ async def main(path: str, run: str) -> None:
         WindowPolicy(max_messages=10, keep_messages=4),
         summary_tokens=SUMMARY_TOKENS,
         retry_base=0.01,
+        # A killed run leaves its lease behind; keep its expiry short so the next run can
+        # compact soon (a real restart waits at most the default 30 s).
+        lease_ttl=0.3,
+        lease_wait=0.05,
     )
     await mgr.start()
     emit("READY")

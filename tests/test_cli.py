@@ -24,8 +24,9 @@ def env_file(tmp_path: Path, extra: str = "") -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("command", ["run", "console", "summary", "export", "doctor",
-                                     "discord-invite"])
+@pytest.mark.parametrize(
+    "command", ["run", "console", "summary", "export", "doctor", "discord-invite"]
+)
 def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main([command, "--help"])
@@ -70,8 +71,18 @@ def test_summary_and_export_of_a_stored_channel(
     async def seed() -> None:
         async with SqliteStore(tmp_path / "cli.db") as store:
             for i in range(3):
-                await store.record(NewTurn(key, f"m{i}", "user", "u1", "미나",
-                                           f"주문 ORD-{i} 확인 부탁해요", 5, time.time()))
+                await store.record(
+                    NewTurn(
+                        key,
+                        f"m{i}",
+                        "user",
+                        "u1",
+                        "미나",
+                        f"주문 ORD-{i} 확인 부탁해요",
+                        5,
+                        time.time(),
+                    )
+                )
 
     asyncio.run(seed())
     envf = env_file(tmp_path)
@@ -79,8 +90,9 @@ def test_summary_and_export_of_a_stored_channel(
     assert "Remembering 3 messages" in capsys.readouterr().out
 
     out_file = tmp_path / "export.jsonl"
-    assert main(["--env-file", envf, "export", "--channel", "slack:T1:C1", "-o",
-                 str(out_file)]) == 0
+    assert (
+        main(["--env-file", envf, "export", "--channel", "slack:T1:C1", "-o", str(out_file)]) == 0
+    )
     rows = [json.loads(line) for line in out_file.read_text(encoding="utf-8").splitlines()]
     assert rows[0]["type"] == "channel" and rows[0]["channel"] == "C1"
     assert [r["text"] for r in rows[1:]] == [f"주문 ORD-{i} 확인 부탁해요" for i in range(3)]

@@ -19,12 +19,25 @@ async def console(tmp_path: Path, base_url: str, lines: list[str]) -> str:
         f"OPENAI_BASE_URL={base_url}\nMODEL_NAME=gpt-test\nLLM_MAX_RETRIES=0\n"
         f"DATABASE_URL=sqlite:///{tmp_path}/console.db\nLOG_LEVEL=WARNING\n"
     )
-    env = {k: v for k, v in os.environ.items()
-           if k in ("PATH", "HOME", "TIKTOKEN_CACHE_DIR", "XDG_CACHE_HOME", "LANG")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k in ("PATH", "HOME", "TIKTOKEN_CACHE_DIR", "XDG_CACHE_HOME", "LANG")
+    }
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "--env-file", str(env_file), "console", "--channel", "e2e",
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, cwd=ROOT, env=env,
+        sys.executable,
+        "-m",
+        "bot",
+        "--env-file",
+        str(env_file),
+        "console",
+        "--channel",
+        "e2e",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=ROOT,
+        env=env,
     )
     out, err = await asyncio.wait_for(proc.communicate("\n".join(lines).encode() + b"\n"), 90)
     assert proc.returncode == 0, err.decode()

@@ -48,8 +48,16 @@ async def seed(spec: str, n: int) -> Store:
 
 async def child(spec: str, log: Path, mode: str, ttl: float) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tests.compaction_child", spec, str(log), mode, str(ttl),
-        cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "tests.compaction_child",
+        spec,
+        str(log),
+        mode,
+        str(ttl),
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
 
 
@@ -97,4 +105,44 @@ async def test_a_killed_lease_holder_blocks_only_until_expiry(spec: str, tmp_pat
         state = await store.state(KEY)
         assert state.compactions == 1 and state.folded_through == 7
     finally:
+        await store.close()
+
+
+async def test_lease_is_renewed_while_a_slow_summary_runs(tmp_path: Path) -> None:
+    from memory.manager import MemoryManager
+    from memory.sqlite_store import SqliteStore
+    from memory.summarizer import Summarizer
+    from memory.tokens import TokenCounter
+    from tests.compaction_child import LoggingModel
+
+    store = await seed(str(tmp_path / "s.db"), 11)
+    other = SqliteStore(tmp_path / "s.db")
+    await other.open()
+    tok = TokenCounter("gpt-4o")
+
+    class Slow(LoggingModel):
+        started = asyncio.Event()
+        release = asyncio.Event()
+
+        async def complete(self, messages, *, max_tokens, purpose):  # type: ignore[no-untyped-def]
+            self.started.set()
+            await self.release.wait()
+            return await super().complete(messages, max_tokens=max_tokens, purpose=purpose)
+
+    model = Slow(str(tmp_path / "calls.log"), hang=False)
+    manager = MemoryManager(
+        store, Summarizer(model, tok, summary_tokens=4000), tok, lease_ttl=0.3, lease_wait=0.05
+    )
+    try:
+        await manager.start()
+        await asyncio.wait_for(model.started.wait(), 10)
+        await asyncio.sleep(1.0)  # three lease lifetimes: only renewal keeps it
+        assert not await other.try_lease(KEY, "intruder", ttl=5)
+        model.release.set()
+        await manager.wait_idle()
+        assert await other.try_lease(KEY, "intruder", ttl=5)  # released after the commit
+        assert (await store.state(KEY)).compactions == 1
+    finally:
+        await manager.close()
+        await other.close()
         await store.close()

@@ -7,6 +7,7 @@ de-duplication, LLM failure handling and context-length recovery by compaction.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -33,19 +34,27 @@ from tests.fakes.openai_server import (
 KEY = ChannelKey("test", "w1", "c1")
 
 
-def msg(i: int, text: str, *, author: str = "Alice", mention: bool = False,
-        key: ChannelKey = KEY) -> IncomingMessage:
-    return IncomingMessage(key, f"m{i}", author.lower(), author, text, time.time(),
-                           mentions_bot=mention)
+def msg(
+    i: int, text: str, *, author: str = "Alice", mention: bool = False, key: ChannelKey = KEY
+) -> IncomingMessage:
+    return IncomingMessage(
+        key, f"m{i}", author.lower(), author, text, time.time(), mentions_bot=mention
+    )
 
 
 @contextlib.asynccontextmanager
 async def runtime(tmp_path: Path, fake: FakeOpenAI, **env: str) -> AsyncIterator[Runtime]:
-    settings = load_settings({
-        "OPENAI_BASE_URL": fake.base_url, "MODEL_NAME": "gpt-test",
-        "SUMMARY_MODEL_NAME": "gpt-test-mini", "DATABASE_URL": f"sqlite:///{tmp_path}/t.db",
-        "LLM_MAX_RETRIES": "0", "LLM_TIMEOUT": "5", **env,
-    })
+    settings = load_settings(
+        {
+            "OPENAI_BASE_URL": fake.base_url,
+            "MODEL_NAME": "gpt-test",
+            "SUMMARY_MODEL_NAME": "gpt-test-mini",
+            "DATABASE_URL": f"sqlite:///{tmp_path}/t.db",
+            "LLM_MAX_RETRIES": "0",
+            "LLM_TIMEOUT": "5",
+            **env,
+        }
+    )
     async with Runtime.open(settings) as rt:
         yield rt
 
@@ -63,7 +72,10 @@ async def test_only_addressed_messages_get_replies_and_all_are_recorded(tmp_path
         assert reply is not None and reply.text == "Hi Bob!" and not reply.failed
         turns = await rt.store.turns(KEY)
         assert [(t.role, t.text) for t in turns] == [
-            ("user", "hello all"), ("user", "@gistbot say hi"), ("assistant", "Hi Bob!")]
+            ("user", "hello all"),
+            ("user", "@gistbot say hi"),
+            ("assistant", "Hi Bob!"),
+        ]
         assert len(bodies(fake, summary=False)) == 1
 
 
@@ -106,10 +118,19 @@ def test_fence_cannot_be_closed_from_remembered_text() -> None:
 
 async def test_prompt_never_exceeds_context_budget(tmp_path: Path) -> None:
     tok = TokenCounter("gpt-test")
-    async with FakeOpenAI() as fake, runtime(
-        tmp_path, fake, CONTEXT_TOKENS="1500", REPLY_TOKENS="200", SUMMARY_TOKENS="300",
-        FACTS_TOKENS="100", MAX_HISTORY_MESSAGES="1000", KEEP_RECENT_MESSAGES="4",
-    ) as rt:
+    async with (
+        FakeOpenAI() as fake,
+        runtime(
+            tmp_path,
+            fake,
+            CONTEXT_TOKENS="1500",
+            REPLY_TOKENS="200",
+            SUMMARY_TOKENS="300",
+            FACTS_TOKENS="100",
+            MAX_HISTORY_MESSAGES="1000",
+            KEEP_RECENT_MESSAGES="4",
+        ) as rt,
+    ):
         for i in range(40):
             await rt.service.on_message(msg(i, f"message {i}: " + "lorem ipsum " * 40))
         fake.push("ok")
@@ -159,7 +180,7 @@ async def test_streaming_reply_reports_growing_text(tmp_path: Path) -> None:
         reply = await rt.service.on_message(msg(1, "count", mention=True), on_delta=sink)
         assert reply is not None and reply.text == "one two three four"
         assert seen[-1].strip() == "one two three four" and len(seen) >= 2
-        assert all(a in b for a, b in zip(seen, seen[1:], strict=False))
+        assert all(a in b for a, b in itertools.pairwise(seen))
 
 
 async def test_summary_and_reset_commands(tmp_path: Path) -> None:
@@ -202,8 +223,9 @@ async def test_openai_llm_is_the_real_sdk(purpose: str) -> None:
     async with FakeOpenAI() as fake:
         fake.push("pong")
         llm = OpenAILLM(api_key=None, base_url=fake.base_url, model="gpt-test", max_retries=0)
-        out = await llm.complete([{"role": "user", "content": "ping"}], max_tokens=5,
-                                 purpose=purpose)
+        out = await llm.complete(
+            [{"role": "user", "content": "ping"}], max_tokens=5, purpose=purpose
+        )
         await llm.aclose()
         assert out.text == "pong"
         assert fake.chat_requests[0].headers.get("user-agent", "").startswith("AsyncOpenAI")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bot.errors import ConfigError
@@ -19,7 +21,10 @@ def test_defaults_are_offline_sqlite_console() -> None:
 def test_key_or_base_url_selects_openai() -> None:
     assert load_settings({"OPENAI_API_KEY": "sk-real-looking-key-123"}).provider == "openai"
     assert load_settings({"OPENAI_BASE_URL": "http://localhost:11434/v1"}).provider == "openai"
-    assert load_settings({"OPENAI_BASE_URL": "http://x:1/v1", "LLM_PROVIDER": "offline"}).provider == "offline"
+    assert (
+        load_settings({"OPENAI_BASE_URL": "http://x:1/v1", "LLM_PROVIDER": "offline"}).provider
+        == "offline"
+    )
 
 
 @pytest.mark.parametrize(
@@ -31,8 +36,11 @@ def test_key_or_base_url_selects_openai() -> None:
         ({"OPENAI_BASE_URL": "localhost:11434"}, "OPENAI_BASE_URL", "http(s) URL"),
         ({"OPENAI_BASE_URL": "ftp://host/v1"}, "OPENAI_BASE_URL", "http(s) URL"),
         ({"KEEP_RECENT_MESSAGES": "10"}, "KEEP_RECENT_MESSAGES", "smaller than MAX_HISTORY"),
-        ({"MAX_HISTORY_MESSAGES": "6", "KEEP_RECENT_MESSAGES": "8"}, "KEEP_RECENT_MESSAGES",
-         "smaller"),
+        (
+            {"MAX_HISTORY_MESSAGES": "6", "KEEP_RECENT_MESSAGES": "8"},
+            "KEEP_RECENT_MESSAGES",
+            "smaller",
+        ),
         ({"WINDOW_TOKENS": "1000", "KEEP_TOKENS": "2000"}, "KEEP_TOKENS", "smaller than WINDOW"),
         ({"CONTEXT_TOKENS": "1000", "REPLY_TOKENS": "800"}, "CONTEXT_TOKENS", "raise"),
         ({"LLM_PROVIDER": "openai"}, "LLM_PROVIDER", "OPENAI_API_KEY"),
@@ -43,7 +51,9 @@ def test_key_or_base_url_selects_openai() -> None:
         ({"LOG_LEVEL": "loud"}, "LOG_LEVEL", "INFO"),
     ],
 )
-def test_bad_settings_name_the_variable_and_fix(env: dict[str, str], variable: str, fix: str) -> None:
+def test_bad_settings_name_the_variable_and_fix(
+    env: dict[str, str], variable: str, fix: str
+) -> None:
     with pytest.raises(ConfigError) as info:
         load_settings(env)
     message = str(info.value)
@@ -52,15 +62,16 @@ def test_bad_settings_name_the_variable_and_fix(env: dict[str, str], variable: s
 
 
 def test_lists_are_comma_separated_and_blank_secrets_unset() -> None:
-    s = load_settings({"ALWAYS_REPLY_CHANNELS": "C1, C2,", "OPENAI_API_KEY": "  ",
-                       "SLACK_ADMIN_USER_IDS": "U1"})
+    s = load_settings(
+        {"ALWAYS_REPLY_CHANNELS": "C1, C2,", "OPENAI_API_KEY": "  ", "SLACK_ADMIN_USER_IDS": "U1"}
+    )
     assert s.always_reply_channels == ["C1", "C2"]
     assert s.slack_admin_user_ids == ["U1"]
     assert s.openai_api_key is None
 
 
-def test_env_file_is_read(tmp_path: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    env = tmp_path / ".env"  # type: ignore[operator]
+def test_env_file_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = tmp_path / ".env"
     env.write_text("MAX_HISTORY_MESSAGES=20\nMODEL_NAME=llama3.1\n")
     monkeypatch.delenv("MAX_HISTORY_MESSAGES", raising=False)
     monkeypatch.delenv("MODEL_NAME", raising=False)
@@ -70,8 +81,9 @@ def test_env_file_is_read(tmp_path: pytest.TempPathFactory, monkeypatch: pytest.
 
 
 def test_adapters_follow_tokens() -> None:
-    s = load_settings({"DISCORD_TOKEN": "abc.def.ghi", "SLACK_BOT_TOKEN": "xoxb-1",
-                       "SLACK_APP_TOKEN": "xapp-1"})
+    s = load_settings(
+        {"DISCORD_TOKEN": "abc.def.ghi", "SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}
+    )
     assert s.adapters == ["discord", "slack"]
     assert load_settings({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s3"}).adapters == [
         "slack"
