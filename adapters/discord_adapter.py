@@ -417,7 +417,14 @@ async def run_discord(runtime: Runtime) -> None:
     Raises ``ConfigError`` for missing settings, a bad token, or the Message Content
     intent not enabled in the Developer Portal.
     """
-    client = create_client(runtime)
+    shards: dict[str, Any] = {}
+    if runtime.settings.shard_count:
+        # This process runs SHARD_IDS (all when unset) of SHARD_COUNT; spread the rest
+        # over other processes sharing the same PostgreSQL.
+        shards["shard_count"] = runtime.settings.shard_count
+        if runtime.settings.shard_ids:
+            shards["shard_ids"] = runtime.settings.shard_ids
+    client = create_client(runtime, **shards)
     try:
         async with client:
             await client.start(client.options.token)

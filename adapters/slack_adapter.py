@@ -122,8 +122,12 @@ class BotIdentity:
 
 def _display_name(user: Mapping[str, Any]) -> str | None:
     profile = user.get("profile") or {}
-    for name in (profile.get("display_name"), profile.get("real_name"),
-                 user.get("real_name"), user.get("name")):
+    for name in (
+        profile.get("display_name"),
+        profile.get("real_name"),
+        user.get("real_name"),
+        user.get("name"),
+    ):
         if isinstance(name, str) and name.strip():
             return name.strip()
     return None
@@ -222,8 +226,9 @@ def _user_message(error: BaseException) -> str:
 class SlackAdapter:
     """Translates Slack events and commands into ``ChatService`` calls and posts the results."""
 
-    def __init__(self, runtime: Runtime, client: AsyncWebClient, *,
-                 stream_interval: float = 1.0) -> None:
+    def __init__(
+        self, runtime: Runtime, client: AsyncWebClient, *, stream_interval: float = 1.0
+    ) -> None:
         self.runtime = runtime
         self.service = runtime.service
         self.settings = runtime.settings
@@ -248,8 +253,12 @@ class SlackAdapter:
                         f"Slack rejected SLACK_BOT_TOKEN ({e.response.get('error')}); copy the "
                         "Bot User OAuth Token (xoxb-…) from the app's OAuth & Permissions page"
                     ) from None
-                ident = BotIdentity(str(r.get("user_id") or ""), str(r.get("bot_id") or ""),
-                                    str(r.get("user") or "gistbot"), str(r.get("team_id") or ""))
+                ident = BotIdentity(
+                    str(r.get("user_id") or ""),
+                    str(r.get("bot_id") or ""),
+                    str(r.get("user") or "gistbot"),
+                    str(r.get("team_id") or ""),
+                )
                 self.service.set_identity("slack", ident.user_id, ident.name)
                 self._identity = ident
             return self._identity
@@ -353,9 +362,10 @@ class SlackAdapter:
     async def _answer(self, msg: IncomingMessage, channel: str, thread_ts: str) -> None:
         # The placeholder is posted meanwhile, not awaited first: the message must be recorded
         # before any later message of the channel (which skips this round trip).
-        posting = asyncio.create_task(self._post(channel, thread_ts, PLACEHOLDER))
+        posting = asyncio.create_task(self._claim_and_post(msg, channel, thread_ts))
         sink = None
         if self.settings.stream_replies:
+
             async def show(text: str) -> None:
                 if (ts := await posting) is not None:
                     preview = format_reply(text, self.users.known())[0]
@@ -371,8 +381,10 @@ class SlackAdapter:
         placeholder = await posting
         if reply is None:  # another process answered this message already
             if placeholder is not None:
-                await self._call(f"chat.delete in {channel}",
-                                 self.client.chat_delete(channel=channel, ts=placeholder))
+                await self._call(
+                    f"chat.delete in {channel}",
+                    self.client.chat_delete(channel=channel, ts=placeholder),
+                )
             return
         chunks = format_reply(reply.text, self.users.known())
         first, rest = chunks[0], chunks[1:]
@@ -380,6 +392,23 @@ class SlackAdapter:
             await self._post(channel, thread_ts, first)
         for chunk in rest:
             await self._post(channel, thread_ts, chunk)
+
+    async def _claim_and_post(
+        self, msg: IncomingMessage, channel: str, thread_ts: str
+    ) -> str | None:
+        """Claim the delivery in the database, then post the placeholder.
+
+        Replicas behind a load balancer may each get one Slack delivery (a retry lands
+        elsewhere): only the claim's winner shows "thinking…"; the service's idempotent
+        record makes sure only one of them answers either way.
+        """
+        event_id = f"slack:{msg.key.workspace}:{channel}:{msg.message_id}"
+        try:
+            if not await self.runtime.store.claim_event(event_id):
+                return None
+        except Exception:
+            log.warning("could not claim %s; answering anyway", event_id, exc_info=True)
+        return await self._post(channel, thread_ts, PLACEHOLDER)
 
     async def _call(self, what: str, call: Awaitable[Any]) -> Any | None:
         try:
@@ -389,14 +418,22 @@ class SlackAdapter:
             return None
 
     async def _post(self, channel: str, thread_ts: str, text: str) -> str | None:
-        r = await self._call(f"chat.postMessage in {channel}", self.client.chat_postMessage(
-            channel=channel, thread_ts=thread_ts, text=text, unfurl_links=False,
-            unfurl_media=False))
+        r = await self._call(
+            f"chat.postMessage in {channel}",
+            self.client.chat_postMessage(
+                channel=channel,
+                thread_ts=thread_ts,
+                text=text,
+                unfurl_links=False,
+                unfurl_media=False,
+            ),
+        )
         return str(r.get("ts")) if r is not None and r.get("ts") else None
 
     async def _update(self, channel: str, ts: str, text: str) -> bool:
-        r = await self._call(f"chat.update in {channel}",
-                             self.client.chat_update(channel=channel, ts=ts, text=text))
+        r = await self._call(
+            f"chat.update in {channel}", self.client.chat_update(channel=channel, ts=ts, text=text)
+        )
         return r is not None
 
     # ------------------------------------------------------------------ commands
@@ -432,8 +469,9 @@ class SlackAdapter:
         if user_id in self.settings.slack_admin_user_ids:
             return True
         user = await self.users.info(user_id, fresh=True)
-        return bool(user and (user.get("is_admin") or user.get("is_owner")
-                              or user.get("is_primary_owner")))
+        return bool(
+            user and (user.get("is_admin") or user.get("is_owner") or user.get("is_primary_owner"))
+        )
 
     async def _respond(self, respond: AsyncRespond, text: str, *, public: bool) -> None:
         kind = "in_channel" if public else "ephemeral"
@@ -526,8 +564,10 @@ async def run_slack(
     """
     settings = runtime.settings
     if settings.slack_app_token is None and settings.slack_signing_secret is None:
-        raise ConfigError("Slack needs SLACK_APP_TOKEN (Socket Mode) or "
-                          "SLACK_SIGNING_SECRET (HTTP mode); set one of them")
+        raise ConfigError(
+            "Slack needs SLACK_APP_TOKEN (Socket Mode) or "
+            "SLACK_SIGNING_SECRET (HTTP mode); set one of them"
+        )
     adapter = SlackAdapter(runtime, client or make_web_client(settings))
     me = await adapter.identify()
     app = build_app(runtime, adapter=adapter)

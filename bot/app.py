@@ -35,10 +35,14 @@ log = logging.getLogger(__name__)
 
 def make_store(settings: Settings) -> Store:
     """The store ``DATABASE_URL`` asks for (SQLite by default)."""
-    return store_for_url(settings.database_url, synchronous=settings.sqlite_synchronous)
+    return store_for_url(
+        settings.database_url,
+        synchronous=settings.sqlite_synchronous,
+        pool_size=settings.database_pool_size,
+    )
 
 
-def store_for_url(url: str, *, synchronous: str = "FULL") -> Store:
+def store_for_url(url: str, *, synchronous: str = "FULL", pool_size: int = 10) -> Store:
     """A store for ``sqlite:///path`` or ``postgresql://…`` (``copy-db`` takes two)."""
     if url.startswith("sqlite:///"):
         return SqliteStore(url[len("sqlite:///") :], synchronous=synchronous)  # type: ignore[arg-type]
@@ -51,7 +55,8 @@ def store_for_url(url: str, *, synchronous: str = "FULL") -> Store:
             "DATABASE_URL points at PostgreSQL, which needs the postgres extra: "
             "pip install 'gistbot[postgres]'"
         ) from e
-    store: Store = PostgresStore(url)
+    dsn, _, schema = url.partition("#")  # a "#schema" suffix selects a schema (tests, hosting)
+    store: Store = PostgresStore(dsn, schema=schema or "public", max_size=pool_size)
     return store
 
 
@@ -94,18 +99,27 @@ class Runtime:
         store = make_store(settings)
         await store.open()
         try:
-            summarizer = Summarizer(model, tokenizer, summary_tokens=settings.summary_tokens,
-                                    timeout=settings.summary_timeout)
+            summarizer = Summarizer(
+                model,
+                tokenizer,
+                summary_tokens=settings.summary_tokens,
+                timeout=settings.summary_timeout,
+            )
             policy = WindowPolicy(
                 max_messages=settings.max_history_messages,
                 keep_messages=settings.keep_recent_messages,
                 window_tokens=settings.window_tokens,
                 keep_tokens=settings.keep_tokens,
             )
-            memory = MemoryManager(store, summarizer, tokenizer, policy,
-                                   summary_tokens=settings.summary_tokens,
-                                   facts_tokens=settings.facts_tokens,
-                                   retention_days=settings.retention_days)
+            memory = MemoryManager(
+                store,
+                summarizer,
+                tokenizer,
+                policy,
+                summary_tokens=settings.summary_tokens,
+                facts_tokens=settings.facts_tokens,
+                retention_days=settings.retention_days,
+            )
             config = ServiceConfig(
                 system_prompt=settings.system_prompt,
                 context_tokens=settings.context_tokens,
@@ -119,8 +133,10 @@ class Runtime:
             if start_background:
                 await memory.start()
             if model.is_offline:
-                log.warning("no language model configured: replying with the offline model "
-                            "(set OPENAI_API_KEY or OPENAI_BASE_URL to use a real one)")
+                log.warning(
+                    "no language model configured: replying with the offline model "
+                    "(set OPENAI_API_KEY or OPENAI_BASE_URL to use a real one)"
+                )
             try:
                 yield cls(settings, store, memory, model, service, meter)
             finally:

@@ -54,6 +54,7 @@ class Settings(BaseSettings):
     summary_timeout: float = Field(120.0, gt=0)
 
     database_url: str = "sqlite:///gistbot.db"
+    database_pool_size: int = Field(10, ge=1, le=200)
     sqlite_synchronous: Literal["OFF", "NORMAL", "FULL", "EXTRA"] = "FULL"
     retention_days: float | None = Field(None, gt=0)
 
@@ -75,6 +76,8 @@ class Settings(BaseSettings):
     discord_token: SecretStr | None = None
     discord_guild_ids: CsvList = []
     discord_reset_permission: str = "manage_messages"
+    shard_count: int | None = Field(None, ge=1)
+    shard_ids: Annotated[list[int], NoDecode] = []
     slack_bot_token: SecretStr | None = None
     slack_app_token: SecretStr | None = None
     slack_signing_secret: SecretStr | None = None
@@ -84,7 +87,11 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     _csv_fields = field_validator(
-        "always_reply_channels", "discord_guild_ids", "slack_admin_user_ids", mode="before"
+        "always_reply_channels",
+        "discord_guild_ids",
+        "slack_admin_user_ids",
+        "shard_ids",
+        mode="before",
     )(_csv)
 
     @field_validator("log_level", mode="before")
@@ -93,9 +100,17 @@ class Settings(BaseSettings):
         return v.upper() if isinstance(v, str) else v
 
     @field_validator(
-        "openai_api_key", "openai_base_url", "summary_model_name", "llm_provider",
-        "discord_token", "slack_bot_token", "slack_app_token", "slack_signing_secret",
-        "retention_days", mode="before",
+        "openai_api_key",
+        "openai_base_url",
+        "summary_model_name",
+        "llm_provider",
+        "discord_token",
+        "slack_bot_token",
+        "slack_app_token",
+        "slack_signing_secret",
+        "retention_days",
+        "shard_count",
+        mode="before",
     )
     @classmethod
     def _blank_is_unset(cls, v: Any) -> Any:
@@ -161,6 +176,12 @@ class Settings(BaseSettings):
                 "LLM_PROVIDER=openai needs OPENAI_API_KEY (for api.openai.com) or "
                 "OPENAI_BASE_URL (for Ollama, vLLM, LM Studio, …)"
             )
+        if self.shard_ids and not self.shard_count:
+            problems.append("SHARD_IDS needs SHARD_COUNT (the total number of shards)")
+        if self.shard_count and any(i >= self.shard_count for i in self.shard_ids):
+            problems.append(
+                f"SHARD_IDS must be between 0 and SHARD_COUNT - 1 ({self.shard_count - 1})"
+            )
         if self.slack_bot_token and not (self.slack_app_token or self.slack_signing_secret):
             problems.append(
                 "SLACK_BOT_TOKEN is set but neither SLACK_APP_TOKEN (Socket Mode) nor "
@@ -183,7 +204,7 @@ class Settings(BaseSettings):
     def sqlite_path(self) -> Path | None:
         """The SQLite file of ``DATABASE_URL``, or None for PostgreSQL."""
         if self.database_url.startswith("sqlite:///"):
-            return Path(self.database_url[len("sqlite:///"):])
+            return Path(self.database_url[len("sqlite:///") :])
         return None
 
     @property
@@ -198,8 +219,13 @@ class Settings(BaseSettings):
 
     def secrets(self) -> list[str]:
         """Every configured secret value, for log scrubbing."""
-        values = [self.openai_api_key, self.discord_token, self.slack_bot_token,
-                  self.slack_app_token, self.slack_signing_secret]
+        values = [
+            self.openai_api_key,
+            self.discord_token,
+            self.slack_bot_token,
+            self.slack_app_token,
+            self.slack_signing_secret,
+        ]
         return [v.get_secret_value() for v in values if v is not None]
 
 

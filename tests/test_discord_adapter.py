@@ -52,13 +52,13 @@ FENCE_LINE = re.compile(r"^ {0,3}```", re.MULTILINE)
 
 # ---------------------------------------------------------------- fixtures and helpers
 
+
 @pytest.fixture
 async def discord_fake(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
     """The loopback Discord, with discord.py pointed at it (tests only)."""
     async with FakeDiscord() as fake:
         monkeypatch.setattr(discord.http.Route, "BASE", fake.api_base)
-        monkeypatch.setattr(discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY",
-                            fake.gateway_url)
+        monkeypatch.setattr(discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", fake.gateway_url)
         yield fake
 
 
@@ -70,11 +70,18 @@ async def llm() -> AsyncIterator[FakeOpenAI]:
 
 
 def make_settings(tmp_path: Path, llm: FakeOpenAI, **env: str) -> Settings:
-    return load_settings({
-        "DISCORD_TOKEN": TOKEN, "OPENAI_BASE_URL": llm.base_url, "MODEL_NAME": "gpt-test",
-        "LLM_MAX_RETRIES": "0", "LLM_TIMEOUT": "5",
-        "DATABASE_URL": f"sqlite:///{tmp_path}/gistbot.db", **env,
-    }, env_file=None)
+    return load_settings(
+        {
+            "DISCORD_TOKEN": TOKEN,
+            "OPENAI_BASE_URL": llm.base_url,
+            "MODEL_NAME": "gpt-test",
+            "LLM_MAX_RETRIES": "0",
+            "LLM_TIMEOUT": "5",
+            "DATABASE_URL": f"sqlite:///{tmp_path}/gistbot.db",
+            **env,
+        },
+        env_file=None,
+    )
 
 
 class Watch:
@@ -130,8 +137,9 @@ def mention(text: str) -> str:
 
 async def posted(fake: FakeDiscord, channel_id: int, n: int = 1) -> list[Request]:
     """Wait for the bot's ``n``-th message in a channel; return all of them."""
-    return list(await fake.wait_for(lambda f: len(f.sent_to(channel_id)) >= n
-                                    and f.sent_to(channel_id)))
+    return list(
+        await fake.wait_for(lambda f: len(f.sent_to(channel_id)) >= n and f.sent_to(channel_id))
+    )
 
 
 def fence_lines(text: str) -> int:
@@ -139,6 +147,7 @@ def fence_lines(text: str) -> int:
 
 
 # ---------------------------------------------------------------- pure parts
+
 
 def test_invite_url_has_exact_scopes_and_permissions() -> None:
     url = invite_url(1234)
@@ -153,10 +162,13 @@ def test_invite_url_has_exact_scopes_and_permissions() -> None:
 
 def test_render_mentions() -> None:
     text = "<@1> and <@!2> in <#3> ping <@&4>, <@9> <#9> <@&9> <:party:77> <a:wave:78>"
-    out = render_mentions(text, users={1: "Alice", 2: "Bob"}, roles={4: "Mods"},
-                          channels={3: "general"})
-    assert out == ("@Alice and @Bob in #general ping @Mods, @unknown-user #unknown-channel "
-                   "@unknown-role :party: :wave:")
+    out = render_mentions(
+        text, users={1: "Alice", 2: "Bob"}, roles={4: "Mods"}, channels={3: "general"}
+    )
+    assert out == (
+        "@Alice and @Bob in #general ping @Mods, @unknown-user #unknown-channel "
+        "@unknown-role :party: :wave:"
+    )
 
 
 def test_plan_reply_overflows_into_a_file() -> None:
@@ -182,8 +194,9 @@ def test_options_are_checked() -> None:
         DiscordOptions.from_settings(load_settings(base | {"DISCORD_GUILD_IDS": "abc"}))
     with pytest.raises(ConfigError, match="DISCORD_RESET_PERMISSION"):
         DiscordOptions.from_settings(load_settings(base | {"DISCORD_RESET_PERMISSION": "boss"}))
-    opts = DiscordOptions.from_settings(load_settings(base | {"DISCORD_GUILD_IDS": "1, 2",
-                                                              "STREAM_REPLIES": "true"}))
+    opts = DiscordOptions.from_settings(
+        load_settings(base | {"DISCORD_GUILD_IDS": "1, 2", "STREAM_REPLIES": "true"})
+    )
     assert opts.guild_ids == (1, 2) and opts.stream_replies and opts.token == "t"
 
 
@@ -195,8 +208,9 @@ class Objects:
         self.state = self.client._connection
         self.state._add_guild(discord.Guild(data=W.guild_create(), state=self.state))  # type: ignore[arg-type]
 
-    def message(self, channel_id: int, author: dict[str, Any], content: str,
-                **kwargs: Any) -> discord.Message:
+    def message(
+        self, channel_id: int, author: dict[str, Any], content: str, **kwargs: Any
+    ) -> discord.Message:
         data = message(W, channel_id, author, content, **kwargs)
         channel, _ = self.state._get_guild_channel(data)  # type: ignore[arg-type]
         return discord.Message(state=self.state, channel=channel, data=data)  # type: ignore[arg-type]
@@ -209,16 +223,20 @@ def objects() -> Objects:
 
 def test_to_incoming_renders_mentions_and_notes_attachments(objects: Objects) -> None:
     msg = objects.message(
-        W.general, W.alice,
+        W.general,
+        W.alice,
         f"<@{W.bot_id}> ask <@!{W.bob['id']}> in <#{W.thread}> and <#{W.readonly}>, "
         f"cc <@&{W.mod_role}>",
-        mentions=[W.bot_user, W.bob], mention_roles=[W.mod_role],
+        mentions=[W.bot_user, W.bob],
+        mention_roles=[W.mod_role],
         attachments=["plan.pdf", "photo.png"],
     )
     incoming = to_incoming(msg, W.bot_id)
     assert incoming is not None
-    assert incoming.text == ("@gistbot ask @Bob in #design-thread and #announcements, cc "
-                             "@Moderators\n[attachment: plan.pdf]\n[attachment: photo.png]")
+    assert incoming.text == (
+        "@gistbot ask @Bob in #design-thread and #announcements, cc "
+        "@Moderators\n[attachment: plan.pdf]\n[attachment: photo.png]"
+    )
     assert incoming.key == ChannelKey("discord", str(W.guild_id), str(W.general))
     assert (incoming.author_id, incoming.author_name) == (W.alice["id"], "Alice")
     assert incoming.message_id == str(msg.id)
@@ -243,14 +261,14 @@ def test_to_incoming_dm_thread_and_reply_to_bot(objects: Objects) -> None:
     reply = to_incoming(objects.message(W.general, W.alice, "thanks!", reply_to=bot_said), W.bot_id)
     assert reply is not None and reply.reply_to_bot and not reply.mentions_bot
     human_said = message(W, W.general, W.bob, "hello")
-    other = to_incoming(objects.message(W.general, W.alice, "hi bob", reply_to=human_said),
-                        W.bot_id)
+    other = to_incoming(
+        objects.message(W.general, W.alice, "hi bob", reply_to=human_said), W.bot_id
+    )
     assert other is not None and not other.reply_to_bot
 
 
 def test_to_incoming_bot_role_mention_counts(objects: Objects) -> None:
-    msg = objects.message(W.general, W.alice, f"<@&{W.bot_role}> hello",
-                          mention_roles=[W.bot_role])
+    msg = objects.message(W.general, W.alice, f"<@&{W.bot_role}> hello", mention_roles=[W.bot_role])
     incoming = to_incoming(msg, W.bot_id)
     assert incoming is not None and incoming.mentions_bot and incoming.text == "@gistbot hello"
 
@@ -267,6 +285,7 @@ def test_to_incoming_ignores_bots_webhooks_itself_and_system_messages(objects: O
 
 # ---------------------------------------------------------------- against the fake Discord
 
+
 async def test_login_ready_identity_and_global_command_sync(
     tmp_path: Path, discord_fake: FakeDiscord, llm: FakeOpenAI
 ) -> None:
@@ -276,8 +295,9 @@ async def test_login_ready_identity_and_global_command_sync(
         assert rt.service.identity("discord") == (str(W.bot_id), "gistbot")
         assert discord_fake.identifies[0]["shard"] == [0, 1]  # auto-sharded, one shard here
         intents = discord.Intents._from_value(discord_fake.identifies[0]["intents"])
-        assert intents == discord.Intents(guilds=True, guild_messages=True, dm_messages=True,
-                                          message_content=True)
+        assert intents == discord.Intents(
+            guilds=True, guild_messages=True, dm_messages=True, message_content=True
+        )
         assert client.allowed_mentions is not None
         assert client.allowed_mentions.to_dict() == {"parse": []}
         (sync,) = discord_fake.calls("PUT", f"/applications/{W.app_id}/")
@@ -333,7 +353,8 @@ async def test_people_are_recorded_bots_webhooks_and_itself_are_not_and_only_a_m
         await discord_fake.send_message(W.general, hook, "via webhook", webhook_id=9)
         await discord_fake.send_message(W.general, W.bot_user, "something I said earlier")
         trigger = await discord_fake.send_message(
-            W.general, W.bob, mention("what did alice say?"), mentions=[W.bot_user])
+            W.general, W.bob, mention("what did alice say?"), mentions=[W.bot_user]
+        )
         (reply,) = await posted(discord_fake, W.general)
         assert reply.json["content"] == "Alice said hello."
         assert str(reply.json["message_reference"]["message_id"]) == trigger["id"]
@@ -354,13 +375,17 @@ async def test_messages_are_recorded_in_channel_order_while_a_reply_is_being_wri
 ) -> None:
     llm.push("Sure.")
     async with running(make_settings(tmp_path, llm)) as (rt, _, watch):
-        await discord_fake.send_message(W.general, W.bob, mention("summarize please"),
-                                        mentions=[W.bot_user])
+        await discord_fake.send_message(
+            W.general, W.bob, mention("summarize please"), mentions=[W.bot_user]
+        )
         await discord_fake.send_message(W.general, W.alice, "right after bob")
         await posted(discord_fake, W.general)
         await watch.until(lambda: _count(rt, 3))
         assert [(r, n) for r, n, _ in await turns(rt)] == [
-            ("user", "Bob"), ("user", "Alice"), ("assistant", "gistbot")]
+            ("user", "Bob"),
+            ("user", "Alice"),
+            ("assistant", "gistbot"),
+        ]
 
 
 async def _count(rt: Runtime, n: int, key: ChannelKey = GENERAL) -> bool:
@@ -372,8 +397,9 @@ async def test_a_mention_is_answered_with_allowed_mentions_that_ping_nobody(
 ) -> None:
     llm.push(f"@everyone @here <@{W.alice['id']}> <@&{W.mod_role}> look!")
     async with running(make_settings(tmp_path, llm)):
-        await discord_fake.send_message(W.general, W.alice, mention("ping everyone please"),
-                                        mentions=[W.bot_user])
+        await discord_fake.send_message(
+            W.general, W.alice, mention("ping everyone please"), mentions=[W.bot_user]
+        )
         (reply,) = await posted(discord_fake, W.general)
         allowed = reply.json["allowed_mentions"]
         # Discord's default for replied_user is false; parse [] and no lists ping nobody.
@@ -391,14 +417,17 @@ async def test_dm_thread_and_reply_to_the_bot_are_answered_where_they_came_from(
         dm_turns = await turns(rt, ChannelKey("discord", "dm", str(W.dm_channel)))
         assert [role for role, _, _ in dm_turns] == ["user", "assistant"]
 
-        await discord_fake.send_message(W.thread, W.bob, mention("thread question"),
-                                        mentions=[W.bot_user])
+        await discord_fake.send_message(
+            W.thread, W.bob, mention("thread question"), mentions=[W.bot_user]
+        )
         (in_thread,) = await posted(discord_fake, W.thread)
         assert "thread question" in in_thread.json["content"]
 
-        (bot_message,) = [m for m in discord_fake.messages.values()
-                          if m["channel_id"] == str(W.thread)
-                          and m["author"]["id"] == str(W.bot_id)]
+        (bot_message,) = [
+            m
+            for m in discord_fake.messages.values()
+            if m["channel_id"] == str(W.thread) and m["author"]["id"] == str(W.bot_id)
+        ]
         await discord_fake.send_message(W.thread, W.alice, "and a follow-up", reply_to=bot_message)
         answers = await posted(discord_fake, W.thread, 2)
         assert "and a follow-up" in answers[1].json["content"]
@@ -408,22 +437,32 @@ async def test_dm_thread_and_reply_to_the_bot_are_answered_where_they_came_from(
         assert "last" in answers[2].json["content"] and len(answers) == 3
         thread_turns = await turns(rt, ChannelKey("discord", str(W.guild_id), str(W.thread)))
         assert [role for role, _, _ in thread_turns] == ["user", "assistant"] * 2 + [
-            "user", "user", "assistant"]
+            "user",
+            "user",
+            "assistant",
+        ]
 
 
 async def test_a_long_reply_is_split_with_balanced_fences(
     tmp_path: Path, discord_fake: FakeDiscord, llm: FakeOpenAI
 ) -> None:
     code = "\n".join(f"    result_{i} = compute({i})  # step {i}" for i in range(120))
-    text = ("Here is the plan.\n\n" + "Some explanation. " * 60 + "\n\n```python\n"
-            + code + "\n```\n\nThat is all.")
+    text = (
+        "Here is the plan.\n\n"
+        + "Some explanation. " * 60
+        + "\n\n```python\n"
+        + code
+        + "\n```\n\nThat is all."
+    )
     assert 4000 < len(text) < 8000
     llm.push(text)
     async with running(make_settings(tmp_path, llm)):
-        trigger = await discord_fake.send_message(W.general, W.alice, mention("show me code"),
-                                                  mentions=[W.bot_user])
+        trigger = await discord_fake.send_message(
+            W.general, W.alice, mention("show me code"), mentions=[W.bot_user]
+        )
         await discord_fake.wait_for(
-            lambda f: any("That is all." in r.json["content"] for r in f.sent_to(W.general)))
+            lambda f: any("That is all." in r.json["content"] for r in f.sent_to(W.general))
+        )
         sent = discord_fake.sent_to(W.general)
         contents = [r.json["content"] for r in sent]
         assert 3 <= len(contents) <= 4
@@ -444,11 +483,12 @@ async def test_a_very_long_reply_sends_the_rest_as_a_text_file(
     text = "\n\n".join(f"Section {i}. " + "lorem ipsum " * 150 for i in range(12))  # ~22k
     llm.push(text)
     async with running(make_settings(tmp_path, llm)):
-        await discord_fake.send_message(W.general, W.alice, mention("tell me everything"),
-                                        mentions=[W.bot_user])
+        await discord_fake.send_message(
+            W.general, W.alice, mention("tell me everything"), mentions=[W.bot_user]
+        )
         sent = await posted(discord_fake, W.general, 4)
         assert len(sent) == 4 and [bool(r.files) for r in sent] == [False, False, False, True]
-        (name, data), = sent[3].files
+        ((name, data),) = sent[3].files
         assert name == "reply.txt"
         rest = data.decode()
         whole = "".join(r.json["content"] for r in sent) + rest
@@ -475,8 +515,9 @@ async def test_summary_is_deferred_then_answered_ephemerally(
         assert "Remembering 2 messages" in followup.json["content"]
         assert followup.json["allowed_mentions"]["parse"] == []
 
-        public = await discord_fake.interaction("summary", invoker=W.alice, channel_id=W.general,
-                                                options={"public": True})
+        public = await discord_fake.interaction(
+            "summary", invoker=W.alice, channel_id=W.general, options={"public": True}
+        )
         shown = await _followup(discord_fake, public)
         (callback,) = discord_fake.calls("POST", f"/interactions/{public['id']}/")
         assert callback.json == {"type": 5}
@@ -515,8 +556,9 @@ async def test_reset_is_refused_without_permission_and_done_with_it(
         assert answer.json["flags"] & 64
         assert len(await turns(rt)) == 2
 
-        done = await discord_fake.interaction("reset", invoker=W.bob, channel_id=W.general,
-                                              permissions=MANAGE_MESSAGES)
+        done = await discord_fake.interaction(
+            "reset", invoker=W.bob, channel_id=W.general, permissions=MANAGE_MESSAGES
+        )
         answer = await _followup(discord_fake, done)
         assert answer.json["content"] == "Done: I forgot 2 messages from this channel."
         assert answer.json["flags"] & 64
@@ -532,8 +574,9 @@ async def test_memory_survives_a_restart_on_the_same_sqlite_file(
         await watch.until(lambda: _count(rt, 1))
     async with running(settings) as (rt, _, watch):
         llm.push("It is 77-4417.")
-        await discord_fake.send_message(W.general, W.bob, mention("what is alice's order?"),
-                                        mentions=[W.bot_user])
+        await discord_fake.send_message(
+            W.general, W.bob, mention("what is alice's order?"), mentions=[W.bot_user]
+        )
         (reply,) = await posted(discord_fake, W.general)
         assert reply.json["content"] == "It is 77-4417."
         prompt = " ".join(str(m["content"]) for m in llm.chat_requests[-1].json["messages"])
@@ -569,16 +612,19 @@ async def test_missing_permissions_are_logged_once_per_channel_and_nothing_crash
     discord_fake.forbidden_channels.add(W.thread)  # Discord says 403 although the cache allows
     async with running(make_settings(tmp_path, llm)) as (rt, _, watch):
         for i in range(2):
-            await discord_fake.send_message(W.readonly, W.alice, mention(f"q{i}"),
-                                            mentions=[W.bot_user])
-            await discord_fake.send_message(W.thread, W.alice, mention(f"t{i}"),
-                                            mentions=[W.bot_user])
+            await discord_fake.send_message(
+                W.readonly, W.alice, mention(f"q{i}"), mentions=[W.bot_user]
+            )
+            await discord_fake.send_message(
+                W.thread, W.alice, mention(f"t{i}"), mentions=[W.bot_user]
+            )
         readonly = channel_key(W.guild_id, W.readonly)
         await watch.until(lambda: _count(rt, 2, readonly))
         await discord_fake.wait_for(lambda f: len(f.sent_to(W.thread)) >= 2)
         # Still alive: a mention elsewhere is answered.
-        await discord_fake.send_message(W.general, W.alice, mention("still there?"),
-                                        mentions=[W.bot_user])
+        await discord_fake.send_message(
+            W.general, W.alice, mention("still there?"), mentions=[W.bot_user]
+        )
         await posted(discord_fake, W.general)
         assert [t[0] for t in await turns(rt, readonly)] == ["user", "user"]  # recorded
     assert discord_fake.sent_to(W.readonly) == []  # not even tried: no Send Messages
@@ -595,8 +641,9 @@ async def test_streamed_reply_is_edited_at_most_once_per_interval(
     async with running(make_settings(tmp_path, llm, STREAM_REPLIES="true")) as (_, client, _):
         assert client.options.stream_interval == 1.0  # the default
         client.options = replace(client.options, stream_interval=60.0)  # no timing luck
-        await discord_fake.send_message(W.general, W.alice, mention("stream it"),
-                                        mentions=[W.bot_user])
+        await discord_fake.send_message(
+            W.general, W.alice, mention("stream it"), mentions=[W.bot_user]
+        )
         (first,) = await posted(discord_fake, W.general)
         edits = await discord_fake.wait_for(lambda f: f.calls("PATCH", f"/channels/{W.general}/"))
         assert first.json["content"].startswith("word0") and "message_reference" in first.json
@@ -618,3 +665,20 @@ async def test_streamed_reply_is_edited_at_most_once_per_interval(
         assert len(second_edits) >= 20  # an edit per delta, as the interval is 0
         grew = [len(e.json["content"].strip()) for e in second_edits]
         assert grew == sorted(grew)
+
+
+async def test_shard_settings_start_only_this_process_shards(
+    tmp_path: Path, discord_fake: FakeDiscord, llm: FakeOpenAI
+) -> None:
+    from adapters.discord_adapter import run_discord
+
+    settings = make_settings(tmp_path, llm, SHARD_COUNT="4", SHARD_IDS="1,3")
+    async with Runtime.open(settings) as rt:
+        task = asyncio.create_task(run_discord(rt))
+        try:
+            await discord_fake.wait_for(lambda f: len(f.identifies) >= 2, within=20)
+            assert sorted(i["shard"] for i in discord_fake.identifies) == [[1, 4], [3, 4]]
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -243,3 +243,32 @@ async def test_bot_identity_is_per_platform(tmp_path: Path) -> None:
         assert (slack_reply.author_id, slack_reply.author_name) == ("U-BOT", "gist-slack")
         discord_reply = (await rt.store.turns(ChannelKey("discord", "g", "c")))[-1]
         assert discord_reply.author_name == "gist-discord"
+
+
+async def test_whole_service_runs_on_postgresql(tmp_path: Path) -> None:
+    import os
+    import uuid
+
+    asyncpg = pytest.importorskip("asyncpg")
+    pg = os.environ.get("GISTBOT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+    schema = f"gistbot_svc_{uuid.uuid4().hex[:10]}"
+    try:
+        async with (
+            FakeOpenAI(responder=default_responder) as fake,
+            runtime(tmp_path, fake, DATABASE_URL=f"{pg}#{schema}") as rt,
+        ):
+            assert type(rt.store).__name__ == "PostgresStore"
+            for i in range(12):
+                await rt.service.on_message(msg(i, f"order ORD-{500 + i} shipped"))
+            reply = await rt.service.on_message(msg(99, "what shipped?", mention=True))
+            assert reply is not None and not reply.failed
+            await rt.memory.wait_idle()
+            state = await rt.store.state(KEY)
+            assert state.folded_through > 0 and "ORD-500" in (
+                state.text + " ".join(f.value for f in state.facts)
+            )
+            assert "Remembering 14 messages" in (await rt.service.summary(KEY)).text
+    finally:
+        conn = await asyncpg.connect(pg)
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        await conn.close()

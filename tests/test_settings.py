@@ -49,6 +49,8 @@ def test_key_or_base_url_selects_openai() -> None:
         ({"MAX_HISTORY_MESSAGES": "ten"}, "MAX_HISTORY_MESSAGES", "integer"),
         ({"PORT": "70000"}, "PORT", "65535"),
         ({"LOG_LEVEL": "loud"}, "LOG_LEVEL", "INFO"),
+        ({"SHARD_IDS": "0,1"}, "SHARD_IDS", "SHARD_COUNT"),
+        ({"SHARD_COUNT": "2", "SHARD_IDS": "0,2"}, "SHARD_IDS", "between 0 and"),
     ],
 )
 def test_bad_settings_name_the_variable_and_fix(

@@ -108,8 +108,15 @@ def event_body(event: dict[str, Any], *, event_id: str = "Ev001") -> dict[str, A
     }  # fmt: skip
 
 
-def mention(text: str = "<@UBOT> what about order 1234?", *, ts: str = TS, user: str = "U1",
-            channel: str = "C1", kind: str = "app_mention", **extra: Any) -> dict[str, Any]:
+def mention(
+    text: str = "<@UBOT> what about order 1234?",
+    *,
+    ts: str = TS,
+    user: str = "U1",
+    channel: str = "C1",
+    kind: str = "app_mention",
+    **extra: Any,
+) -> dict[str, Any]:
     event = {"type": kind, "user": user, "text": text, "ts": ts, "channel": channel, **extra}
     if kind == "message":
         event.setdefault("channel_type", "im" if channel.startswith("D") else "channel")
@@ -126,12 +133,14 @@ class Harness:
     http: aiohttp.ClientSession
 
     async def post(self, body: str, content_type: str, headers: dict[str, str]) -> tuple[int, str]:
-        async with self.http.post(self.url, data=body.encode(),
-                                  headers={"Content-Type": content_type, **headers}) as r:
+        async with self.http.post(
+            self.url, data=body.encode(), headers={"Content-Type": content_type, **headers}
+        ) as r:
             return r.status, await r.text()
 
-    async def event(self, event: dict[str, Any], *, event_id: str = "Ev001",
-                    retry: int | None = None) -> int:
+    async def event(
+        self, event: dict[str, Any], *, event_id: str = "Ev001", retry: int | None = None
+    ) -> int:
         body = json.dumps(event_body(event, event_id=event_id))
         headers = sign(body)
         if retry is not None:
@@ -139,8 +148,9 @@ class Harness:
         status, _ = await self.post(body, "application/json", headers)
         return status
 
-    async def command(self, name: str, *, user: str = "U1", text: str = "",
-                      channel: str = "C1") -> tuple[int, str]:
+    async def command(
+        self, name: str, *, user: str = "U1", text: str = "", channel: str = "C1"
+    ) -> tuple[int, str]:
         body = urlencode({
             "token": "legacy", "team_id": TEAM, "team_domain": "fake", "channel_id": channel,
             "channel_name": "general", "user_id": user, "user_name": user.lower(),
@@ -189,8 +199,9 @@ async def h(tmp_path: Path, llm: FakeLLM, env_extra: dict[str, str]) -> AsyncIte
         directory(fake)
         settings = load_settings(environ=environ(tmp_path, **env_extra), env_file=None)
         async with Runtime.open(settings, llm=llm) as rt:
-            adapter = SlackAdapter(rt, make_web_client(settings, base_url=fake.api_url),
-                                   stream_interval=0.2)
+            adapter = SlackAdapter(
+                rt, make_web_client(settings, base_url=fake.api_url), stream_interval=0.2
+            )
             app = build_app(rt, adapter=adapter)
             async with serve_http(app, "127.0.0.1", 0) as url, aiohttp.ClientSession() as http:
                 yield Harness(fake, rt, llm, adapter, url, http)
@@ -198,8 +209,11 @@ async def h(tmp_path: Path, llm: FakeLLM, env_extra: dict[str, str]) -> AsyncIte
 
 
 def posts(fake: FakeSlack, *, besides_placeholder: bool = True) -> list[dict[str, Any]]:
-    return [c.params for c in fake.calls_to("chat.postMessage")
-            if not besides_placeholder or c.params.get("text") != PLACEHOLDER]
+    return [
+        c.params
+        for c in fake.calls_to("chat.postMessage")
+        if not besides_placeholder or c.params.get("text") != PLACEHOLDER
+    ]
 
 
 # ---------------------------------------------------------------------- signatures
@@ -220,8 +234,7 @@ async def test_bad_signature_rejected(h: Harness) -> None:
     status, _ = await h.post(body, "application/json", sign(body, secret="not-the-secret"))
     assert status == 401
     tampered = sign(body)
-    status, _ = await h.post(body.replace("order 1234", "order 9999"), "application/json",
-                             tampered)
+    status, _ = await h.post(body.replace("order 1234", "order 9999"), "application/json", tampered)
     assert status == 401
     await h.settle()
     assert await h.turns() == []
@@ -230,8 +243,7 @@ async def test_bad_signature_rejected(h: Harness) -> None:
 
 async def test_stale_timestamp_rejected(h: Harness) -> None:
     body = json.dumps(event_body(mention()))
-    status, _ = await h.post(body, "application/json",
-                             sign(body, timestamp=int(time.time()) - 600))
+    status, _ = await h.post(body, "application/json", sign(body, timestamp=int(time.time()) - 600))
     assert status == 401
     await h.settle()
     assert await h.turns() == []
@@ -289,24 +301,30 @@ async def test_redelivery_and_mention_twin_give_one_turn_one_reply(h: Harness) -
 
 
 async def test_second_replica_does_not_answer_again(h: Harness) -> None:
-    """Two processes (HTTP mode behind a load balancer) get the same event: the service's
-    idempotent record decides; the loser removes its placeholder."""
-    other = SlackAdapter(h.rt, make_web_client(h.rt.settings, base_url=h.fake.api_url))
-    async with serve_http(build_app(h.rt, adapter=other), "127.0.0.1", 0) as url:
+    """Two replicas (HTTP mode behind a load balancer, each with its own store connection to
+    the shared database) get the same event: the claim in the database and the idempotent
+    record decide; the second replica posts nothing at all."""
+    async with Runtime.open(h.rt.settings, llm=h.llm) as other_rt:
+        other = SlackAdapter(other_rt, make_web_client(h.rt.settings, base_url=h.fake.api_url))
+        await _second_replica(h, other)
+
+
+async def _second_replica(h: Harness, other: SlackAdapter) -> None:
+    async with serve_http(build_app(other.runtime, adapter=other), "127.0.0.1", 0) as url:
         assert await h.event(mention()) == 200
         await h.settle()
         body = json.dumps(event_body(mention()))
-        async with h.http.post(url, data=body, headers={"Content-Type": "application/json",
-                                                        **sign(body)}) as r:
+        async with h.http.post(
+            url, data=body, headers={"Content-Type": "application/json", **sign(body)}
+        ) as r:
             assert r.status == 200
         assert await other.drain(within=10)
     await other.close()
     assert h.llm.reply_calls == 1
     assert [t.role for t in await h.turns()] == ["user", "assistant"]
-    placeholders = [c.params for c in h.fake.calls_to("chat.postMessage")]
-    deleted = [c.params for c in h.fake.calls_to("chat.delete")]
-    assert len(placeholders) == 2 and len(h.fake.calls_to("chat.update")) == 1
-    assert [d["ts"] for d in deleted] == ["1800000000.000002"]
+    assert len(h.fake.calls_to("chat.postMessage")) == 1
+    assert len(h.fake.calls_to("chat.update")) == 1
+    assert h.fake.calls_to("chat.delete") == []
 
 
 async def test_channel_message_recorded_readable_without_reply(h: Harness) -> None:
@@ -335,16 +353,45 @@ async def test_direct_message_answered(h: Harness) -> None:
 
 async def test_bots_itself_and_non_conversation_subtypes_skipped(h: Harness) -> None:
     skipped = [
-        {"type": "message", "subtype": "bot_message", "bot_id": "B9", "text": "<@UBOT> hi",
-         "ts": "1700000000.000001", "channel": "C1"},
-        {"type": "message", "user": "U9", "bot_id": "B9", "text": "<@UBOT> hi",
-         "ts": "1700000000.000002", "channel": "C1"},
-        {"type": "message", "user": "UBOT", "text": "my own words",
-         "ts": "1700000000.000003", "channel": "C1"},
-        {"type": "message", "subtype": "channel_join", "user": "U1",
-         "text": "<@U1> has joined the channel", "ts": "1700000000.000004", "channel": "C1"},
-        {"type": "message", "subtype": "channel_topic", "user": "U1", "text": "set the topic",
-         "ts": "1700000000.000005", "channel": "C1"},
+        {
+            "type": "message",
+            "subtype": "bot_message",
+            "bot_id": "B9",
+            "text": "<@UBOT> hi",
+            "ts": "1700000000.000001",
+            "channel": "C1",
+        },
+        {
+            "type": "message",
+            "user": "U9",
+            "bot_id": "B9",
+            "text": "<@UBOT> hi",
+            "ts": "1700000000.000002",
+            "channel": "C1",
+        },
+        {
+            "type": "message",
+            "user": "UBOT",
+            "text": "my own words",
+            "ts": "1700000000.000003",
+            "channel": "C1",
+        },
+        {
+            "type": "message",
+            "subtype": "channel_join",
+            "user": "U1",
+            "text": "<@U1> has joined the channel",
+            "ts": "1700000000.000004",
+            "channel": "C1",
+        },
+        {
+            "type": "message",
+            "subtype": "channel_topic",
+            "user": "U1",
+            "text": "set the topic",
+            "ts": "1700000000.000005",
+            "channel": "C1",
+        },
     ]
     for i, event in enumerate(skipped):
         assert await h.event(event, event_id=f"Ev{i}") == 200
@@ -354,8 +401,12 @@ async def test_bots_itself_and_non_conversation_subtypes_skipped(h: Harness) -> 
 
 
 async def test_file_share_without_text_is_remembered(h: Harness) -> None:
-    event = mention("", kind="message", subtype="file_share",
-                    files=[{"id": "F1", "name": "report.pdf", "title": "Q3 report"}])
+    event = mention(
+        "",
+        kind="message",
+        subtype="file_share",
+        files=[{"id": "F1", "name": "report.pdf", "title": "Q3 report"}],
+    )
     assert await h.event(event) == 200
     await h.settle()
     assert [t.text for t in await h.turns()] == ["[file: report.pdf]"]
@@ -375,9 +426,15 @@ async def test_edit_and_delete(h: Harness) -> None:
     assert await h.event(edited, event_id="Ev2") == 200
     await h.settle()
     assert [t.text for t in await h.turns()] == ["order 1234 ships @Bob Tuesday"]
-    deleted = {"type": "message", "subtype": "message_deleted", "hidden": True, "channel": "C1",
-               "ts": "1700000000.000901", "deleted_ts": TS,
-               "previous_message": {"type": "message", "user": "U1", "text": "x", "ts": TS}}
+    deleted = {
+        "type": "message",
+        "subtype": "message_deleted",
+        "hidden": True,
+        "channel": "C1",
+        "ts": "1700000000.000901",
+        "deleted_ts": TS,
+        "previous_message": {"type": "message", "user": "U1", "text": "x", "ts": TS},
+    }
     assert await h.event(deleted, event_id="Ev3") == 200
     await h.settle()
     assert await h.turns() == []
@@ -387,8 +444,10 @@ async def test_edit_and_delete(h: Harness) -> None:
 
 
 async def test_pings_in_model_output_neutralised(h: Harness, llm: FakeLLM) -> None:
-    llm.replies.append("**Heads up** <!channel> <!here|here> <!everyone> and <@U123>, "
-                       "also @here and <!subteam^S1|@devs> — see [the doc](https://x.test/a?b=1&c=2)")
+    llm.replies.append(
+        "**Heads up** <!channel> <!here|here> <!everyone> and <@U123>, "
+        "also @here and <!subteam^S1|@devs> — see [the doc](https://x.test/a?b=1&c=2)"
+    )
     assert await h.event(mention()) == 200
     text = (await h.fake.wait_for("chat.update"))[0].params["text"]
     for ping in ("<!channel>", "<!here", "<!everyone>", "<@U123>", "<!subteam", "@here"):
@@ -426,9 +485,7 @@ async def test_rate_limited_post_retried_after_retry_after(h: Harness) -> None:
 
 
 @pytest.mark.parametrize("env_extra", [{"STREAM_REPLIES": "true"}])
-async def test_streamed_reply_updates_at_most_once_per_interval(
-    h: Harness, llm: FakeLLM
-) -> None:
+async def test_streamed_reply_updates_at_most_once_per_interval(h: Harness, llm: FakeLLM) -> None:
     llm.default = " ".join(f"w{i}" for i in range(12))
     llm.pause = 0.05  # 0.6 s of streaming against the 0.2 s interval of this harness
     assert await h.event(mention()) == 200
@@ -457,8 +514,13 @@ async def test_failed_post_of_placeholder_still_delivers_answer(h: Harness) -> N
 
 async def _two_messages(h: Harness) -> None:
     assert await h.event(mention("order 1234 is late", kind="message")) == 200
-    assert await h.event(mention("I'll check it", user="U2", kind="message",
-                                 ts="1700000000.000200"), event_id="Ev2") == 200
+    assert (
+        await h.event(
+            mention("I'll check it", user="U2", kind="message", ts="1700000000.000200"),
+            event_id="Ev2",
+        )
+        == 200
+    )
     await h.settle()
 
 
@@ -606,20 +668,39 @@ def test_to_incoming_translates_and_filters() -> None:
     assert msg is not None
     assert (msg.key, msg.message_id, msg.author_name) == (KEY, TS, "Alice")
     assert msg.mentions_bot and not msg.is_direct and msg.sent_at == float(TS)
-    dm = to_incoming(TEAM, mention("hi", kind="message", channel="D7"), bot_user_id="UBOT",
-                     names=names)
+    dm = to_incoming(
+        TEAM, mention("hi", kind="message", channel="D7"), bot_user_id="UBOT", names=names
+    )
     assert dm is not None and dm.is_direct and not dm.mentions_bot
-    for event in (mention(user="UBOT"), mention(bot_id="B1"), mention(subtype="channel_join"),
-                  mention(text="   ")):
+    for event in (
+        mention(user="UBOT"),
+        mention(bot_id="B1"),
+        mention(subtype="channel_join"),
+        mention(text="   "),
+    ):
         assert to_incoming(TEAM, event, bot_user_id="UBOT", names=names) is None
 
 
 def test_manifest_declares_what_the_adapter_uses() -> None:
     manifest = (Path(__file__).parent.parent / "slack_manifest.yaml").read_text()
     lines = {line.split("#")[0].strip() for line in manifest.splitlines()}
-    for needed in ("- command: /summary", "- command: /reset", "socket_mode_enabled: true",
-                   "- app_mention", "- message.channels", "- message.groups", "- message.im",
-                   "- message.mpim", "- chat:write", "- commands", "- users:read",
-                   "- app_mentions:read", "- channels:history", "- groups:history",
-                   "- im:history", "- mpim:history", "messages_tab_enabled: true"):
+    for needed in (
+        "- command: /summary",
+        "- command: /reset",
+        "socket_mode_enabled: true",
+        "- app_mention",
+        "- message.channels",
+        "- message.groups",
+        "- message.im",
+        "- message.mpim",
+        "- chat:write",
+        "- commands",
+        "- users:read",
+        "- app_mentions:read",
+        "- channels:history",
+        "- groups:history",
+        "- im:history",
+        "- mpim:history",
+        "messages_tab_enabled: true",
+    ):
         assert needed in lines, needed
