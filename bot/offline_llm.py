@@ -113,7 +113,7 @@ class OfflineLLM:
         recent = sum(1 for m in messages if m["role"] in ("user", "assistant"))
         lines = [
             f"{NO_MODEL}, so I can't give you a real answer. To use one, "
-            "set OPENAI_API_KEY (or OPENAI_BASE_URL for a local OpenAI-compatible server) "
+            "set OPENAI_API_KEY (or OPENAI_BASE_URL for a local OpenAI-compatible server), "
             "then restart me.",
             "",
         ]
