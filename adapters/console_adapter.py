@@ -1,7 +1,9 @@
 """The console adapter: chat with gistbot in a terminal, or pipe a conversation through it.
 
 Every line is a message addressed to the bot in one console channel (``--channel``), so
-memory, compaction, ``/summary`` and ``/reset`` behave exactly as on Discord or Slack.
+memory, compaction, ``/summary``, ``/reset``, ``/remember <text>``, ``/memory`` and
+``/forget <fact id or text>`` behave exactly as on Discord or Slack (the operator at the
+terminal may reset and forget).
 Works interactively (prompt and a spinner while the model works) and with piped stdin
 (plain output, no control characters). End with ``/quit`` or end of input.
 """
@@ -25,7 +27,10 @@ from memory.models import ChannelKey
 __all__ = ["HELP", "ConsoleChat", "console_key"]
 
 T = TypeVar("T")
-HELP = "Commands: /summary  /reset  /help  /quit   (anything else is a message to gistbot)"
+HELP = (
+    "Commands: /summary  /reset  /remember <text>  /memory  /forget <id or text>  /help  /quit"
+    "   (anything else is a message to gistbot)"
+)
 
 
 def console_key(channel: str) -> ChannelKey:
@@ -84,6 +89,15 @@ class ConsoleChat:
     async def handle(self, line: str) -> bool:
         """Act on one input line; return False to stop."""
         command = line.strip().lower()
+        word, _, rest = line.strip().partition(" ")
+        word = word.lower()
+        if word in ("/remember", "/forget"):
+            if word == "/remember":
+                result = await self.service.remember(self.key, rest, author=self.user)
+            else:
+                result = await self.service.forget(self.key, rest, allowed=True)
+            self._print(result.text)
+            return True
         if command in ("/quit", "/exit"):
             return False
         if command == "/help":
@@ -91,6 +105,8 @@ class ConsoleChat:
         elif command == "/summary":
             result = await self._busy(self.service.summary(self.key))
             self._print(result.text)
+        elif command == "/memory":
+            self._print((await self.service.memory_list(self.key)).text)
         elif command == "/reset":
             result = await self.service.reset(self.key, allowed=True)
             self._print(result.text)

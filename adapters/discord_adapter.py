@@ -3,7 +3,8 @@
 ``to_incoming`` is the whole translation of a Discord message (pure: no network). The
 client records every human message it can read in text channels, threads and DMs, answers
 when mentioned, in DMs and to replies to its own messages (as a Discord reply, "typing"
-meanwhile), forwards edits and deletions, and serves ``/summary`` and ``/reset``. Every
+meanwhile), forwards edits and deletions, and serves ``/summary``, ``/reset``, ``/remember``,
+``/memory`` (ephemeral) and ``/forget`` (the same permission as ``/reset``). Every
 send carries ``AllowedMentions.none()``, so model output can never ping anyone.
 
 Start it with ``await run_discord(runtime)``; nothing here is created at import time.
@@ -16,7 +17,7 @@ import contextlib
 import io
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlencode
@@ -34,6 +35,7 @@ from adapters.discord_text import (
 )
 from bot.app import Runtime
 from bot.errors import ConfigError, GistbotError
+from bot.messages import CommandResult
 from bot.service import ChatService
 from bot.settings import Settings
 from memory.models import ChannelKey
@@ -341,9 +343,52 @@ class GistbotClient(discord.AutoShardedClient):
         async def reset(interaction: discord.Interaction) -> None:
             await self._reset(interaction)
 
-        reset.default_permissions = discord.Permissions(**{self.options.reset_permission: True})
+        @app_commands.command(name="remember", description="Pin a fact for this channel")
+        @app_commands.describe(text="What to remember")
+        async def remember(interaction: discord.Interaction, text: str) -> None:
+            await self._run(interaction, "remember", lambda key: self.service.remember(
+                key, text, author=interaction.user.display_name))
+
+        @app_commands.command(name="memory",
+                              description="The facts I keep for this channel (only you see it)")
+        async def memory(interaction: discord.Interaction) -> None:
+            await self._run(interaction, "memory", self.service.memory_list)
+
+        @app_commands.command(name="forget", description="Forget one fact of this channel")
+        @app_commands.describe(fact="The fact's id (see /memory) or its text")
+        async def forget(interaction: discord.Interaction, fact: str) -> None:
+            allowed, refusal = self._may_reset(interaction)
+            await self._run(interaction, "forget", lambda key: self.service.forget(
+                key, fact, allowed=allowed, refusal=refusal.replace("reset", "change")))
+
+        needed = discord.Permissions(**{self.options.reset_permission: True})
+        reset.default_permissions = needed
+        forget.default_permissions = needed
         self.tree.add_command(summary)
         self.tree.add_command(reset)
+        self.tree.add_command(remember)
+        self.tree.add_command(memory)
+        self.tree.add_command(forget)
+
+    def _may_reset(self, interaction: discord.Interaction) -> tuple[bool, str]:
+        """Whether the caller may ``/reset`` (and ``/forget``) here, and the refusal text."""
+        perms = interaction.permissions
+        allowed = (interaction.guild_id is None or perms.administrator
+                   or bool(getattr(perms, self.options.reset_permission)))
+        perm = self.options.reset_permission.replace("_", " ").title()
+        return allowed, f"You need the {perm} permission to reset this channel's memory."
+
+    async def _run(self, interaction: discord.Interaction, name: str,
+                   work: Callable[[ChannelKey], Awaitable[CommandResult]]) -> None:
+        """Defer (ephemeral), run ``work`` for the channel, answer only the caller."""
+        if not await _defer(interaction, ephemeral=True):
+            return
+        try:
+            text = (await work(_interaction_key(interaction))).text
+        except Exception:
+            log.exception("/%s failed", name)
+            text = _FAILED
+        await _followup(interaction, text, ephemeral=True)
 
     async def _summary(self, interaction: discord.Interaction, public: bool) -> None:
         if not await _defer(interaction, ephemeral=not public):
@@ -358,12 +403,8 @@ class GistbotClient(discord.AutoShardedClient):
     async def _reset(self, interaction: discord.Interaction) -> None:
         if not await _defer(interaction, ephemeral=True):
             return
-        perms = interaction.permissions
-        allowed = (interaction.guild_id is None or perms.administrator
-                   or bool(getattr(perms, self.options.reset_permission)))
+        allowed, refusal = self._may_reset(interaction)
         try:
-            perm = self.options.reset_permission.replace("_", " ").title()
-            refusal = f"You need the {perm} permission to reset this channel's memory."
             result = await self.service.reset(
                 _interaction_key(interaction), allowed=allowed, refusal=refusal
             )

@@ -305,8 +305,23 @@ class SlackAdapter:
 
         app.event("message")(on_event)
         app.event("app_mention")(on_event)
+        async def on_remember(ack: AsyncAck, command: Json, respond: AsyncRespond) -> None:
+            await ack()
+            self.spawn(self.remember_command(command, respond))
+
+        async def on_memory(ack: AsyncAck, command: Json, respond: AsyncRespond) -> None:
+            await ack()
+            self.spawn(self.memory_command(command, respond))
+
+        async def on_forget(ack: AsyncAck, command: Json, respond: AsyncRespond) -> None:
+            await ack()
+            self.spawn(self.forget_command(command, respond))
+
         app.command("/summary")(on_summary)
         app.command("/reset")(on_reset)
+        app.command("/remember")(on_remember)
+        app.command("/memory")(on_memory)
+        app.command("/forget")(on_forget)
 
     # ------------------------------------------------------------------ events
 
@@ -461,6 +476,45 @@ class SlackAdapter:
             text = (await self.service.reset(key, allowed=allowed, refusal=refusal)).text
         except Exception as e:
             log.exception("/reset failed")
+            text = _user_message(e)
+        await self._respond(respond, text, public=False)
+
+    async def remember_command(self, command: Mapping[str, Any], respond: AsyncRespond) -> None:
+        """``/remember <text>``: anyone may pin a fact; the confirmation is ephemeral."""
+        try:
+            key = ChannelKey("slack", str(command["team_id"]), str(command["channel_id"]))
+            user = str(command.get("user_id") or "")
+            author = (await self.users.names([user]))[user] if user else ""
+            text = readable(str(command.get("text") or ""), self.users.known())
+            text = (await self.service.remember(key, text, author=author)).text
+        except Exception as e:
+            log.exception("/remember failed")
+            text = _user_message(e)
+        await self._respond(respond, text, public=False)
+
+    async def memory_command(self, command: Mapping[str, Any], respond: AsyncRespond) -> None:
+        """``/memory``: the channel's facts, to the caller only."""
+        try:
+            key = ChannelKey("slack", str(command["team_id"]), str(command["channel_id"]))
+            text = (await self.service.memory_list(key)).text
+        except Exception as e:
+            log.exception("/memory failed")
+            text = _user_message(e)
+        await self._respond(respond, text, public=False)
+
+    async def forget_command(self, command: Mapping[str, Any], respond: AsyncRespond) -> None:
+        """``/forget <id or text>``: the same people as ``/reset``."""
+        try:
+            key = ChannelKey("slack", str(command["team_id"]), str(command["channel_id"]))
+            allowed = await self.may_reset(str(command["user_id"]))
+            refusal = (
+                "Only workspace admins and owners (or the users in SLACK_ADMIN_USER_IDS) can "
+                "make me forget facts of this channel."
+            )
+            ref = str(command.get("text") or "")
+            text = (await self.service.forget(key, ref, allowed=allowed, refusal=refusal)).text
+        except Exception as e:
+            log.exception("/forget failed")
             text = _user_message(e)
         await self._respond(respond, text, public=False)
 

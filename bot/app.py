@@ -118,6 +118,7 @@ class Runtime:
                 policy,
                 summary_tokens=settings.summary_tokens,
                 facts_tokens=settings.facts_tokens,
+                recall_tokens=settings.recall_tokens,
                 retention_days=settings.retention_days,
             )
             config = ServiceConfig(

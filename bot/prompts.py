@@ -3,7 +3,9 @@
 The summary is *data*, not instructions (DESIGN.md, memory semantics 3). It sits in the
 system message between ``<<<MEMORY`` and ``MEMORY>>>`` lines, introduced as a record of
 earlier conversation written from users' messages. Fence markers inside remembered text
-are defused so user text can never close the fence and speak as the system.
+are defused so user text can never close the fence and speak as the system. Items recalled
+from the archive (long-term facts and episodes, ``memory.recall``) go inside the same fence
+under their own heading; superseded facts say so.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memory.completion import ChatMessage
-from memory.models import Fact, MemoryView, Turn
+from memory.models import Fact, MemoryView, Recall, Turn
+from memory.recall import RECALL_HEADING, episode_line, fact_line
 from memory.tokens import Tokenizer
 from memory.window import TURN_OVERHEAD
 
@@ -36,7 +39,7 @@ def _fact_line(fact: Fact) -> str:
     return f"- {fact.value} — {fact.context}" if fact.context else f"- {fact.value}"
 
 
-def memory_block(summary: str, facts: Sequence[Fact]) -> str:
+def memory_block(summary: str, facts: Sequence[Fact], recall: Recall | None = None) -> str:
     """The fenced memory section of the system message."""
     body = [_PREAMBLE, ""]
     if summary.strip():
@@ -44,7 +47,12 @@ def memory_block(summary: str, facts: Sequence[Fact]) -> str:
     if facts:
         body += ["", "## Facts carried from earlier conversation"]
         body += [_defuse(_fact_line(f)) for f in facts]
-    if not summary.strip() and not facts:
+    recalled = recall is not None and bool(recall.facts or recall.episodes)
+    if recall is not None and recalled:
+        body += ["", RECALL_HEADING]
+        body += [_defuse(fact_line(f)) for f in recall.facts]
+        body += [_defuse(episode_line(e)) for e in recall.episodes]
+    if not summary.strip() and not facts and not recalled:
         body.append(_NO_MEMORY)
     return "\n".join([FENCE_OPEN, *body, FENCE_CLOSE])
 
@@ -74,7 +82,7 @@ def build_messages(system_prompt: str, view: MemoryView) -> list[ChatMessage]:
     The triggering message is the view's newest turn (the service reads the view through
     the trigger's seq), so it is always last.
     """
-    system = f"{system_prompt.strip()}\n\n{memory_block(view.summary, view.facts)}"
+    system = f"{system_prompt.strip()}\n\n{memory_block(view.summary, view.facts, view.recall)}"
     messages: list[ChatMessage] = [{"role": "system", "content": system}]
     messages += [_turn_message(t) for t in view.turns]
     return messages

@@ -1,4 +1,5 @@
-"""``ChatService``: what happens on a message, on ``/summary`` and on ``/reset``.
+"""``ChatService``: what happens on a message, on ``/summary``, ``/reset``, ``/remember``,
+``/memory`` and ``/forget``.
 
 A message is recorded first (so it is never lost, whatever the model does), then, if the bot
 is addressed, the reply is built from a committed memory view read *through that message's
@@ -18,6 +19,10 @@ Limits and faults, each with one defined outcome (SECURITY.md):
 * A store failure is logged once with the channel and message id; the person, if they
   addressed the bot, is told briefly. Nothing half-written remains (the store's
   transactions), and the next message tries again.
+* Every reply recalls archive items (long-term facts, episodes) relevant to the message
+  (``MemoryManager.view(..., recall=True)``, bounded by ``RECALL_TOKENS``).
+* ``/remember`` is for anyone; ``/memory`` is answered to the caller only (the adapters
+  send it ephemerally); ``/forget`` needs the same permission as ``/reset``.
 * A model answer longer than ``MAX_REPLY_CHARS`` (a broken endpoint; ``REPLY_TOKENS`` keeps
   a working one far below) is cut with a marker.
 """
@@ -38,9 +43,11 @@ from bot.prompts import build_messages, fixed_overhead
 from memory.completion import ChatMessage
 from memory.errors import StoreError
 from memory.manager import MemoryManager
-from memory.models import ChannelKey, ChannelStats, MemoryView, NewTurn
+from memory.models import ChannelFact, ChannelKey, ChannelStats, MemoryView, NewTurn
+from memory.recall import episode_span, fact_line
 
 __all__ = [
+    "MAX_FACT_CHARS",
     "MAX_REPLY_CHARS",
     "RATE_LIMITED",
     "STORE_FAILED",
@@ -63,6 +70,8 @@ RATE_LIMITED = (
     "You're asking me faster than I can answer (at most {limit} replies a minute). I still "
     "remember what you write; please ask again in a minute."
 )
+MAX_FACT_CHARS = 1000  # a pinned fact is a statement, not a document
+MEMORY_LIST_LIMIT = 50
 STORE_FAILED = (
     "Sorry, I couldn't save your message just now, so I can't answer it. "
     "Please try again in a moment."
@@ -104,6 +113,12 @@ def footer(stats: ChannelStats) -> str:
         f"verbatim) · {stats.facts} carried facts · last compaction: "
         f"{_when(stats.last_compacted_at)}"
     )
+
+
+def _listed(fact: ChannelFact) -> str:
+    line = fact_line(fact)
+    extra = [x for x in ("pinned" if fact.pinned else "", fact.author) if x]
+    return f"{line} ({', '.join(extra)})" if extra else line
 
 
 class ChatService:
@@ -219,7 +234,7 @@ class ChatService:
 
     async def _reply(self, msg: IncomingMessage, seq: int, on_delta: DeltaSink | None) -> Reply:
         budget = self.memory_budget()
-        view = await self.memory.view(msg.key, budget, through_seq=seq)
+        view = await self.memory.view(msg.key, budget, through_seq=seq, recall=True)
         try:
             text = await self._generate(view, on_delta)
         except ContextLengthExceeded:
@@ -228,7 +243,7 @@ class ChatService:
                 await self.memory.compact_now(msg.key, force=True)
             except Exception:
                 log.warning("forced compaction of %s failed", msg.key, exc_info=True)
-            view = await self.memory.view(msg.key, budget // 2, through_seq=seq)
+            view = await self.memory.view(msg.key, budget // 2, through_seq=seq, recall=True)
             try:
                 text = await self._generate(view, on_delta)
             except LLMError as e:
@@ -283,7 +298,65 @@ class ChatService:
             if digest.fresh
             else "\n_(The summary model is unavailable; this is the stored summary.)_"
         )
-        return CommandResult(f"{digest.text.strip()}{note}\n\n— {footer(digest.stats)}")
+        earlier = ""
+        if digest.episodes:
+            spans = ", ".join(episode_span(e) for e in reversed(digest.episodes))
+            earlier = f"\n\nEarlier: {spans} (UTC)"
+        return CommandResult(
+            f"{digest.text.strip()}{note}{earlier}\n\n— {footer(digest.stats)}"
+        )
+
+    async def remember(self, key: ChannelKey, text: str, *, author: str = "") -> CommandResult:
+        """``/remember <text>``: pin a long-term fact (anyone may)."""
+        text = text.strip()
+        if not text:
+            return CommandResult("Tell me what to remember: /remember <text>.", ok=False)
+        if len(text) > MAX_FACT_CHARS:
+            return CommandResult(
+                f"That is too long to pin as a fact (at most {MAX_FACT_CHARS:,} characters).",
+                ok=False,
+            )
+        fact = await self.memory.remember(key, text, author=author)
+        return CommandResult(f"Remembered as fact #{fact.id}: {fact.text}")
+
+    async def memory_list(self, key: ChannelKey) -> CommandResult:
+        """``/memory``: the channel's long-term facts (the adapter shows it to the caller only)."""
+        facts = await self.memory.facts(key, limit=MEMORY_LIST_LIMIT + 1)
+        if not facts:
+            return CommandResult(
+                "I have no long-term facts for this channel yet. Pin one with /remember <text>."
+            )
+        lines = [_listed(f) for f in facts[:MEMORY_LIST_LIMIT]]
+        more = (
+            f"\n(only the newest {MEMORY_LIST_LIMIT} are shown)"
+            if len(facts) > MEMORY_LIST_LIMIT
+            else ""
+        )
+        return CommandResult(
+            "Long-term facts of this channel (newest first; /forget <id> removes one):\n"
+            + "\n".join(lines)
+            + more
+        )
+
+    async def forget(
+        self, key: ChannelKey, ref: str, *, allowed: bool, refusal: str | None = None
+    ) -> CommandResult:
+        """``/forget <fact id or text>``: remove one fact; same permission as ``/reset``."""
+        if not allowed:
+            return CommandResult(
+                refusal or "You are not allowed to change this channel's memory.", ok=False
+            )
+        if not ref.strip():
+            return CommandResult("Which fact? /forget <id or text> (see /memory).", ok=False)
+        out = await self.memory.forget(key, ref)
+        if out is None:
+            return CommandResult(f"I have no fact matching {ref.strip()!r} here.", ok=False)
+        if isinstance(out, list):
+            ids = ", ".join(f"#{f.id}" for f in out[:10])
+            return CommandResult(
+                f"Several facts match ({ids}); say which one by id: /forget <id>.", ok=False
+            )
+        return CommandResult(f"Forgot fact #{out.id}: {out.text}")
 
     async def reset(
         self, key: ChannelKey, *, allowed: bool, refusal: str | None = None
@@ -297,13 +370,23 @@ class ChatService:
                 refusal or "You are not allowed to reset this channel's memory.", ok=False
             )
         result = await self.memory.reset(key)
-        if not result.turns and not result.had_summary and not result.facts:
+        if not (
+            result.turns
+            or result.had_summary
+            or result.facts
+            or result.episodes
+            or result.channel_facts
+        ):
             return CommandResult("There was nothing to forget: I had no memory of this channel.")
         parts = [f"{result.turns} messages"]
         if result.had_summary:
             parts.append("the summary")
         if result.facts:
             parts.append(f"{result.facts} carried facts")
+        if result.episodes:
+            parts.append(f"{result.episodes} archived episodes")
+        if result.channel_facts:
+            parts.append(f"{result.channel_facts} long-term facts")
         return CommandResult(f"Done: I forgot {', '.join(parts)} from this channel.")
 
     async def edited(self, key: ChannelKey, message_id: str, text: str) -> None:

@@ -64,6 +64,7 @@ class Settings(BaseSettings):
     keep_tokens: int = Field(0, ge=0)
     summary_tokens: int = Field(600, ge=50)
     facts_tokens: int = Field(300, ge=0)
+    recall_tokens: int = Field(400, ge=0)  # archive retrieval per reply; 0 = off
     context_tokens: int = Field(8000, ge=512)
     reply_tokens: int = Field(800, ge=16)
     system_prompt: str = DEFAULT_SYSTEM_PROMPT

@@ -12,6 +12,13 @@ timed-out or rejected summary leaves the old state and is retried with exponenti
 a view that cannot fit every unfolded turn drops the oldest from the *prompt* only.
 
 The reply path (``record`` → ``view``) never awaits a summarizer call.
+
+The archive (three-level memory: turns → episodes → facts): every compaction also commits,
+in the same transaction, an ``Episode`` (seq and time range, speakers, the episode summary
+from the same summarizer call) and the long-term facts the model extracted, which may
+supersede older ones. ``view(..., recall=True)`` retrieves the archive items most relevant
+to the triggering message and recent turns, within ``recall_tokens`` (``memory.recall``).
+``remember`` / ``facts`` / ``forget`` serve ``/remember``, ``/memory`` and ``/forget``.
 """
 
 from __future__ import annotations
@@ -27,7 +34,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from memory.models import ChannelKey, ChannelStats, MemoryView, NewTurn, RecordResult
+from memory.models import (
+    ChannelFact,
+    ChannelKey,
+    ChannelStats,
+    Episode,
+    MemoryView,
+    NewChannelFact,
+    NewEpisode,
+    NewTurn,
+    RecordResult,
+)
+from memory.recall import fit_recall, recall_query
+from memory.search_text import query_terms
 from memory.store import ChangeOutcome, ResetResult, Store
 from memory.summarizer import Summarizer
 from memory.text import clean_text
@@ -51,12 +70,15 @@ class Digest:
     """What ``/summary`` shows: the up-to-date summary text plus counts.
 
     ``fresh`` is false when the summary model failed and ``text`` is the stored summary.
+    ``episodes`` are the newest archived episodes the summary covers (newest first), so
+    ``/summary`` can cite their time ranges.
     """
 
     text: str
     stats: ChannelStats
     fresh: bool
     empty: bool
+    episodes: tuple[Episode, ...] = ()
 
 
 class MemoryManager:
@@ -77,6 +99,9 @@ class MemoryManager:
         clock: Callable[[], float] = time.time,
         lease_ttl: float | None = None,
         lease_wait: float = 2.0,
+        recall_tokens: int = 0,
+        recall_facts: int = 8,
+        recall_episodes: int = 4,
     ) -> None:
         self.store = store
         self.summarizer = summarizer
@@ -91,6 +116,9 @@ class MemoryManager:
         # Renewed every third of its life while compacting; a dead holder blocks no longer.
         self.lease_ttl = lease_ttl or 30.0
         self.lease_wait = lease_wait
+        self.recall_tokens = recall_tokens
+        self.recall_facts = recall_facts
+        self.recall_episodes = recall_episodes
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._tasks: dict[ChannelKey, asyncio.Task[Any]] = {}
         self._again: set[ChannelKey] = set()
@@ -160,31 +188,98 @@ class MemoryManager:
         return result
 
     async def view(
-        self, key: ChannelKey, budget: int, *, through_seq: int | None = None
+        self,
+        key: ChannelKey,
+        budget: int,
+        *,
+        through_seq: int | None = None,
+        recall: bool = False,
     ) -> MemoryView:
-        """The committed memory that fits ``budget`` tokens; never waits for compaction."""
+        """The committed memory that fits ``budget`` tokens; never waits for compaction.
+
+        With ``recall`` (and ``recall_tokens`` > 0) the archive items most relevant to the
+        newest turn and the few before it are added, within ``min(recall_tokens,
+        budget // 4)`` tokens taken from the same budget.
+        """
         state, turns = await self.store.snapshot(
             key, limit=VIEW_TURN_LIMIT, through_seq=through_seq
         )
-        return build_view(
-            state, turns, budget=budget, tokenizer=self.tokenizer, facts_budget=self.facts_tokens
+        if not recall or self.recall_tokens <= 0 or not turns:
+            return build_view(
+                state,
+                turns,
+                budget=budget,
+                tokenizer=self.tokenizer,
+                facts_budget=self.facts_tokens,
+            )
+        found = await self.store.search(
+            key,
+            recall_query(turns),
+            facts_limit=self.recall_facts,
+            episodes_limit=self.recall_episodes,
         )
+        chosen, cost = fit_recall(found, min(self.recall_tokens, budget // 4), self.tokenizer)
+        view = build_view(
+            state,
+            turns,
+            budget=budget - cost,
+            tokenizer=self.tokenizer,
+            facts_budget=self.facts_tokens,
+        )
+        return replace(view, recall=chosen, recall_tokens=cost)
 
     # ------------------------------------------------------------------ commands
 
-    async def digest(self, key: ChannelKey) -> Digest:
-        """``/summary``: the summary brought up to date with unfolded turns; stores nothing."""
+    async def digest(self, key: ChannelKey, *, episodes: int = 3) -> Digest:
+        """``/summary``: the summary brought up to date with unfolded turns; stores nothing.
+
+        Also returns the newest ``episodes`` archived episodes, for the "Earlier:" line.
+        """
         state, turns = await self.store.snapshot(key, limit=VIEW_TURN_LIMIT)
         stats = await self.stats(key)
         if not state.text and not turns and not state.facts:
             return Digest("", stats, fresh=True, empty=True)
+        cited = tuple(await self.store.episodes(key, limit=episodes)) if episodes > 0 else ()
         try:
             text = await self.summarizer.digest(state, turns, max_tokens=self.summary_tokens)
-            return Digest(text, stats, fresh=True, empty=False)
+            return Digest(text, stats, fresh=True, empty=False, episodes=cited)
         except Exception:
             log.warning("digest for %s failed; showing the stored summary", key, exc_info=True)
             fallback = state.text or "\n".join(f"{t.author_name}: {t.text}" for t in turns[-10:])
-            return Digest(fallback, stats, fresh=False, empty=False)
+            return Digest(fallback, stats, fresh=False, empty=False, episodes=cited)
+
+    async def remember(self, key: ChannelKey, text: str, *, author: str = "") -> ChannelFact:
+        """``/remember``: pin ``text`` as a long-term fact of the channel."""
+        clean = clean_text(text).strip()
+        if not clean:
+            raise ValueError("nothing to remember")
+        fact = NewChannelFact(clean, (), author=clean_text(author), pinned=True)
+        return await self.store.add_fact(key, fact, now=self.clock())
+
+    async def facts(self, key: ChannelKey, *, limit: int = 200) -> list[ChannelFact]:
+        """``/memory``: the channel's long-term facts, newest first (superseded included)."""
+        return await self.store.list_facts(key, limit=limit)
+
+    async def forget(self, key: ChannelKey, ref: str) -> ChannelFact | list[ChannelFact] | None:
+        """``/forget``: delete the fact ``ref`` names — ``12``/``#12`` by id, else the one
+        fact whose text matches. Returns the deleted fact, the candidates when the text
+        matches several (nothing deleted), or None when nothing matches."""
+        ref = ref.strip()
+        digits = ref.removeprefix("#")
+        if digits.isdigit():
+            return await self.store.delete_fact(key, int(digits))
+        if not ref:
+            return None
+        low = ref.casefold()
+        facts = await self.store.list_facts(key, limit=1000)
+        exact = [f for f in facts if f.text.casefold() == low]
+        matches = exact or [f for f in facts if low in f.text.casefold()]
+        if not matches:
+            found = await self.store.search(key, query_terms(ref), facts_limit=2, episodes_limit=0)
+            matches = list(found.facts)
+        if len(matches) != 1:
+            return matches or None
+        return await self.store.delete_fact(key, matches[0].id)
 
     async def reset(self, key: ChannelKey) -> ResetResult:
         """Forget a channel. A compaction in flight is cancelled, and its commit would fail."""
@@ -325,9 +420,29 @@ class MemoryManager:
         if n == 0:
             return False
         fold = pending[:n]
+        episode: NewEpisode | None = None
+        new_facts: tuple[NewChannelFact, ...] = ()
         if any(t.text.strip() for t in fold):
-            result = await self.summarizer.summarize(state, fold)
+            # Current facts that look related, so the model can mark one as replaced.
+            known = await self.store.search(
+                key,
+                query_terms(*(t.text for t in fold)),
+                facts_limit=10,
+                episodes_limit=0,
+                include_superseded=False,
+            )
+            result = await self.summarizer.summarize(state, fold, known_facts=known.facts)
             text, facts = result.text, result.facts
+            speakers = dict.fromkeys(t.author_name or t.author_id for t in fold)
+            episode = NewEpisode(
+                fold[0].seq,
+                fold[-1].seq,
+                min(t.sent_at for t in fold),
+                max(t.sent_at for t in fold),
+                tuple(s for s in speakers if s),
+                result.episode,
+            )
+            new_facts = result.new_facts
         else:
             # Only blank turns (attachment-only messages): nothing to summarize, and a model
             # asked to summarize nothing answers nothing, which is rejected, so the channel
@@ -340,6 +455,8 @@ class MemoryManager:
             folded_through=fold[-1].seq,
             facts=facts,
             now=self.clock(),
+            episode=episode,
+            channel_facts=new_facts,
         )
         if committed:
             self.compactions += 1

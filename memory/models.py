@@ -10,11 +10,16 @@ from dataclasses import dataclass
 from typing import Literal
 
 __all__ = [
+    "ChannelFact",
     "ChannelKey",
     "ChannelStats",
+    "Episode",
     "Fact",
     "MemoryView",
+    "NewChannelFact",
+    "NewEpisode",
     "NewTurn",
+    "Recall",
     "RecordResult",
     "Role",
     "SummaryState",
@@ -100,6 +105,86 @@ class Fact:
 
 
 @dataclass(frozen=True, slots=True)
+class NewEpisode:
+    """What one compaction folded, to be archived with its commit (the store assigns ``id``).
+
+    ``text`` is the episode summary the summarizer wrote in the same call as the rolling
+    summary (or an extractive line when the model left it out). Episodes are never
+    rewritten; only ``reset`` and retention delete them.
+    """
+
+    first_seq: int
+    last_seq: int
+    started_at: float
+    ended_at: float
+    speakers: tuple[str, ...]
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Episode:
+    """An archived episode: a stretch of folded turns and what happened in it."""
+
+    key: ChannelKey
+    id: int
+    first_seq: int
+    last_seq: int
+    started_at: float
+    ended_at: float
+    speakers: tuple[str, ...]
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class NewChannelFact:
+    """A durable statement to store: extracted by a compaction or pinned with ``/remember``.
+
+    ``supersedes`` names the id of an older fact of the same channel that this one updates
+    ("the deadline moved to Monday" supersedes "the deadline is Friday"); the old fact stays,
+    marked superseded. ``source_seqs`` are the turns it came from (empty for a pin).
+    """
+
+    text: str
+    source_seqs: tuple[int, ...] = ()
+    author: str = ""
+    pinned: bool = False
+    supersedes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelFact:
+    """A stored long-term fact of a channel (table ``memory_facts``).
+
+    Not the same thing as ``Fact``: a ``Fact`` is an identifier the rolling summary dropped,
+    carried verbatim; a ``ChannelFact`` is a statement ("order 1042 — refund approved on
+    3 March") retrieved by relevance. ``superseded_by`` is the id of the newer fact that
+    replaced it, or None while it is current.
+    """
+
+    key: ChannelKey
+    id: int
+    text: str
+    source_seqs: tuple[int, ...]
+    author: str
+    pinned: bool
+    created_at: float
+    superseded_by: int | None = None
+
+    @property
+    def superseded(self) -> bool:
+        """Whether a newer fact replaced this one."""
+        return self.superseded_by is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Recall:
+    """What retrieval selected for one reply: facts (current first) and episodes, best first."""
+
+    facts: tuple[ChannelFact, ...] = ()
+    episodes: tuple[Episode, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class SummaryState:
     """A channel's committed memory header.
 
@@ -137,6 +222,9 @@ class ChannelStats:
 class MemoryView:
     """What a reply prompt gets: the summary, the carried facts and the newest turns that fit.
 
+    ``recall`` holds archive items retrieved for the triggering message (``recall_tokens``
+    is their cost in the prompt, headings included); empty unless the view asked for it.
+
     ``dropped`` counts unfolded turns left out of the prompt because compaction lags;
     they are still stored. ``truncated`` is true when one oversized turn was cut.
     """
@@ -151,8 +239,10 @@ class MemoryView:
     dropped: int = 0
     truncated: bool = False
     version: int = 0
+    recall: Recall = Recall()
+    recall_tokens: int = 0
 
     @property
     def tokens(self) -> int:
-        """Total tokens of summary, facts and turns as they will appear in the prompt."""
-        return self.summary_tokens + self.facts_tokens + self.turns_tokens
+        """Total tokens of summary, facts, recalled archive and turns in the prompt."""
+        return self.summary_tokens + self.facts_tokens + self.turns_tokens + self.recall_tokens

@@ -80,6 +80,38 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX events_expiry ON events (expires_at);
     """,
+    # 3: the long-term archive (see sqlite_schema step 3). ``search`` is
+    # to_tsvector('simple', 'c<channel id> ' || terms), so a query ANDs its channel's token
+    # inside the GIN index and never ranks another channel's rows.
+    """
+    CREATE TABLE episodes (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        channel_id bigint NOT NULL REFERENCES channels(id),
+        first_seq bigint NOT NULL,
+        last_seq bigint NOT NULL,
+        started_at double precision NOT NULL,
+        ended_at double precision NOT NULL,
+        speakers text[] NOT NULL,
+        text text NOT NULL,
+        search tsvector NOT NULL
+    );
+    CREATE INDEX episodes_channel ON episodes (channel_id, id DESC);
+    CREATE INDEX episodes_ended ON episodes (ended_at);
+    CREATE INDEX episodes_search ON episodes USING gin (search);
+    CREATE TABLE memory_facts (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        channel_id bigint NOT NULL REFERENCES channels(id),
+        text text NOT NULL,
+        source_seqs bigint[] NOT NULL,
+        author text NOT NULL,
+        pinned boolean NOT NULL,
+        created_at double precision NOT NULL,
+        superseded_by bigint,
+        search tsvector NOT NULL
+    );
+    CREATE INDEX memory_facts_channel ON memory_facts (channel_id, id DESC);
+    CREATE INDEX memory_facts_search ON memory_facts USING gin (search);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -255,6 +287,45 @@ RESET_CHANNEL = (
     "last_compacted_at = NULL, compactions = 0 WHERE id = $1"
 )
 CHANNELS = "SELECT platform, workspace, channel FROM channels ORDER BY id"
+
+# ---------------------------------------------------------------------------- archive
+EPISODE_COLS = "id, first_seq, last_seq, started_at, ended_at, speakers, text"
+CFACT_COLS = "id, text, source_seqs, author, pinned, created_at, superseded_by"
+INSERT_EPISODE = (
+    "INSERT INTO episodes (channel_id, first_seq, last_seq, started_at, ended_at, speakers, "
+    "text, search) VALUES ($1, $2, $3, $4, $5, $6, $7, to_tsvector('simple', $8))"
+)
+INSERT_CFACT = (
+    "INSERT INTO memory_facts (channel_id, text, source_seqs, author, pinned, created_at, "
+    "search) VALUES ($1, $2, $3, $4, $5, $6, to_tsvector('simple', $7)) RETURNING id"
+)
+SUPERSEDE = (
+    "UPDATE memory_facts SET superseded_by = $1 WHERE id = $2 AND channel_id = $3 "
+    "AND superseded_by IS NULL"
+)
+DELETE_CFACT = (
+    f"DELETE FROM memory_facts WHERE id = $1 AND channel_id = $2 RETURNING {CFACT_COLS}"
+)
+CHANNEL_ID = f"SELECT id FROM channels WHERE {_BY_KEY}"
+LIST_CFACTS = (
+    f"SELECT {CFACT_COLS} FROM memory_facts WHERE channel_id = $1 "
+    "AND ($2 OR superseded_by IS NULL) ORDER BY id DESC LIMIT $3"
+)
+LIST_EPISODES = (
+    f"SELECT {EPISODE_COLS} FROM episodes WHERE channel_id = $1 ORDER BY id DESC LIMIT $2"
+)
+SEARCH_CFACTS = (
+    f"SELECT {CFACT_COLS} FROM memory_facts, to_tsquery('simple', $2) q "
+    "WHERE channel_id = $1 AND search @@ q AND ($4 OR superseded_by IS NULL) "
+    "ORDER BY superseded_by IS NOT NULL, ts_rank(search, q) DESC, id DESC LIMIT $3"
+)
+SEARCH_EPISODES = (
+    f"SELECT {EPISODE_COLS} FROM episodes, to_tsquery('simple', $2) q "
+    "WHERE channel_id = $1 AND search @@ q ORDER BY ts_rank(search, q) DESC, id DESC LIMIT $3"
+)
+RESET_EPISODES = "DELETE FROM episodes WHERE channel_id = $1"
+RESET_CFACTS = "DELETE FROM memory_facts WHERE channel_id = $1"
+PURGE_EPISODES = "DELETE FROM episodes WHERE ended_at < $1"
 
 # ---------------------------------------------------------------------------- errors
 

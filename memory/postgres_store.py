@@ -30,7 +30,21 @@ import asyncpg
 
 from memory import postgres_schema as q
 from memory.errors import StoreError, StoreOpenError
-from memory.models import ChannelKey, ChannelStats, Fact, NewTurn, RecordResult, SummaryState, Turn
+from memory.models import (
+    ChannelFact,
+    ChannelKey,
+    ChannelStats,
+    Episode,
+    Fact,
+    NewChannelFact,
+    NewEpisode,
+    NewTurn,
+    Recall,
+    RecordResult,
+    SummaryState,
+    Turn,
+)
+from memory.search_text import terms
 from memory.store import ChangeOutcome, ResetResult
 
 __all__ = ["PostgresStore"]
@@ -50,6 +64,58 @@ def _k(key: ChannelKey) -> tuple[str, str, str]:
 
 def _turn(key: ChannelKey, r: Sequence[Any]) -> Turn:
     return Turn(key, int(r[0]), r[1], r[2], r[3], r[4], r[5], int(r[6]), float(r[7]))
+
+
+def _episode(key: ChannelKey, r: Sequence[Any]) -> Episode:
+    return Episode(
+        key, int(r[0]), int(r[1]), int(r[2]), float(r[3]), float(r[4]), tuple(r[5]), r[6]
+    )
+
+
+def _cfact(key: ChannelKey, r: Sequence[Any]) -> ChannelFact:
+    by = None if r[6] is None else int(r[6])
+    seqs = tuple(int(x) for x in r[2])
+    return ChannelFact(key, int(r[0]), r[1], seqs, r[3], bool(r[4]), float(r[5]), by)
+
+
+def _tsquery(cid: int, query: Sequence[str]) -> str:
+    """``'c<id>' & ('a' | 'b')``; terms are letters and digits only (``search_text``), and
+    quotes are doubled anyway, so none is an operator."""
+    ors = " | ".join("'" + t.replace("'", "''").replace("\\", "") + "'" for t in query)
+    return f"'c{cid}' & ({ors})"
+
+
+async def _insert_episode(conn: Conn, cid: int, e: NewEpisode) -> None:
+    search = f"c{cid} " + terms(" ".join([e.text, *e.speakers]))
+    await conn.execute(
+        q.INSERT_EPISODE,
+        cid,
+        e.first_seq,
+        e.last_seq,
+        e.started_at,
+        e.ended_at,
+        list(e.speakers),
+        e.text,
+        search,
+    )
+
+
+async def _insert_cfact(conn: Conn, cid: int, f: NewChannelFact, now: float) -> int:
+    fid = int(
+        await conn.fetchval(
+            q.INSERT_CFACT,
+            cid,
+            f.text,
+            list(f.source_seqs),
+            f.author,
+            f.pinned,
+            now,
+            f"c{cid} " + terms(f.text),
+        )
+    )
+    if f.supersedes is not None:
+        await conn.execute(q.SUPERSEDE, fid, f.supersedes, cid)
+    return fid
 
 
 class PostgresStore:
@@ -173,8 +239,11 @@ class PostgresStore:
         folded_through: int,
         facts: Sequence[Fact],
         now: float,
+        episode: NewEpisode | None = None,
+        channel_facts: Sequence[NewChannelFact] = (),
     ) -> bool:
-        """Atomically install a summary if the channel's version is still ``expected_version``."""
+        """Atomically install a summary if the channel's version is still ``expected_version``,
+        with the episode and facts of this compaction (all or nothing)."""
         args, facts = _k(key), tuple(facts)
 
         async def run(conn: Conn) -> bool:
@@ -188,6 +257,10 @@ class PostgresStore:
                     q.UPSERT_FACT,
                     [(cid, f.value, f.context, f.first_seq, f.last_seen_seq) for f in facts],
                 )
+            if episode is not None:
+                await _insert_episode(conn, cid, episode)
+            for fact in channel_facts:
+                await _insert_cfact(conn, cid, fact, now)
             return True
 
         return await self._tx(run)
@@ -232,16 +305,26 @@ class PostgresStore:
             cid = h["id"]
             turns = q.count(await conn.execute(q.RESET_TURNS, cid))
             facts = q.count(await conn.execute(q.RESET_FACTS, cid))
+            episodes = q.count(await conn.execute(q.RESET_EPISODES, cid))
+            cfacts = q.count(await conn.execute(q.RESET_CFACTS, cid))
             await conn.execute(q.RESET_CHANNEL, cid)
-            return ResetResult(turns=turns, had_summary=bool(h["summary"]), facts=facts)
+            return ResetResult(
+                turns=turns,
+                had_summary=bool(h["summary"]),
+                facts=facts,
+                episodes=episodes,
+                channel_facts=cfacts,
+            )
 
         return await self._tx(run)
 
     async def purge_folded_before(self, cutoff: float) -> int:
-        """Retention: delete folded turns older than ``cutoff`` (and expired event claims)."""
+        """Retention: delete folded turns and episodes older than ``cutoff`` (and expired
+        event claims); channel facts are kept."""
 
         async def run(conn: Conn) -> int:
             n = q.count(await conn.execute(q.PURGE, cutoff))
+            await conn.execute(q.PURGE_EPISODES, cutoff)
             await conn.execute(q.PURGE_EVENTS)
             return n
 
@@ -318,6 +401,84 @@ class PostgresStore:
     async def channels(self) -> list[ChannelKey]:
         """Every channel the store has a row for."""
         return [ChannelKey(r[0], r[1], r[2]) for r in await self._fetch(q.CHANNELS)]
+
+    # ------------------------------------------------------------------ archive
+
+    async def add_fact(self, key: ChannelKey, fact: NewChannelFact, *, now: float) -> ChannelFact:
+        """Store one fact (``/remember``); creates the channel if needed."""
+
+        async def run(conn: Conn) -> ChannelFact:
+            await conn.execute(q.CREATE_CHANNEL, *_k(key))
+            cid = int(await conn.fetchval(q.CHANNEL_ID, *_k(key)))
+            fid = await _insert_cfact(conn, cid, fact, now)
+            return ChannelFact(
+                key, fid, fact.text, fact.source_seqs, fact.author, fact.pinned, now
+            )
+
+        return await self._tx(run)
+
+    async def delete_fact(self, key: ChannelKey, fact_id: int) -> ChannelFact | None:
+        """Delete one fact of this channel; None if the channel has no such fact."""
+
+        async def run(conn: Conn) -> ChannelFact | None:
+            cid = await conn.fetchval(q.CHANNEL_ID, *_k(key))
+            if cid is None:
+                return None
+            row = await conn.fetchrow(q.DELETE_CFACT, fact_id, cid)
+            return None if row is None else _cfact(key, row)
+
+        return await self._tx(run)
+
+    async def list_facts(
+        self, key: ChannelKey, *, include_superseded: bool = True, limit: int = 200
+    ) -> list[ChannelFact]:
+        """The channel's facts, newest first."""
+
+        async def run(conn: Conn) -> list[ChannelFact]:
+            cid = await conn.fetchval(q.CHANNEL_ID, *_k(key))
+            if cid is None:
+                return []
+            rows = await conn.fetch(q.LIST_CFACTS, cid, include_superseded, limit)
+            return [_cfact(key, r) for r in rows]
+
+        return await self._run(run)
+
+    async def episodes(self, key: ChannelKey, *, limit: int = 20) -> list[Episode]:
+        """The channel's newest episodes, newest first."""
+
+        async def run(conn: Conn) -> list[Episode]:
+            cid = await conn.fetchval(q.CHANNEL_ID, *_k(key))
+            if cid is None:
+                return []
+            return [_episode(key, r) for r in await conn.fetch(q.LIST_EPISODES, cid, limit)]
+
+        return await self._run(run)
+
+    async def search(
+        self,
+        key: ChannelKey,
+        query: Sequence[str],
+        *,
+        facts_limit: int = 8,
+        episodes_limit: int = 4,
+        include_superseded: bool = True,
+    ) -> Recall:
+        """Full-text search (GIN, ``ts_rank``) over this channel's facts and episodes."""
+        if not query or (facts_limit <= 0 and episodes_limit <= 0):
+            return Recall()
+
+        async def run(conn: Conn) -> Recall:
+            cid = await conn.fetchval(q.CHANNEL_ID, *_k(key))
+            if cid is None:
+                return Recall()
+            tsq = _tsquery(int(cid), query)
+            facts = await conn.fetch(q.SEARCH_CFACTS, cid, tsq, facts_limit, include_superseded)
+            episodes = await conn.fetch(q.SEARCH_EPISODES, cid, tsq, episodes_limit)
+            return Recall(
+                tuple(_cfact(key, r) for r in facts), tuple(_episode(key, r) for r in episodes)
+            )
+
+        return await self._tx(run, read=True)
 
     # ------------------------------------------------------------------ replicas (extra)
 

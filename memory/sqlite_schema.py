@@ -70,6 +70,38 @@ MIGRATIONS: tuple[str, ...] = (
     ) WITHOUT ROWID;
     CREATE INDEX events_expiry ON events (expires_at);
     """,
+    # 3: the long-term archive. ``episodes`` (what each compaction folded) and
+    # ``memory_facts`` (durable statements; not the carried identifiers of ``facts``), each
+    # with an FTS5 index over the terms of ``memory.search_text`` whose rowid is the row's
+    # id. ``chan`` holds "c<channel id>" so a query is ANDed with its channel inside FTS5
+    # and never ranks or returns another channel's rows.
+    """
+    CREATE TABLE episodes (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        channel_id INTEGER NOT NULL REFERENCES channels(id),
+        first_seq INTEGER NOT NULL,
+        last_seq INTEGER NOT NULL,
+        started_at REAL NOT NULL,
+        ended_at REAL NOT NULL,
+        speakers TEXT NOT NULL,
+        text TEXT NOT NULL
+    );
+    CREATE INDEX episodes_channel ON episodes (channel_id, id DESC);
+    CREATE INDEX episodes_ended ON episodes (ended_at);
+    CREATE TABLE memory_facts (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        channel_id INTEGER NOT NULL REFERENCES channels(id),
+        text TEXT NOT NULL,
+        source_seqs TEXT NOT NULL,
+        author TEXT NOT NULL,
+        pinned INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        superseded_by INTEGER
+    );
+    CREATE INDEX memory_facts_channel ON memory_facts (channel_id, id DESC);
+    CREATE VIRTUAL TABLE episodes_fts USING fts5 (chan, terms, tokenize = 'unicode61');
+    CREATE VIRTUAL TABLE memory_facts_fts USING fts5 (chan, terms, tokenize = 'unicode61');
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

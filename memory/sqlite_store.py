@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import sqlite3
@@ -30,7 +31,21 @@ from typing import Any, Literal
 import aiosqlite
 
 from memory.errors import SchemaTooNewError, StoreBusyError, StoreError, StoreOpenError
-from memory.models import ChannelKey, ChannelStats, Fact, NewTurn, RecordResult, SummaryState, Turn
+from memory.models import (
+    ChannelFact,
+    ChannelKey,
+    ChannelStats,
+    Episode,
+    Fact,
+    NewChannelFact,
+    NewEpisode,
+    NewTurn,
+    Recall,
+    RecordResult,
+    SummaryState,
+    Turn,
+)
+from memory.search_text import terms
 from memory.sqlite_schema import MIGRATIONS, SCHEMA_VERSION
 from memory.store import ChangeOutcome, ResetResult
 
@@ -49,6 +64,63 @@ def _turn(key: ChannelKey, row: Sequence[Any]) -> Turn:
 
 def _fact(row: Sequence[Any]) -> Fact:
     return Fact(row[0], row[1], int(row[2]), int(row[3]))
+
+
+_EPISODE_COLS = "e.id, e.first_seq, e.last_seq, e.started_at, e.ended_at, e.speakers, e.text"
+_CFACT_COLS = "f.id, f.text, f.source_seqs, f.author, f.pinned, f.created_at, f.superseded_by"
+
+
+def _episode(key: ChannelKey, row: Sequence[Any]) -> Episode:
+    speakers = tuple(json.loads(row[5]))
+    return Episode(key, int(row[0]), int(row[1]), int(row[2]), row[3], row[4], speakers, row[6])
+
+
+def _seqs(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(",") if x)
+
+
+def _cfact(key: ChannelKey, row: Sequence[Any]) -> ChannelFact:
+    by = None if row[6] is None else int(row[6])
+    return ChannelFact(key, int(row[0]), row[1], _seqs(row[2]), row[3], bool(row[4]), row[5], by)
+
+
+def _fts_query(cid: int, query: Sequence[str]) -> str:
+    """``chan:c<id> AND terms:("a" OR "b")``; terms are quoted, so none is an operator."""
+    quoted = " OR ".join('"' + t.replace('"', '""') + '"' for t in query)
+    return f'chan:c{cid} AND terms:({quoted})'
+
+
+def _insert_episode(conn: sqlite3.Connection, cid: int, e: NewEpisode) -> int:
+    (eid,) = conn.execute(
+        "INSERT INTO episodes (channel_id, first_seq, last_seq, started_at, ended_at, "
+        "speakers, text) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        (cid, e.first_seq, e.last_seq, e.started_at, e.ended_at, json.dumps(e.speakers),
+         e.text),
+    ).fetchone()
+    conn.execute(
+        "INSERT INTO episodes_fts (rowid, chan, terms) VALUES (?, ?, ?)",
+        (eid, f"c{cid}", terms(" ".join([e.text, *e.speakers]))),
+    )
+    return int(eid)
+
+
+def _insert_cfact(conn: sqlite3.Connection, cid: int, f: NewChannelFact, now: float) -> int:
+    (fid,) = conn.execute(
+        "INSERT INTO memory_facts (channel_id, text, source_seqs, author, pinned, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+        (cid, f.text, ",".join(map(str, f.source_seqs)), f.author, int(f.pinned), now),
+    ).fetchone()
+    conn.execute(
+        "INSERT INTO memory_facts_fts (rowid, chan, terms) VALUES (?, ?, ?)",
+        (fid, f"c{cid}", terms(f.text)),
+    )
+    if f.supersedes is not None:  # only a fact of the same channel, and only once
+        conn.execute(
+            "UPDATE memory_facts SET superseded_by = ? WHERE id = ? AND channel_id = ? "
+            "AND superseded_by IS NULL",
+            (fid, f.supersedes, cid),
+        )
+    return int(fid)
 
 
 def _translate(exc: BaseException) -> BaseException:
@@ -334,6 +406,8 @@ class SqliteStore:
         folded_through: int,
         facts: Sequence[Fact],
         now: float,
+        episode: NewEpisode | None = None,
+        channel_facts: Sequence[NewChannelFact] = (),
     ) -> bool:
         cid = self._channel_id(conn, new_ids, key, create=False)
         if cid is None:
@@ -354,6 +428,10 @@ class SqliteStore:
             "last_seen_seq = max(last_seen_seq, excluded.last_seen_seq)",
             [(cid, f.value, f.context, f.first_seq, f.last_seen_seq) for f in facts],
         )
+        if episode is not None:
+            _insert_episode(conn, cid, episode)
+        for fact in channel_facts:
+            _insert_cfact(conn, cid, fact, now)
         return True
 
     async def commit_summary(
@@ -365,10 +443,21 @@ class SqliteStore:
         folded_through: int,
         facts: Sequence[Fact],
         now: float,
+        episode: NewEpisode | None = None,
+        channel_facts: Sequence[NewChannelFact] = (),
     ) -> bool:
-        """Atomically install a summary if the channel's version is still ``expected_version``."""
+        """Atomically install a summary if the channel's version is still ``expected_version``,
+        with the episode and facts of this compaction (all or nothing)."""
         ok: bool = await self._submit(
-            self._commit_sync, key, expected_version, text, folded_through, tuple(facts), now
+            self._commit_sync,
+            key,
+            expected_version,
+            text,
+            folded_through,
+            tuple(facts),
+            now,
+            episode,
+            tuple(channel_facts),
         )
         return ok
 
@@ -422,6 +511,10 @@ class SqliteStore:
         (summary,) = conn.execute("SELECT summary FROM channels WHERE id = ?", (cid,)).fetchone()
         turns = conn.execute("DELETE FROM turns WHERE channel_id = ?", (cid,)).rowcount
         facts = conn.execute("DELETE FROM facts WHERE channel_id = ?", (cid,)).rowcount
+        conn.execute("DELETE FROM episodes_fts WHERE chan = ?", (f"c{cid}",))
+        conn.execute("DELETE FROM memory_facts_fts WHERE chan = ?", (f"c{cid}",))
+        episodes = conn.execute("DELETE FROM episodes WHERE channel_id = ?", (cid,)).rowcount
+        cfacts = conn.execute("DELETE FROM memory_facts WHERE channel_id = ?", (cid,)).rowcount
         # Keep the row (and next_seq) so seqs never repeat; the version bump voids any
         # compaction that read the old state.
         conn.execute(
@@ -429,7 +522,13 @@ class SqliteStore:
             "version = version + 1, last_compacted_at = NULL, compactions = 0 WHERE id = ?",
             (cid,),
         )
-        return ResetResult(turns=turns, had_summary=bool(summary), facts=facts)
+        return ResetResult(
+            turns=turns,
+            had_summary=bool(summary),
+            facts=facts,
+            episodes=episodes,
+            channel_facts=cfacts,
+        )
 
     async def reset(self, key: ChannelKey) -> ResetResult:
         """Forget the channel: turns, summary and facts."""
@@ -440,6 +539,11 @@ class SqliteStore:
         self, conn: sqlite3.Connection, new_ids: dict[ChannelKey, int], cutoff: float
     ) -> int:
         conn.execute("DELETE FROM events WHERE expires_at < ?", (time.time(),))
+        conn.execute(
+            "DELETE FROM episodes_fts WHERE rowid IN (SELECT id FROM episodes WHERE ended_at < ?)",
+            (cutoff,),
+        )
+        conn.execute("DELETE FROM episodes WHERE ended_at < ?", (cutoff,))
         return conn.execute(
             "DELETE FROM turns WHERE sent_at < ? AND seq <= "
             "(SELECT folded_through FROM channels c WHERE c.id = turns.channel_id)",
@@ -447,7 +551,8 @@ class SqliteStore:
         ).rowcount
 
     async def purge_folded_before(self, cutoff: float) -> int:
-        """Retention: delete folded turns older than ``cutoff``; unfolded ones are kept."""
+        """Retention: delete folded turns and episodes older than ``cutoff``; unfolded turns
+        and channel facts are kept."""
         n: int = await self._submit(self._purge_sync, cutoff)
         return n
 
@@ -517,6 +622,130 @@ class SqliteStore:
     async def import_state(self, state: SummaryState) -> None:
         """Set a channel's summary state exactly (see ``Store.import_state``)."""
         await self._submit(self._import_state_sync, state)
+
+    # ------------------------------------------------------------------ archive
+
+    def _add_fact_sync(
+        self,
+        conn: sqlite3.Connection,
+        new_ids: dict[ChannelKey, int],
+        key: ChannelKey,
+        fact: NewChannelFact,
+        now: float,
+    ) -> ChannelFact:
+        cid = self._channel_id(conn, new_ids, key, create=True)
+        assert cid is not None
+        fid = _insert_cfact(conn, cid, fact, now)
+        return ChannelFact(key, fid, fact.text, fact.source_seqs, fact.author, fact.pinned, now)
+
+    async def add_fact(self, key: ChannelKey, fact: NewChannelFact, *, now: float) -> ChannelFact:
+        """Store one fact (``/remember``); creates the channel if needed."""
+        out: ChannelFact = await self._submit(self._add_fact_sync, key, fact, now)
+        return out
+
+    def _delete_fact_sync(
+        self,
+        conn: sqlite3.Connection,
+        new_ids: dict[ChannelKey, int],
+        key: ChannelKey,
+        fact_id: int,
+    ) -> ChannelFact | None:
+        cid = self._channel_id(conn, new_ids, key, create=False)
+        if cid is None:
+            return None
+        row = conn.execute(
+            "DELETE FROM memory_facts WHERE id = ? AND channel_id = ? RETURNING "
+            f"{_CFACT_COLS.replace('f.', '')}",
+            (fact_id, cid),
+        ).fetchone()
+        if row is None:
+            return None
+        conn.execute("DELETE FROM memory_facts_fts WHERE rowid = ?", (fact_id,))
+        return _cfact(key, row)
+
+    async def delete_fact(self, key: ChannelKey, fact_id: int) -> ChannelFact | None:
+        """Delete one fact of this channel; None if the channel has no such fact."""
+        out: ChannelFact | None = await self._submit(self._delete_fact_sync, key, fact_id)
+        return out
+
+    async def list_facts(
+        self, key: ChannelKey, *, include_superseded: bool = True, limit: int = 200
+    ) -> list[ChannelFact]:
+        """The channel's facts, newest first."""
+
+        def run(conn: sqlite3.Connection) -> list[ChannelFact]:
+            h = self._header(conn, key)
+            if h is None:
+                return []
+            rows = conn.execute(
+                f"SELECT {_CFACT_COLS} FROM memory_facts f WHERE channel_id = ? "
+                f"{'' if include_superseded else 'AND superseded_by IS NULL '}"
+                "ORDER BY id DESC LIMIT ?",
+                (h[0], limit),
+            ).fetchall()
+            return [_cfact(key, r) for r in rows]
+
+        out: list[ChannelFact] = await self._read(run)
+        return out
+
+    async def episodes(self, key: ChannelKey, *, limit: int = 20) -> list[Episode]:
+        """The channel's newest episodes, newest first."""
+
+        def run(conn: sqlite3.Connection) -> list[Episode]:
+            h = self._header(conn, key)
+            if h is None:
+                return []
+            rows = conn.execute(
+                f"SELECT {_EPISODE_COLS} FROM episodes e WHERE channel_id = ? "
+                "ORDER BY id DESC LIMIT ?",
+                (h[0], limit),
+            ).fetchall()
+            return [_episode(key, r) for r in rows]
+
+        out: list[Episode] = await self._read(run)
+        return out
+
+    async def search(
+        self,
+        key: ChannelKey,
+        query: Sequence[str],
+        *,
+        facts_limit: int = 8,
+        episodes_limit: int = 4,
+        include_superseded: bool = True,
+    ) -> Recall:
+        """FTS5 BM25 over this channel's facts and episodes (see ``Store.search``)."""
+        if not query or (facts_limit <= 0 and episodes_limit <= 0):
+            return Recall()
+
+        def run(conn: sqlite3.Connection) -> Recall:
+            h = self._header(conn, key)
+            if h is None:
+                return Recall()
+            match = _fts_query(int(h[0]), query)
+            # bm25 weights: 0 for the channel column, so only the terms rank.
+            facts = conn.execute(
+                f"SELECT {_CFACT_COLS} FROM memory_facts_fts "
+                "JOIN memory_facts f ON f.id = memory_facts_fts.rowid "
+                "WHERE memory_facts_fts MATCH ? AND f.channel_id = ? "
+                f"{'' if include_superseded else 'AND f.superseded_by IS NULL '}"
+                "ORDER BY f.superseded_by IS NOT NULL, bm25(memory_facts_fts, 0.0, 1.0), f.id DESC "
+                "LIMIT ?",
+                (match, h[0], facts_limit),
+            ).fetchall()
+            episodes = conn.execute(
+                f"SELECT {_EPISODE_COLS} FROM episodes_fts "
+                "JOIN episodes e ON e.id = episodes_fts.rowid "
+                "WHERE episodes_fts MATCH ? AND e.channel_id = ? "
+                "ORDER BY bm25(episodes_fts, 0.0, 1.0), e.id DESC LIMIT ?",
+                (match, h[0], episodes_limit),
+            ).fetchall()
+            return Recall(
+                tuple(_cfact(key, r) for r in facts), tuple(_episode(key, r) for r in episodes)
+            )
+
+        out: Recall = await self._read(run)
+        return out
 
     # ------------------------------------------------------------------ leases and events
 

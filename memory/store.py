@@ -8,6 +8,13 @@ Semantics every implementation keeps:
 * Compaction never deletes turns; only ``reset`` and ``purge_folded_before`` do.
 * Every hot query (``record``, ``snapshot``, ``pending``) costs the same at 100 or
   100,000 stored turns in a channel.
+* The archive: ``commit_summary`` may also store the folded range as an ``Episode`` and
+  the facts the summarizer extracted (``ChannelFact``), in the same transaction. Episodes
+  are never rewritten; ``reset`` deletes a channel's episodes and facts, retention deletes
+  episodes that ended before its cutoff. ``search`` ranks them by full-text relevance
+  (SQLite FTS5 BM25; PostgreSQL ``ts_rank`` over a GIN index) on the terms of
+  ``memory.search_text``, within one channel only; it reads the archive index, never
+  the turns, so its cost follows the number of matching episodes and facts.
 """
 
 from __future__ import annotations
@@ -16,7 +23,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-from memory.models import ChannelKey, ChannelStats, Fact, NewTurn, RecordResult, SummaryState, Turn
+from memory.models import (
+    ChannelFact,
+    ChannelKey,
+    ChannelStats,
+    Episode,
+    Fact,
+    NewChannelFact,
+    NewEpisode,
+    NewTurn,
+    Recall,
+    RecordResult,
+    SummaryState,
+    Turn,
+)
 
 __all__ = ["ChangeOutcome", "ResetResult", "Store"]
 
@@ -31,6 +51,8 @@ class ResetResult:
     turns: int
     had_summary: bool
     facts: int
+    episodes: int = 0
+    channel_facts: int = 0
 
 
 @runtime_checkable
@@ -70,8 +92,12 @@ class Store(Protocol):
         folded_through: int,
         facts: Sequence[Fact],
         now: float,
+        episode: NewEpisode | None = None,
+        channel_facts: Sequence[NewChannelFact] = (),
     ) -> bool:
-        """Atomically set summary, fold pointer and facts if ``version`` is unchanged."""
+        """Atomically set summary, fold pointer and facts if ``version`` is unchanged; in
+        the same transaction archive ``episode`` and insert ``channel_facts`` (marking the
+        facts they supersede). Nothing of it is written when the version moved on."""
 
     async def edit(self, key: ChannelKey, message_id: str, text: str, tokens: int) -> ChangeOutcome:
         """Replace the text of an unfolded turn (a folded one is left as summarized)."""
@@ -104,6 +130,33 @@ class Store(Protocol):
     async def import_state(self, state: SummaryState) -> None:
         """Set a channel's summary state exactly (text, version, fold pointer, counters,
         facts), for ``gistbot copy-db``."""
+
+    async def add_fact(self, key: ChannelKey, fact: NewChannelFact, *, now: float) -> ChannelFact:
+        """Store one fact (``/remember``); creates the channel if needed."""
+
+    async def list_facts(
+        self, key: ChannelKey, *, include_superseded: bool = True, limit: int = 200
+    ) -> list[ChannelFact]:
+        """The channel's facts, newest first."""
+
+    async def delete_fact(self, key: ChannelKey, fact_id: int) -> ChannelFact | None:
+        """Delete one fact of this channel (``/forget``); None if it has no such fact."""
+
+    async def episodes(self, key: ChannelKey, *, limit: int = 20) -> list[Episode]:
+        """The channel's newest episodes, newest first."""
+
+    async def search(
+        self,
+        key: ChannelKey,
+        query: Sequence[str],
+        *,
+        facts_limit: int = 8,
+        episodes_limit: int = 4,
+        include_superseded: bool = True,
+    ) -> Recall:
+        """Facts and episodes of this channel matching any of the ``query`` terms
+        (``memory.search_text.query_terms``), most relevant first; current facts before
+        superseded ones. No terms, no results."""
 
     async def try_lease(self, key: ChannelKey, owner: str, ttl: float) -> bool:
         """Take or renew the channel's compaction lease for ``ttl`` seconds.

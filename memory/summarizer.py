@@ -9,6 +9,12 @@ One compaction (DESIGN.md, "Memory semantics" 5, 6, 8, 9):
    stored as a summary. Model exceptions and timeouts propagate unchanged.
 3. Identifiers of the folded turns and of the previous summary that the answer lost are
    asked for once more; whatever is still missing becomes a ``Fact`` carried verbatim.
+4. The same answer carries the archive (``summary_prompt.split_answer``): an episode
+   summary of the folded turns and new long-term facts, each optionally replacing a known
+   fact by id. They are cut out *before* the checks, so the summary part is judged exactly
+   as before; a missing or garbled episode never fails the compaction (an extractive line
+   from the folded turns stands in), bad fact lines are dropped, and a "replaces" id that
+   was not offered is ignored.
 """
 
 from __future__ import annotations
@@ -21,15 +27,23 @@ from dataclasses import dataclass, replace
 
 from memory.completion import ChatMessage, SummaryModel
 from memory.errors import SummaryRejected
-from memory.identifiers import contains_identifier, context_for, extract_identifiers
-from memory.models import Fact, SummaryState, Turn
+from memory.identifiers import (
+    contains_identifier,
+    context_for,
+    extract_identifiers,
+    split_sentences,
+)
+from memory.models import ChannelFact, Fact, NewChannelFact, SummaryState, Turn
+from memory.search_text import query_terms, terms
 from memory.summary_prompt import (
+    AnswerParts,
     SummaryRequest,
     build_retry_message,
     build_summary_request,
     format_fact,
     merge_turns,
     parse_summary_request,
+    split_answer,
 )
 from memory.tokens import Tokenizer
 
@@ -40,6 +54,7 @@ __all__ = [
     "build_retry_message",
     "build_summary_request",
     "check_answer",
+    "extractive_episode",
     "format_fact",
     "merge_turns",
     "parse_summary_request",
@@ -69,6 +84,11 @@ _THINK = re.compile(r"<(think(?:ing)?)>.*?</\1>", re.DOTALL | re.IGNORECASE)
 _OPEN = re.compile(r"\s*<think(?:ing)?>", re.IGNORECASE)
 _CLOSE = re.compile(r"</think(?:ing)?>", re.IGNORECASE)
 _FENCE = re.compile(r"```[\w-]*\n(.*)\n```", re.DOTALL)
+ARCHIVE_TOKENS = 400
+"""Extra answer room for the episode and new-facts blocks of a compaction."""
+EPISODE_TOKENS = 120
+MAX_NEW_FACTS = 12
+MAX_FACT_CHARS = 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +100,9 @@ class SummaryResult:
     facts: tuple[Fact, ...]
     calls: int
     missing_after_retry: tuple[str, ...]
+    episode: str = ""
+    new_facts: tuple[NewChannelFact, ...] = ()
+    episode_fallback: bool = False
 
 
 def check_answer(raw: str, *, max_tokens: int, tokenizer: Tokenizer, source: str = "") -> str:
@@ -151,6 +174,55 @@ def _carried_facts(
     return tuple(out.values())
 
 
+def extractive_episode(turns: Sequence[Turn], *, max_tokens: int, tokenizer: Tokenizer) -> str:
+    """The stand-in episode when the model wrote none: each speaker's first sentence, in
+    order, within ``max_tokens`` (works on CJK: ``split_sentences`` needs no spaces)."""
+    parts: list[str] = []
+    seen: set[str] = set()
+    for turn in turns:
+        who = turn.author_name or turn.author_id or turn.role
+        sentences = [x for x in split_sentences(turn.text) if x.strip()]
+        if who in seen or not sentences:
+            continue
+        seen.add(who)
+        parts.append(f"{who}: {sentences[0].strip()}")
+    text = " / ".join(parts) or "(no text)"
+    if tokenizer.count(text) > max_tokens:
+        text = tokenizer.truncate(text, max_tokens - 1).rstrip() + "…"
+    return text
+
+
+def _source_seqs(fact: str, turns: Sequence[Turn]) -> tuple[int, ...]:
+    """The (up to three) folded turns sharing the most search terms with ``fact``."""
+    wanted = set(query_terms(fact))
+    scored = []
+    for turn in turns:
+        overlap = len(wanted & set(terms(turn.text).split()))
+        if overlap:
+            scored.append((-overlap, turn.seq))
+    best = sorted(scored)[:3]
+    return tuple(sorted(seq for _, seq in best)) or (turns[-1].seq,)
+
+
+def _new_facts(
+    parts: AnswerParts, turns: Sequence[Turn], known: Sequence[ChannelFact]
+) -> tuple[NewChannelFact, ...]:
+    offered = {f.id for f in known}
+    out: list[NewChannelFact] = []
+    for replaced, text in parts.facts[:MAX_NEW_FACTS]:
+        text = text[:MAX_FACT_CHARS].strip()
+        if not text or _ERROR_START.match(text):
+            continue
+        out.append(
+            NewChannelFact(
+                text,
+                _source_seqs(text, turns),
+                supersedes=replaced if replaced in offered else None,
+            )
+        )
+    return tuple(out)
+
+
 class Summarizer:
     """Writes checked summaries with a ``SummaryModel``; stateless between calls.
 
@@ -176,16 +248,25 @@ class Summarizer:
         self.timeout = timeout
         self.language_hint = language_hint
 
-    async def _ask(self, messages: list[ChatMessage], purpose: str, bound: int) -> str:
+    async def _ask(
+        self, messages: list[ChatMessage], purpose: str, bound: int, extra: int = 0
+    ) -> str:
         async with asyncio.timeout(self.timeout):
             answer = await self.model.complete(
-                messages, max_tokens=bound + max(bound, 256), purpose=purpose
+                messages, max_tokens=bound + max(bound, 256) + extra, purpose=purpose
             )
         return answer.text
 
-    async def summarize(self, previous: SummaryState, turns: Sequence[Turn]) -> SummaryResult:
+    async def summarize(
+        self,
+        previous: SummaryState,
+        turns: Sequence[Turn],
+        *,
+        known_facts: Sequence[ChannelFact] = (),
+    ) -> SummaryResult:
         """Fold ``turns`` into ``previous``; see the module docstring for the steps.
 
+        ``known_facts`` are current long-term facts the model may mark as replaced.
         Raises ``SummaryRejected`` for a junk first answer; the model's own exceptions and
         ``TimeoutError`` propagate. The retry is best effort: if it fails or is junk, the
         first answer stands and the lost identifiers are carried as facts.
@@ -194,16 +275,20 @@ class Summarizer:
             raise ValueError("summarize() needs at least one turn to fold")
         bound = self.summary_tokens
         messages = build_summary_request(
-            previous.text, previous.facts, turns, max_tokens=bound, language_hint=self.language_hint
+            previous.text,
+            previous.facts,
+            turns,
+            max_tokens=bound,
+            language_hint=self.language_hint,
+            archive=True,
+            known_facts=[(f.id, f.text) for f in known_facts],
         )
         source = "\n".join(
             [previous.text, *map(format_fact, previous.facts), *(t.text for t in turns)]
         )
+        parts = split_answer(await self._ask(messages, "summary", bound, ARCHIVE_TOKENS))
         text = check_answer(
-            await self._ask(messages, "summary", bound),
-            max_tokens=bound,
-            tokenizer=self.tokenizer,
-            source=source,
+            parts.summary, max_tokens=bound, tokenizer=self.tokenizer, source=source
         )
         required = _required(previous.text, turns)
         missing = [i for i in required if not contains_identifier(text, i)]
@@ -216,11 +301,9 @@ class Summarizer:
                 build_retry_message(missing, max_tokens=bound),
             ]
             try:
+                again = split_answer(await self._ask(retry, "summary", bound, ARCHIVE_TOKENS))
                 second = check_answer(
-                    await self._ask(retry, "summary", bound),
-                    max_tokens=bound,
-                    tokenizer=self.tokenizer,
-                    source=source,
+                    again.summary, max_tokens=bound, tokenizer=self.tokenizer, source=source
                 )
             except Exception as exc:  # best effort; CancelledError still propagates
                 log.warning("summary retry failed, keeping the first answer: %r", exc)
@@ -228,7 +311,25 @@ class Summarizer:
                 still = [i for i in required if not contains_identifier(second, i)]
                 if len(still) <= len(missing):
                     text, missing = second, still
-        return SummaryResult(text, _carried_facts(previous, turns, missing), calls, tuple(missing))
+                    # The retry rewrote everything; its blocks win when it wrote them.
+                    parts = AnswerParts(
+                        parts.summary, again.episode or parts.episode, again.facts or parts.facts
+                    )
+        episode = parts.episode
+        if episode is not None and self.tokenizer.count(episode) > EPISODE_TOKENS * 2:
+            episode = None  # garbled: far longer than asked
+        fallback = episode is None
+        if episode is None:
+            episode = extractive_episode(turns, max_tokens=EPISODE_TOKENS, tokenizer=self.tokenizer)
+        return SummaryResult(
+            text,
+            _carried_facts(previous, turns, missing),
+            calls,
+            tuple(missing),
+            episode=episode,
+            new_facts=_new_facts(parts, turns, known_facts),
+            episode_fallback=fallback,
+        )
 
     async def digest(self, state: SummaryState, turns: Sequence[Turn], *, max_tokens: int) -> str:
         """The summary brought up to date with ``turns``, for ``/summary``; nothing is stored.

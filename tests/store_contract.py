@@ -20,7 +20,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from memory.models import ChannelKey, Fact, NewTurn, Role
+from memory.models import ChannelKey, Fact, NewChannelFact, NewEpisode, NewTurn, Role
+from memory.search_text import query_terms
 from memory.store import Store
 from memory.text import clean_text
 
@@ -483,6 +484,132 @@ class StoreContract:
         assert not again.created and again.turn == recorded[0]
         nxt = await reopened.record(new_turn(A, "after-restart"))
         assert nxt.turn.seq > recorded[-1].seq
+
+    # -------------------------------------------------------------------- archive
+
+    async def _archive(self, store: Store, key: ChannelKey, text: str) -> None:
+        """Fold turns of ``key`` with an episode and a fact whose words are ``text``."""
+        seqs = await _fill(store, key, 3)
+        state = await store.state(key)
+        ok = await store.commit_summary(
+            key,
+            expected_version=state.version,
+            text="S",
+            folded_through=seqs[1],
+            facts=(),
+            now=50.0,
+            episode=NewEpisode(seqs[0], seqs[1], 10.0, 20.0, ("Alice", "Bob"), f"Alice: {text}"),
+            channel_facts=[NewChannelFact(f"fact: {text}", (seqs[0],), "Alice")],
+        )
+        assert ok
+
+    async def test_commit_archives_episode_and_facts_atomically(self, store: Store) -> None:
+        await self._archive(store, A, "the launch is on 3 March")
+        [episode] = await store.episodes(A)
+        assert (episode.first_seq, episode.last_seq) == (1, 2)
+        assert (episode.started_at, episode.ended_at) == (10.0, 20.0)
+        assert episode.speakers == ("Alice", "Bob")
+        assert episode.text == "Alice: the launch is on 3 March"
+        [fact] = await store.list_facts(A)
+        assert (fact.text, fact.source_seqs, fact.author, fact.pinned) == (
+            "fact: the launch is on 3 March", (1,), "Alice", False)
+        assert fact.created_at == 50.0 and not fact.superseded
+        # A stale commit writes neither summary nor archive.
+        state = await store.state(A)
+        stale = await store.commit_summary(
+            A, expected_version=state.version - 1, text="X", folded_through=3, facts=(), now=1.0,
+            episode=NewEpisode(3, 3, 1.0, 1.0, ("Bob",), "stale"),
+            channel_facts=[NewChannelFact("stale fact")],
+        )
+        assert not stale
+        assert len(await store.episodes(A)) == 1
+        assert len(await store.list_facts(A)) == 1
+
+    async def test_search_ranks_matches_and_marks_superseded(self, store: Store) -> None:
+        old = await store.add_fact(A, NewChannelFact("the deadline is Friday", (3,), "Alice"),
+                                   now=1.0)
+        await store.add_fact(A, NewChannelFact("Bob prefers tea"), now=2.0)
+        new = await store.add_fact(
+            A, NewChannelFact("the deadline moved to Monday", (9,), "Bob", supersedes=old.id),
+            now=3.0,
+        )
+        recall = await store.search(A, query_terms("when is the deadline?"))
+        assert [f.text for f in recall.facts] == [new.text, old.text]
+        assert [f.superseded_by for f in recall.facts] == [None, new.id]
+        current = await store.search(A, query_terms("deadline"), include_superseded=False)
+        assert [f.id for f in current.facts] == [new.id]
+        assert (await store.search(A, query_terms("unrelated weather talk"))).facts == ()
+        assert (await store.search(A, [])).facts == ()
+        listed = await store.list_facts(A)
+        assert [f.id for f in listed] == [new.id, listed[1].id, old.id]
+        assert [f.id for f in await store.list_facts(A, include_superseded=False)] == [
+            new.id, listed[1].id]
+
+    async def test_search_finds_korean_and_japanese_by_short_words(self, store: Store) -> None:
+        await store.add_fact(A, NewChannelFact("프로젝트 마감은 금요일입니다"), now=1.0)
+        await store.add_fact(A, NewChannelFact("締切日は月曜日です"), now=1.0)
+        assert [f.text for f in (await store.search(A, query_terms("마감 언제야?"))).facts] == [
+            "프로젝트 마감은 금요일입니다"]
+        assert [f.text for f in (await store.search(A, query_terms("締切は？"))).facts] == [
+            "締切日は月曜日です"]
+
+    async def test_search_and_facts_never_cross_channels(self, store: Store) -> None:
+        await self._archive(store, A, "secret plan alpha")
+        await self._archive(store, B, "secret plan beta")
+        await store.add_fact(SLACK, NewChannelFact("secret plan gamma"), now=1.0)
+        for key, word in ((A, "alpha"), (B, "beta"), (SLACK, "gamma")):
+            recall = await store.search(key, query_terms("secret plan alpha beta gamma"))
+            texts = [f.text for f in recall.facts] + [e.text for e in recall.episodes]
+            assert texts and all(word in t for t in texts), (key, texts)
+        assert await store.search(UNKNOWN, query_terms("secret")) == type(
+            await store.search(UNKNOWN, []))()
+        [fact_b] = await store.list_facts(B)
+        assert await store.delete_fact(A, fact_b.id) is None  # not A's fact
+        assert [f.id for f in await store.list_facts(B)] == [fact_b.id]
+        # Superseding across channels is refused too.
+        await store.add_fact(A, NewChannelFact("override", supersedes=fact_b.id), now=2.0)
+        assert not (await store.list_facts(B))[0].superseded
+
+    async def test_delete_fact_removes_it_from_search(self, store: Store) -> None:
+        fact = await store.add_fact(A, NewChannelFact("order 1042 refund approved"), now=1.0)
+        assert (await store.search(A, query_terms("refund"))).facts
+        deleted = await store.delete_fact(A, fact.id)
+        assert deleted is not None and deleted.text == fact.text
+        assert await store.delete_fact(A, fact.id) is None
+        assert (await store.search(A, query_terms("refund"))).facts == ()
+        assert await store.list_facts(A) == []
+
+    async def test_reset_deletes_the_archive_of_one_channel_only(self, store: Store) -> None:
+        await self._archive(store, A, "alpha launch")
+        await self._archive(store, B, "beta launch")
+        await store.add_fact(A, NewChannelFact("pinned alpha", pinned=True), now=1.0)
+        result = await store.reset(A)
+        assert (result.episodes, result.channel_facts) == (1, 2)
+        assert await store.episodes(A) == [] and await store.list_facts(A) == []
+        assert (await store.search(A, query_terms("launch alpha"))).facts == ()
+        assert len(await store.episodes(B)) == 1
+        assert [f.text for f in (await store.search(B, query_terms("launch"))).facts] == [
+            "fact: beta launch"]
+
+    async def test_retention_deletes_old_episodes_but_keeps_facts(self, store: Store) -> None:
+        await self._archive(store, A, "ancient history")  # episode ended at 20.0
+        await store.purge_folded_before(15.0)
+        assert len(await store.episodes(A)) == 1
+        await store.purge_folded_before(25.0)
+        assert await store.episodes(A) == []
+        assert (await store.search(A, query_terms("ancient"))).episodes == ()
+        assert len(await store.list_facts(A)) == 1
+
+    async def test_archive_survives_close_and_reopen(
+        self, store: Store, make_store: MakeStore
+    ) -> None:
+        await self._archive(store, A, "durable memory")
+        episodes, facts = await store.episodes(A), await store.list_facts(A)
+        await store.close()
+        reopened = await make_store()
+        assert await reopened.episodes(A) == episodes
+        assert await reopened.list_facts(A) == facts
+        assert (await reopened.search(A, query_terms("durable"))).facts == tuple(facts)
 
     # -------------------------------------------------------------------- leases, events
 

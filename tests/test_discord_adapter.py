@@ -303,8 +303,10 @@ async def test_login_ready_identity_and_global_command_sync(
         (sync,) = discord_fake.calls("PUT", f"/applications/{W.app_id}/")
         assert sync.path == f"/applications/{W.app_id}/commands"
         commands = {c["name"]: c for c in sync.json}
-        assert set(commands) == {"summary", "reset"}
+        assert set(commands) == {"summary", "reset", "remember", "memory", "forget"}
         assert int(commands["reset"]["default_member_permissions"]) == MANAGE_MESSAGES
+        assert int(commands["forget"]["default_member_permissions"]) == MANAGE_MESSAGES
+        assert commands["remember"]["default_member_permissions"] is None
         assert commands["summary"]["default_member_permissions"] is None
         (option,) = commands["summary"]["options"]
         assert (option["name"], option["type"], option["required"]) == ("public", 5, False)
@@ -317,7 +319,8 @@ async def test_commands_sync_instantly_to_configured_guilds(
     async with running(settings):
         (sync,) = discord_fake.calls("PUT", f"/applications/{W.app_id}/")
         assert sync.path == f"/applications/{W.app_id}/guilds/{W.guild_id}/commands"
-        assert {c["name"] for c in sync.json} == {"summary", "reset"}
+        assert {c["name"] for c in sync.json} == {"summary", "reset", "remember", "memory",
+                                                  "forget"}
 
 
 async def test_run_discord_connects_and_stops_when_cancelled(
@@ -682,3 +685,37 @@ async def test_shard_settings_start_only_this_process_shards(
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+async def test_remember_memory_forget_commands_with_forget_needing_permission(
+    tmp_path: Path, discord_fake: FakeDiscord, llm: FakeOpenAI
+) -> None:
+    async with running(make_settings(tmp_path, llm)) as (rt, _, _):
+        pinned = await discord_fake.interaction(
+            "remember", invoker=W.alice, channel_id=W.general,
+            options={"text": "the demo is on Thursday"},
+        )
+        answer = await _followup(discord_fake, pinned)
+        (callback,) = discord_fake.calls("POST", f"/interactions/{pinned['id']}/")
+        assert callback.json == {"type": 5, "data": {"flags": 64}}  # deferred, ephemeral
+        assert answer.json["content"].startswith("Remembered as fact #")
+        [fact] = await rt.memory.facts(GENERAL)
+        assert fact.text == "the demo is on Thursday" and fact.pinned
+
+        listing = await _followup(discord_fake, await discord_fake.interaction(
+            "memory", invoker=W.alice, channel_id=W.general))
+        assert listing.json["flags"] & 64
+        assert f"[fact #{fact.id}] the demo is on Thursday" in listing.json["content"]
+
+        refused = await _followup(discord_fake, await discord_fake.interaction(
+            "forget", invoker=W.alice, channel_id=W.general, options={"fact": str(fact.id)}))
+        assert "Manage Messages permission" in refused.json["content"]
+        assert refused.json["flags"] & 64
+        assert len(await rt.memory.facts(GENERAL)) == 1
+
+        done = await _followup(discord_fake, await discord_fake.interaction(
+            "forget", invoker=W.bob, channel_id=W.general, permissions=MANAGE_MESSAGES,
+            options={"fact": "demo"}))
+        assert done.json["content"] == f"Forgot fact #{fact.id}: the demo is on Thursday"
+        assert await rt.memory.facts(GENERAL) == []
+        assert llm.chat_requests == []

@@ -687,6 +687,9 @@ def test_manifest_declares_what_the_adapter_uses() -> None:
     for needed in (
         "- command: /summary",
         "- command: /reset",
+        "- command: /remember",
+        "- command: /memory",
+        "- command: /forget",
         "socket_mode_enabled: true",
         "- app_mention",
         "- message.channels",
@@ -704,3 +707,29 @@ def test_manifest_declares_what_the_adapter_uses() -> None:
         "messages_tab_enabled: true",
     ):
         assert needed in lines, needed
+
+
+async def test_remember_memory_forget_commands(h: Harness) -> None:
+    await h.command("/remember", user="U1", text="the standup moves to 9:30")
+    [call] = await h.fake.wait_for("response_url:remember")
+    assert call.params["response_type"] == "ephemeral"
+    assert call.params["text"].startswith("Remembered as fact #")
+    [fact] = await h.rt.memory.facts(KEY)
+    assert (fact.text, fact.author, fact.pinned) == ("the standup moves to 9:30", "Alice", True)
+
+    await h.command("/memory", user="U1")
+    [listing] = await h.fake.wait_for("response_url:memory")
+    assert listing.params["response_type"] == "ephemeral"
+    assert f"#{fact.id}" in listing.params["text"] and "standup" in listing.params["text"]
+
+    await h.command("/forget", user="U1", text=str(fact.id))
+    [refused] = await h.fake.wait_for("response_url:forget")
+    assert refused.params["response_type"] == "ephemeral"
+    assert "Only workspace admins and owners" in refused.params["text"]
+    await h.settle()
+    assert len(await h.rt.memory.facts(KEY)) == 1
+
+    await h.command("/forget", user="U2", text="standup")
+    calls = await h.fake.wait_for("response_url:forget", 2)
+    assert calls[1].params["text"] == f"Forgot fact #{fact.id}: the standup moves to 9:30"
+    assert await h.rt.memory.facts(KEY) == []

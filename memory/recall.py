@@ -1,0 +1,87 @@
+"""Retrieval for a reply: pick the archive items that fit ``RECALL_TOKENS`` and render them.
+
+The three levels of memory: recent turns (verbatim), the rolling summary (the gist), and
+the archive of episodes and long-term facts, which the summary may have lost. On every
+reply the triggering message plus the last few turns are turned into search terms
+(``memory.search_text``); the store ranks the channel's facts and episodes (BM25 on SQLite,
+``ts_rank`` on PostgreSQL); this module keeps the best that fit the recall budget — facts
+first (current before superseded), then episodes — and renders each as one line. The
+prompt shows them inside the same untrusted-data fence as the summary; a superseded fact
+is shown as such, so the model sees both the old and the new value and which one holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from memory.models import ChannelFact, Episode, Recall, Turn
+from memory.search_text import query_terms
+from memory.tokens import Tokenizer
+
+__all__ = [
+    "QUERY_TURNS",
+    "RECALL_HEADING",
+    "episode_line",
+    "episode_span",
+    "fact_line",
+    "fit_recall",
+    "recall_query",
+]
+
+RECALL_HEADING = "## Recalled from the archive (older details that may matter here)"
+QUERY_TURNS = 3
+"""Turns before the triggering message whose words also select what is recalled."""
+_LINE_OVERHEAD = 1
+
+
+def recall_query(turns: Sequence[Turn]) -> list[str]:
+    """Search terms for a reply: the newest turn (the trigger) first, then the few before."""
+    recent = list(turns)[-(QUERY_TURNS + 1) :]
+    return query_terms(*(t.text for t in reversed(recent)))
+
+
+def episode_span(episode: Episode) -> str:
+    """``3 Mar 10:02–10:40`` (UTC); a second date when it spans days."""
+    start = datetime.fromtimestamp(episode.started_at, UTC)
+    end = datetime.fromtimestamp(episode.ended_at, UTC)
+    first = f"{start.day} {start:%b %H:%M}"
+    if start.date() == end.date():
+        return f"{first}–{end:%H:%M}"
+    return f"{first}–{end.day} {end:%b %H:%M}"
+
+
+def fact_line(fact: ChannelFact) -> str:
+    """One fact as the prompt and ``/memory`` show it, superseded ones marked."""
+    if fact.superseded_by is not None:
+        return f"- [fact #{fact.id}, SUPERSEDED by #{fact.superseded_by}: outdated] {fact.text}"
+    return f"- [fact #{fact.id}] {fact.text}"
+
+
+def episode_line(episode: Episode) -> str:
+    """One episode: when, who, what happened."""
+    who = ", ".join(episode.speakers)
+    return f"- [episode {episode_span(episode)} · {who}] {episode.text}"
+
+
+def fit_recall(recall: Recall, budget: int, tokenizer: Tokenizer) -> tuple[Recall, int]:
+    """The items of ``recall`` that fit ``budget`` tokens with the heading, and their cost
+    (0 when nothing fits: then no heading is shown either)."""
+    if budget <= 0 or (not recall.facts and not recall.episodes):
+        return Recall(), 0
+    used = tokenizer.count(RECALL_HEADING) + _LINE_OVERHEAD
+    facts: list[ChannelFact] = []
+    episodes: list[Episode] = []
+    for fact in recall.facts:
+        cost = tokenizer.count(fact_line(fact)) + _LINE_OVERHEAD
+        if used + cost <= budget:
+            facts.append(fact)
+            used += cost
+    for episode in recall.episodes:
+        cost = tokenizer.count(episode_line(episode)) + _LINE_OVERHEAD
+        if used + cost <= budget:
+            episodes.append(episode)
+            used += cost
+    if not facts and not episodes:
+        return Recall(), 0
+    return Recall(tuple(facts), tuple(episodes)), used

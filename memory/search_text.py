@@ -1,0 +1,61 @@
+"""Search terms for the archive (episodes and channel facts), the same on every store.
+
+Both stores index and query *terms*, not raw text: lower-cased runs of letters and digits,
+and for Chinese, Japanese and Korean (written without spaces, with particles glued to
+words) overlapping character bigrams, so "마감" finds "마감은" and "締切" finds "締切日".
+SQLite's FTS5 ``unicode61`` tokenizer and PostgreSQL's ``to_tsvector('simple', …)`` then
+see space-separated tokens they do not split further, so BM25 / ``ts_rank`` work on the
+same units everywhere. (FTS5's ``trigram`` tokenizer cannot match a two-syllable Korean
+word, the most common query length, hence bigrams.)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+__all__ = ["MAX_QUERY_TERMS", "query_terms", "terms"]
+
+MAX_QUERY_TERMS = 32
+"""Most distinct terms one query uses: bounds the cost of a long message's OR query."""
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+")
+_IS_CJK = re.compile(rf"[{_CJK}]")
+# Words that match nearly everything; an OR query over them would recall noise.
+_STOP = frozenset(
+    "a an and are as at be been but by can could did do does for from had has have he her "
+    "him his how i if in into is it its me my no not of on or our she so than that the their "
+    "them then there these they this to up us was we were what when where which who why will "
+    "with would you your about any just also".split()
+)
+
+
+def _tokens(text: str) -> Iterable[str]:
+    for run in _TOKEN.findall(text.casefold()):
+        if _IS_CJK.match(run):
+            if len(run) == 1:
+                yield run
+            else:
+                yield from (run[i : i + 2] for i in range(len(run) - 1))
+        else:
+            yield run
+
+
+def terms(text: str) -> str:
+    """The indexed form of ``text``: its terms, space-separated (duplicates kept for BM25)."""
+    return " ".join(_tokens(text))
+
+
+def query_terms(*texts: str) -> list[str]:
+    """Distinct, non-stopword terms of ``texts`` in order of appearance, at most
+    ``MAX_QUERY_TERMS``: the first text (the triggering message) gets first pick."""
+    out: dict[str, None] = {}
+    for text in texts:
+        for tok in _tokens(text):
+            if tok in _STOP or (len(tok) < 2 and not _IS_CJK.match(tok)):
+                continue
+            out[tok] = None
+            if len(out) >= MAX_QUERY_TERMS:
+                return list(out)
+    return list(out)
