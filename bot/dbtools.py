@@ -8,8 +8,10 @@ fails the command. A target that already holds channels is refused unless ``--re
 (continue a copy from the same source) or ``--force`` (replace differing channels).
 
 The checksum covers what a user would call the memory: every turn's fields, the summary,
-the fold pointer, version, counters and facts. It does not cover the internal seq counter
-(``next_seq``), which the target derives from the copied seqs.
+the fold pointer, version, counters, carried facts, episodes and long-term facts (with their
+supersede links). It does not cover database ids of episodes and long-term facts (the target
+assigns its own) nor the internal seq counter (``next_seq``), which the target derives from
+the copied seqs.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from bot.errors import GistbotError
-from memory.models import ChannelKey, SummaryState
+from memory.models import ChannelFact, ChannelKey, Episode, SummaryState
 from memory.store import Store
 
 __all__ = ["CopyReport", "channel_checksum", "copy_db", "migrate"]
@@ -65,7 +67,33 @@ async def channel_checksum(store: Store, key: ChannelKey) -> tuple[int, str]:
             digest.update(json.dumps(row, sort_keys=True, ensure_ascii=False).encode())
         count += len(batch)
         after = batch[-1].seq
+    for row in await _archive_rows(store, key):
+        digest.update(json.dumps(row, sort_keys=True, ensure_ascii=False).encode())
     return count, digest.hexdigest()
+
+
+async def _archive(store: Store, key: ChannelKey) -> tuple[list[Episode], list[ChannelFact]]:
+    episodes = sorted(await store.episodes(key, limit=ALL_FACTS), key=lambda e: e.id)
+    facts = sorted(await store.list_facts(key, limit=ALL_FACTS), key=lambda f: f.id)
+    return episodes, facts
+
+
+async def _archive_rows(store: Store, key: ChannelKey) -> list[dict[str, object]]:
+    """Episodes and long-term facts without their database ids (a copy gets new ones);
+    a supersede link is kept as the position of the newer fact."""
+    episodes, facts = await _archive(store, key)
+    position = {f.id: i for i, f in enumerate(facts)}
+    rows: list[dict[str, object]] = []
+    for e in episodes:
+        row = asdict(e)
+        del row["key"], row["id"]
+        rows.append({"episode": row})
+    for f in facts:
+        row = asdict(f)
+        del row["key"], row["id"]
+        row["superseded_by"] = position.get(f.superseded_by) if f.superseded_by else None
+        rows.append({"fact": row})
+    return rows
 
 
 async def migrate(store: Store) -> int:
@@ -109,6 +137,7 @@ async def copy_db(
             report.copied_turns += await target.import_turns(key, batch)
             after = batch[-1].seq
         await target.import_state(await source.state(key, facts_limit=ALL_FACTS))
+        await target.replace_archive(key, *await _archive(source, key))
         progress(f"[{i}/{len(keys)}] {key}: {want[0]} turns")
     for key in keys:
         if await channel_checksum(source, key) != await channel_checksum(target, key):

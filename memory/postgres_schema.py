@@ -303,9 +303,7 @@ SUPERSEDE = (
     "UPDATE memory_facts SET superseded_by = $1 WHERE id = $2 AND channel_id = $3 "
     "AND superseded_by IS NULL"
 )
-DELETE_CFACT = (
-    f"DELETE FROM memory_facts WHERE id = $1 AND channel_id = $2 RETURNING {CFACT_COLS}"
-)
+DELETE_CFACT = f"DELETE FROM memory_facts WHERE id = $1 AND channel_id = $2 RETURNING {CFACT_COLS}"
 CHANNEL_ID = f"SELECT id FROM channels WHERE {_BY_KEY}"
 LIST_CFACTS = (
     f"SELECT {CFACT_COLS} FROM memory_facts WHERE channel_id = $1 "

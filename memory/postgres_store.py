@@ -411,9 +411,7 @@ class PostgresStore:
             await conn.execute(q.CREATE_CHANNEL, *_k(key))
             cid = int(await conn.fetchval(q.CHANNEL_ID, *_k(key)))
             fid = await _insert_cfact(conn, cid, fact, now)
-            return ChannelFact(
-                key, fid, fact.text, fact.source_seqs, fact.author, fact.pinned, now
-            )
+            return ChannelFact(key, fid, fact.text, fact.source_seqs, fact.author, fact.pinned, now)
 
         return await self._tx(run)
 
@@ -513,6 +511,33 @@ class PostgresStore:
             return int(after - before)
 
         return await self._tx(run)
+
+    async def replace_archive(
+        self, key: ChannelKey, episodes: Sequence[Episode], facts: Sequence[ChannelFact]
+    ) -> None:
+        """Set the channel's episodes and long-term facts to copies (see the protocol)."""
+
+        async def run(conn: Conn) -> None:
+            cid = await self._channel(conn, key)
+            await conn.execute(q.RESET_EPISODES, cid)
+            await conn.execute(q.RESET_CFACTS, cid)
+            for e in sorted(episodes, key=lambda e: e.id):
+                await _insert_episode(
+                    conn,
+                    cid,
+                    NewEpisode(
+                        e.first_seq, e.last_seq, e.started_at, e.ended_at, e.speakers, e.text
+                    ),
+                )
+            copies: dict[int, int] = {}
+            for f in sorted(facts, key=lambda f: f.id):
+                new = NewChannelFact(f.text, f.source_seqs, f.author, f.pinned)
+                copies[f.id] = await _insert_cfact(conn, cid, new, f.created_at)
+            for f in facts:
+                if f.superseded_by in copies:
+                    await conn.execute(q.SUPERSEDE, copies[f.superseded_by], copies[f.id], cid)
+
+        await self._tx(run)
 
     async def import_state(self, state: SummaryState) -> None:
         """Set a channel's summary state exactly (see ``Store.import_state``)."""

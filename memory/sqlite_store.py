@@ -87,15 +87,14 @@ def _cfact(key: ChannelKey, row: Sequence[Any]) -> ChannelFact:
 def _fts_query(cid: int, query: Sequence[str]) -> str:
     """``chan:c<id> AND terms:("a" OR "b")``; terms are quoted, so none is an operator."""
     quoted = " OR ".join('"' + t.replace('"', '""') + '"' for t in query)
-    return f'chan:c{cid} AND terms:({quoted})'
+    return f"chan:c{cid} AND terms:({quoted})"
 
 
 def _insert_episode(conn: sqlite3.Connection, cid: int, e: NewEpisode) -> int:
     (eid,) = conn.execute(
         "INSERT INTO episodes (channel_id, first_seq, last_seq, started_at, ended_at, "
         "speakers, text) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
-        (cid, e.first_seq, e.last_seq, e.started_at, e.ended_at, json.dumps(e.speakers),
-         e.text),
+        (cid, e.first_seq, e.last_seq, e.started_at, e.ended_at, json.dumps(e.speakers), e.text),
     ).fetchone()
     conn.execute(
         "INSERT INTO episodes_fts (rowid, chan, terms) VALUES (?, ?, ?)",
@@ -618,6 +617,46 @@ class SqliteStore:
             "VALUES (?, ?, ?, ?, ?)",
             [(cid, f.value, f.context, f.first_seq, f.last_seen_seq) for f in s.facts],
         )
+
+    def _replace_archive_sync(
+        self,
+        conn: sqlite3.Connection,
+        new_ids: dict[ChannelKey, int],
+        key: ChannelKey,
+        episodes: Sequence[Episode],
+        facts: Sequence[ChannelFact],
+    ) -> None:
+        cid = self._channel_id(conn, new_ids, key, create=True)
+        assert cid is not None
+        for table in ("episodes", "memory_facts"):
+            conn.execute(
+                f"DELETE FROM {table}_fts WHERE rowid IN "
+                f"(SELECT id FROM {table} WHERE channel_id = ?)",
+                (cid,),
+            )
+            conn.execute(f"DELETE FROM {table} WHERE channel_id = ?", (cid,))
+        for e in sorted(episodes, key=lambda e: e.id):
+            _insert_episode(
+                conn,
+                cid,
+                NewEpisode(e.first_seq, e.last_seq, e.started_at, e.ended_at, e.speakers, e.text),
+            )
+        copies: dict[int, int] = {}
+        for f in sorted(facts, key=lambda f: f.id):
+            new = NewChannelFact(f.text, f.source_seqs, f.author, f.pinned)
+            copies[f.id] = _insert_cfact(conn, cid, new, f.created_at)
+        for f in facts:
+            if f.superseded_by in copies:
+                conn.execute(
+                    "UPDATE memory_facts SET superseded_by = ? WHERE id = ?",
+                    (copies[f.superseded_by], copies[f.id]),
+                )
+
+    async def replace_archive(
+        self, key: ChannelKey, episodes: Sequence[Episode], facts: Sequence[ChannelFact]
+    ) -> None:
+        """Set the channel's episodes and long-term facts to copies (see the protocol)."""
+        await self._submit(self._replace_archive_sync, key, tuple(episodes), tuple(facts))
 
     async def import_state(self, state: SummaryState) -> None:
         """Set a channel's summary state exactly (see ``Store.import_state``)."""

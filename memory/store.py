@@ -158,6 +158,15 @@ class Store(Protocol):
         (``memory.search_text.query_terms``), most relevant first; current facts before
         superseded ones. No terms, no results."""
 
+    async def replace_archive(
+        self, key: ChannelKey, episodes: Sequence[Episode], facts: Sequence[ChannelFact]
+    ) -> None:
+        """Set a channel's episodes and long-term facts to copies of these (``copy-db``).
+
+        One transaction; the target assigns new ids, and ``superseded_by`` links are
+        re-pointed to the copies. Idempotent, so an interrupted copy can run again.
+        """
+
     async def try_lease(self, key: ChannelKey, owner: str, ttl: float) -> bool:
         """Take or renew the channel's compaction lease for ``ttl`` seconds.
 

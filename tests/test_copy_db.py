@@ -13,7 +13,7 @@ import pytest
 
 from bot.cli import main
 from bot.dbtools import CopyError, channel_checksum, copy_db
-from memory.models import ChannelKey, Fact
+from memory.models import ChannelKey, Fact, NewChannelFact, NewEpisode
 from memory.sqlite_store import SqliteStore
 from tests.store_contract import new_turn
 
@@ -56,7 +56,14 @@ async def seed(path: Path) -> None:
                 folded_through=20,
                 now=1234.5,
                 facts=[Fact("ORD-7", "Alice: ORD-7 is late", 3, 9)],
+                episode=NewEpisode(1, 20, 1001.25, 1020.25, ("Alice", "민수"), "they planned"),
+                channel_facts=[NewChannelFact("the deadline is Friday", (4,), "Alice")],
             )
+            old = (await store.list_facts(key))[0]
+            later = NewChannelFact("the deadline moved to Monday", (25,), "민수", supersedes=old.id)
+            await store.add_fact(key, later, now=1300.0)
+            pin = NewChannelFact("pinned: use `gistctl`", (), "Bob", pinned=True)
+            await store.add_fact(key, pin, now=1400.0)
             await store.delete(key, "m30")  # a gap in the seqs
 
 
@@ -80,6 +87,15 @@ async def test_round_trip_sqlite_postgres_sqlite_is_identical(tmp_path: Path, pg
         for key in KEYS:  # and the same row by row, not just the same hash
             assert await b.turns(key, limit=5000) == await a.turns(key, limit=5000)
             assert await b.state(key) == await a.state(key)
+            facts = await b.list_facts(key)
+            assert [f.text for f in facts] == [f.text for f in await a.list_facts(key)]
+            friday = next(f for f in facts if "Friday" in f.text)
+            monday = next(f for f in facts if "Monday" in f.text)
+            assert friday.superseded_by == monday.id  # the link points at the copy
+            (episode,) = await b.episodes(key)
+            assert episode.speakers == ("Alice", "민수") and episode.text == "they planned"
+        hits = await b.search(KEYS[0], ["deadline"])  # the copies are searchable too
+        assert hits.facts and hits.facts[0].text == "the deadline moved to Monday"
         # the copy is a live store: new turns continue after the copied seqs
         nxt = await b.record(new_turn(KEYS[0], "new", "after the copy"))
         assert nxt.created and nxt.turn.seq == 1501
