@@ -102,6 +102,12 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE VIRTUAL TABLE episodes_fts USING fts5 (chan, terms, tokenize = 'unicode61');
     CREATE VIRTUAL TABLE memory_facts_fts USING fts5 (chan, terms, tokenize = 'unicode61');
     """,
+    # 4: term document counts, so a query keeps only its rarest terms: an OR over common
+    # words would make BM25 score most of a large archive on every reply.
+    """
+    CREATE VIRTUAL TABLE episodes_vocab USING fts5vocab (episodes_fts, 'row');
+    CREATE VIRTUAL TABLE memory_facts_vocab USING fts5vocab (memory_facts_fts, 'row');
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

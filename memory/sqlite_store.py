@@ -84,6 +84,28 @@ def _cfact(key: ChannelKey, row: Sequence[Any]) -> ChannelFact:
     return ChannelFact(key, int(row[0]), row[1], _seqs(row[2]), row[3], bool(row[4]), row[5], by)
 
 
+RAREST_TERMS = 4
+"""Most query terms one archive search uses, the rarest first (see ``_rarest``)."""
+COMMON_TERM_DOCS = 500
+"""A term in more archived items than this is too common to tell them apart; a query made
+only of such terms recalls nothing rather than scoring most of the archive."""
+
+
+def _rarest(conn: sqlite3.Connection, vocab: str, query: Sequence[str]) -> list[str]:
+    """The query's ``RAREST_TERMS`` rarest terms that occur in the index, common ones left out.
+
+    Rare terms carry the meaning ("ORD-1042", "deadline"); common ones match most rows and
+    would make BM25 score much of the archive. Counts are over all channels, which ranks
+    terms well enough and keeps this a handful of index lookups.
+    """
+    marks = ",".join("?" * len(query))
+    counts = dict(
+        conn.execute(f"SELECT term, doc FROM {vocab} WHERE term IN ({marks})", tuple(query))
+    )
+    useful = [t for t in query if 0 < counts.get(t, 0) <= COMMON_TERM_DOCS]
+    return sorted(useful, key=lambda t: counts[t])[:RAREST_TERMS]
+
+
 def _fts_query(cid: int, query: Sequence[str]) -> str:
     """``chan:c<id> AND terms:("a" OR "b")``; terms are quoted, so none is an operator."""
     quoted = " OR ".join('"' + t.replace('"', '""') + '"' for t in query)
@@ -761,24 +783,34 @@ class SqliteStore:
             h = self._header(conn, key)
             if h is None:
                 return Recall()
-            match = _fts_query(int(h[0]), query)
+            cid = int(h[0])
+            fact_terms = _rarest(conn, "memory_facts_vocab", query)
+            episode_terms = _rarest(conn, "episodes_vocab", query)
             # bm25 weights: 0 for the channel column, so only the terms rank.
-            facts = conn.execute(
-                f"SELECT {_CFACT_COLS} FROM memory_facts_fts "
-                "JOIN memory_facts f ON f.id = memory_facts_fts.rowid "
-                "WHERE memory_facts_fts MATCH ? AND f.channel_id = ? "
-                f"{'' if include_superseded else 'AND f.superseded_by IS NULL '}"
-                "ORDER BY f.superseded_by IS NOT NULL, bm25(memory_facts_fts, 0.0, 1.0), f.id DESC "
-                "LIMIT ?",
-                (match, h[0], facts_limit),
-            ).fetchall()
-            episodes = conn.execute(
-                f"SELECT {_EPISODE_COLS} FROM episodes_fts "
-                "JOIN episodes e ON e.id = episodes_fts.rowid "
-                "WHERE episodes_fts MATCH ? AND e.channel_id = ? "
-                "ORDER BY bm25(episodes_fts, 0.0, 1.0), e.id DESC LIMIT ?",
-                (match, h[0], episodes_limit),
-            ).fetchall()
+            facts = (
+                []
+                if not fact_terms
+                else conn.execute(
+                    f"SELECT {_CFACT_COLS} FROM memory_facts_fts "
+                    "JOIN memory_facts f ON f.id = memory_facts_fts.rowid "
+                    "WHERE memory_facts_fts MATCH ? AND f.channel_id = ? "
+                    f"{'' if include_superseded else 'AND f.superseded_by IS NULL '}"
+                    "ORDER BY f.superseded_by IS NOT NULL, bm25(memory_facts_fts, 0.0, 1.0), f.id DESC "
+                    "LIMIT ?",
+                    (_fts_query(cid, fact_terms), cid, facts_limit),
+                ).fetchall()
+            )
+            episodes = (
+                []
+                if not episode_terms
+                else conn.execute(
+                    f"SELECT {_EPISODE_COLS} FROM episodes_fts "
+                    "JOIN episodes e ON e.id = episodes_fts.rowid "
+                    "WHERE episodes_fts MATCH ? AND e.channel_id = ? "
+                    "ORDER BY bm25(episodes_fts, 0.0, 1.0), e.id DESC LIMIT ?",
+                    (_fts_query(cid, episode_terms), cid, episodes_limit),
+                ).fetchall()
+            )
             return Recall(
                 tuple(_cfact(key, r) for r in facts), tuple(_episode(key, r) for r in episodes)
             )

@@ -73,8 +73,15 @@ class ArchiveModel:
                     facts.append(f"- {prefix}{fact} ({who})")
         episode = f"{last_who} talked about {last_text.split()[-1]}"
         answer = "\n".join(
-            [text, "<<<EPISODE>>>", episode, "<<<END EPISODE>>>", "<<<NEW FACTS>>>", *facts,
-             "<<<END NEW FACTS>>>"]
+            [
+                text,
+                "<<<EPISODE>>>",
+                episode,
+                "<<<END EPISODE>>>",
+                "<<<NEW FACTS>>>",
+                *facts,
+                "<<<END NEW FACTS>>>",
+            ]
         )
         return Completion(answer, Usage(), self.name)
 
@@ -93,8 +100,14 @@ async def runtime(tmp_path: Path, model: ArchiveModel, **env: str) -> AsyncItera
         yield rt
 
 
-def msg(text: str, *, key: ChannelKey = KEY, who: str = "Alice", ask: bool = False,
-        at: float = 1_700_000_000.0) -> IncomingMessage:
+def msg(
+    text: str,
+    *,
+    key: ChannelKey = KEY,
+    who: str = "Alice",
+    ask: bool = False,
+    at: float = 1_700_000_000.0,
+) -> IncomingMessage:
     return IncomingMessage(key, f"m{next(_ids)}", who.lower(), who, text, at, mentions_bot=ask)
 
 
@@ -148,7 +161,9 @@ async def test_superseded_fact_is_ranked_after_its_update_and_marked(tmp_path: P
         await chat(rt, 12, start=12)
         found = await rt.store.search(KEY, query_terms("deadline"))
         assert [f.text for f in found.facts] == [
-            "the deadline moved to Monday (Carol)", "the deadline is Friday (Alice)"]
+            "the deadline moved to Monday (Carol)",
+            "the deadline is Friday (Alice)",
+        ]
         monday, friday = found.facts
         assert friday.superseded_by == monday.id and monday.superseded_by is None
         assert monday.source_seqs and all(s > friday.source_seqs[0] for s in monday.source_seqs)
@@ -282,10 +297,12 @@ async def test_forget_by_text_needs_one_match(tmp_path: Path) -> None:
 async def test_console_remember_memory_forget(tmp_path: Path) -> None:
     async with runtime(tmp_path, ArchiveModel()) as rt:
         out = io.StringIO()
-        console = ConsoleChat(rt.service, channel="ops", user="mina", stdin=io.StringIO(),
-                              stdout=out)
-        other = ConsoleChat(rt.service, channel="elsewhere", user="mina", stdin=io.StringIO(),
-                            stdout=io.StringIO())
+        console = ConsoleChat(
+            rt.service, channel="ops", user="mina", stdin=io.StringIO(), stdout=out
+        )
+        other = ConsoleChat(
+            rt.service, channel="elsewhere", user="mina", stdin=io.StringIO(), stdout=io.StringIO()
+        )
         await other.handle("/remember not for ops")
         assert await console.handle("/remember the release train leaves on Thursday")
         assert await console.handle("/memory")
@@ -308,3 +325,22 @@ async def test_console_remember_memory_forget(tmp_path: Path) -> None:
 async def test_forget_without_a_reference_asks_which(tmp_path: Path, ref: str) -> None:
     async with runtime(tmp_path, ArchiveModel()) as rt:
         assert not (await rt.service.forget(KEY, ref, allowed=True)).ok
+
+
+async def test_common_terms_are_left_out_of_archive_queries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import memory.sqlite_store as sqlite_store
+    from memory.models import NewChannelFact
+    from memory.sqlite_store import SqliteStore
+
+    monkeypatch.setattr(sqlite_store, "COMMON_TERM_DOCS", 3)
+    key = ChannelKey("console", "local", "terms")
+    async with SqliteStore(tmp_path / "terms.db") as store:
+        for i in range(5):
+            await store.add_fact(key, NewChannelFact(f"release note {i}"), now=float(i))
+        await store.add_fact(key, NewChannelFact("release of `gistctl` slipped"), now=9.0)
+        only_common = await store.search(key, ["release", "note"])
+        assert only_common.facts == ()  # in more than 3 facts: too common to rank by
+        found = await store.search(key, ["release", "gistctl"])
+        assert [f.text for f in found.facts] == ["release of `gistctl` slipped"]
