@@ -795,8 +795,8 @@ class SqliteStore:
                     "JOIN memory_facts f ON f.id = memory_facts_fts.rowid "
                     "WHERE memory_facts_fts MATCH ? AND f.channel_id = ? "
                     f"{'' if include_superseded else 'AND f.superseded_by IS NULL '}"
-                    "ORDER BY f.superseded_by IS NOT NULL, bm25(memory_facts_fts, 0.0, 1.0), f.id DESC "
-                    "LIMIT ?",
+                    "ORDER BY f.superseded_by IS NOT NULL, bm25(memory_facts_fts, 0.0, 1.0), "
+                    "f.id DESC LIMIT ?",
                     (_fts_query(cid, fact_terms), cid, facts_limit),
                 ).fetchall()
             )
