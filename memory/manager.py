@@ -102,6 +102,7 @@ class MemoryManager:
         recall_tokens: int = 0,
         recall_facts: int = 8,
         recall_episodes: int = 4,
+        max_inflight_records: int = 256,
     ) -> None:
         self.store = store
         self.summarizer = summarizer
@@ -116,6 +117,10 @@ class MemoryManager:
         # Renewed every third of its life while compacting; a dead holder blocks no longer.
         self.lease_ttl = lease_ttl or 30.0
         self.lease_wait = lease_wait
+        # Backpressure: a burst of thousands of events waits here, parked, instead of
+        # crowding the event loop's ready queue (which is what delays everything else).
+        # 256 in flight still fill a group commit.
+        self._admit = asyncio.Semaphore(max_inflight_records)
         self.recall_tokens = recall_tokens
         self.recall_facts = recall_facts
         self.recall_episodes = recall_episodes
@@ -172,7 +177,8 @@ class MemoryManager:
 
     async def record(self, turn: NewTurn) -> RecordResult:
         """Store a turn durably (idempotent on message id) and schedule compaction if due."""
-        result = await self.store.record(self.prepare(turn))
+        async with self._admit:
+            result = await self.store.record(self.prepare(turn))
         if result.created:
             hint = result.pending_hint
             if (

@@ -668,3 +668,30 @@ async def _check(store: SqliteStore, recorded: dict[str, str], model: Extractive
     for t in folded:
         for ident in extract_identifiers(t.text):
             assert contains_identifier(state.text, ident) or ident in facts, ident
+
+
+async def test_a_burst_of_records_is_admitted_a_few_at_a_time(
+    store: SpyStore, make_manager: MakeManager, scripted: Callable[..., Any]
+) -> None:
+    """Backpressure: at most ``max_inflight_records`` records reach the store at once; the
+    rest wait parked (and all of them land)."""
+    mgr = make_manager(scripted(), max_inflight_records=3)
+    inflight = peak = 0
+    real_record = store.inner.record
+
+    async def counting_record(turn: NewTurn) -> Any:
+        nonlocal inflight, peak
+        inflight += 1
+        peak = max(peak, inflight)
+        try:
+            await asyncio.sleep(0.01)  # let the others pile up
+            return await real_record(turn)
+        finally:
+            inflight -= 1
+
+    store.record = counting_record  # type: ignore[method-assign]
+    policy_safe = [say(i, key=ChannelKey("d", "g", f"c{i}")) for i in range(20)]
+    await asyncio.gather(*(mgr.record(t) for t in policy_safe))
+    assert peak == 3
+    for t in policy_safe:
+        assert len(await store.inner.turns(t.key)) == 1
