@@ -24,7 +24,14 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
-from benchmarks.common import Config, Section, machine_info, progress, write_results
+from benchmarks.common import (
+    Config,
+    Section,
+    commit,
+    machine_info,
+    progress,
+    write_results,
+)
 from benchmarks.responder import FakeSummarizer, Responder
 from memory.tokens import TokenCounter, ensure_offline_encodings
 from tests.fakes.openai_server import FakeOpenAI
@@ -113,6 +120,7 @@ def main(argv: Sequence[str] | None = None) -> None:
              f"{', '.join(map(str, cfg.scenarios))}; {machine['cores']} cores, {machine['cpu']}")
     started = time.monotonic()
     sections = asyncio.run(run_all(cfg))
+    machine["commit_end"] = commit()
     command = "python -m benchmarks " + shlex.join(sys.argv[1:] if argv is None else argv)
     path = write_results(cfg, machine, sections, command.strip(), time.monotonic() - started)
     progress(f"wrote {path}, {path.with_suffix('.json').name} and plots to {cfg.out}")

@@ -20,6 +20,8 @@ from __future__ import annotations
 import warnings
 from typing import Any, Protocol
 
+from pydantic import SecretStr
+
 from benchmarks.conversation import Row
 from bot.llm import OpenAILLM
 from memory.completion import ChatMessage
@@ -32,6 +34,9 @@ class BenchMemory(Protocol):
 
     name: str
     model: str
+
+    async def ready(self) -> None:
+        """Wait until the next message may arrive (channel pace); not part of a reply."""
 
     async def observe(self, row: Row) -> None:
         """A message the bot sees but does not answer."""
@@ -62,6 +67,9 @@ class FullHistory:
         self.llm = OpenAILLM(api_key=api_key, base_url=base_url, model=model, max_retries=0)
         self.history: list[ChatMessage] = []
 
+    async def ready(self) -> None:
+        """No background work to wait for."""
+
     async def observe(self, row: Row) -> None:
         """Append the message."""
         self.history.append({"role": "user", "content": user_content(row)})
@@ -91,19 +99,25 @@ class LangChainBuffer:
     def __init__(self, *, name: str, model: str, base_url: str, system_prompt: str,
                  reply_tokens: int, max_token_limit: int, api_key: str | None = None,
                  tiktoken_model_name: str | None = "gpt-4o") -> None:
+        from langchain_classic.memory import ConversationSummaryBufferMemory
+        from langchain_core._api import LangChainDeprecationWarning
         from langchain_openai import ChatOpenAI
 
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the class is deprecated, still widely used
-            from langchain_classic.memory import ConversationSummaryBufferMemory
-
-            self.chat = ChatOpenAI(model=model, base_url=base_url, api_key=api_key or "bench",
-                                   max_tokens=reply_tokens, max_retries=0,
-                                   tiktoken_model_name=tiktoken_model_name)
-            self.memory = ConversationSummaryBufferMemory(
-                llm=self.chat, max_token_limit=max_token_limit, return_messages=True
-            )
+        # The class (and the LLMChain it uses) is deprecated but still widely used. Importing
+        # langchain re-enables its warnings, so the filter goes in after the imports.
+        warnings.filterwarnings("ignore", category=LangChainDeprecationWarning)
+        options: dict[str, Any] = dict(model=model, base_url=base_url,
+                                       api_key=SecretStr(api_key or "bench"),
+                                       max_tokens=reply_tokens, max_retries=0,
+                                       tiktoken_model_name=tiktoken_model_name)
+        self.chat = ChatOpenAI(**options)
+        self.memory = ConversationSummaryBufferMemory(
+            llm=self.chat, max_token_limit=max_token_limit, return_messages=True
+        )
         self.name, self.model, self.system_prompt = name, model, system_prompt
+
+    async def ready(self) -> None:
+        """No background work: LangChain summarizes inside ``reply``."""
 
     async def observe(self, row: Row) -> None:
         """Add to the chat history (no pruning: LangChain prunes on save only)."""

@@ -14,12 +14,12 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Config", "Section", "Target", "fmt", "machine_info", "markdown", "percentile",
+__all__ = ["Config", "Section", "Target", "commit", "fmt", "machine_info", "markdown", "percentile",
            "progress", "save_plot", "write_results"]
 
 _STARTED = time.monotonic()
@@ -124,11 +124,27 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def commit() -> str:
+    """The gistbot commit measured, ``+dirty`` when the working tree has changes."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, text=True,
+                              capture_output=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "memory", "bot"],
+                               cwd=root, text=True, capture_output=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (head or "unknown") + ("+dirty" if dirty.strip() else "")
+
+
 def machine_info() -> dict[str, Any]:
-    """Cores, CPU model, memory, OS and Python of this machine."""
+    """Cores, CPU model, memory, OS and Python of this machine, and the commit measured."""
     import psutil
 
     return {
+        "commit": commit(),
         "cores": os.cpu_count(),
         "cpu": _cpu_model(),
         "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
@@ -166,9 +182,14 @@ def write_results(cfg: Config, machine: dict[str, Any], sections: Sequence[Secti
         f"Fake model latency: replies {cfg.reply_latency * 1000:.0f} ms, summaries "
         f"{cfg.summary_latency * 1000:.0f} ms.", "",
         f"Machine: {machine['cores']} cores, {machine['cpu']}, {machine['memory_gb']} GB, "
-        f"Python {machine['python']}, {machine['os']}; {machine['date']}.", "",
-        "## Targets", "", markdown(_target_rows(sections)), "",
+        f"Python {machine['python']}, {machine['os']}; {machine['date']}; gistbot "
+        f"{machine['commit']} (memory/ and bot/).", "",
     ]
+    if machine.get("commit_end", machine["commit"]) != machine["commit"]:
+        head += [f"**Warning:** memory/ or bot/ changed during the run (start "
+                 f"{machine['commit']}, end {machine['commit_end']}); worker processes "
+                 "(scenario 4) ran the newer code.", ""]
+    head += ["## Targets", "", markdown(_target_rows(sections)), ""]
     body: list[str] = []
     for s in sections:
         body += [f"## {s.key}. {s.title}", "", markdown(s.rows), ""]
@@ -188,7 +209,7 @@ def write_results(cfg: Config, machine: dict[str, Any], sections: Sequence[Secti
 
 
 def save_plot(path: Path, title: str, xlabel: str, ylabel: str,
-              series: dict[str, tuple[Sequence[float], Sequence[float]]],
+              series: Mapping[str, tuple[Sequence[float], Sequence[float]]],
               *, hline: tuple[float, str] | None = None, log_y: bool = False) -> Path:
     """One line per series (name → (xs, ys)); an optional dashed horizontal line."""
     import matplotlib

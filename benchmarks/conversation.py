@@ -18,7 +18,8 @@ from bot.messages import IncomingMessage
 from memory.identifiers import contains_identifier
 from memory.models import ChannelKey
 
-__all__ = ["DATA", "Probe", "Row", "load_conversation", "load_probes", "replay", "retained"]
+__all__ = ["DATA", "Probe", "Row", "load_conversation", "load_probes", "probe_row", "replay",
+           "retained"]
 
 DATA = Path(__file__).parent / "data"
 T0 = 1_717_000_000.0  # a fixed clock: the conversation starts here, one turn every 45 s
@@ -75,6 +76,12 @@ def message(key: ChannelKey, row: Row, *, mention: bool) -> IncomingMessage:
         key=key, message_id=f"m{row.i}", author_id=row.author_id, author_name=row.author,
         text=row.text, sent_at=T0 + 45 * row.i, mentions_bot=mention,
     )
+
+
+def probe_row(k: int, probe: Probe) -> Row:
+    """The ``k``-th probe question as a turn after the conversation (Dana asks it)."""
+    return Row(i=100_000 + k, author_id="U01", author="Dana", topic="probe",
+               text=f"@gistbot {probe.question} Answer with the exact value.")
 
 
 def replay(key: ChannelKey, rows: list[Row], reply_every: int) -> Iterator[IncomingMessage]:

@@ -16,6 +16,7 @@ import os
 import tempfile
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from benchmarks.common import Config
 from benchmarks.conversation import Row, message
@@ -39,6 +40,8 @@ def gistbot_env(cfg: Config, *, base_url: str, model: str, db: Path,
         "REPLY_TOKENS": str(cfg.reply_tokens),
         "SUMMARY_TOKENS": str(cfg.summary_tokens),
         "LLM_MAX_RETRIES": "0",
+        # The replay runs hours of conversation in minutes: no per-user reply limit.
+        "USER_RATE_LIMIT": "0",
         "LOG_LEVEL": "WARNING",
     }
     if cfg.endpoint and os.environ.get("OPENAI_API_KEY"):
@@ -66,7 +69,8 @@ class GistbotMemory:
             async with Runtime.open(load_settings(environ=env, env_file=None)) as rt:
                 yield cls(rt, name=name, model=model, pace=pace)
 
-    async def _paced(self) -> None:
+    async def ready(self) -> None:
+        """Channel pace: wait for idle compaction, or a fixed gap (see the module docstring)."""
         if self.pace == "idle":
             await self.rt.memory.wait_idle()
         elif isinstance(self.pace, float) and self.pace > 0:
@@ -74,12 +78,10 @@ class GistbotMemory:
 
     async def observe(self, row: Row) -> None:
         """Record a message that does not mention the bot."""
-        await self._paced()
         await self.rt.service.on_message(message(KEY, row, mention=False))
 
     async def reply(self, row: Row) -> str:
         """Record a mention and return the bot's answer."""
-        await self._paced()
         reply = await self.rt.service.on_message(message(KEY, row, mention=True))
         if reply is None or reply.failed:
             self.failures += 1
@@ -90,28 +92,40 @@ class GistbotMemory:
         """Let background compaction finish."""
         await self.rt.memory.wait_idle()
 
+    async def _archive(self) -> tuple[str, str]:
+        """(long-term facts, episodes) as text; empty when this gistbot has no archive."""
+        store: Any = self.rt.store
+        if not hasattr(store, "list_facts"):
+            return "", ""
+        facts = await store.list_facts(KEY, limit=1_000_000)
+        episodes = await store.episodes(KEY, limit=1_000_000)
+        return "\n".join(f.text for f in facts), "\n".join(e.text for e in episodes)
+
     async def remembered(self) -> str:
-        """Summary, every stored carried fact and the verbatim (unfolded) turns."""
-        store = self.rt.store
-        state = await store.state(KEY, facts_limit=1_000_000)
-        turns = await store.pending(KEY)
-        facts = [f"{f.value} — {f.context}" for f in state.facts]
-        return "\n".join([state.text, *facts, *(t.text for t in turns)])
+        """Summary, carried facts, the archive (long-term facts, episodes), unfolded turns."""
+        b = await self.breakdown()
+        return "\n".join(b[k] for k in ("summary", "facts", "longterm", "episodes", "turns"))
 
     async def breakdown(self) -> dict[str, str]:
-        """Where the memory lives: summary, facts (all stored / in the prompt), turns, view."""
+        """Where the memory lives: summary, carried facts (all stored / in the prompt), the
+        archive, unfolded turns, and what a reply prompt would hold."""
         store = self.rt.store
         state = await store.state(KEY, facts_limit=1_000_000)
         view = await self.rt.memory.view(KEY, self.rt.service.memory_budget())
         turns = await store.pending(KEY)
+        longterm, episodes = await self._archive()
         return {
             "summary": state.text,
             "facts": "\n".join(f"{f.value} — {f.context}" for f in state.facts),
+            "longterm": longterm,
+            "episodes": episodes,
             "turns": "\n".join(t.text for t in turns),
             "prompt": "\n".join([view.summary, *(f"{f.value} — {f.context}" for f in view.facts),
                                  *(t.text for t in view.turns)]),
             "facts_stored": str(len(state.facts)),
             "facts_in_prompt": str(len(view.facts)),
+            "compactions": str(self.rt.memory.compactions),
+            "compaction_failures": str(self.rt.memory.compaction_failures),
         }
 
     async def aclose(self) -> None:

@@ -133,7 +133,8 @@ LOG = ("{ts} ERROR {comp}: upstream request failed status=503 retry={k}\n"
 def _fill(rng: random.Random, template: str) -> str:
     ms = rng.choice([90, 120, 180, 240, 310])
     return template.format(comp=rng.choice(COMPONENTS), k=rng.randint(2, 9), ms=ms,
-                           ms2=ms * rng.randint(3, 6), ts=f"12:{rng.randint(10, 59)}:0{rng.randint(0, 9)}")
+                           ms2=ms * rng.randint(3, 6),
+                           ts=f"12:{rng.randint(10, 59)}:0{rng.randint(0, 9)}")
 
 
 def _message(rng: random.Random, topic: str) -> str:

@@ -20,14 +20,31 @@ from typing import Any
 
 from benchmarks.baselines import BenchMemory, FullHistory, LangChainBuffer
 from benchmarks.common import Config, Section, Target, percentile, progress, save_plot
-from benchmarks.conversation import Row, addressed, load_conversation
+from benchmarks.conversation import (
+    Probe,
+    Row,
+    addressed,
+    load_conversation,
+    load_probes,
+    probe_row,
+)
 from benchmarks.gistbot_memory import GistbotMemory
 from benchmarks.responder import Call, Responder
 from bot.prompts import fixed_overhead
 from bot.settings import DEFAULT_SYSTEM_PROMPT
 from memory.tokens import TokenCounter
 
-__all__ = ["MemoryRun", "drive", "memory_budget", "open_memories", "prompt_tokens", "run", "summarize_calls"]
+__all__ = [
+    "MemoryRun",
+    "ask_probes",
+    "drive",
+    "memory_budget",
+    "open_memories",
+    "prompt_text",
+    "prompt_tokens",
+    "run",
+    "summarize_calls",
+]
 
 
 @dataclass
@@ -41,6 +58,7 @@ class MemoryRun:
     remembered: str = ""
     breakdown: dict[str, str] = field(default_factory=dict)
     failures: int = 0
+    probe_prompts: list[str] = field(default_factory=list)
 
 
 def memory_budget(cfg: Config) -> int:
@@ -61,6 +79,7 @@ async def drive(mem: BenchMemory, rows: Sequence[Row], reply_every: int,
     """Replay ``rows`` into ``mem``; return (turn, reply seconds) per reply."""
     samples: list[tuple[int, float]] = []
     for row in rows:
+        await mem.ready()
         if addressed(row, reply_every):
             started = time.perf_counter()
             await mem.reply(row)
@@ -130,7 +149,22 @@ def summarize_calls(run: MemoryRun, cfg: Config, tok: TokenCounter) -> dict[str,
     }
 
 
-async def _one(mem: BenchMemory, rows: Sequence[Row], cfg: Config) -> MemoryRun:
+async def ask_probes(mem: BenchMemory, probes: Sequence[Probe]) -> list[str]:
+    """Ask one question per planted fact, at channel pace; return the answers."""
+    answers = []
+    for k, p in enumerate(probes):
+        await mem.ready()
+        answers.append(await mem.reply(probe_row(k, p)))
+    return answers
+
+
+def prompt_text(call: Call) -> str:
+    """Everything a request put in front of the model, as one text."""
+    return "\n".join(str(m.get("content", "")) for m in call.body.get("messages", []))
+
+
+async def _one(mem: BenchMemory, rows: Sequence[Row], cfg: Config, responder: Responder,
+               probes: Sequence[Probe]) -> MemoryRun:
     run = MemoryRun(mem.name, mem.model)
     step = max(len(rows) // 4, 1)
 
@@ -144,19 +178,33 @@ async def _one(mem: BenchMemory, rows: Sequence[Row], cfg: Config) -> MemoryRun:
         run.breakdown = await mem.breakdown()
         run.failures = mem.failures
     run.remembered = await mem.remembered()
+    run.calls = responder.take(mem.model)
+    if probes:  # scenario 5: does the prompt answering each probe question hold the fact?
+        await ask_probes(mem, probes)
+        asked = [c for c in responder.take(mem.model) if c.kind == "reply"]
+        run.probe_prompts = [prompt_text(c) for c in asked]
     return run
 
 
-async def run(cfg: Config, base_url: str, responder: Responder) -> tuple[Section, list[MemoryRun]]:
-    """Scenario 1; also returns the runs (scenario 5 reads what each remembers)."""
+async def run(cfg: Config, base_url: str, responder: Responder,
+              *, probe: bool = True) -> tuple[Section, list[MemoryRun]]:
+    """Scenario 1; also returns the runs (scenario 5 reads what each remembers and, with
+    ``probe``, the prompts that answered the probe questions after the conversation)."""
     rows = load_conversation(cfg.turns)
+    probes = load_probes(cfg.turns) if probe else []
     tok = TokenCounter("gpt-4o")
-    progress(f"scenario 1: {len(rows)} turns, a reply every {cfg.reply_every}th, 4 memories "
-             "concurrently")
+    progress(f"scenario 1: {len(rows)} turns, a reply every {cfg.reply_every}th message; "
+             "gistbot, LangChain and the last-25 window together, then full history")
     async with open_memories(cfg, base_url) as mems:
-        runs = list(await asyncio.gather(*(_one(m, rows, cfg) for m in mems)))
-    for r in runs:
-        r.calls = responder.take(r.model)
+        # Full history runs alone afterwards: the openai SDK spends up to ~0.2 s of CPU on
+        # each of its huge requests, which would distort the others' latency.
+        full = [m for m in mems if isinstance(m, FullHistory) and m.window is None]
+        rest = [m for m in mems if m not in full]
+        runs = list(await asyncio.gather(*(_one(m, rows, cfg, responder, probes)
+                                           for m in rest)))
+        runs += [await _one(m, rows, cfg, responder, probes) for m in full]
+    order = [m.name for m in mems]
+    runs.sort(key=lambda r: order.index(r.name))
     table = [summarize_calls(r, cfg, tok) for r in runs]
     series = {}
     for r in runs:
@@ -180,6 +228,7 @@ async def run(cfg: Config, base_url: str, responder: Responder) -> tuple[Section
                gist["total tokens"] <= lang["total tokens"]),
     ]
     failures = sum(r.failures for r in runs)
+    b = runs[0].breakdown
     notes = [
         f"Budget: {cfg.prompt_budget} prompt tokens (CONTEXT_TOKENS {cfg.context_tokens} − "
         f"REPLY_TOKENS {cfg.reply_tokens}); gistbot defaults otherwise (MAX_HISTORY_MESSAGES "
@@ -189,7 +238,10 @@ async def run(cfg: Config, base_url: str, responder: Responder) -> tuple[Section
         "tiktoken_model_name gpt-4o; observed messages join its history, it prunes on save.",
         "Tokens counted on the wire with o200k_base; summarizer tokens = prompt + completion "
         "of every summarizer call (gistbot's identifier retries included).",
-        "gistbot replays at channel pace: each message after background compaction is idle.",
+        "gistbot replays at channel pace: each message after background compaction is idle; "
+        f"{b.get('compactions')} compactions committed, {b.get('compaction_failures')} failed.",
+        "Reply latency includes client CPU: the openai SDK needs up to ~0.2 s to build a "
+        "full-history request (the fake answers every request after a fixed delay).",
         f"Plot: {plot.name}." + (f" gistbot reply failures: {failures}." if failures else ""),
     ]
     data = {"series": {k: {"turn": v[0], "prompt_tokens": v[1]} for k, v in series.items()}}

@@ -8,6 +8,8 @@ gistbot's and LangChain's requests):
   under the section headings gistbot asks for, merged after the previous summary;
 * they stay under the bound (gistbot states it; LangChain's prompt has none, so the same
   ``summary_tokens`` applies) by forgetting the oldest items first, chit-chat before facts;
+* asked for gistbot's archive blocks (``EPISODE``, ``NEW FACTS``), they write one line
+  on who talked about what and up to 12 fact lines (identifier and decision sentences);
 * they **drop on purpose** every identifier whose stable hash falls in one bucket of
   ``drop_every`` (about 1 in 5), as real models paraphrase "order ORD-77812" into
   "the order"; asked again for missing identifiers (gistbot's retry), they restore only
@@ -72,6 +74,30 @@ class FakeSummarizer:
     def dropped(self, ident: str) -> bool:
         """Whether this model paraphrases ``ident`` away on a first answer."""
         return _bucket(ident, self.drop_every) == 0
+
+    def archive(self, blocks: Sequence[tuple[str, str]]) -> str:
+        """The ``EPISODE`` and ``NEW FACTS`` blocks gistbot asks for after the summary: who
+        said what first, then identifier and decision sentences as facts (about 1 in 5
+        identifiers paraphrased away here too, independently of the summary)."""
+        speakers = list(dict.fromkeys(who for who, _ in blocks))
+        first = next((s for _, t in blocks for s in split_sentences(t) if len(s.split()) > 3),
+                     "small talk")
+        episode = f"{', '.join(speakers[:4])} talked; {' '.join(first.split()[:20])}"
+        facts: list[str] = []
+        for speaker, text in blocks:
+            for sentence in split_sentences(text):
+                ids = extract_identifiers(sentence)
+                if not ids and not _DECISION.search(sentence):
+                    continue
+                short = " ".join(sentence.split()[:24])
+                for ident in ids:
+                    if _bucket(ident + "#fact", self.drop_every) == 0:
+                        short = short.replace(ident, "").replace("  ", " ")
+                if f"{speaker}: {short}" not in facts:
+                    facts.append(f"{speaker}: {short}")
+        lines = [f"- {f}" for f in facts[:12]]
+        return "\n".join(["<<<EPISODE>>>", episode, "<<<END EPISODE>>>", "<<<NEW FACTS>>>",
+                          *lines, "<<<END NEW FACTS>>>"])
 
     def summarize(self, previous: str, blocks: Sequence[tuple[str, str]], bound: int,
                   missing: Sequence[str] = ()) -> str:
@@ -183,6 +209,7 @@ class Responder:
     reply_latency: float
     summary_latency: float
     calls: list[Call] = field(default_factory=list)
+    summary_latency_by_model: dict[str, float] = field(default_factory=dict)
 
     def __call__(self, body: JSON) -> str:
         kind = request_kind(body)
@@ -191,15 +218,21 @@ class Responder:
         return answer
 
     def latency(self, body: JSON) -> float:
-        """Fixed latency per kind of request."""
-        return self.summary_latency if request_kind(body) == "summary" else self.reply_latency
+        """Fixed latency per kind of request (summaries: per model when overridden)."""
+        if request_kind(body) == "reply":
+            return self.reply_latency
+        return self.summary_latency_by_model.get(str(body.get("model")), self.summary_latency)
 
     def _summary(self, body: JSON) -> str:
         messages = body.get("messages", [])
         if is_summary_request(body):
             req = parse_summary_request(messages)
-            return self.summarizer.summarize(req.previous, req.blocks, req.max_tokens,
+            text = self.summarizer.summarize(req.previous, req.blocks, req.max_tokens,
                                              req.missing)
+            system = str(messages[0].get("content", "")) if messages else ""
+            if "<<<EPISODE>>>" in system and not req.digest:  # gistbot's archive blocks
+                text += "\n\n" + self.summarizer.archive(req.blocks)
+            return text
         prompt = next(str(m["content"]) for m in messages if LANGCHAIN_MARK in str(m["content"]))
         previous, blocks = _langchain_parts(prompt)
         return self.summarizer.summarize(previous, blocks, self.summary_tokens)
