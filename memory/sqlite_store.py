@@ -26,7 +26,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import aiosqlite
 
@@ -54,6 +54,7 @@ __all__ = ["SqliteStore"]
 log = logging.getLogger(__name__)
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+_Row = TypeVar("_Row")
 _TURN_COLS = "seq, message_id, role, author_id, author_name, text, tokens, sent_at"
 _Op = tuple[Callable[..., Any], tuple[Any, ...], "asyncio.Future[Any]"]
 
@@ -733,38 +734,23 @@ class SqliteStore:
         self, key: ChannelKey, *, include_superseded: bool = True, limit: int = 200
     ) -> list[ChannelFact]:
         """The channel's facts, newest first."""
-
-        def run(conn: sqlite3.Connection) -> list[ChannelFact]:
-            h = self._header(conn, key)
-            if h is None:
-                return []
-            rows = conn.execute(
-                f"SELECT {_CFACT_COLS} FROM memory_facts f WHERE channel_id = ? "
-                f"{'' if include_superseded else 'AND superseded_by IS NULL '}"
-                "ORDER BY id DESC LIMIT ?",
-                (h[0], limit),
-            ).fetchall()
-            return [_cfact(key, r) for r in rows]
-
-        out: list[ChannelFact] = await self._read(run)
-        return out
+        return await self._channel_rows(
+            key,
+            f"SELECT {_CFACT_COLS} FROM memory_facts f WHERE channel_id = ? "
+            f"{'' if include_superseded else 'AND superseded_by IS NULL '}"
+            "ORDER BY id DESC LIMIT ?",
+            lambda h: (h[0], limit),
+            _cfact,
+        )
 
     async def episodes(self, key: ChannelKey, *, limit: int = 20) -> list[Episode]:
         """The channel's newest episodes, newest first."""
-
-        def run(conn: sqlite3.Connection) -> list[Episode]:
-            h = self._header(conn, key)
-            if h is None:
-                return []
-            rows = conn.execute(
-                f"SELECT {_EPISODE_COLS} FROM episodes e WHERE channel_id = ? "
-                "ORDER BY id DESC LIMIT ?",
-                (h[0], limit),
-            ).fetchall()
-            return [_episode(key, r) for r in rows]
-
-        out: list[Episode] = await self._read(run)
-        return out
+        return await self._channel_rows(
+            key,
+            f"SELECT {_EPISODE_COLS} FROM episodes e WHERE channel_id = ? ORDER BY id DESC LIMIT ?",
+            lambda h: (h[0], limit),
+            _episode,
+        )
 
     async def search(
         self,
@@ -962,22 +948,33 @@ class SqliteStore:
         )
         return out
 
-    async def pending(self, key: ChannelKey, *, limit: int | None = None) -> list[Turn]:
-        """Unfolded turns, oldest first (at most ``limit``)."""
+    async def _channel_rows(
+        self,
+        key: ChannelKey,
+        sql: str,
+        args: Callable[[Sequence[Any]], tuple[Any, ...]],
+        make: Callable[[ChannelKey, Sequence[Any]], _Row],
+    ) -> list[_Row]:
+        """One channel's rows of ``sql`` (``args`` gets the channel header), mapped by
+        ``make``; an unknown channel has none."""
 
-        def run(conn: sqlite3.Connection) -> list[Turn]:
+        def run(conn: sqlite3.Connection) -> list[_Row]:
             h = self._header(conn, key)
             if h is None:
                 return []
-            rows = conn.execute(
-                f"SELECT {_TURN_COLS} FROM turns WHERE channel_id = ? AND seq > ? "
-                "ORDER BY seq LIMIT ?",
-                (h[0], h[3], -1 if limit is None else limit),
-            ).fetchall()
-            return [_turn(key, r) for r in rows]
+            return [make(key, r) for r in conn.execute(sql, args(h)).fetchall()]
 
-        out: list[Turn] = await self._read(run)
+        out: list[_Row] = await self._read(run)
         return out
+
+    async def pending(self, key: ChannelKey, *, limit: int | None = None) -> list[Turn]:
+        """Unfolded turns, oldest first (at most ``limit``)."""
+        return await self._channel_rows(
+            key,
+            f"SELECT {_TURN_COLS} FROM turns WHERE channel_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            lambda h: (h[0], h[3], -1 if limit is None else limit),
+            _turn,
+        )
 
     async def pending_size(self, key: ChannelKey) -> tuple[int, int]:
         """(count, tokens) of unfolded turns."""
@@ -1031,20 +1028,12 @@ class SqliteStore:
 
     async def turns(self, key: ChannelKey, *, after_seq: int = 0, limit: int = 1000) -> list[Turn]:
         """Stored turns after ``after_seq`` (folded or not), oldest first."""
-
-        def run(conn: sqlite3.Connection) -> list[Turn]:
-            h = self._header(conn, key)
-            if h is None:
-                return []
-            rows = conn.execute(
-                f"SELECT {_TURN_COLS} FROM turns WHERE channel_id = ? AND seq > ? "
-                "ORDER BY seq LIMIT ?",
-                (h[0], after_seq, limit),
-            ).fetchall()
-            return [_turn(key, r) for r in rows]
-
-        out: list[Turn] = await self._read(run)
-        return out
+        return await self._channel_rows(
+            key,
+            f"SELECT {_TURN_COLS} FROM turns WHERE channel_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            lambda h: (h[0], after_seq, limit),
+            _turn,
+        )
 
     async def channels(self) -> list[ChannelKey]:
         """Every channel the store has a row for."""

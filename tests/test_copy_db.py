@@ -132,29 +132,18 @@ def test_cli_copy_db_and_migrate(tmp_path: Path, capsys: pytest.CaptureFixture[s
     env.write_text("LOG_LEVEL=WARNING\n")
     assert main(["--env-file", str(env), "migrate", "--url", f"sqlite:///{tmp_path}/m.db"]) == 0
     assert "schema is up to date" in capsys.readouterr().out
-    code = main(
-        [
-            "--env-file",
-            str(env),
-            "copy-db",
-            "--from",
-            f"sqlite:///{tmp_path}/a.db",
-            "--to",
-            f"sqlite:///{tmp_path}/c.db",
-        ]
-    )
+    copy = [
+        "--env-file",
+        str(env),
+        "copy-db",
+        "--from",
+        f"sqlite:///{tmp_path}/a.db",
+        "--to",
+        f"sqlite:///{tmp_path}/c.db",
+    ]
+    code = main(copy)
     assert code == 0
     assert "checksums verified" in capsys.readouterr().out
-    code = main(
-        [
-            "--env-file",
-            str(env),
-            "copy-db",
-            "--from",
-            f"sqlite:///{tmp_path}/a.db",
-            "--to",
-            f"sqlite:///{tmp_path}/c.db",
-        ]
-    )
+    code = main(copy)  # the same copy again: the target is no longer empty
     assert code == 1
     assert "--resume" in capsys.readouterr().err
