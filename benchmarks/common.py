@@ -125,13 +125,14 @@ def _cpu_model() -> str:
 
 
 def commit() -> str:
-    """The gistbot commit measured, ``+dirty`` when the working tree has changes."""
+    """The last commit that changed gistbot's code (memory/, bot/), ``+dirty`` when they
+    have uncommitted changes."""
     import subprocess
 
     root = Path(__file__).resolve().parents[1]
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, text=True,
-                              capture_output=True, timeout=10).stdout.strip()
+        head = subprocess.run(["git", "log", "-1", "--format=%h", "--", "memory", "bot"],
+                              cwd=root, text=True, capture_output=True, timeout=10).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--", "memory", "bot"],
                                cwd=root, text=True, capture_output=True, timeout=10).stdout
     except (OSError, subprocess.SubprocessError):
