@@ -22,10 +22,19 @@ from dataclasses import dataclass, replace
 from memory.models import ChannelKey, Fact, MemoryView, SummaryState, Turn
 from memory.tokens import Tokenizer
 
-__all__ = ["TURN_OVERHEAD", "WindowPolicy", "build_view", "truncate_marked"]
+__all__ = ["TURN_OVERHEAD", "WindowPolicy", "build_view", "truncate_marked", "turn_cost"]
 
 TURN_OVERHEAD = 6
-"""Tokens a turn costs beyond its text: role, name label and message framing."""
+"""Tokens a turn's message costs beyond its content: framing (3), role (1) and slack for a
+BPE merge at the join of label and text. A user turn also pays for its ``[Name]: `` label,
+counted per speaker (``turn_cost``), since a long name costs several tokens."""
+
+
+def turn_cost(turn: Turn, tokenizer: Tokenizer) -> int:
+    """Tokens ``turn`` takes in a prompt, as ``bot.prompts`` renders it."""
+    label = tokenizer.count(f"[{turn.author_name}]: ") if turn.role == "user" else 0
+    return turn.tokens + label + TURN_OVERHEAD
+
 
 FACT_OVERHEAD = 3
 
@@ -138,7 +147,8 @@ def build_view(
     used = 0
     truncated = False
     for turn in reversed(turns):
-        room = remaining - used - TURN_OVERHEAD
+        overhead = turn_cost(turn, tokenizer) - turn.tokens
+        room = remaining - used - overhead
         if room <= 0:
             break
         cost = turn.tokens
@@ -150,7 +160,7 @@ def build_view(
         if cost > room:
             break
         picked.append(turn)
-        used += cost + TURN_OVERHEAD
+        used += cost + overhead
     picked.reverse()
     return MemoryView(
         key=state.key,

@@ -272,3 +272,36 @@ async def test_whole_service_runs_on_postgresql(tmp_path: Path) -> None:
         conn = await asyncpg.connect(pg)
         await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         await conn.close()
+
+
+def test_rendered_prompt_fits_budget_with_long_speaker_names() -> None:
+    """Counted on the wire (3 per message + role + content, 3 to prime the reply), a view full
+    of short turns by long-named speakers must still fit: name labels are paid for."""
+    from bot.prompts import fixed_overhead
+    from bot.settings import DEFAULT_SYSTEM_PROMPT
+    from memory.models import SummaryState
+    from memory.window import build_view
+
+    tok = TokenCounter("gpt-4o")
+    names = ["Dana", "Anne-Marie Delacroix", "김민준", "田中太郎"]
+    turns = [
+        Turn(
+            KEY,
+            i + 1,
+            f"m{i}",
+            "user",
+            "u",
+            names[i % 4],
+            "sounds good",
+            tok.count("sounds good"),
+            0.0,
+        )
+        for i in range(400)
+    ]
+    allowed = 4096 - 512
+    budget = allowed - fixed_overhead(DEFAULT_SYSTEM_PROMPT, tok)
+    view = build_view(SummaryState(KEY), turns, budget=budget, tokenizer=tok, facts_budget=300)
+    messages = build_messages(DEFAULT_SYSTEM_PROMPT, view)
+    wire = 3 + sum(3 + tok.count(m["role"]) + tok.count(m["content"]) for m in messages)
+    assert view.dropped > 0  # the budget was the limit, not the turn count
+    assert wire <= allowed, wire

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from memory.models import ChannelKey, Fact, MemoryView, SummaryState, Turn
 from memory.tokens import TokenCounter, Tokenizer
-from memory.window import TURN_OVERHEAD, WindowPolicy, build_view, truncate_marked
+from memory.window import WindowPolicy, build_view, truncate_marked, turn_cost
 
 KEY = ChannelKey("discord", "g", "c")
 
@@ -100,7 +100,7 @@ def check_view(case: ViewCase, view: MemoryView, tokenizer: Tokenizer) -> None:
     # 1. the view never exceeds its budget, and reports its size honestly
     assert view.tokens <= budget
     assert view.summary_tokens == tokenizer.count(view.summary)
-    assert view.turns_tokens == sum(t.tokens + TURN_OVERHEAD for t in view.turns)
+    assert view.turns_tokens == sum(turn_cost(t, tokenizer) for t in view.turns)
     assert all(t.tokens == tokenizer.count(t.text) for t in view.turns)
     assert view.facts_tokens <= case.facts_budget
     assert view.version == case.state.version and view.key == case.state.key
@@ -131,7 +131,9 @@ def check_view(case: ViewCase, view: MemoryView, tokenizer: Tokenizer) -> None:
     assert view.dropped == len(case.turns) - n
 
     # 5. no room wasted: an older turn is left out only when it could not fit
-    room = budget - view.summary_tokens - view.facts_tokens - view.turns_tokens - TURN_OVERHEAD
+    nxt = case.turns[len(case.turns) - n - 1] if len(case.turns) > n else None
+    overhead = turn_cost(nxt, tokenizer) - nxt.tokens if nxt is not None else 0
+    room = budget - view.summary_tokens - view.facts_tokens - view.turns_tokens - overhead
     if case.turns and n == 0:
         assert room <= 0
     if view.dropped:
@@ -182,7 +184,8 @@ def test_view_fits_budget_with_the_real_tokenizer(
         assert shown.text == original.text or view.truncated
         assert shown.tokens == o200k.count(shown.text)
     if turns and n == 0:
-        assert budget - view.summary_tokens - view.facts_tokens - TURN_OVERHEAD <= 0
+        overhead = turn_cost(turns[-1], o200k) - turns[-1].tokens
+        assert budget - view.summary_tokens - view.facts_tokens - overhead <= 0
 
 
 def test_truncate_marked_says_how_much_was_left_out(o200k: TokenCounter) -> None:
