@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Config", "Section", "Target", "commit", "fmt", "machine_info", "markdown", "percentile",
+__all__ = ["Config", "Section", "Target", "commit", "cpu_model", "fmt", "machine_info", "markdown", "percentile",
            "progress", "save_plot", "write_results"]
 
 _STARTED = time.monotonic()
@@ -114,13 +114,14 @@ def fmt(value: Any) -> str:
     return str(value)
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU model from /proc/cpuinfo, else what ``platform`` knows."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    except OSError:  # not Linux
+        pass  # fall back to what platform knows
     return platform.processor() or platform.machine()
 
 
@@ -147,7 +148,7 @@ def machine_info() -> dict[str, Any]:
     return {
         "commit": commit(),
         "cores": os.cpu_count(),
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
         "os": platform.platform(),
         "python": sys.version.split()[0],

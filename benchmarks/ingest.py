@@ -272,14 +272,9 @@ async def view_medians(mgr: MemoryManager, keys: tuple[ChannelKey, ChannelKey],
 
 
 def machine(db_dir: Path) -> list[str]:
-    model = "unknown"
-    try:
-        for row in Path("/proc/cpuinfo").read_text().splitlines():
-            if row.startswith("model name"):
-                model = row.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from benchmarks.common import cpu_model
+
+    model = cpu_model()
     fs = "unknown"
     try:
         mounts = [r.split() for r in Path("/proc/mounts").read_text().splitlines()]
