@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Config", "Section", "Target", "commit", "cpu_model", "fmt", "machine_info", "markdown", "percentile",
-           "progress", "save_plot", "write_results"]
+__all__ = ["Config", "Section", "Target", "commit", "cpu_model", "fmt", "machine_info",
+           "markdown", "percentile", "progress", "save_plot", "write_results"]
 
 _STARTED = time.monotonic()
 
