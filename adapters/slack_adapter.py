@@ -43,7 +43,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
@@ -57,6 +57,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.claims import DeliveryClaims
 from adapters.slack_text import (
     format_reply,
     is_conversation,
@@ -419,7 +420,8 @@ class SlackAdapter:
         """
         event_id = f"slack:{msg.key.workspace}:{channel}:{msg.message_id}"
         try:
-            if not await self.runtime.store.claim_event(event_id):
+            claims = cast(DeliveryClaims, self.runtime.store)
+            if not await claims.claim_event(event_id):
                 return None
         except Exception:
             log.warning("could not claim %s; answering anyway", event_id, exc_info=True)

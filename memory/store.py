@@ -1,4 +1,10 @@
-"""The ``Store`` protocol: what every backend (SQLite, PostgreSQL) must do, and nothing more.
+"""Store protocols by role: what each caller needs from a backend (SQLite, PostgreSQL).
+
+``MemoryStore`` is what the memory manager reads and commits; ``ArchiveStore`` holds
+episodes and long-term facts; ``LeaseStore`` keeps compaction single-flight across
+processes; ``PortingStore`` serves ``gistbot copy-db``. ``Store`` is their union, what one
+backend class implements. Platform concerns (Slack's delivery de-duplication) are
+declared by the adapters that need them (``adapters.claims``), not here.
 
 The contract suite in ``tests/store_contract.py`` pins the behaviour; both backends run it.
 Semantics every implementation keeps:
@@ -38,7 +44,16 @@ from memory.models import (
     Turn,
 )
 
-__all__ = ["ChangeOutcome", "ResetResult", "Store"]
+__all__ = [
+    "ArchiveStore",
+    "ChangeOutcome",
+    "LeaseStore",
+    "Lifecycle",
+    "MemoryStore",
+    "PortingStore",
+    "ResetResult",
+    "Store",
+]
 
 ChangeOutcome = Literal["updated", "deleted", "folded", "missing"]
 """Result of an edit or delete: done, already in the summary (left as is), or unknown."""
@@ -56,14 +71,19 @@ class ResetResult:
 
 
 @runtime_checkable
-class Store(Protocol):
-    """Persistent per-channel memory: turns, summary state and carried facts."""
+class Lifecycle(Protocol):
+    """Opening and closing a backend."""
 
     async def open(self) -> None:
         """Connect and migrate the schema; raise ``StoreOpenError`` with a fix on failure."""
 
     async def close(self) -> None:
         """Finish pending writes and close; safe to call twice."""
+
+
+@runtime_checkable
+class MemoryStore(Protocol):
+    """What the memory manager needs: turns, the summary state and its atomic commit."""
 
     async def record(self, turn: NewTurn) -> RecordResult:
         """Store a turn (or return the existing one with the same message id)."""
@@ -120,16 +140,10 @@ class Store(Protocol):
     async def purge_folded_before(self, cutoff: float) -> int:
         """Delete folded turns sent before ``cutoff`` (retention); return how many."""
 
-    async def import_turns(self, key: ChannelKey, turns: Sequence[Turn]) -> int:
-        """Copy turns in with their own seqs (``gistbot copy-db``); existing seqs are kept.
 
-        Idempotent, so an interrupted copy resumes by importing again. Returns how many
-        were new. Not for live traffic: it bypasses seq assignment.
-        """
-
-    async def import_state(self, state: SummaryState) -> None:
-        """Set a channel's summary state exactly (text, version, fold pointer, counters,
-        facts), for ``gistbot copy-db``."""
+@runtime_checkable
+class ArchiveStore(Protocol):
+    """The long-term archive: episodes, long-term facts and their search."""
 
     async def add_fact(self, key: ChannelKey, fact: NewChannelFact, *, now: float) -> ChannelFact:
         """Store one fact (``/remember``); creates the channel if needed."""
@@ -158,14 +172,10 @@ class Store(Protocol):
         (``memory.search_text.query_terms``), most relevant first; current facts before
         superseded ones. No terms, no results."""
 
-    async def replace_archive(
-        self, key: ChannelKey, episodes: Sequence[Episode], facts: Sequence[ChannelFact]
-    ) -> None:
-        """Set a channel's episodes and long-term facts to copies of these (``copy-db``).
 
-        One transaction; the target assigns new ids, and ``superseded_by`` links are
-        re-pointed to the copies. Idempotent, so an interrupted copy can run again.
-        """
+@runtime_checkable
+class LeaseStore(Protocol):
+    """Compaction leases: one compaction per channel at a time, across processes."""
 
     async def try_lease(self, key: ChannelKey, owner: str, ttl: float) -> bool:
         """Take or renew the channel's compaction lease for ``ttl`` seconds.
@@ -177,5 +187,32 @@ class Store(Protocol):
     async def release_lease(self, key: ChannelKey, owner: str) -> bool:
         """Give the lease back if ``owner`` holds it."""
 
-    async def claim_event(self, event_id: str, ttl: float = 86400) -> bool:
-        """True for the first claimer of a platform event id within ``ttl`` seconds."""
+
+@runtime_checkable
+class PortingStore(Protocol):
+    """Copying a whole database (``gistbot copy-db``); not for live traffic."""
+
+    async def import_turns(self, key: ChannelKey, turns: Sequence[Turn]) -> int:
+        """Copy turns in with their own seqs (``gistbot copy-db``); existing seqs are kept.
+
+        Idempotent, so an interrupted copy resumes by importing again. Returns how many
+        were new. Not for live traffic: it bypasses seq assignment.
+        """
+
+    async def import_state(self, state: SummaryState) -> None:
+        """Set a channel's summary state exactly (text, version, fold pointer, counters,
+        facts), for ``gistbot copy-db``."""
+
+    async def replace_archive(
+        self, key: ChannelKey, episodes: Sequence[Episode], facts: Sequence[ChannelFact]
+    ) -> None:
+        """Set a channel's episodes and long-term facts to copies of these (``copy-db``).
+
+        One transaction; the target assigns new ids, and ``superseded_by`` links are
+        re-pointed to the copies. Idempotent, so an interrupted copy can run again.
+        """
+
+
+@runtime_checkable
+class Store(Lifecycle, MemoryStore, ArchiveStore, LeaseStore, PortingStore, Protocol):
+    """Everything one backend class implements; callers ask for the narrower role they use."""
