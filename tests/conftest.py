@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from memory.tokens import TokenCounter
-from tests.summary_fakes import ScriptedModel, Step
+from tests.fakes.models import ScriptedModel, Step
 
 
 @pytest.fixture(scope="session")
