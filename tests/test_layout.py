@@ -11,7 +11,7 @@ resolved), so a check reports each offending ``file:line``.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -51,17 +51,17 @@ def imported_names(path: Path, root: Path) -> Iterator[tuple[int, str]]:
                     yield node.lineno, f"{base}.{alias.name}" if base else alias.name
 
 
-def is_within(name: str, *modules: str) -> bool:
-    """Whether ``name`` is one of ``modules`` or inside one of them."""
-    return any(name == m or name.startswith(f"{m}.") for m in modules)
+def within(*modules: str) -> Callable[[str], bool]:
+    """Whether a dotted name is one of ``modules`` or inside one of them."""
+    return lambda name: any(name == m or name.startswith(f"{m}.") for m in modules)
 
 
-def offending_imports(root: Path, files: Iterator[Path], *forbidden: str) -> list[str]:
-    """``file:line imports name`` for each import of a ``forbidden`` module in ``files``."""
+def offending_imports(root: Path, files: Iterable[Path], bad: Callable[[str], bool]) -> list[str]:
+    """``file:line imports name`` for each line of ``files`` that imports a ``bad`` name."""
     found: dict[tuple[Path, int], str] = {}  # the first offending name of each line
     for path in files:
         for line, name in imported_names(path, root):
-            if is_within(name, *forbidden):
+            if bad(name):
                 found.setdefault((path, line), f"{path.relative_to(root)}:{line} imports {name}")
     return list(found.values())
 
@@ -72,18 +72,18 @@ def offending_imports(root: Path, files: Iterator[Path], *forbidden: str) -> lis
 def bot_importing_adapters(root: Path) -> list[str]:
     """Modules under ``bot/`` other than ``bot/cli.py`` that import ``adapters``."""
     files = (p for p in modules(root, "bot") if p != root / "bot" / "cli.py")
-    return offending_imports(root, files, "adapters")
+    return offending_imports(root, files, within("adapters"))
 
 
 def adapters_importing_bot_app(root: Path) -> list[str]:
     """Modules under ``adapters/`` that import ``bot.app``."""
-    return offending_imports(root, modules(root, "adapters"), "bot.app")
+    return offending_imports(root, modules(root, "adapters"), within("bot.app"))
 
 
 def memory_importing_outward(root: Path) -> list[str]:
     """Modules under ``memory/`` that import ``bot``, ``adapters`` or a platform library."""
-    return offending_imports(root, modules(root, "memory"), "bot", "adapters",
-                             *PLATFORM_LIBRARIES)
+    outward = within("bot", "adapters", *PLATFORM_LIBRARIES)
+    return offending_imports(root, modules(root, "memory"), outward)
 
 
 def long_modules(root: Path) -> list[str]:
@@ -107,12 +107,7 @@ def is_test_module(name: str) -> bool:
 def imports_of_test_modules(root: Path) -> list[str]:
     """Modules under ``tests/`` that import a test module (``tests.test_*``,
     ``from tests import test_*``, or relatively)."""
-    found: dict[tuple[Path, int], str] = {}
-    for path in modules(root, "tests"):
-        for line, name in imported_names(path, root):
-            if is_test_module(name):
-                found.setdefault((path, line), f"{path.relative_to(root)}:{line} imports {name}")
-    return list(found.values())
+    return offending_imports(root, modules(root, "tests"), is_test_module)
 
 
 # -- the rules on this repository -------------------------------------------------------------
