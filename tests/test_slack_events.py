@@ -8,9 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any
 
-from adapters.slack.app import build_app
+from adapters.slack.app import SlackAdapter, build_app
 from adapters.slack.transport import serve_http
 from bot.app import Runtime
 from memory.models import ChannelKey
@@ -120,7 +119,7 @@ async def test_second_replica_does_not_answer_again(h: Harness) -> None:
         await _second_replica(h, other)
 
 
-async def _second_replica(h: Harness, other: Any) -> None:
+async def _second_replica(h: Harness, other: SlackAdapter) -> None:
     async with serve_http(build_app(other), "127.0.0.1", 0) as url:
         assert await h.event(mention()) == 200
         await h.settle()

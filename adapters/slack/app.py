@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
@@ -31,7 +31,8 @@ __all__ = ["SlackAdapter", "build_app"]
 
 log = logging.getLogger(__name__)
 Json = dict[str, Any]
-Listener = Any  # bolt passes arguments by parameter name
+# bolt passes a listener its arguments by parameter name
+CommandListener = Callable[[AsyncAck, Json, AsyncRespond], Awaitable[None]]
 
 
 class SlackAdapter:
@@ -116,7 +117,7 @@ class SlackAdapter:
         for name in COMMANDS:
             app.command(name)(self._command_listener(name))
 
-    def _command_listener(self, name: str) -> Listener:
+    def _command_listener(self, name: str) -> CommandListener:
         async def on_command(ack: AsyncAck, command: Json, respond: AsyncRespond) -> None:
             await ack()
             self.spawn(self.commands.handle(name, command, respond))
