@@ -123,7 +123,6 @@ def test_bot_reaches_adapters_only_from_the_cli() -> None:
     assert_none(bot_importing_adapters(ROOT))
 
 
-@pytest.mark.xfail(strict=True, reason=PARALLEL_REFACTOR)
 def test_adapters_do_not_import_the_app() -> None:
     """No module under ``adapters/`` imports ``bot.app``."""
     assert_none(adapters_importing_bot_app(ROOT))
@@ -140,7 +139,6 @@ def test_modules_are_small() -> None:
     assert_none(long_modules(ROOT))
 
 
-@pytest.mark.xfail(strict=True, reason=PARALLEL_REFACTOR)
 def test_tests_do_not_import_each_other() -> None:
     """No module under ``tests/`` imports a test module (``tests.test_*``)."""
     assert_none(imports_of_test_modules(ROOT))
