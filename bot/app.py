@@ -22,8 +22,8 @@ from bot.offline_llm import OfflineLLM
 from bot.service import ChatService, ServiceConfig
 from bot.settings import Settings
 from memory.manager import MemoryManager
-from memory.sqlite_store import SqliteStore
 from memory.store import Store
+from memory.stores.sqlite.store import SqliteStore
 from memory.summarizer import Summarizer
 from memory.tokens import TokenCounter
 from memory.window import WindowPolicy

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from memory.completion import ChatMessage
 from memory.manager import MemoryManager
-from memory.sqlite_store import SqliteStore
 from memory.store import Store
+from memory.stores.sqlite.store import SqliteStore
 from memory.summarizer import Summarizer
 from memory.tokens import TokenCounter
 

@@ -25,7 +25,7 @@ from memory.completion import ChatMessage
 from memory.extractive import extractive_summary
 from memory.manager import MemoryManager
 from memory.models import ChannelKey, NewTurn
-from memory.sqlite_store import SqliteStore
+from memory.stores.sqlite.store import SqliteStore
 from memory.summarizer import Summarizer
 from memory.summary_prompt import parse_summary_request
 from memory.window import WindowPolicy

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from adapters.slack_text import WORD_JOINER
-from memory.sqlite_store import SqliteStore
+from memory.stores.sqlite.store import SqliteStore
 
 __all__ = [
     "LIVE_SLACK_PING",

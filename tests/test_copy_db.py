@@ -14,8 +14,8 @@ import pytest
 from bot.cli import main
 from bot.dbtools import CopyError, channel_checksum, copy_db
 from memory.models import ChannelKey, Fact, NewChannelFact, NewEpisode
-from memory.sqlite_store import SqliteStore
-from tests.store_contract import new_turn
+from memory.stores.sqlite.store import SqliteStore
+from tests.harness.store_contract import new_turn
 
 asyncpg = pytest.importorskip("asyncpg")
 PG = os.environ.get("GISTBOT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")

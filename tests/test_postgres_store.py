@@ -22,11 +22,12 @@ import pytest
 
 from memory.errors import SchemaTooNewError, StoreError, StoreOpenError
 from memory.models import ChannelKey
-from tests.store_contract import MakeStore, StoreContract, new_turn
+from tests.harness.store_contract import MakeStore, StoreContract, new_turn
 
 asyncpg = pytest.importorskip("asyncpg", reason="the postgres extra (asyncpg) is not installed")
 
 from memory.postgres_schema import MIGRATIONS, SCHEMA_VERSION  # noqa: E402
+
 from memory.postgres_store import PostgresStore  # noqa: E402
 
 DSN = os.environ.get("GISTBOT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")

@@ -1,0 +1,1 @@
+"""Shared test harness: helpers and contract suites that test modules import."""
