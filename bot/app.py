@@ -49,7 +49,7 @@ def store_for_url(url: str, *, synchronous: str = "FULL", pool_size: int = 10) -
     if not url.startswith(("postgresql://", "postgres://")):
         raise ConfigError(f"{url!r}: use sqlite:///path/to/file.db or postgresql://user@host/db")
     try:
-        from memory.postgres_store import PostgresStore
+        from memory.stores.postgres.store import PostgresStore
     except ImportError as e:
         raise ConfigError(
             "DATABASE_URL points at PostgreSQL, which needs the postgres extra: "

@@ -47,7 +47,7 @@ class LoggingModel:
 
 def open_store(spec: str) -> Store:
     if spec.startswith("postgresql://"):
-        from memory.postgres_store import PostgresStore
+        from memory.stores.postgres.store import PostgresStore
 
         dsn, _, schema = spec.partition("#")
         return PostgresStore(dsn, schema=schema, max_size=2)

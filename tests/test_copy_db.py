@@ -36,7 +36,7 @@ async def pg_url() -> AsyncIterator[str]:
 
 
 def pg_store(url: str):  # type: ignore[no-untyped-def]
-    from memory.postgres_store import PostgresStore
+    from memory.stores.postgres.store import PostgresStore
 
     dsn, _, schema = url.partition("#")
     return PostgresStore(dsn, schema=schema, max_size=2)

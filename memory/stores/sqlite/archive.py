@@ -27,7 +27,6 @@ __all__ = [
     "COMMON_TERM_DOCS",
     "RAREST_TERMS",
     "add_fact",
-    "archive_compaction",
     "delete_fact",
     "episodes",
     "insert_channel_fact",
@@ -101,17 +100,6 @@ def insert_channel_fact(conn: sqlite3.Connection, cid: int, f: NewChannelFact, n
             (fid, f.supersedes, cid),
         )
     return int(fid)
-
-
-def archive_compaction(
-    conn: sqlite3.Connection, cid: int, episode: NewEpisode | None,
-    facts: Sequence[NewChannelFact], now: float,
-) -> None:
-    """Archive what one compaction folded: its episode and the facts it extracted."""
-    if episode is not None:
-        insert_episode(conn, cid, episode)
-    for fact in facts:
-        insert_channel_fact(conn, cid, fact, now)
 
 
 def add_fact(tx: WriteTx, key: ChannelKey, fact: NewChannelFact, now: float) -> ChannelFact:

@@ -41,7 +41,7 @@ from memory.stores.common import (
     recorded,
     refused_change,
 )
-from memory.stores.sqlite.archive import archive_compaction
+from memory.stores.sqlite.archive import insert_channel_fact, insert_episode
 from memory.stores.sqlite.writer import WriteTx
 
 __all__ = [
@@ -246,7 +246,10 @@ def commit_summary(
     if cur.rowcount != 1:
         return False
     tx.conn.executemany(_UPSERT_FACT, fact_values(cid, facts))
-    archive_compaction(tx.conn, cid, episode, channel_facts, now)
+    if episode is not None:
+        insert_episode(tx.conn, cid, episode)
+    for fact in channel_facts:
+        insert_channel_fact(tx.conn, cid, fact, now)
     return True
 
 
