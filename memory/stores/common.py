@@ -31,7 +31,12 @@ from memory.search_text import terms
 from memory.store import ChangeOutcome
 
 __all__ = [
+    "CHANNEL_FACT_COLS",
+    "EPISODE_COLS",
+    "FACT_COLS",
+    "HEADER_COLS",
     "NO_UPPER_SEQ",
+    "TURN_COLS",
     "ArchiveCopy",
     "ChannelFactRow",
     "ChannelHeader",
@@ -47,6 +52,7 @@ __all__ = [
     "columns",
     "episode_terms",
     "fact_terms",
+    "fact_values",
     "positive_ttl",
     "recorded",
     "refused_change",
@@ -79,9 +85,8 @@ class TurnRow(NamedTuple):
     @classmethod
     def of(cls, turn: Turn) -> TurnRow:
         """The values to insert for ``turn``."""
-        t = turn
-        return cls(t.seq, t.message_id, t.role, t.author_id, t.author_name, t.text, t.tokens,
-                   t.sent_at)
+        return cls(turn.seq, turn.message_id, turn.role, turn.author_id, turn.author_name,
+                   turn.text, turn.tokens, turn.sent_at)
 
     def turn(self, key: ChannelKey) -> Turn:
         """The ``Turn`` this row stores."""
@@ -95,9 +100,8 @@ TURN_COLS = columns(TurnRow._fields)
 def recorded(turn: NewTurn, seq: int, folded_through: int) -> tuple[Turn, RecordResult]:
     """The turn ``record`` stores at ``seq``, and what it answers (``pending_hint`` is
     ``seq - folded_through``, read in the same statement that took the seq)."""
-    t = turn
-    stored = Turn(t.key, int(seq), t.message_id, t.role, t.author_id, t.author_name, t.text,
-                  t.tokens, t.sent_at)
+    stored = Turn(turn.key, int(seq), turn.message_id, turn.role, turn.author_id,
+                  turn.author_name, turn.text, turn.tokens, turn.sent_at)
     return stored, RecordResult(stored, created=True, pending_hint=int(seq) - int(folded_through))
 
 

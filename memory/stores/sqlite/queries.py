@@ -64,7 +64,7 @@ __all__ = [
     "turns",
 ]
 
-_TURN_VALUES = f"INSERT INTO turns (channel_id, {TURN_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_TURN = f"INSERT INTO turns (channel_id, {TURN_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _UPSERT_FACT = (
     f"INSERT INTO facts (channel_id, {FACT_COLS}) "
     "VALUES (?, ?, ?, ?, ?) ON CONFLICT (channel_id, value) DO UPDATE SET "
@@ -114,7 +114,7 @@ def record(tx: WriteTx, turn: NewTurn) -> RecordResult:
         (cid,),
     ).fetchone()
     stored, result = recorded(turn, seq, folded_through)
-    tx.conn.execute(_TURN_VALUES, (cid, *TurnRow.of(stored)))
+    tx.conn.execute(_INSERT_TURN, (cid, *TurnRow.of(stored)))
     return result
 
 
@@ -200,7 +200,7 @@ def import_turns(tx: WriteTx, key: ChannelKey, turns: Sequence[Turn]) -> int:
     new = 0
     for t in turns:
         new += tx.conn.execute(
-            f"{_TURN_VALUES} ON CONFLICT DO NOTHING", (cid, *TurnRow.of(t))
+            f"{_INSERT_TURN} ON CONFLICT DO NOTHING", (cid, *TurnRow.of(t))
         ).rowcount
     if turns:
         top = max(t.seq for t in turns)
