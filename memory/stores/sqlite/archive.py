@@ -12,6 +12,7 @@ from typing import Any
 
 from memory.models import ChannelFact, ChannelKey, Episode, NewChannelFact, NewEpisode, Recall
 from memory.stores.common import (
+    CHANNEL_FACT_COLS,
     ArchiveCopy,
     ChannelFactRow,
     EpisodeRow,
@@ -114,8 +115,7 @@ def delete_fact(tx: WriteTx, key: ChannelKey, fact_id: int) -> ChannelFact | Non
     if cid is None:
         return None
     row = tx.conn.execute(
-        "DELETE FROM memory_facts WHERE id = ? AND channel_id = ? RETURNING "
-        f"{_FACT_COLS.replace('f.', '')}",
+        f"DELETE FROM memory_facts WHERE id = ? AND channel_id = ? RETURNING {CHANNEL_FACT_COLS}",
         (fact_id, cid),
     ).fetchone()
     if row is None:
@@ -203,24 +203,24 @@ def search(
     cid = _channel_of(conn, key)
     if cid is None:
         return Recall()
-    fact_terms_ = _rarest(conn, "memory_facts_vocab", query)
-    episode_terms_ = _rarest(conn, "episodes_vocab", query)
+    rare_fact_terms = _rarest(conn, "memory_facts_vocab", query)
+    rare_episode_terms = _rarest(conn, "episodes_vocab", query)
     # bm25 weights: 0 for the channel column, so only the terms rank.
-    facts = [] if not fact_terms_ else conn.execute(
+    facts = [] if not rare_fact_terms else conn.execute(
         f"SELECT {_FACT_COLS} FROM memory_facts_fts "
         "JOIN memory_facts f ON f.id = memory_facts_fts.rowid "
         "WHERE memory_facts_fts MATCH ? AND f.channel_id = ? "
         f"{'' if include_superseded else 'AND f.superseded_by IS NULL '}"
         "ORDER BY f.superseded_by IS NOT NULL, bm25(memory_facts_fts, 0.0, 1.0), "
         "f.id DESC LIMIT ?",
-        (_fts_query(cid, fact_terms_), cid, facts_limit),
+        (_fts_query(cid, rare_fact_terms), cid, facts_limit),
     ).fetchall()
-    found = [] if not episode_terms_ else conn.execute(
+    found = [] if not rare_episode_terms else conn.execute(
         f"SELECT {_EPISODE_COLS} FROM episodes_fts "
         "JOIN episodes e ON e.id = episodes_fts.rowid "
         "WHERE episodes_fts MATCH ? AND e.channel_id = ? "
         "ORDER BY bm25(episodes_fts, 0.0, 1.0), e.id DESC LIMIT ?",
-        (_fts_query(cid, episode_terms_), cid, episodes_limit),
+        (_fts_query(cid, rare_episode_terms), cid, episodes_limit),
     ).fetchall()
     return Recall(tuple(_channel_fact(key, r) for r in facts),
                   tuple(_episode(key, r) for r in found))
