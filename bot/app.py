@@ -22,8 +22,8 @@ from bot.offline_llm import OfflineLLM
 from bot.service import ChatService, ServiceConfig
 from bot.settings import Settings
 from memory.manager import MemoryManager
-from memory.sqlite_store import SqliteStore
 from memory.store import Store
+from memory.stores.sqlite.store import SqliteStore
 from memory.summarizer import Summarizer
 from memory.tokens import TokenCounter
 from memory.window import WindowPolicy
@@ -49,7 +49,7 @@ def store_for_url(url: str, *, synchronous: str = "FULL", pool_size: int = 10) -
     if not url.startswith(("postgresql://", "postgres://")):
         raise ConfigError(f"{url!r}: use sqlite:///path/to/file.db or postgresql://user@host/db")
     try:
-        from memory.postgres_store import PostgresStore
+        from memory.stores.postgres.store import PostgresStore
     except ImportError as e:
         raise ConfigError(
             "DATABASE_URL points at PostgreSQL, which needs the postgres extra: "

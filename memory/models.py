@@ -217,6 +217,11 @@ class ChannelStats:
     last_compacted_at: float | None
     version: int
 
+    @classmethod
+    def empty(cls, key: ChannelKey) -> ChannelStats:
+        """The counts of a channel with nothing stored."""
+        return cls(key, 0, 0, 0, 0, 0, 0, 0, None, 0)
+
 
 @dataclass(frozen=True, slots=True)
 class MemoryView:

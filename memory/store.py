@@ -3,11 +3,11 @@
 ``MemoryStore`` is what the memory manager reads and commits; ``ArchiveStore`` holds
 episodes and long-term facts; ``LeaseStore`` keeps compaction single-flight across
 processes; ``PortingStore`` serves ``gistbot copy-db``. ``Store`` is their union, what one
-backend class implements. Platform concerns (Slack's delivery de-duplication) are
+backend class implements. Platform concerns (de-duplicating redelivered events) are
 declared by the adapters that need them (``adapters.claims``), not here.
 
-The contract suite in ``tests/store_contract.py`` pins the behaviour; both backends run it.
-Semantics every implementation keeps:
+The contract suite in ``tests/harness/store_contract.py`` pins the behaviour; both
+backends run it. Semantics every implementation keeps:
 
 * ``record`` is idempotent on ``(key, message_id)`` and durable before it returns.
 * ``commit_summary`` is atomic and conditional on the channel's ``version``.

@@ -12,8 +12,8 @@ import asyncio
 import sys
 
 from memory.manager import MemoryManager
-from memory.sqlite_store import SqliteStore
 from memory.store import Store
+from memory.stores.sqlite.store import SqliteStore
 from memory.summarizer import Summarizer
 from memory.tokens import TokenCounter
 from tests.fakes.models import LoggingModel
@@ -21,7 +21,7 @@ from tests.fakes.models import LoggingModel
 
 def open_store(spec: str) -> Store:
     if spec.startswith("postgresql://"):
-        from memory.postgres_store import PostgresStore
+        from memory.stores.postgres.store import PostgresStore
 
         dsn, _, schema = spec.partition("#")
         return PostgresStore(dsn, schema=schema, max_size=2)

@@ -37,7 +37,7 @@ import functools  # noqa: E402
 from collections.abc import AsyncIterator  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from memory.sqlite_store import SqliteStore  # noqa: E402
+from memory.stores.sqlite.store import SqliteStore  # noqa: E402
 from tests.fakes.discord_server import FakeDiscord  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI, default_responder  # noqa: E402
 from tests.harness.discord import Objects, loopback_discord  # noqa: E402

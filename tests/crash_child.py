@@ -22,7 +22,7 @@ from typing import Any
 
 from memory.manager import MemoryManager
 from memory.models import ChannelKey, NewTurn
-from memory.sqlite_store import SqliteStore
+from memory.stores.sqlite.store import SqliteStore
 from memory.summarizer import Summarizer
 from memory.window import WindowPolicy
 from tests.fakes.models import Call, ScriptedModel, extractive

@@ -271,11 +271,11 @@ async def test_forget_without_a_reference_asks_which(tmp_path: Path, ref: str) -
 async def test_common_terms_are_left_out_of_archive_queries(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import memory.sqlite_store as sqlite_store
     from memory.models import NewChannelFact
-    from memory.sqlite_store import SqliteStore
+    from memory.stores.sqlite import archive as sqlite_archive
+    from memory.stores.sqlite.store import SqliteStore
 
-    monkeypatch.setattr(sqlite_store, "COMMON_TERM_DOCS", 3)
+    monkeypatch.setattr(sqlite_archive, "COMMON_TERM_DOCS", 3)
     key = ChannelKey("console", "local", "terms")
     async with SqliteStore(tmp_path / "terms.db") as store:
         for i in range(5):

@@ -14,8 +14,8 @@ import pytest
 from bot.cli import main
 from bot.dbtools import CopyError, channel_checksum, copy_db
 from memory.models import ChannelKey, Fact, NewChannelFact, NewEpisode
-from memory.sqlite_store import SqliteStore
-from tests.store_contract import new_turn
+from memory.stores.sqlite.store import SqliteStore
+from tests.harness.store_contract import new_turn
 
 asyncpg = pytest.importorskip("asyncpg")
 PG = os.environ.get("GISTBOT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -36,7 +36,7 @@ async def pg_url() -> AsyncIterator[str]:
 
 
 def pg_store(url: str):  # type: ignore[no-untyped-def]
-    from memory.postgres_store import PostgresStore
+    from memory.stores.postgres.store import PostgresStore
 
     dsn, _, schema = url.partition("#")
     return PostgresStore(dsn, schema=schema, max_size=2)

@@ -16,7 +16,7 @@ from pathlib import Path
 from memory.identifiers import contains_identifier, extract_identifiers
 from memory.manager import MemoryManager
 from memory.models import ChannelKey, NewTurn
-from memory.sqlite_store import SqliteStore
+from memory.stores.sqlite.store import SqliteStore
 from memory.summarizer import Summarizer
 from memory.summary_prompt import SummaryRequest
 from memory.tokens import TokenCounter

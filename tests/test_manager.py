@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from memory.identifiers import contains_identifier, extract_identifiers
 from memory.manager import MemoryManager
 from memory.models import ChannelKey, NewTurn
-from memory.sqlite_store import SqliteStore
 from memory.store import Store
+from memory.stores.sqlite.store import SqliteStore
 from memory.summarizer import Summarizer
 from memory.summary_prompt import SummaryRequest
 from memory.text import clean_text

@@ -18,7 +18,7 @@ import pytest
 from memory.models import ChannelKey
 from memory.store import Store
 from tests.compaction_child import open_store
-from tests.store_contract import new_turn
+from tests.harness.store_contract import new_turn
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = ChannelKey("discord", "g1", "c1")
@@ -110,7 +110,7 @@ async def test_a_killed_lease_holder_blocks_only_until_expiry(spec: str, tmp_pat
 
 async def test_lease_is_renewed_while_a_slow_summary_runs(tmp_path: Path) -> None:
     from memory.manager import MemoryManager
-    from memory.sqlite_store import SqliteStore
+    from memory.stores.sqlite.store import SqliteStore
     from memory.summarizer import Summarizer
     from memory.tokens import TokenCounter
     from tests.fakes.models import LoggingModel

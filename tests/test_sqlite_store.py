@@ -14,10 +14,10 @@ import pytest
 
 from memory.errors import SchemaTooNewError, StoreBusyError, StoreOpenError
 from memory.models import ChannelKey, Fact
-from memory.sqlite_schema import SCHEMA_VERSION
-from memory.sqlite_store import SqliteStore
 from memory.store import Store
-from tests.store_contract import MakeStore, StoreContract, new_turn
+from memory.stores.sqlite.schema import SCHEMA_VERSION
+from memory.stores.sqlite.store import SqliteStore
+from tests.harness.store_contract import MakeStore, StoreContract, new_turn
 
 KEY = ChannelKey("discord", "g1", "c1")
 
