@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memory.completion import ChatMessage
-from memory.manager import MemoryManager
+from memory.manager import MemoryConfig, MemoryManager
 from memory.sqlite_store import SqliteStore
 from memory.store import Store
 from memory.summarizer import Summarizer
@@ -60,7 +60,8 @@ async def main(spec: str, log: str, mode: str, lease_ttl: float) -> None:
     tok = TokenCounter("gpt-4o")
     summarizer = Summarizer(LoggingModel(log, mode == "hang"), tok, summary_tokens=4000)
     manager = MemoryManager(
-        store, summarizer, tok, lease_ttl=lease_ttl, lease_wait=0.1, retry_base=0.1
+        store, summarizer, tok,
+        config=MemoryConfig(lease_ttl=lease_ttl, lease_wait=0.1, retry_base=0.1),
     )
     try:
         await manager.start()

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from memory.identifiers import contains_identifier, extract_identifiers
-from memory.manager import MemoryManager
+from memory.manager import MemoryConfig, MemoryManager
 from memory.models import ChannelKey, NewTurn
 from memory.sqlite_store import SqliteStore
 from memory.summarizer import Summarizer
@@ -105,8 +105,8 @@ async def test_every_planted_identifier_survives(tmp_path: Path, tok: TokenCount
     store = SqliteStore(tmp_path / "facts.db", synchronous="OFF")
     await store.open()
     mgr = MemoryManager(store, Summarizer(model, tok, summary_tokens=300), tok,
-                        WindowPolicy(max_messages=10, keep_messages=4), summary_tokens=300,
-                        facts_tokens=200, retry_base=0.01)
+                        WindowPolicy(max_messages=10, keep_messages=4),
+                        config=MemoryConfig(summary_tokens=300, facts_tokens=200, retry_base=0.01))
     seq_of: dict[str, int] = {}
     try:
         for i, (speaker, text) in enumerate(conversation()):

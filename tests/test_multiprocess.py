@@ -109,7 +109,7 @@ async def test_a_killed_lease_holder_blocks_only_until_expiry(spec: str, tmp_pat
 
 
 async def test_lease_is_renewed_while_a_slow_summary_runs(tmp_path: Path) -> None:
-    from memory.manager import MemoryManager
+    from memory.manager import MemoryConfig, MemoryManager
     from memory.sqlite_store import SqliteStore
     from memory.summarizer import Summarizer
     from memory.tokens import TokenCounter
@@ -131,7 +131,8 @@ async def test_lease_is_renewed_while_a_slow_summary_runs(tmp_path: Path) -> Non
 
     model = Slow(str(tmp_path / "calls.log"), hang=False)
     manager = MemoryManager(
-        store, Summarizer(model, tok, summary_tokens=4000), tok, lease_ttl=0.3, lease_wait=0.05
+        store, Summarizer(model, tok, summary_tokens=4000), tok,
+        config=MemoryConfig(lease_ttl=0.3, lease_wait=0.05),
     )
     try:
         await manager.start()
