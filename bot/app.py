@@ -21,7 +21,8 @@ from bot.llm import LLM, OpenAILLM, UsageMeter
 from bot.offline_llm import OfflineLLM
 from bot.service import ChatService, ServiceConfig
 from bot.settings import Settings
-from memory.manager import MemoryConfig, MemoryManager
+from memory.config import MemoryConfig
+from memory.manager import MemoryManager
 from memory.sqlite_store import SqliteStore
 from memory.store import Store
 from memory.summarizer import Summarizer

@@ -40,7 +40,7 @@ from memory.text import clean_text
 from memory.tokens import Tokenizer
 from memory.window import WindowPolicy, build_view
 
-__all__ = ["Digest", "ManagerStore", "MemoryConfig", "MemoryManager"]
+__all__ = ["Digest", "ManagerStore", "MemoryManager"]
 
 log = logging.getLogger(__name__)
 

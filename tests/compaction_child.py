@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memory.completion import ChatMessage
-from memory.manager import MemoryConfig, MemoryManager
+from memory.config import MemoryConfig
+from memory.manager import MemoryManager
 from memory.sqlite_store import SqliteStore
 from memory.store import Store
 from memory.summarizer import Summarizer

@@ -22,8 +22,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from memory.completion import ChatMessage
+from memory.config import MemoryConfig
 from memory.extractive import extractive_summary
-from memory.manager import MemoryConfig, MemoryManager
+from memory.manager import MemoryManager
 from memory.models import ChannelKey, NewTurn
 from memory.sqlite_store import SqliteStore
 from memory.summarizer import Summarizer

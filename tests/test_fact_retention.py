@@ -13,8 +13,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from memory.config import MemoryConfig
 from memory.identifiers import contains_identifier, extract_identifiers
-from memory.manager import MemoryConfig, MemoryManager
+from memory.manager import MemoryManager
 from memory.models import ChannelKey, NewTurn
 from memory.sqlite_store import SqliteStore
 from memory.summarizer import Summarizer

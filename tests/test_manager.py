@@ -21,8 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memory.config import MemoryConfig
 from memory.identifiers import contains_identifier, extract_identifiers
-from memory.manager import MemoryConfig, MemoryManager
+from memory.manager import MemoryManager
 from memory.models import ChannelKey, NewTurn
 from memory.sqlite_store import SqliteStore
 from memory.store import Store

@@ -109,7 +109,8 @@ async def test_a_killed_lease_holder_blocks_only_until_expiry(spec: str, tmp_pat
 
 
 async def test_lease_is_renewed_while_a_slow_summary_runs(tmp_path: Path) -> None:
-    from memory.manager import MemoryConfig, MemoryManager
+    from memory.config import MemoryConfig
+    from memory.manager import MemoryManager
     from memory.sqlite_store import SqliteStore
     from memory.summarizer import Summarizer
     from memory.tokens import TokenCounter
