@@ -22,7 +22,7 @@ from memory.summarizer import Summarizer
 from memory.summary_prompt import SummaryRequest
 from memory.tokens import TokenCounter
 from memory.window import WindowPolicy
-from tests.summary_fakes import ExtractiveModel
+from tests.fakes.models import ExtractiveModel
 
 KEY = ChannelKey("slack", "T01", "C-support")
 

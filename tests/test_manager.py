@@ -32,7 +32,7 @@ from memory.summary_prompt import SummaryRequest
 from memory.text import clean_text
 from memory.tokens import TokenCounter
 from memory.window import WindowPolicy
-from tests.summary_fakes import Block, ExtractiveModel, ScriptedModel, extractive
+from tests.fakes.models import Block, ExtractiveModel, ScriptedModel, extractive
 
 KEY = ChannelKey("discord", "g1", "c1")
 OTHER = ChannelKey("discord", "g1", "c2")
