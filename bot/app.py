@@ -21,6 +21,7 @@ from bot.llm import LLM, OpenAILLM, UsageMeter
 from bot.offline_llm import OfflineLLM
 from bot.service import ChatService, ServiceConfig
 from bot.settings import Settings
+from memory.config import MemoryConfig
 from memory.manager import MemoryManager
 from memory.store import Store
 from memory.stores.sqlite.store import SqliteStore
@@ -116,10 +117,12 @@ class Runtime:
                 summarizer,
                 tokenizer,
                 policy,
-                summary_tokens=settings.summary_tokens,
-                facts_tokens=settings.facts_tokens,
-                recall_tokens=settings.recall_tokens,
-                retention_days=settings.retention_days,
+                config=MemoryConfig(
+                    summary_tokens=settings.summary_tokens,
+                    facts_tokens=settings.facts_tokens,
+                    recall_tokens=settings.recall_tokens,
+                    retention_days=settings.retention_days,
+                ),
             )
             config = ServiceConfig(
                 system_prompt=settings.system_prompt,

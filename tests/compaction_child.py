@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
+from memory.config import MemoryConfig
 from memory.manager import MemoryManager
 from memory.store import Store
 from memory.stores.sqlite.store import SqliteStore
@@ -34,7 +35,8 @@ async def main(spec: str, log: str, mode: str, lease_ttl: float) -> None:
     tok = TokenCounter("gpt-4o")
     summarizer = Summarizer(LoggingModel(log, mode == "hang"), tok, summary_tokens=4000)
     manager = MemoryManager(
-        store, summarizer, tok, lease_ttl=lease_ttl, lease_wait=0.1, retry_base=0.1
+        store, summarizer, tok,
+        config=MemoryConfig(lease_ttl=lease_ttl, lease_wait=0.1, retry_base=0.1),
     )
     try:
         await manager.start()

@@ -20,6 +20,7 @@ import asyncio
 import sys
 from typing import Any
 
+from memory.config import MemoryConfig
 from memory.manager import MemoryManager
 from memory.models import ChannelKey, NewTurn
 from memory.stores.sqlite.store import SqliteStore
@@ -87,12 +88,14 @@ async def main(path: str, run: str) -> None:
         Summarizer(FastModel(), tok, summary_tokens=SUMMARY_TOKENS),
         tok,
         WindowPolicy(max_messages=10, keep_messages=4),
-        summary_tokens=SUMMARY_TOKENS,
-        retry_base=0.01,
-        # A killed run leaves its lease behind; keep its expiry short so the next run can
-        # compact soon (a real restart waits at most the default 30 s).
-        lease_ttl=0.3,
-        lease_wait=0.05,
+        config=MemoryConfig(
+            summary_tokens=SUMMARY_TOKENS,
+            retry_base=0.01,
+            # A killed run leaves its lease behind; keep its expiry short so the next run can
+            # compact soon (a real restart waits at most the default 30 s).
+            lease_ttl=0.3,
+            lease_wait=0.05,
+        ),
     )
     await mgr.start()
     emit("READY")

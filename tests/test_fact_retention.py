@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from memory.config import MemoryConfig
 from memory.identifiers import contains_identifier, extract_identifiers
 from memory.manager import MemoryManager
 from memory.models import ChannelKey, NewTurn
@@ -105,8 +106,8 @@ async def test_every_planted_identifier_survives(tmp_path: Path, tok: TokenCount
     store = SqliteStore(tmp_path / "facts.db", synchronous="OFF")
     await store.open()
     mgr = MemoryManager(store, Summarizer(model, tok, summary_tokens=300), tok,
-                        WindowPolicy(max_messages=10, keep_messages=4), summary_tokens=300,
-                        facts_tokens=200, retry_base=0.01)
+                        WindowPolicy(max_messages=10, keep_messages=4),
+                        config=MemoryConfig(summary_tokens=300, facts_tokens=200, retry_base=0.01))
     seq_of: dict[str, int] = {}
     try:
         for i, (speaker, text) in enumerate(conversation()):

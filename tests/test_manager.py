@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import tempfile
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memory.config import MemoryConfig
 from memory.identifiers import contains_identifier, extract_identifiers
 from memory.manager import MemoryManager
 from memory.models import ChannelKey, NewTurn
@@ -85,11 +87,12 @@ async def make_manager(
     made: list[MemoryManager] = []
 
     def make(model: Any, *, timeout: float = 30.0, summary_tokens: int = 300,
-             policy: WindowPolicy | None = None, **kw: Any) -> MemoryManager:
+             policy: WindowPolicy | None = None, clock: Callable[[], float] = time.time,
+             **kw: Any) -> MemoryManager:
         summarizer = Summarizer(model, tok, summary_tokens=summary_tokens, timeout=timeout)
         kw.setdefault("retry_base", 0.01)
-        mgr = MemoryManager(store, summarizer, tok, policy, summary_tokens=summary_tokens,  # type: ignore[arg-type]
-                            **kw)
+        mgr = MemoryManager(store, summarizer, tok, policy,  # type: ignore[arg-type]
+                            config=MemoryConfig(summary_tokens=summary_tokens, **kw), clock=clock)
         made.append(mgr)
         return mgr
 
@@ -619,7 +622,8 @@ async def _scenario(
         store = SqliteStore(Path(tmp) / "p.db", synchronous="OFF")
         await store.open()
         mgr = MemoryManager(store, Summarizer(model, tok, summary_tokens=summary_tokens), tok,
-                            policy, summary_tokens=summary_tokens, retry_base=0.001)
+                            policy, config=MemoryConfig(summary_tokens=summary_tokens,
+                                                        retry_base=0.001))
         try:
             n = 0
             for op, arg in ops:

@@ -109,6 +109,7 @@ async def test_a_killed_lease_holder_blocks_only_until_expiry(spec: str, tmp_pat
 
 
 async def test_lease_is_renewed_while_a_slow_summary_runs(tmp_path: Path) -> None:
+    from memory.config import MemoryConfig
     from memory.manager import MemoryManager
     from memory.stores.sqlite.store import SqliteStore
     from memory.summarizer import Summarizer
@@ -123,7 +124,8 @@ async def test_lease_is_renewed_while_a_slow_summary_runs(tmp_path: Path) -> Non
     release = asyncio.Event()
     model = LoggingModel(str(tmp_path / "calls.log"), gate=release)
     manager = MemoryManager(
-        store, Summarizer(model, tok, summary_tokens=4000), tok, lease_ttl=0.3, lease_wait=0.05
+        store, Summarizer(model, tok, summary_tokens=4000), tok,
+        config=MemoryConfig(lease_ttl=0.3, lease_wait=0.05),
     )
     try:
         await manager.start()
