@@ -19,7 +19,6 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 450
 PLATFORM_LIBRARIES = ("discord", "slack", "slack_bolt", "slack_sdk")
-PARALLEL_REFACTOR = "issue 12: fixed by the parallel refactor"
 
 
 def modules(root: Path, *packages: str) -> Iterator[Path]:
@@ -133,7 +132,6 @@ def test_memory_knows_nothing_of_bot_adapters_or_platforms() -> None:
     assert_none(memory_importing_outward(ROOT))
 
 
-@pytest.mark.xfail(strict=True, reason=PARALLEL_REFACTOR)
 def test_modules_are_small() -> None:
     """No Python module in ``memory/``, ``bot/``, ``adapters/`` is over 450 lines."""
     assert_none(long_modules(ROOT))
