@@ -11,12 +11,16 @@ import pytest
 from bot.llm_gate import LLMGate
 from memory.errors import MemoryError_, Preempted
 
+pytestmark = pytest.mark.timeout(20)  # a hang is a failure, soon
 
-async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    """Yield to the loop until ``condition()`` holds; fail after ``timeout`` seconds."""
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.001)
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Poll ``condition`` (another component's state) until it holds; fail if it never does."""
+    for _ in range(5000):
+        if condition():
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("the condition never held")
 
 
 class Calls:
@@ -182,7 +186,7 @@ async def test_cancelled_callers_give_their_slots_back() -> None:
 
 async def test_cancelled_waiting_reply_does_not_block_summaries() -> None:
     gate, calls = LLMGate(1), Calls()
-    busy = submit(gate, calls, "digest", "busy")
+    submit(gate, calls, "digest", "busy")
     await until(lambda: calls.started == ["busy"])
     summary = submit(gate, calls, "summary", "summary")
     reply = submit(gate, calls, "reply", "reply")

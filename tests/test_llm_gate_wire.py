@@ -25,6 +25,8 @@ from memory.summarizer import build_summary_request
 from memory.tokens import TokenCounter
 from tests.fakes.openai_server import FakeOpenAI, Text, default_responder, is_summary_request
 
+pytestmark = pytest.mark.timeout(60)  # a hang is a failure, soon
+
 REPLY: list[ChatMessage] = [
     {"role": "system", "content": "You are helpful."},
     {"role": "user", "content": "Hello?"},
@@ -42,11 +44,13 @@ def _no_openai_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Poll ``condition`` until it holds; fail after ``timeout`` seconds."""
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.005)
+async def until(condition: Callable[[], bool]) -> None:
+    """Poll ``condition`` (another component's state) until it holds; fail if it never does."""
+    for _ in range(2000):
+        if condition():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("the condition never held")
 
 
 def slow_summaries(seconds: float) -> Callable[[dict[str, Any]], float]:
