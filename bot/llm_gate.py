@@ -7,6 +7,7 @@ preemptible.
   wait, on futures, so waiting costs the event loop nothing. Set it to the number of
   requests the server runs in parallel (llama.cpp ``--parallel``, Ollama
   ``OLLAMA_NUM_PARALLEL``): a server that queues requests itself hides them from the gate.
+  A hosted API takes more (say 32); preemption only happens when every slot is taken.
 - **Priority.** A free slot goes to the longest-waiting *interactive* call (``reply``,
   ``digest``: someone is waiting for it) and only when none waits to the longest-waiting
   background ``summary``.
@@ -20,8 +21,13 @@ preemptible.
   Only calls made with :meth:`LLMGate.run` for ``summary`` are preemptible; streams
   (:meth:`LLMGate.hold`) keep their slot until they end.
 
-Time spent waiting here is not part of a request's timeout: the SDK's timeout starts with
-the request, which starts once the slot is held.
+Time spent waiting here is not part of a request's timeout (``LLM_TIMEOUT``): the SDK's
+timeout starts with the request, which starts once the slot is held. (``SUMMARY_TIMEOUT``,
+which ``memory.summarizer`` puts around the whole call, does include the wait; a summary
+that times out while waiting never reached the endpoint, and compaction retries it.)
+
+``OfflineLLM`` uses a gate of ``summary_slots`` slots for its summaries alone, so at most
+that many CPU-bound extractive summaries run per event-loop turn.
 """
 
 from __future__ import annotations
