@@ -139,7 +139,7 @@ async def test_never_more_summaries_in_flight_than_the_cap(
         done.set()
         await watcher
         assert len(answers) == 50 and len(fake.served) == 50
-        assert fake.peak_summaries == 8, f"{fake.peak_summaries} summaries at once"
+        assert 1 < fake.peak_summaries <= 8, f"{fake.peak_summaries} summaries at once"
         # Replies still get the other slots while summaries wait for theirs.
         fake_reply = await llm.complete(REPLY, max_tokens=20, purpose="reply")
         assert fake_reply.text == "You said: Hello?"
