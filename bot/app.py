@@ -64,7 +64,7 @@ def store_for_url(url: str, *, synchronous: str = "FULL", pool_size: int = 10) -
 def make_llm(settings: Settings, tokenizer: TokenCounter, meter: UsageMeter) -> LLM:
     """``OpenAILLM`` for a configured provider; ``OfflineLLM`` only when none was asked for."""
     if settings.provider == "offline":
-        return OfflineLLM(tokenizer, meter=meter)
+        return OfflineLLM(tokenizer, meter=meter, summary_concurrency=settings.summary_concurrency)
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
     return OpenAILLM(
         api_key=key,
@@ -74,6 +74,8 @@ def make_llm(settings: Settings, tokenizer: TokenCounter, meter: UsageMeter) -> 
         timeout=settings.llm_timeout,
         max_retries=settings.llm_max_retries,
         meter=meter,
+        concurrency=settings.llm_concurrency,
+        summary_concurrency=settings.summary_concurrency,
     )
 
 
