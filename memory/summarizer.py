@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 
 from memory.completion import ChatMessage, SummaryModel
 from memory.errors import SummaryRejected
+from memory.extractive import content_sentence
 from memory.identifiers import (
     contains_identifier,
     context_for,
@@ -196,18 +197,22 @@ def _carried_facts(
 
 
 def extractive_episode(turns: Sequence[Turn], *, max_tokens: int, tokenizer: Tokenizer) -> str:
-    """The stand-in episode when the model wrote none: each speaker's first sentence, in
-    order, within ``max_tokens`` (works on CJK: ``split_sentences`` needs no spaces)."""
-    parts: list[str] = []
-    seen: set[str] = set()
+    """The stand-in episode when the model wrote none: each speaker's first content sentence
+    (greetings and thanks skipped, ``memory.extractive.is_courtesy``), in order, within
+    ``max_tokens`` (works on CJK: ``split_sentences`` needs no spaces). A conversation of
+    nothing but courtesy gives each speaker's first sentence."""
+    names = list(dict.fromkeys(t.author_name for t in turns if t.author_name))
+    picked: dict[str, str] = {}
+    fallback: dict[str, str] = {}
     for turn in turns:
         who = turn.author_name or turn.author_id or turn.role
-        sentences = [x for x in split_sentences(turn.text) if x.strip()]
-        if who in seen or not sentences:
-            continue
-        seen.add(who)
-        parts.append(f"{who}: {sentences[0].strip()}")
-    text = " / ".join(parts) or "(no text)"
+        sentences = [x.strip() for x in split_sentences(turn.text) if x.strip()]
+        if sentences:
+            fallback.setdefault(who, sentences[0])
+        if who not in picked and (content := content_sentence(turn.text, names)) is not None:
+            picked[who] = content.strip()
+    chosen = picked or fallback
+    text = " / ".join(f"{who}: {s}" for who, s in chosen.items()) or "(no text)"
     if tokenizer.count(text) > max_tokens:
         text = tokenizer.truncate(text, max_tokens - 1).rstrip() + "…"
     return text
