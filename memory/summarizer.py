@@ -417,7 +417,8 @@ def _lost_lines(text: str, state: SummaryState, turns: Sequence[Turn], bound: in
     for fact in state.facts:
         lines.setdefault(fact.value, _short(fact.context))
     for ident in spoken_identifiers(turns, [state.text, *(f.value for f in state.facts)]):
-        latest = [t for t in turns if contains_identifier(t.text, ident)][-1]
+        mentions = [t for t in turns if contains_identifier(t.text, ident)]
+        latest = ([t for t in mentions if t.role != "assistant"] or mentions)[-1]
         who = latest.author_name or latest.author_id
         lines.setdefault(ident, f"{who}: {_short(context_for(ident, latest.text))}")
     return [
