@@ -61,7 +61,9 @@ _COURTESY = re.compile(
     r"sure|cool|nice|great|awesome|amazing|congrats|congratulations|welcome|you'?re welcome|"
     r"no problem|np|you too|take care|cheers|omg|wow|yay|yes|yeah|yep|nope|sounds good|"
     r"got it|noted|all|everyone|guys|folks|there|so|much|a lot|again|really|very|too|dear|"
-    r"mate|buddy|friend|friends|oh|ah|aw+|hmm+|and|for|you|it|that|have a good (?:one|day))\b"
+    r"mate|buddy|friend|friends|oh|ah|aw+|hmm+|and|for|you|it|that|have a good (?:one|day)|"
+    r"(?:good|nice|great|glad) to (?:see|meet|hear from) you|long time no see|how are you|"
+    r"how'?s it going|what'?s up)\b"
     r"|감사합니다|감사해요|감사|고맙습니다|고마워요|고마워|안녕하세요|안녕히|안녕|반갑습니다|"
     r"반가워요|수고하셨습니다|수고하세요|수고|넵|네|예|알겠습니다|좋아요|좋네요|굿|ㅋ+|ㅎ+|ㅠ+|ㅜ+|"
     r"ありがとうございます|ありがとう|こんにちは|こんばんは|おはようございます|おはよう|"
@@ -78,8 +80,12 @@ def is_courtesy(sentence: str, names: Sequence[str] = ()) -> bool:
     rest = sentence
     for name in sorted((n for n in names if n.strip()), key=len, reverse=True):
         rest = re.sub(re.escape(name), " ", rest, flags=re.IGNORECASE)
-    rest = _COURTESY.sub(" ", rest)
-    return sum(c.isalnum() for c in rest) < 3
+    stripped = _COURTESY.sub(" ", rest)
+    if sum(c.isalnum() for c in stripped) < 3:
+        return True
+    # "Hey Mel!": a greeting plus one capitalised word, a name the speakers list lacks.
+    words = re.findall(r"\w+", stripped)
+    return stripped != rest and len(words) == 1 and words[0][:1].isupper()
 
 
 def content_sentence(text: str, names: Sequence[str] = ()) -> str | None:
