@@ -57,58 +57,79 @@ _EMAIL = re.compile(
 _MAY_HAVE_ID = re.compile(r"[0-9@`]|://|www\.", re.IGNORECASE)
 _BACKTICK = re.compile(r"(?<!`)`([^`\n]{1,100})`(?!`)")
 _AMOUNT = r"(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?"
-_ALNUM = re.compile(_NW + r"[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*" + _NE)
+_ALNUM = re.compile(_NW + r"(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*" + _NE)
 _KEYWORD = (
     r"(?:(?<![A-Za-z])(?i:order|ticket|invoice|case|id|no\.|nr\.|num\.|number|ref|reference"
     r"|issue|pr|bug|build|account|acct|booking|reservation|confirmation|tracking|receipt"
     r"|claim|policy|serial|room)"
     r"|주문|번호|송장|티켓|예약|계좌|접수|사건|문의|이슈|注文|番号|予約|伝票|チケット|口座)"
 )
-_KEYWORD_NUMBER = re.compile(
+_KEYWORD_TAIL = re.compile(
     _KEYWORD
     + r"(?:\s*(?i:number|no\.|nr\.|num\.)|번호|番号)?"
-    + r"(?:\s*[:：]|\s*(?:은|는|이|가|의|을|를|は|が|の|を))?\s*#?\s*"
-    + r"(?P<n>[0-9]{1,3}(?:,[0-9]{3})+|[0-9]{3,})(?![0-9A-Za-z_]|[.,][0-9])"
+    + r"(?:\s*[:：]|\s*(?:은|는|이|가|의|을|를|は|が|の|を))?\s*#?\s*$"
 )
+_KEYWORD_REACH = 40  # characters before a number searched for its keyword
+_BARE_NUMBER = re.compile(
+    r"(?<![0-9,.])(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]{3,})(?![0-9A-Za-z_]|[.,][0-9])"
+)
+
+
+def _gated(pattern: str, gate: str | None = None) -> tuple[re.Pattern[str], re.Pattern[str] | None]:
+    """A pattern, and a cheap one that must occur in the text before it is worth running."""
+    return re.compile(pattern), re.compile(gate) if gate is not None else None
+
+
 _MONTH = (
     r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
     r"|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?"
 )
 _DAY = r"[0-3]?[0-9](?:st|nd|rd|th)?"
-_PATTERNS = [
-    re.compile(_NW + r"[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}" + _NE),  # UUID
-    re.compile(r"(?<![&A-Za-z0-9_])#[0-9]{2,}(?![0-9])"),  # #4411
-    re.compile(_NW + r"(?=[A-Fa-f]*[0-9])[0-9A-Fa-f]{7,40}" + _NE),  # commit-ish
+_MONTH_GATE = r"Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
+_PATTERNS: list[tuple[re.Pattern[str], re.Pattern[str] | None]] = [
+    _gated(_NW + r"[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}" + _NE, "-"),  # UUID
+    _gated(r"(?<![&A-Za-z0-9_])#[0-9]{2,}(?![0-9])", "#"),  # #4411
+    _gated(_NW + r"(?=[A-Fa-f]*[0-9])[0-9A-Fa-f]{7,40}" + _NE),  # commit-ish
     # Dates: ISO, slashed or dotted with a 4-digit year, Korean, Japanese, English months.
-    re.compile(r"(?<![0-9.])[0-9]{4}([-/.])[01]?[0-9]\1[0-3]?[0-9]" + _NUM_END),
-    re.compile(r"(?<![0-9./-])[0-3]?[0-9]([-/.])[0-3]?[0-9]\1(?:[0-9]{4}|[0-9]{2})" + _NUM_END),
-    re.compile(r"(?<![0-9])(?:[0-9]{4}\s*[년年]\s*)?[01]?[0-9]\s*[월月]\s*[0-3]?[0-9]\s*[일日]"),
-    re.compile(r"(?<![0-9])[0-9]{4}\s*[년年]\s*[01]?[0-9]\s*[월月]"),
-    re.compile(_NW + _MONTH + r"\s+" + _DAY + r"(?:,?\s+[0-9]{4})?" + _NE),
-    re.compile(_NW + _DAY + r"\s+" + _MONTH + r"(?:,?\s+[0-9]{4})?" + _NE),
+    _gated(r"(?<![0-9.])[0-9]{4}([-/.])[01]?[0-9]\1[0-3]?[0-9]" + _NUM_END, r"[-/.]"),
+    _gated(
+        r"(?<![0-9./-])[0-3]?[0-9]([-/.])[0-3]?[0-9]\1(?:[0-9]{4}|[0-9]{2})" + _NUM_END, r"[-/.]"
+    ),
+    _gated(
+        r"(?<![0-9])(?:[0-9]{4}\s*[년年]\s*)?[01]?[0-9]\s*[월月]\s*[0-3]?[0-9]\s*[일日]", "[월月]"
+    ),
+    _gated(r"(?<![0-9])[0-9]{4}\s*[년年]\s*[01]?[0-9]\s*[월月]", "[월月]"),
+    _gated(_NW + _MONTH + r"\s+" + _DAY + r"(?:,?\s+[0-9]{4})?" + _NE, _MONTH_GATE),
+    _gated(_NW + _DAY + r"\s+" + _MONTH + r"(?:,?\s+[0-9]{4})?" + _NE, _MONTH_GATE),
     # Versions (and IP addresses): v-prefixed with a dot, or three or more dotted parts.
-    re.compile(
+    _gated(
         _NW + r"(?:[vV][0-9]+(?:\.[0-9]+)+|[0-9]+(?:\.[0-9]+){2,})"
-        r"(?:[-+][0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?" + _NE + _NUM_END
+        r"(?:[-+][0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?" + _NE + _NUM_END,
+        r"\.",
     ),
     # Phone numbers.
-    re.compile(r"(?<![0-9A-Za-z_+])\+[0-9]{1,3}(?:[ .-]?\(?[0-9]{1,4}\)?)(?:[ .-]?[0-9]{2,4}){1,4}"
-               + _NUM_END),
-    re.compile(r"(?<![0-9A-Za-z_])\([0-9]{2,4}\)\s?[0-9]{3,4}[-. ][0-9]{4}" + _NUM_END),
-    re.compile(r"(?<![0-9A-Za-z_./-])[0-9]{1,4}(?:-[0-9]{2,4}){2,4}" + _NUM_END),
-    re.compile(r"(?<![0-9A-Za-z_./-])[0-9]{3}-[0-9]{4}" + _NUM_END),
-    # Money: a currency before the amount, or a currency word after it.
-    re.compile(
-        r"(?:(?<![A-Za-z0-9_])(?:US|A|C|HK|NZ)?\$|[€£¥₩]|(?<![A-Za-z])(?:USD|EUR|GBP|JPY|KRW|CNY)"
-        r"\s?)\s?" + _AMOUNT + _NUM_END
+    _gated(
+        r"(?<![0-9A-Za-z_+])\+[0-9]{1,3}(?:[ .-]?\(?[0-9]{1,4}\)?)(?:[ .-]?[0-9]{2,4}){1,4}"
+        + _NUM_END,
+        r"\+",
     ),
-    re.compile(
+    _gated(r"(?<![0-9A-Za-z_])\([0-9]{2,4}\)\s?[0-9]{3,4}[-. ][0-9]{4}" + _NUM_END, r"\("),
+    _gated(r"(?<![0-9A-Za-z_./-])[0-9]{1,4}(?:-[0-9]{2,4}){2,4}" + _NUM_END, "-"),
+    _gated(r"(?<![0-9A-Za-z_./-])[0-9]{3}-[0-9]{4}" + _NUM_END, "-"),
+    # Money: a currency before the amount, or a currency word after it.
+    _gated(
+        r"(?:(?<![A-Za-z0-9_])(?:US|A|C|HK|NZ)?\$|[€£¥₩]|(?<![A-Za-z])(?:USD|EUR|GBP|JPY|KRW|CNY)"
+        r"\s?)\s?" + _AMOUNT + _NUM_END,
+        r"[$€£¥₩]|USD|EUR|GBP|JPY|KRW|CNY",
+    ),
+    _gated(
         r"(?<![0-9A-Za-z_.,])" + _AMOUNT
         + r"(?:\s?(?:만원|천원|억원|원|달러|엔|유로|円|万円|ドル|ユーロ|元)"
-        r"|\s(?:dollars?|euros?|won|yen|USD|EUR|GBP|JPY|KRW|CNY)" + _NE + ")"
+        r"|\s(?:dollars?|euros?|won|yen|USD|EUR|GBP|JPY|KRW|CNY)" + _NE + ")",
+        r"[원円元엔]|달러|유로|ドル|ユーロ|dollar|euro|won|yen|USD|EUR|GBP|JPY|KRW|CNY",
     ),
     # Long numbers: 5+ digits before any decimal point.
-    re.compile(r"(?<![A-Za-z0-9_.,])" + _AMOUNT + _NUM_END),
+    _gated(r"(?<![A-Za-z0-9_.,])" + _AMOUNT + _NUM_END, "[0-9]{5}|,"),
 ]
 _MAX_ID_CHARS = 64
 _URL_TAIL = ".,;:!?*"
@@ -164,9 +185,12 @@ def _candidates(text: str) -> list[tuple[int, int, str]]:
     for m in _ALNUM.finditer(text):
         if (value := _alnum_id(m.group())) is not None:
             found.append((m.start(), m.start() + len(value), value))
-    for m in _KEYWORD_NUMBER.finditer(text):
-        found.append((m.start("n"), m.end("n"), m.group("n")))
-    for pattern in _PATTERNS:
+    for m in _BARE_NUMBER.finditer(text):
+        if _KEYWORD_TAIL.search(text, max(0, m.start() - _KEYWORD_REACH), m.start()):
+            found.append((m.start(), m.end(), m.group()))
+    for pattern, gate in _PATTERNS:
+        if gate is not None and not gate.search(text):
+            continue
         for m in pattern.finditer(text):
             value = " ".join(m.group().split())
             if _plausible(value):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 from memory.identifiers import contains_identifier, extract_identifiers
 from memory.models import Fact, Turn
@@ -45,6 +46,7 @@ RECENT_FACTS = 20
 """Most carried facts a request shows only because they were mentioned recently."""
 
 
+@lru_cache(maxsize=16)
 def own_identifiers(max_tokens: int) -> frozenset[str]:
     """Identifiers in gistbot's own summarizer request text for this bound."""
     return frozenset(extract_identifiers(request_boilerplate(max_tokens)))
