@@ -38,8 +38,15 @@ said only by the bot, or only by gistbot's own prompt text, are filtered there.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
-__all__ = ["contains_identifier", "context_for", "extract_identifiers", "split_sentences"]
+__all__ = [
+    "contains_identifier",
+    "context_for",
+    "extract_identifiers",
+    "mentioned_in",
+    "split_sentences",
+]
 
 _NW = r"(?<![A-Za-z0-9_])"  # not preceded by an ASCII word character
 _NE = r"(?![A-Za-z0-9_])"  # not followed by one
@@ -294,6 +301,21 @@ def contains_identifier(haystack: str, ident: str) -> bool:
     digits or letters (``500`` is found in ``500GB``).
     """
     return _locate(haystack, ident) >= 0
+
+
+def mentioned_in(haystack: str) -> Callable[[str], bool]:
+    """``contains_identifier(haystack, ·)`` for many identifiers: ``haystack`` (a whole fold,
+    say) is normalised once instead of once per identifier."""
+    text = " ".join(haystack.split())
+    low = text.translate(_ASCII_LOWER)
+
+    def check(ident: str) -> bool:
+        needle = " ".join(ident.split())
+        if _is_caseless(needle):
+            return any(_find(low, v) >= 0 for v in _variants(needle.translate(_ASCII_LOWER)))
+        return any(_find(text, v) >= 0 for v in _variants(needle))
+
+    return check
 
 
 def split_sentences(text: str) -> list[str]:

@@ -25,7 +25,7 @@ import math
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
-from memory.identifiers import contains_identifier, extract_identifiers
+from memory.identifiers import contains_identifier, extract_identifiers, mentioned_in
 from memory.models import Fact, Turn
 from memory.search_text import query_terms
 from memory.summary_prompt import format_fact, request_boilerplate
@@ -56,11 +56,11 @@ def spoken_identifiers(turns: Sequence[Turn], vouched: Iterable[str] = ()) -> li
     """Identifiers of ``turns`` in order: all of the users', and the bot's only when a user
     said them too (in a user turn here, or in ``vouched`` text such as the summary)."""
     users = "\n".join(t.text for t in turns if t.role != "assistant")
-    said = "\n".join([users, *vouched])
+    said = mentioned_in("\n".join([users, *vouched]))
     out: dict[str, None] = {}
     for turn in turns:
         for ident in extract_identifiers(turn.text):
-            if turn.role != "assistant" or contains_identifier(said, ident):
+            if turn.role != "assistant" or said(ident):
                 out[ident] = None
     return list(out)
 
@@ -92,7 +92,7 @@ def facts_for_request(
     """The carried facts a request about ``turns`` shows, in ``facts``' order."""
     if not facts:
         return []
-    text = "\n".join(t.text for t in turns)
+    in_fold = mentioned_in("\n".join(t.text for t in turns))
     wanted = set(query_terms(*(t.text for t in turns)))
     fact_terms = [set(query_terms(f.value, f.context)) for f in facts]
     df: dict[str, int] = {}
@@ -104,7 +104,7 @@ def facts_for_request(
     def score(i: int) -> float:  # rare shared terms weigh most; one in every fact, nothing
         return sum(math.log(n / df[t]) for t in fact_terms[i] & wanted)
 
-    mentioned = [i for i, f in enumerate(facts) if contains_identifier(text, f.value)]
+    mentioned = [i for i, f in enumerate(facts) if in_fold(f.value)]
     said = set(mentioned)
     shared = sorted(
         (i for i in range(n) if i not in said and score(i) > 0),

@@ -36,6 +36,7 @@ from memory.identifiers import (
     contains_identifier,
     context_for,
     extract_identifiers,
+    mentioned_in,
     split_sentences,
 )
 from memory.ledger import (
@@ -164,7 +165,10 @@ def _carried_facts(
     """Facts to upsert: old facts mentioned again (newer ``last_seen_seq``), then the
     identifiers the summary lost, with the sentence (and speaker) they came from."""
     out: dict[str, Fact] = {}
+    in_fold = mentioned_in("\n".join(t.text for t in turns))
     for fact in previous.facts:
+        if not in_fold(fact.value):  # most are not: one check on the whole fold first
+            continue
         seqs = [t.seq for t in turns if contains_identifier(t.text, fact.value)]
         if seqs:
             out[fact.value] = replace(fact, last_seen_seq=max(fact.last_seen_seq, *seqs))

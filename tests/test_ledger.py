@@ -276,3 +276,22 @@ async def test_none_of_400_identifiers_is_dropped_from_the_committed_ledger(
         assert refreshed.last_seen_seq == pending[6].seq  # mentioned again: moved up
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize(
+    ("haystack", "ident"),
+    [
+        ("order ORD-1042 shipped", "ORD-1042"),
+        ("order ord-1042 shipped", "ORD-1042"),
+        ("see HTTPS://Example.COM/a", "https://example.com/a"),
+        ("ticket 10423", "1042"),
+        ("the total is 12500 won", "12,500"),
+        ("paid $12,500 today", "$12500"),
+        ("run `make\n  test`", "make test"),
+        ("ORD-7731로 환불", "ORD-7731"),
+    ],
+)
+def test_mentioned_in_agrees_with_contains_identifier(haystack: str, ident: str) -> None:
+    from memory.identifiers import contains_identifier, mentioned_in
+
+    assert mentioned_in(haystack)(ident) is contains_identifier(haystack, ident)
