@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from memory.completion import ChatMessage
-from memory.identifiers import extract_identifiers
+from memory.identifiers import contains_identifier, extract_identifiers, mentioned_in
 from memory.ledger import (
     CARRIED_TOKENS,
     RECENT_FACTS,
@@ -292,6 +292,4 @@ async def test_none_of_400_identifiers_is_dropped_from_the_committed_ledger(
     ],
 )
 def test_mentioned_in_agrees_with_contains_identifier(haystack: str, ident: str) -> None:
-    from memory.identifiers import contains_identifier, mentioned_in
-
     assert mentioned_in(haystack)(ident) is contains_identifier(haystack, ident)
