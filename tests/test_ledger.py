@@ -21,7 +21,7 @@ from memory.ledger import (
     facts_for_request,
     required_identifiers,
 )
-from memory.models import ChannelKey, Fact, NewTurn, Role, SummaryState, Turn
+from memory.models import ChannelFact, ChannelKey, Fact, NewTurn, Role, SummaryState, Turn
 from memory.sqlite_store import SqliteStore
 from memory.summarizer import Summarizer
 from memory.summary_prompt import parse_summary_request
@@ -207,7 +207,12 @@ async def test_request_size_is_bounded_by_the_fold_not_the_ledger(age: int) -> N
     turns = fold_at(age + 1)
     model = Scripted([keep_everything])
     s = Summarizer(model, TOK, summary_tokens=SUMMARY_TOKENS)
-    await s.summarize(previous, turns)
+    known = [  # the manager offers up to 10 related long-term facts of up to 300 characters
+        ChannelFact(KEY, i, f"Long-term fact {i}: " + "the refund policy changed " * 11, (i,),
+                    "", False, 1e9)
+        for i in range(10)
+    ]
+    await s.summarize(previous, turns, known_facts=known)
     assert model.done
     [(messages, _)] = model.calls
     size = request_tokens(messages)
