@@ -44,7 +44,7 @@ from memory.completion import ChatMessage
 from memory.errors import StoreError
 from memory.manager import MemoryManager
 from memory.models import ChannelFact, ChannelKey, ChannelStats, MemoryView, NewTurn
-from memory.recall import episode_span, fact_line
+from memory.recall import episode_spans, fact_line
 
 __all__ = [
     "MAX_FACT_CHARS",
@@ -300,7 +300,7 @@ class ChatService:
         )
         earlier = ""
         if digest.episodes:
-            spans = ", ".join(episode_span(e) for e in reversed(digest.episodes))
+            spans = episode_spans(list(reversed(digest.episodes)))
             earlier = f"\n\nEarlier: {spans} (UTC)"
         return CommandResult(
             f"{digest.text.strip()}{note}{earlier}\n\n— {footer(digest.stats)}"

@@ -61,6 +61,7 @@ __all__ = [
     "format_fact",
     "merge_turns",
     "parse_summary_request",
+    "request_boilerplate",
     "split_answer",
 ]
 
@@ -223,6 +224,14 @@ def build_summary_request(
         },
         {"role": "user", "content": "\n".join(lines).rstrip("\n")},
     ]
+
+
+def request_boilerplate(max_tokens: int) -> str:
+    """All of gistbot's own text in a request with this bound (rules, intros, the retry
+    message), so its numbers are never mistaken for something a person said."""
+    retry = build_retry_message([], max_tokens=max_tokens)["content"]
+    rules = _SYSTEM.format(hint="", max_tokens=max_tokens) + _ARCHIVE_RULES
+    return "\n".join([rules, _INTRO, _DIGEST_INTRO, f"Token limit: {max_tokens}", retry])
 
 
 def build_retry_message(missing: Sequence[str], *, max_tokens: int) -> ChatMessage:

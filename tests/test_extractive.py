@@ -32,7 +32,7 @@ def section(text: str, title: str) -> list[str]:
 
 ENGLISH = [
     ("Alice", "Hi all! My order ORD-1042 has not arrived."),
-    ("Bob", "ok"),
+    ("Bob", "ok. The warehouse is short-staffed this week."),
     ("Bob", "We agreed to refund it on Friday. Can Carol check the warehouse?"),
     ("Carol", "I prefer tea, by the way. Random musing about the weather."),
 ]
@@ -52,8 +52,9 @@ def test_keeps_important_sentences_by_section_with_speakers() -> None:
     assert section(text, "Decisions") == ["Bob: We agreed to refund it on Friday."]
     assert section(text, "Open requests") == ["Bob: Can Carol check the warehouse?"]
     assert section(text, "People and preferences") == ["Carol: I prefer tea, by the way."]
-    assert section(text, "Topics") == ["Alice: Hi all!"]
-    assert "weather" not in text and "Bob: ok" not in text
+    # A greeting is no topic (courtesy never displaces content): the first content sentence is.
+    assert section(text, "Topics") == ["Bob: The warehouse is short-staffed this week."]
+    assert "weather" not in text and "Bob: ok" not in text and "Hi all" not in text
 
 
 def test_korean_without_spaces_or_capitals() -> None:
@@ -74,7 +75,9 @@ def test_korean_without_spaces_or_capitals() -> None:
     ]
     assert section(text, "Decisions") == ["지영: 내일까지 처리하기로 했습니다."]
     assert section(text, "Open requests") == ["지영: 배송은 언제 되나요"]
-    assert section(text, "People and preferences") == ["민수: 지영님 감사합니다"]
+    # 안녕하세요, 네 and "지영님 감사합니다" are courtesy, not people or topics.
+    assert section(text, "People and preferences") == []
+    assert "감사합니다" not in text and "안녕하세요" not in text
 
 
 def test_japanese_without_spaces() -> None:
