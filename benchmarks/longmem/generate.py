@@ -55,7 +55,7 @@ class Size:
 
 
 SIZES = {
-    "quick": Size(2, (6, 6), (20, 28), 15),
+    "quick": Size(2, (12, 12), (20, 28), 15),
     "full": Size(10, (15, 25), (20, 40), None),
 }
 
