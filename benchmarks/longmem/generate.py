@@ -56,7 +56,7 @@ class Size:
 
 SIZES = {
     "quick": Size(2, (12, 12), (20, 28), 15),
-    "full": Size(10, (15, 25), (20, 40), None),
+    "full": Size(10, (20, 30), (24, 40), None),
 }
 
 
@@ -241,7 +241,8 @@ def _conversation(c: int, size: Size, seed: int) -> Conversation:
             elif rng.random() < 0.22:
                 text = rng.choice(distractors)
             else:
-                body = _fill(rng.choice(t.FILLER), rng, t.SLOTS)
+                parts = rng.sample(t.FILLER, rng.choice((1, 2, 3, 3, 4)))
+                body = " ".join(_fill(part, rng, t.SLOTS) for part in parts)
                 lead = rng.choice(t.REACTIONS) if rng.random() < 0.45 else ""
                 text = f"{lead}{'!' if lead else ''} {body}".strip()
             sent = start + timedelta(seconds=40 * i)
