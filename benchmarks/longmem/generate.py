@@ -41,7 +41,8 @@ TAILS = {"en": [" Still buzzing.", " What a day.", " Can't stop smiling.", " Hon
          "ko": [" 아직도 실감이 안 나.", " 정말 대단한 하루였어.", " 너무 신나.", " 암튼 그랬어."]}
 ACKS = {"en": ["Congrats, that's wonderful!", "Oh wow, tell me more!", "That's amazing news.",
                "Good for you!", "Ha, love that.", "Oh nice, I'm happy for you."],
-        "ko": ["축하해, 정말 잘됐다!", "우와, 더 얘기해 줘!", "대박 소식이네.", "잘됐다!", "좋다 ㅋㅋ"]}
+        "ko": ["축하해, 정말 잘됐다!", "우와, 더 얘기해 줘!", "대박 소식이네.", "잘됐다!",
+               "좋다 ㅋㅋ"]}
 
 
 @dataclass(frozen=True)

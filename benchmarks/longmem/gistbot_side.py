@@ -20,6 +20,7 @@ measure the prompt.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import shutil
@@ -77,6 +78,12 @@ def settings_for(budget: int, db: Path) -> tuple[Settings, dict[str, str]]:
             env["SUMMARY_TOKENS"] = str(summary)
 
 
+def _copy_snapshot(snapshot: Path, db: Path) -> None:
+    for suffix in ("-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    shutil.copyfile(snapshot, db)
+
+
 @dataclass
 class _Open:
     stack: contextlib.AsyncExitStack
@@ -130,7 +137,7 @@ class GistbotChannel:
                     text=t.text, sent_at=t.sent_at, mentions_bot=False))
             await rt.memory.wait_idle()
             await ch._stop()
-            shutil.copyfile(ch.db, ch.snapshot)
+            await asyncio.to_thread(shutil.copyfile, ch.db, ch.snapshot)
             rt = await ch._start()
             ch._baseline = await ch._state(rt)
             yield ch
@@ -139,9 +146,7 @@ class GistbotChannel:
 
     async def _restore(self) -> Runtime:
         await self._stop()
-        for suffix in ("-wal", "-shm"):
-            Path(f"{self.db}{suffix}").unlink(missing_ok=True)
-        shutil.copyfile(self.snapshot, self.db)
+        await asyncio.to_thread(_copy_snapshot, self.snapshot, self.db)
         self.restores += 1
         return await self._start()
 

@@ -102,7 +102,7 @@ class RawTurnIndex:
     """One conversation's raw turns, their rendered costs and a BM25 index over them."""
 
     def __init__(self, conv: Conversation) -> None:
-        from rank_bm25 import BM25Okapi
+        from rank_bm25 import BM25Okapi  # type: ignore[import-untyped]
 
         self.conv = conv
         self.turns = conv.turns
