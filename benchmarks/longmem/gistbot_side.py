@@ -16,6 +16,9 @@ anything else changed meanwhile (the question triggered a compaction, the delete
 apply), the runtime is reopened on a fresh copy of the snapshot, so every question sees the
 same state and no question leaks into another. No model call is made for the reply: we
 measure the prompt.
+
+``prompts_on_fresh_copies`` serves scenario 5's identifier probe: each question on its own
+copy of a live runtime's database.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import asyncio
 import contextlib
 import logging
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +42,8 @@ from bot.settings import Settings, load_settings
 from memory.completion import ChatMessage
 from memory.models import ChannelKey, NewTurn
 
-__all__ = ["GistbotChannel", "default_budget", "settings_for"]
+__all__ = ["GistbotChannel", "default_budget", "prompts_on_fresh_copies", "reply_prompt",
+           "settings_for", "snapshot_sqlite"]
 
 REPLY_TOKENS = 800
 ASK_DELAY = 86_400.0  # questions come a day after the last session
@@ -156,14 +160,56 @@ class GistbotChannel:
         rt = self._open.rt
         name, author = self.conv.asker
         message_id = f"ask:{q.id}"
-        result = await rt.memory.record(NewTurn(self.key, message_id, "user", author, name,
-                                                q.question, 0, self.asked_at))
-        # As ChatService._reply reads and renders it:
-        view = await rt.memory.view(self.key, rt.service.memory_budget(),
-                                    through_seq=result.turn.seq, recall=True)
-        messages = build_messages(rt.service.config.system_prompt, view)
+        messages = await reply_prompt(rt, IncomingMessage(
+            key=self.key, message_id=message_id, author_id=author, author_name=name,
+            text=q.question, sent_at=self.asked_at, mentions_bot=True))
         outcome = await rt.memory.delete(self.key, message_id)
         await rt.memory.wait_idle()
         if outcome != "deleted" or await self._state(rt) != self._baseline:
             await self._restore()
         return messages
+
+
+async def reply_prompt(rt: Runtime, msg: IncomingMessage) -> list[ChatMessage]:
+    """Record ``msg`` as the newest turn and return the prompt a reply to it would send:
+    recorded as ``ChatService.on_message`` records it, the view read and rendered as
+    ``ChatService._reply`` does (keep them in step)."""
+    result = await rt.memory.record(NewTurn(msg.key, msg.message_id, "user", msg.author_id,
+                                            msg.author_name, msg.text, 0, msg.sent_at))
+    view = await rt.memory.view(msg.key, rt.service.memory_budget(),
+                                through_seq=result.turn.seq, recall=True)
+    return build_messages(rt.service.config.system_prompt, view)
+
+
+def snapshot_sqlite(db: Path, dest: Path) -> None:
+    """A consistent copy of a SQLite database that may be open elsewhere (backup API)."""
+    import sqlite3
+
+    src, out = sqlite3.connect(db), sqlite3.connect(dest)
+    try:
+        src.backup(out)
+    finally:
+        out.close()
+        src.close()
+
+
+async def prompts_on_fresh_copies(rt: Runtime, env: Mapping[str, str],
+                                  messages: Sequence[IncomingMessage], folder: Path
+                                  ) -> list[list[ChatMessage]]:
+    """For each of ``messages``: on a fresh copy of ``rt``'s SQLite database (a runtime with the
+    same settings ``env``, offline model), the prompt a reply to that turn would send. The
+    live runtime is not touched; no turn sees another."""
+    db = rt.settings.sqlite_path
+    assert db is not None, "fresh copies need a SQLite database"
+    snap = folder / "probe-snapshot.db"
+    await asyncio.to_thread(snapshot_sqlite, db, snap)
+    work = folder / "probe.db"
+    settings = load_settings(environ={**env, "LLM_PROVIDER": "offline",
+                                      "DATABASE_URL": f"sqlite:///{work}"}, env_file=None)
+    logging.getLogger("bot.app").setLevel(logging.ERROR)
+    out = []
+    for msg in messages:
+        await asyncio.to_thread(_copy_snapshot, snap, work)
+        async with Runtime.open(settings) as copy:
+            out.append(await reply_prompt(copy, msg))
+    return out
