@@ -13,8 +13,10 @@ did Caroline call her new dog?"). Question kinds:
 * ``temporal`` — "When did …?": the answer is the date of the session the event was told in;
 * ``identifier`` — an order number, ticket id, booking code … said once.
 
-Conversation 1 is in Korean, the others in English. Nothing is downloaded: the same seed
-gives the same data (``generate(size, seed)``), so nothing large is committed.
+Conversation 1 is in Korean, conversation 5 mixed (Korean speakers switching between
+Korean and English turn by turn, facts and questions in both), the others in English.
+Nothing is downloaded: the same seed gives the same data (``generate(size, seed)``), so
+nothing large is committed.
 
 Invariants (checked here and in the tests): every evidence id exists; every non-temporal
 answer occurs in an evidence turn and in no other turn; no question contains its answer;
@@ -36,6 +38,8 @@ __all__ = ["KINDS", "SIZES", "Conversation", "Message", "Question", "Size", "ans
            "generate"]
 
 KINDS = ("single-hop", "two-hop", "temporal", "identifier")
+LANGUAGES = {1: "ko", 5: "mixed"}  # conversation index -> language; others English
+MODULES: dict[str, ModuleType] = {"en": templates_en, "ko": templates_ko}
 TAILS = {"en": [" Still buzzing.", " What a day.", " Can't stop smiling.", " Honestly, so happy.",
                 " Pinch me.", " Anyway, that's my news."],
          "ko": [" 아직도 실감이 안 나.", " 정말 대단한 하루였어.", " 너무 신나.", " 암튼 그랬어."]}
@@ -186,14 +190,25 @@ def _choose(facts: list[_Fact], n: int | None, rng: random.Random) -> list[_Fact
     return chosen + rng.sample(rest, n - len(chosen))
 
 
+def _lang(module: ModuleType) -> str:
+    return "ko" if module is templates_ko else "en"
+
+
 def _conversation(c: int, size: Size, seed: int) -> Conversation:
     rng = random.Random(f"longmem-{seed}-{c}")
-    lang = "ko" if c == 1 else "en"
-    t = templates_ko if lang == "ko" else templates_en
+    lang = LANGUAGES.get(c, "en")
+    mods = [templates_ko, templates_en] if lang == "mixed" else [MODULES[lang]]
+    t = mods[0]  # names and the asker
     people = rng.sample(t.PEOPLE, 2)
     names = (people[0][0], people[1][0])
     poss = (people[0][1] or "their", people[1][1] or "their")
-    facts = _choose(_facts(t, lang, names, poss, rng), size.questions, rng)
+    facts = [f for m in mods for f in _facts(m, _lang(m), names, poss, rng)]
+    if len(mods) > 1:  # one fact per (speaker, kind of fact), in one of the languages
+        rng.shuffle(facts)
+        seen: set[tuple[int, str]] = set()
+        facts = [f for f in facts if (f.speaker, f.name) not in seen
+                 and not seen.add((f.speaker, f.name))]  # type: ignore[func-returns-value]
+    facts = _choose(facts, size.questions, rng)
     n_sessions = rng.randint(*size.sessions)
     lengths = [rng.randint(*size.turns) for _ in range(n_sessions)]
     # Place evidence: session per text (two-hop: first text in an earlier or the same
@@ -230,21 +245,22 @@ def _conversation(c: int, size: Size, seed: int) -> Conversation:
                 free[spk].append(len(who) - 1)
             at[free[spk].pop()] = (text, f)
         for i, spk in enumerate(who):
+            tm = rng.choice(mods)  # a mixed conversation switches language turn by turn
             mid = f"{conv.id}s{s:02d}t{i:02d}"
             if i in at:
                 text, f = at[i]
                 placed.setdefault(id(f), []).append(mid)
                 fact_date.setdefault(id(f), conv.session_dates[-1])
             elif i == 0:
-                text = _fill(rng.choice(t.GREETINGS), rng, {"O": [names[1 - spk]]})
+                text = _fill(rng.choice(tm.GREETINGS), rng, {"O": [names[1 - spk]]})
             elif i - 1 in at and rng.random() < 0.6:
-                text = rng.choice(ACKS[lang])
+                text = rng.choice(ACKS[_lang(tm)])
             elif rng.random() < 0.22:
                 text = rng.choice(distractors)
             else:
-                parts = rng.sample(t.FILLER, rng.choice((1, 2, 3, 3, 4)))
-                body = " ".join(_fill(part, rng, t.SLOTS) for part in parts)
-                lead = rng.choice(t.REACTIONS) if rng.random() < 0.45 else ""
+                parts = rng.sample(tm.FILLER, rng.choice((1, 2, 3, 3, 4)))
+                body = " ".join(_fill(part, rng, tm.SLOTS) for part in parts)
+                lead = rng.choice(tm.REACTIONS) if rng.random() < 0.45 else ""
                 text = f"{lead}{'!' if lead else ''} {body}".strip()
             sent = start + timedelta(seconds=40 * i)
             conv.turns.append(Message(mid, names[spk], f"U-{conv.id}-{spk}", text,
@@ -268,8 +284,9 @@ def check(conv: Conversation) -> None:
         if q.kind == "temporal":
             assert conv.session_dates[turns[q.evidence[0]].session] == q.answer, q
             continue
-        pat = re.compile(r"(?<!\w)" + re.escape(q.answer) + r"(?!\w)", re.IGNORECASE)
-        if conv.language == "ko":
+        pat = re.compile(r"(?<![A-Za-z0-9])" + re.escape(q.answer) + r"(?![A-Za-z0-9])",
+                         re.IGNORECASE)
+        if not q.answer.isascii():  # Korean: particles attach to the word, no boundary
             pat = re.compile(re.escape(q.answer))
         assert any(pat.search(turns[e].text) for e in q.evidence), q
         others = [t.id for t in conv.turns if t.id not in q.evidence and pat.search(t.text)]

@@ -80,16 +80,19 @@ class Score:
         for kind in KINDS:
             row[f"evidence % {kind}"] = 100 * self.share(2, kind)
         row["evidence % Korean"] = 100 * self.share(2, lang="ko")
+        row["evidence % mixed"] = 100 * self.share(2, lang="mixed")
         return row
 
 
-async def _gistbot(conv: Conversation, budget: int, folder: Path, score: Score) -> int:
+async def _gistbot(conv: Conversation, budget: int, folder: Path, score: Score,
+                   facts: dict[str, Any]) -> None:
     from benchmarks.longmem.gistbot_side import GistbotChannel
 
     async with GistbotChannel.replay(conv, budget, folder) as ch:
         for q in conv.questions:
             score.add(conv, q, await ch.ask(q))
-        return ch.restores
+        facts["restores"] = facts.get("restores", 0) + ch.restores
+        facts.setdefault("settings", {})[budget] = ch.env
 
 
 async def evaluate(convs: Sequence[Conversation], budgets: Sequence[int],
@@ -100,7 +103,7 @@ async def evaluate(convs: Sequence[Conversation], budgets: Sequence[int],
     def get(method: str, budget: int | None) -> Score:
         return scores.setdefault((method, budget), Score(method, budget))
 
-    restores = 0
+    facts: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="gistbot-longmem-") as tmp:
         for conv in convs:
             progress(f"  scenario 6: {conv.id} ({conv.language}): {len(conv.turns)} turns, "
@@ -117,10 +120,10 @@ async def evaluate(convs: Sequence[Conversation], budgets: Sequence[int],
                         get(method, b).add(conv, q, p.messages)
             if "gistbot" in methods:
                 for b in budgets:
-                    restores += await _gistbot(conv, b, Path(tmp), get("gistbot", b))
+                    await _gistbot(conv, b, Path(tmp), get("gistbot", b), facts)
     order = {m: i for i, m in enumerate(methods)}
     out = sorted(scores.values(), key=lambda s: (order[s.method], s.budget or 0))
-    return out, {"restores": restores}
+    return out, facts
 
 
 def section(convs: Sequence[Conversation], scores: Sequence[Score], budgets: Sequence[int],
@@ -149,7 +152,8 @@ def section(convs: Sequence[Conversation], scores: Sequence[Score], budgets: Seq
     kinds = {k: sum(q.kind == k for c in convs for q in c.questions) for k in KINDS}
     notes = [
         f"Data: `benchmarks.longmem.generate` size {size!r}, seed {seed}: {len(convs)} "
-        f"two-person conversations ({sum(c.language == 'ko' for c in convs)} Korean), "
+        f"two-person conversations ({sum(c.language == 'ko' for c in convs)} Korean, "
+        f"{sum(c.language == 'mixed' for c in convs)} Korean-English mixed), "
         f"{n_t:,} turns in {sum(len(c.session_dates) for c in convs)} sessions, {n_q:,} "
         "questions (" + ", ".join(f"{v} {k}" for k, v in kinds.items()) + "), asked after "
         "the last session; paraphrased, with distractor turns sharing their nouns.",
@@ -161,6 +165,11 @@ def section(convs: Sequence[Conversation], scores: Sequence[Score], budgets: Seq
         "budget at channel pace; each question is recorded as the newest turn, the reply's "
         "view and prompt are built, the question is deleted; the state is restored from a "
         f"snapshot whenever anything else changed ({facts.get('restores', 0)} restores).",
+        "gistbot settings per budget: defaults except " + "; ".join(
+            f"{b}: " + ", ".join(f"{k}={v}" for k, v in env.items()
+                                 if k in ("CONTEXT_TOKENS", "REPLY_TOKENS", "SUMMARY_TOKENS"))
+            for b, env in sorted(facts.get("settings", {}).items())) + " (SUMMARY_TOKENS is "
+        "lowered only where the default does not validate; LLM_PROVIDER=offline).",
         "BM25: the last 4 turns + older turns by BM25Okapi (rank_bm25) for the question, "
         "best first while they fit; last-N: the newest turns that fit; both render their "
         "turns as `Name: text` under one `[date]` line per session. Full history ignores "
