@@ -141,7 +141,7 @@ class GistbotChannel:
                     text=t.text, sent_at=t.sent_at, mentions_bot=False))
             await rt.memory.wait_idle()
             await ch._stop()
-            await asyncio.to_thread(shutil.copyfile, ch.db, ch.snapshot)
+            await asyncio.to_thread(snapshot_sqlite, ch.db, ch.snapshot)
             rt = await ch._start()
             ch._baseline = await ch._state(rt)
             yield ch
