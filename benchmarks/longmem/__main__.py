@@ -1,4 +1,4 @@
-"""``python -m benchmarks.longmem [--quick] [--budgets 1000,2000,4000] [--out DIR]``.
+"""``python -m benchmarks.longmem [--quick] [--budgets 1000,2000,4000] [--out DIR] [--dump F]``.
 
 Runs scenario 6 alone (the default memory budget is always added), prints the table and,
 with ``--out``, writes ``results.md`` / ``results.json`` there like ``python -m benchmarks``.
@@ -28,7 +28,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset")
     p.add_argument("--seed", type=int, default=13)
     p.add_argument("--out", type=Path, help="write results.md and results.json here")
+    p.add_argument("--dump", type=Path, help="only write the generated data (JSONL) here")
     a = p.parse_args(argv)
+    if a.dump:
+        import json
+
+        from benchmarks.longmem.generate import generate, to_json
+
+        with open(a.dump, "w", encoding="utf-8") as f:
+            for conv in generate("quick" if a.quick else "full", a.seed):
+                f.write(json.dumps(to_json(conv), ensure_ascii=False) + "\n")
+        print(f"wrote {a.dump}")
+        return
     budgets = [int(b) for b in a.budgets.split(",")] if a.budgets else None
     methods = [m.strip() for m in a.methods.split(",") if m.strip()]
     unknown = set(methods) - set(METHODS)
