@@ -40,9 +40,10 @@ __all__ = ["KINDS", "SIZES", "Conversation", "Message", "Question", "Size", "ans
 KINDS = ("single-hop", "two-hop", "temporal", "identifier")
 LANGUAGES = {1: "ko", 5: "mixed"}  # conversation index -> language; others English
 MODULES: dict[str, ModuleType] = {"en": templates_en, "ko": templates_ko}
-TAILS = {"en": [" Still buzzing.", " What a day.", " Can't stop smiling.", " Honestly, so happy.",
-                " Pinch me.", " Anyway, that's my news."],
-         "ko": [" 아직도 실감이 안 나.", " 정말 대단한 하루였어.", " 너무 신나.", " 암튼 그랬어."]}
+# Lead-ins that make the two speakers' statements of the same event differ while staying one
+# sentence (a sentence-level extractive summary keeps it whole, so matching text is fair).
+LEADS = {"en": ["Guess what, ", "Big news: ", "So, ", "Okay, ", "Oh, and ", "Fun update: "],
+         "ko": ["있잖아, ", "대박, ", "그러니까, ", "참, ", "아 맞다, "]}
 ACKS = {"en": ["Congrats, that's wonderful!", "Oh wow, tell me more!", "That's amazing news.",
                "Good for you!", "Ha, love that.", "Oh nice, I'm happy for you."],
         "ko": ["축하해, 정말 잘됐다!", "우와, 더 얘기해 줘!", "대박 소식이네.", "잘됐다!",
@@ -149,12 +150,17 @@ class _Fact:
     distractors: list[str]
 
 
+def _lead(lead: str, text: str) -> str:
+    keep = text.startswith(("I ", "I'")) or not text[:1].isascii()
+    return lead + (text if keep else text[:1].lower() + text[1:])
+
+
 def _facts(t: ModuleType, lang: str, names: tuple[str, str], poss: tuple[str, str],
            rng: random.Random) -> list[_Fact]:
     """Every planted fact of one conversation: each template once per speaker."""
     pools = {k: rng.sample(v, len(v)) for k, v in t.POOLS.items()}
     facts: list[_Fact] = []
-    tails = {f"{kind}{k}": rng.sample(TAILS[lang], 2) for kind, n in
+    leads = {f"{kind}{k}": rng.sample(LEADS[lang], 2) for kind, n in
              (("t", len(t.TEMPORAL)), ("h", len(t.TWO_HOP))) for k in range(n)}
     for s in (0, 1):
         sub = {"S": names[s], "O": names[1 - s], "pos": poss[s]}
@@ -166,16 +172,16 @@ def _facts(t: ModuleType, lang: str, names: tuple[str, str], poss: tuple[str, st
             x = pools[slot].pop()
             facts.append(_Fact("single-hop", name, s, [fmt(ev, x=x)], fmt(q), x, dis))
         for k, (name, ev, q, dis) in enumerate(t.TEMPORAL):
-            tail = tails[f"t{k}"][s]  # different for the two speakers: unique texts
-            facts.append(_Fact("temporal", name, s, [fmt(ev) + tail], fmt(q), "", dis))
+            lead = leads[f"t{k}"][s]  # different for the two speakers: unique texts
+            facts.append(_Fact("temporal", name, s, [_lead(lead, fmt(ev))], fmt(q), "", dis))
         for name, form, ev, q, dis in t.IDENTIFIER:
             ident = _ident(form, rng)
             facts.append(_Fact("identifier", name, s, [fmt(ev, id=ident)], fmt(q), ident, dis))
         for k, (name, slot, ev1, ev2, q, dis) in enumerate(t.TWO_HOP):
             x = pools[slot].pop()
-            tail = tails[f"h{k}"][s]
-            facts.append(_Fact("two-hop", name, s, [fmt(ev1, x=x), fmt(ev2) + tail], fmt(q), x,
-                               dis))
+            lead = leads[f"h{k}"][s]
+            texts = [fmt(ev1, x=x), _lead(lead, fmt(ev2))]
+            facts.append(_Fact("two-hop", name, s, texts, fmt(q), x, dis))
     return facts
 
 
