@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
 
-from benchmarks.longmem.generate import Conversation, Message, Question
+from benchmarks.longmem.generate import Conversation, Question
 from bot.prompts import fixed_overhead
 from bot.settings import DEFAULT_SYSTEM_PROMPT
 from memory.completion import ChatMessage
@@ -178,7 +178,3 @@ class RawTurnIndex:
             return self.bm25(q, budget)
         return self.full(q)
 
-
-def message_text(t: Message) -> str:
-    """How evidence is matched: the turn's own text, which every method includes verbatim."""
-    return t.text
