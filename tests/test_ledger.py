@@ -22,7 +22,7 @@ from memory.ledger import (
     required_identifiers,
 )
 from memory.models import ChannelFact, ChannelKey, Fact, NewTurn, Role, SummaryState, Turn
-from memory.sqlite_store import SqliteStore
+from memory.stores.sqlite.store import SqliteStore
 from memory.summarizer import Summarizer
 from memory.summary_prompt import parse_summary_request
 from memory.tokens import TokenCounter

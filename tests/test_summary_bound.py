@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 from memory.completion import ChatMessage
+from memory.config import MemoryConfig
 from memory.errors import SummaryRejected
 from memory.identifiers import contains_identifier, extract_identifiers
 from memory.manager import MemoryManager
 from memory.models import ChannelKey, NewTurn, SummaryState, Turn
-from memory.sqlite_store import SqliteStore
+from memory.stores.sqlite.store import SqliteStore
 from memory.summarizer import ARCHIVE_TOKENS, Summarizer, answer_room
 from memory.summary_fit import add_to_facts, shorten_summary
 from memory.summary_prompt import SummaryRequest, parse_summary_request
@@ -81,8 +82,8 @@ async def test_a_model_that_always_runs_long_still_compacts(tmp_path: Path) -> N
     store = SqliteStore(tmp_path / "bound.db", synchronous="OFF")
     await store.open()
     mgr = MemoryManager(store, Summarizer(model, TOK, summary_tokens=BOUND), TOK,
-                        WindowPolicy(max_messages=10, keep_messages=4), summary_tokens=BOUND,
-                        retry_base=0.01)
+                        WindowPolicy(max_messages=10, keep_messages=4),
+                        config=MemoryConfig(summary_tokens=BOUND, retry_base=0.01))
     said: list[str] = []
     try:
         for i in range(40):
