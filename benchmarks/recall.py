@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from memory.models import ChannelKey, NewChannelFact, NewEpisode
+from memory.models import ChannelKey, NewEpisode, NewLongTermFact
 from memory.search_text import query_terms
 from memory.stores.sqlite.archive import insert_channel_fact, insert_episode
 from memory.stores.sqlite.store import SqliteStore
@@ -62,7 +62,7 @@ def build(path: Path, turns: int, rng: random.Random) -> None:
             episode = NewEpisode(seq, seq + 6, seq * 60.0, seq * 60.0 + 400, ("Alice", "Bob"), text)
             insert_episode(conn, ids[key], episode)
         for seq in range(1, n + 1, 20):
-            fact = NewChannelFact(sentence(rng, words, weights, 12), (seq,), "Alice")
+            fact = NewLongTermFact(sentence(rng, words, weights, 12), (seq,), "Alice")
             insert_channel_fact(conn, ids[key], fact, seq * 60.0)
     conn.execute("COMMIT")
     conn.close()

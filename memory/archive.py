@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol, TypeAlias
 
 from memory.config import MemoryConfig
-from memory.models import ChannelFact, ChannelKey, Episode, NewChannelFact, Recall, Turn
+from memory.models import ChannelKey, Episode, LongTermFact, NewLongTermFact, Recall, Turn
 from memory.recall import fit_recall, recall_query
 from memory.search_text import query_terms
 from memory.store import ArchiveStore
@@ -34,7 +34,7 @@ __all__ = ["Archive", "ArchiveWithRetention", "ForgetOutcome", "match_facts"]
 
 log = logging.getLogger(__name__)
 
-ForgetOutcome: TypeAlias = ChannelFact | list[ChannelFact] | None
+ForgetOutcome: TypeAlias = LongTermFact | list[LongTermFact] | None
 """``/forget``: the deleted fact, the candidates when several match (none deleted), or None."""
 
 RETENTION_INTERVAL = 3600.0
@@ -48,7 +48,7 @@ class ArchiveWithRetention(ArchiveStore, Protocol):
         """Delete folded turns sent, and episodes ended, before ``cutoff``; how many turns."""
 
 
-def match_facts(facts: Sequence[ChannelFact], ref: str) -> list[ChannelFact]:
+def match_facts(facts: Sequence[LongTermFact], ref: str) -> list[LongTermFact]:
     """The facts whose text is ``ref`` (case-insensitive), else those containing it."""
     low = ref.casefold()
     exact = [f for f in facts if f.text.casefold() == low]
@@ -90,7 +90,7 @@ class Archive:
         )
         return fit_recall(found, min(self.config.recall_tokens, budget // 4), self.tokenizer)
 
-    async def related_facts(self, key: ChannelKey, turns: Sequence[Turn]) -> Sequence[ChannelFact]:
+    async def related_facts(self, key: ChannelKey, turns: Sequence[Turn]) -> Sequence[LongTermFact]:
         """Current facts that share terms with ``turns``, so a fold can mark one replaced."""
         known = await self.store.search(
             key,
@@ -107,15 +107,15 @@ class Archive:
 
     # ------------------------------------------------------------------ fact commands
 
-    async def remember(self, key: ChannelKey, text: str, *, author: str = "") -> ChannelFact:
+    async def remember(self, key: ChannelKey, text: str, *, author: str = "") -> LongTermFact:
         """``/remember``: pin ``text`` as a long-term fact of the channel."""
         clean = clean_text(text).strip()
         if not clean:
             raise ValueError("nothing to remember")
-        fact = NewChannelFact(clean, (), author=clean_text(author), pinned=True)
+        fact = NewLongTermFact(clean, (), author=clean_text(author), pinned=True)
         return await self.store.add_fact(key, fact, now=self.clock())
 
-    async def facts(self, key: ChannelKey, *, limit: int = 200) -> list[ChannelFact]:
+    async def facts(self, key: ChannelKey, *, limit: int = 200) -> list[LongTermFact]:
         """``/memory``: the channel's long-term facts, newest first (superseded included)."""
         return await self.store.list_facts(key, limit=limit)
 

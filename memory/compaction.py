@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from memory.config import VIEW_TURN_LIMIT, MemoryConfig
-from memory.models import ChannelFact, ChannelKey, NewChannelFact, NewEpisode, RecordResult, Turn
+from memory.models import ChannelKey, LongTermFact, NewEpisode, NewLongTermFact, RecordResult, Turn
 from memory.store import LeaseStore, MemoryStore
 from memory.summarizer import Summarizer
 from memory.window import WindowPolicy
@@ -47,7 +47,7 @@ class CompactionStore(MemoryStore, LeaseStore, Protocol):
 class RelatedFacts(Protocol):
     """Where a fold finds the long-term facts its turns may replace (``memory.archive``)."""
 
-    async def related_facts(self, key: ChannelKey, turns: Sequence[Turn]) -> Sequence[ChannelFact]:
+    async def related_facts(self, key: ChannelKey, turns: Sequence[Turn]) -> Sequence[LongTermFact]:
         """Current facts of ``key`` that look related to ``turns``."""
 
 
@@ -265,7 +265,7 @@ class Compactor:
             return False
         fold = pending[:n]
         episode: NewEpisode | None = None
-        new_facts: tuple[NewChannelFact, ...] = ()
+        new_facts: tuple[NewLongTermFact, ...] = ()
         if any(t.text.strip() for t in fold):
             # Current facts that look related, so the model can mark one as replaced.
             known = await self.facts.related_facts(key, fold)

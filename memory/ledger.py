@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 from memory.identifiers import contains_identifier, extract_identifiers, mentioned_in
-from memory.models import Fact, Turn
+from memory.models import CarriedIdentifier, Turn
 from memory.search_text import query_terms
 from memory.summary_prompt import format_fact, request_boilerplate
 from memory.tokens import Tokenizer
@@ -66,7 +66,11 @@ def spoken_identifiers(turns: Sequence[Turn], vouched: Iterable[str] = ()) -> li
 
 
 def required_identifiers(
-    previous_text: str, facts: Sequence[Fact], turns: Sequence[Turn], *, max_tokens: int
+    previous_text: str,
+    facts: Sequence[CarriedIdentifier],
+    turns: Sequence[Turn],
+    *,
+    max_tokens: int,
 ) -> list[str]:
     """Identifiers the new summary must contain, folded turns first (see module docstring)."""
     users = "\n".join(t.text for t in turns if t.role != "assistant")
@@ -82,13 +86,13 @@ def required_identifiers(
 
 
 def facts_for_request(
-    facts: Sequence[Fact],
+    facts: Sequence[CarriedIdentifier],
     turns: Sequence[Turn],
     tokenizer: Tokenizer,
     *,
     budget: int = CARRIED_TOKENS,
     recent: int = RECENT_FACTS,
-) -> list[Fact]:
+) -> list[CarriedIdentifier]:
     """The carried facts a request about ``turns`` shows, in ``facts``' order."""
     if not facts:
         return []

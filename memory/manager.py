@@ -26,10 +26,10 @@ from memory.archive import Archive, ArchiveWithRetention, ForgetOutcome
 from memory.compaction import CompactionStore, Compactor
 from memory.config import VIEW_TURN_LIMIT, MemoryConfig
 from memory.models import (
-    ChannelFact,
     ChannelKey,
     ChannelStats,
     Episode,
+    LongTermFact,
     MemoryView,
     NewTurn,
     RecordResult,
@@ -190,11 +190,11 @@ class MemoryManager:
             fallback = state.text or "\n".join(f"{t.author_name}: {t.text}" for t in turns[-10:])
             return Digest(fallback, stats, fresh=False, empty=False, episodes=cited)
 
-    async def remember(self, key: ChannelKey, text: str, *, author: str = "") -> ChannelFact:
+    async def remember(self, key: ChannelKey, text: str, *, author: str = "") -> LongTermFact:
         """``/remember``: pin ``text`` as a long-term fact of the channel."""
         return await self._archive.remember(key, text, author=author)
 
-    async def facts(self, key: ChannelKey, *, limit: int = 200) -> list[ChannelFact]:
+    async def facts(self, key: ChannelKey, *, limit: int = 200) -> list[LongTermFact]:
         """``/memory``: the channel's long-term facts, newest first (superseded included)."""
         return await self._archive.facts(key, limit=limit)
 

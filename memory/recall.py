@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from memory.models import ChannelFact, Episode, Recall, Turn
+from memory.models import Episode, LongTermFact, Recall, Turn
 from memory.search_text import query_terms
 from memory.tokens import Tokenizer
 
@@ -68,7 +68,7 @@ def episode_spans(episodes: Sequence[Episode], now: float | None = None) -> str:
     return ", ".join(span if n == 1 else f"{span} (×{n})" for span, n in counts.items())
 
 
-def fact_line(fact: ChannelFact) -> str:
+def fact_line(fact: LongTermFact) -> str:
     """One fact as the prompt and ``/memory`` show it, superseded ones marked."""
     if fact.superseded_by is not None:
         return f"- [fact #{fact.id}, SUPERSEDED by #{fact.superseded_by}: outdated] {fact.text}"
@@ -87,7 +87,7 @@ def fit_recall(recall: Recall, budget: int, tokenizer: Tokenizer) -> tuple[Recal
     if budget <= 0 or (not recall.facts and not recall.episodes):
         return Recall(), 0
     used = tokenizer.count(RECALL_HEADING) + _LINE_OVERHEAD
-    facts: list[ChannelFact] = []
+    facts: list[LongTermFact] = []
     episodes: list[Episode] = []
     for fact in recall.facts:
         cost = tokenizer.count(fact_line(fact)) + _LINE_OVERHEAD

@@ -12,7 +12,8 @@ One compaction (DESIGN.md, "Memory semantics" 5, 6, 8, 9):
    Model exceptions and timeouts propagate unchanged.
 3. Identifiers of the folded turns and of the previous summary that the answer lost
    (``memory.ledger.required_identifiers``: not the bot's alone, not gistbot's prompt text)
-   are asked for once more; whatever is still missing becomes a ``Fact`` carried verbatim.
+   are asked for once more; whatever is still missing becomes a ``CarriedIdentifier``,
+   carried verbatim.
 4. The same answer carries the archive (``summary_prompt.split_answer``): an episode
    summary of the folded turns and new long-term facts, each optionally replacing a known
    fact by id. They are cut out *before* the checks, so the summary part is judged exactly
@@ -45,7 +46,7 @@ from memory.ledger import (
     required_identifiers,
     spoken_identifiers,
 )
-from memory.models import ChannelFact, Fact, NewChannelFact, SummaryState, Turn
+from memory.models import CarriedIdentifier, LongTermFact, NewLongTermFact, SummaryState, Turn
 from memory.search_text import query_terms, terms
 from memory.summary_fit import add_to_facts, shorten_summary
 from memory.summary_prompt import (
@@ -124,11 +125,11 @@ class SummaryResult:
     again with a newer ``last_seen_seq``), the model calls spent and what stayed missing."""
 
     text: str
-    facts: tuple[Fact, ...]
+    facts: tuple[CarriedIdentifier, ...]
     calls: int
     missing_after_retry: tuple[str, ...]
     episode: str = ""
-    new_facts: tuple[NewChannelFact, ...] = ()
+    new_facts: tuple[NewLongTermFact, ...] = ()
     episode_fallback: bool = False
 
 
@@ -161,10 +162,10 @@ def check_answer(
 
 def _carried_facts(
     previous: SummaryState, turns: Sequence[Turn], missing: Sequence[str]
-) -> tuple[Fact, ...]:
+) -> tuple[CarriedIdentifier, ...]:
     """Facts to upsert: old facts mentioned again (newer ``last_seen_seq``), then the
     identifiers the summary lost, with the sentence (and speaker) they came from."""
-    out: dict[str, Fact] = {}
+    out: dict[str, CarriedIdentifier] = {}
     in_fold = mentioned_in("\n".join(t.text for t in turns))
     for fact in previous.facts:
         if not in_fold(fact.value):  # most are not: one check on the whole fold first
@@ -177,14 +178,14 @@ def _carried_facts(
         mentions = [t for t in turns if contains_identifier(t.text, ident)]
         if mentions:
             latest = mentions[-1]
-            fact = Fact(
+            fact = CarriedIdentifier(
                 ident,
                 f"{latest.author_name or latest.author_id}: {context_for(ident, latest.text)}",
                 mentions[0].seq,
                 latest.seq,
             )
         else:
-            fact = Fact(
+            fact = CarriedIdentifier(
                 ident,
                 context_for(ident, previous.text),
                 previous.folded_through,
@@ -235,16 +236,16 @@ def _source_seqs(fact: str, turns: Sequence[Turn]) -> tuple[int, ...]:
 
 
 def _new_facts(
-    parts: AnswerParts, turns: Sequence[Turn], known: Sequence[ChannelFact]
-) -> tuple[NewChannelFact, ...]:
+    parts: AnswerParts, turns: Sequence[Turn], known: Sequence[LongTermFact]
+) -> tuple[NewLongTermFact, ...]:
     offered = {f.id for f in known}
-    out: list[NewChannelFact] = []
+    out: list[NewLongTermFact] = []
     for replaced, text in parts.facts[:MAX_NEW_FACTS]:
         text = text[:MAX_FACT_CHARS].strip()
         if not text or _ERROR_START.match(text):
             continue
         out.append(
-            NewChannelFact(
+            NewLongTermFact(
                 text,
                 _source_seqs(text, turns),
                 supersedes=replaced if replaced in offered else None,
@@ -295,7 +296,7 @@ class Summarizer:
             log.info("summary answer over its bound of %d tokens: trimmed", bound)
         return short
 
-    def _known(self, known_facts: Sequence[ChannelFact]) -> list[tuple[int, str]]:
+    def _known(self, known_facts: Sequence[LongTermFact]) -> list[tuple[int, str]]:
         """The known facts a request offers for replacement, within ``KNOWN_TOKENS``."""
         out: list[tuple[int, str]] = []
         used = 0
@@ -312,7 +313,7 @@ class Summarizer:
         previous: SummaryState,
         turns: Sequence[Turn],
         *,
-        known_facts: Sequence[ChannelFact] = (),
+        known_facts: Sequence[LongTermFact] = (),
     ) -> SummaryResult:
         """Fold ``turns`` into ``previous``; see the module docstring for the steps.
 

@@ -51,7 +51,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from memory.completion import ChatMessage
-from memory.models import Fact, Turn
+from memory.models import CarriedIdentifier, Turn
 
 __all__ = [
     "AnswerParts",
@@ -146,7 +146,7 @@ class SummaryRequest:
     known: list[str] = field(default_factory=list)
 
 
-def format_fact(fact: Fact) -> str:
+def format_fact(fact: CarriedIdentifier) -> str:
     """How a carried fact reads in the prompt: the value, then what it referred to."""
     return f"{fact.value} — {fact.context}" if fact.context else fact.value
 
@@ -190,7 +190,7 @@ def _prefixed(prefix: str, lines: list[str]) -> list[str]:
 
 def build_summary_request(
     previous_text: str,
-    facts: Sequence[Fact],
+    facts: Sequence[CarriedIdentifier],
     turns: Sequence[Turn],
     *,
     max_tokens: int,

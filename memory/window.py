@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from memory.models import ChannelKey, Fact, MemoryView, SummaryState, Turn
+from memory.models import CarriedIdentifier, ChannelKey, MemoryView, SummaryState, Turn
 from memory.tokens import Tokenizer
 
 __all__ = ["TURN_OVERHEAD", "WindowPolicy", "build_view", "truncate_marked", "turn_cost"]
@@ -107,9 +107,9 @@ def truncate_marked(text: str, max_tokens: int, tokenizer: Tokenizer) -> str:
 
 
 def _fit_facts(
-    facts: Sequence[Fact], summary: str, budget: int, tokenizer: Tokenizer
-) -> tuple[tuple[Fact, ...], int]:
-    chosen: list[Fact] = []
+    facts: Sequence[CarriedIdentifier], summary: str, budget: int, tokenizer: Tokenizer
+) -> tuple[tuple[CarriedIdentifier, ...], int]:
+    chosen: list[CarriedIdentifier] = []
     used = 0
     for fact in facts:  # already ordered by last mention, newest first
         if fact.value in summary:

@@ -271,7 +271,7 @@ async def test_forget_without_a_reference_asks_which(tmp_path: Path, ref: str) -
 async def test_common_terms_are_left_out_of_archive_queries(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from memory.models import NewChannelFact
+    from memory.models import NewLongTermFact
     from memory.stores.sqlite import archive as sqlite_archive
     from memory.stores.sqlite.store import SqliteStore
 
@@ -279,8 +279,8 @@ async def test_common_terms_are_left_out_of_archive_queries(
     key = ChannelKey("console", "local", "terms")
     async with SqliteStore(tmp_path / "terms.db") as store:
         for i in range(5):
-            await store.add_fact(key, NewChannelFact(f"release note {i}"), now=float(i))
-        await store.add_fact(key, NewChannelFact("release of `gistctl` slipped"), now=9.0)
+            await store.add_fact(key, NewLongTermFact(f"release note {i}"), now=float(i))
+        await store.add_fact(key, NewLongTermFact("release of `gistctl` slipped"), now=9.0)
         only_common = await store.search(key, ["release", "note"])
         assert only_common.facts == ()  # in more than 3 facts: too common to rank by
         found = await store.search(key, ["release", "gistctl"])

@@ -11,7 +11,7 @@ import pytest
 
 from memory.completion import ChatMessage
 from memory.identifiers import contains_identifier
-from memory.models import ChannelKey, Fact, Role, SummaryState, Turn
+from memory.models import CarriedIdentifier, ChannelKey, Role, SummaryState, Turn
 from memory.summarizer import Summarizer
 from memory.summary_prompt import parse_summary_request
 from memory.tokens import TokenCounter
@@ -56,8 +56,8 @@ KOREAN_STATE = SummaryState(
     text="## 사실과 식별자\n- 민지: 주문 ORD-2041 환불 요청.",
     folded_through=10,
     facts=(
-        Fact("#88", "민지: 이슈 #88 에서 논의", 3, 3),
-        Fact("2027-03-14", "준호: 마감은 2027-03-14 입니다", 5, 5),
+        CarriedIdentifier("#88", "민지: 이슈 #88 에서 논의", 3, 3),
+        CarriedIdentifier("2027-03-14", "준호: 마감은 2027-03-14 입니다", 5, 5),
     ),
 )
 KOREAN_TURNS = [
@@ -69,8 +69,8 @@ ENGLISH_STATE = SummaryState(
     text="## Facts and identifiers\n- Alice: refund for ORD-2041 requested.",
     folded_through=10,
     facts=(
-        Fact("#88", "Bob: discussed in issue #88", 3, 3),
-        Fact("2027-03-14", "Carol: the deadline is 2027-03-14", 5, 5),
+        CarriedIdentifier("#88", "Bob: discussed in issue #88", 3, 3),
+        CarriedIdentifier("2027-03-14", "Carol: the deadline is 2027-03-14", 5, 5),
     ),
 )
 ENGLISH_TURNS = [

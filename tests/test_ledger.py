@@ -21,7 +21,15 @@ from memory.ledger import (
     facts_for_request,
     required_identifiers,
 )
-from memory.models import ChannelFact, ChannelKey, Fact, NewTurn, Role, SummaryState, Turn
+from memory.models import (
+    CarriedIdentifier,
+    ChannelKey,
+    LongTermFact,
+    NewTurn,
+    Role,
+    SummaryState,
+    Turn,
+)
 from memory.stores.sqlite.store import SqliteStore
 from memory.summarizer import Summarizer
 from memory.summary_prompt import parse_summary_request
@@ -151,11 +159,11 @@ async def test_a_long_run_with_counters_carries_no_counter() -> None:
 # -- bounded requests -------------------------------------------------------------------------
 
 
-def ledger(n: int) -> tuple[Fact, ...]:
+def ledger(n: int) -> tuple[CarriedIdentifier, ...]:
     """``n`` carried identifiers, each with a realistic context line, newest last."""
     topics = ("refund", "shipping", "invoice", "warehouse", "billing", "login", "export")
     return tuple(
-        Fact(
+        CarriedIdentifier(
             f"ORD-{10000 + i}",
             f"Customer{i % 37}: my {topics[i % len(topics)]} issue is order ORD-{10000 + i}, "
             f"opened on the {i % 28 + 1}th, please check",
@@ -208,7 +216,7 @@ async def test_request_size_is_bounded_by_the_fold_not_the_ledger(age: int) -> N
     model = Scripted([keep_everything])
     s = Summarizer(model, TOK, summary_tokens=SUMMARY_TOKENS)
     known = [  # the manager offers up to 10 related long-term facts of up to 300 characters
-        ChannelFact(KEY, i, f"Long-term fact {i}: " + "the refund policy changed " * 11, (i,),
+        LongTermFact(KEY, i, f"Long-term fact {i}: " + "the refund policy changed " * 11, (i,),
                     "", False, 1e9)
         for i in range(10)
     ]

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memory.errors import SummaryRejected
-from memory.models import ChannelKey, Fact, Role, SummaryState, Turn
+from memory.models import CarriedIdentifier, ChannelKey, Role, SummaryState, Turn
 from memory.summarizer import (
     Summarizer,
     build_summary_request,
@@ -95,7 +95,7 @@ def test_system_prompt_states_the_rules() -> None:
 
 
 def test_previous_summary_and_facts_are_in_the_request() -> None:
-    fact = Fact("INC0012345", "Bob: ticket INC0012345 opened", 3, 7)
+    fact = CarriedIdentifier("INC0012345", "Bob: ticket INC0012345 opened", 3, 7)
     messages = build_summary_request("## Topics\n- shipping", [fact], TURNS[:1], max_tokens=50)
     req = parse_summary_request(messages)
     assert req.previous == "## Topics\n- shipping"
@@ -153,14 +153,17 @@ _NAME = st.one_of(
 
 @given(
     previous=_TEXT,
-    facts=st.lists(st.builds(Fact, _TEXT, _TEXT, st.integers(0, 9), st.integers(0, 9)), max_size=3),
+    facts=st.lists(
+        st.builds(CarriedIdentifier, _TEXT, _TEXT, st.integers(0, 9), st.integers(0, 9)),
+        max_size=3,
+    ),
     raw_turns=st.lists(st.tuples(st.integers(0, 2), _NAME, _TEXT, st.booleans()), max_size=6),
     max_tokens=st.integers(1, 10_000),
     digest=st.booleans(),
 )
 def test_build_parse_round_trip(
     previous: str,
-    facts: list[Fact],
+    facts: list[CarriedIdentifier],
     raw_turns: list[tuple[int, str, str, bool]],
     max_tokens: int,
     digest: bool,
@@ -283,7 +286,8 @@ async def test_identifier_dropped_twice_is_carried_as_a_fact(
     assert result.text == second
     assert result.calls == 2
     assert result.missing_after_retry == ("ORD-1042",)
-    assert result.facts == (Fact("ORD-1042", "Alice: My order ORD-1042 is late!", 2, 5),)
+    late = "Alice: My order ORD-1042 is late!"
+    assert result.facts == (CarriedIdentifier("ORD-1042", late, 2, 5),)
 
 
 @pytest.mark.parametrize("retry", ["I'm sorry, but I cannot do that.", "", RuntimeError("down")])
@@ -318,21 +322,23 @@ async def test_identifier_from_previous_summary_is_carried(
     model = scripted("## Decisions\n- Ship Friday?", "## Decisions\n- Ship Friday.")
     result = await summarizer(model).summarize(previous, turns)
     assert result.facts == (
-        Fact("https://ex.com/spec", "Carol shared https://ex.com/spec for the spec.", 40, 40),
+        CarriedIdentifier(
+            "https://ex.com/spec", "Carol shared https://ex.com/spec for the spec.", 40, 40
+        ),
     )
 
 
 async def test_previous_facts_mentioned_again_get_a_newer_last_seen(
     scripted: Callable[..., ScriptedModel],
 ) -> None:
-    old = Fact("ORD-1042", "Alice: where is ORD-1042?", 2, 5)
-    other = Fact("JIRA-77", "Bob: see JIRA-77", 1, 1)
+    old = CarriedIdentifier("ORD-1042", "Alice: where is ORD-1042?", 2, 5)
+    other = CarriedIdentifier("JIRA-77", "Bob: see JIRA-77", 1, 1)
     previous = SummaryState(KEY, text="", folded_through=9, facts=(old, other))
     turns = [turn(10, "Alice", "Any news on ORD-1042?"), turn(11, "Bob", "Not yet.")]
     result = await summarizer(scripted("## Open requests\n- Alice asks about ORD-1042.")).summarize(
         previous, turns
     )
-    assert result.facts == (Fact("ORD-1042", "Alice: where is ORD-1042?", 2, 10),)
+    assert result.facts == (CarriedIdentifier("ORD-1042", "Alice: where is ORD-1042?", 2, 10),)
     assert (
         "ORD-1042 — Alice: where is ORD-1042?"
         in build_summary_request(previous.text, previous.facts, turns, max_tokens=9)[1]["content"]
@@ -418,4 +424,5 @@ async def test_korean_phone_number_dropped_twice_is_carried(
     model = scripted(lost, lost)
     result = await summarizer(model).summarize(EMPTY, KOREAN)
     assert parse_summary_request(model.received[1].messages).missing == ["010-1234-5678"]
-    assert result.facts == (Fact("010-1234-5678", "민수: 연락처는 010-1234-5678입니다.", 2, 2),)
+    phone = "민수: 연락처는 010-1234-5678입니다."
+    assert result.facts == (CarriedIdentifier("010-1234-5678", phone, 2, 2),)

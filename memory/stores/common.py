@@ -14,13 +14,13 @@ from typing import Any, NamedTuple
 
 from memory.errors import SchemaTooNewError
 from memory.models import (
-    ChannelFact,
+    CarriedIdentifier,
     ChannelKey,
     ChannelStats,
     Episode,
-    Fact,
-    NewChannelFact,
+    LongTermFact,
     NewEpisode,
+    NewLongTermFact,
     NewTurn,
     RecordResult,
     Role,
@@ -38,11 +38,11 @@ __all__ = [
     "NO_UPPER_SEQ",
     "TURN_COLS",
     "ArchiveCopy",
-    "ChannelFactRow",
     "ChannelHeader",
     "EpisodeRow",
     "FactCopy",
     "FactRow",
+    "LongTermFactRow",
     "StatsRow",
     "TurnEdit",
     "TurnPosition",
@@ -115,7 +115,7 @@ class ChannelHeader(NamedTuple):
     last_compacted_at: float | None
     compactions: int
 
-    def state(self, key: ChannelKey, facts: Iterable[Fact]) -> SummaryState:
+    def state(self, key: ChannelKey, facts: Iterable[CarriedIdentifier]) -> SummaryState:
         """The ``SummaryState`` of this header with the carried ``facts``."""
         return SummaryState(key, self.summary, int(self.version), int(self.folded_through),
                             self.last_compacted_at, int(self.compactions), tuple(facts))
@@ -132,15 +132,17 @@ class FactRow(NamedTuple):
     first_seq: int
     last_seen_seq: int
 
-    def fact(self) -> Fact:
-        """The ``Fact`` this row stores."""
-        return Fact(self.value, self.context, int(self.first_seq), int(self.last_seen_seq))
+    def fact(self) -> CarriedIdentifier:
+        """The ``CarriedIdentifier`` this row stores."""
+        return CarriedIdentifier(
+            self.value, self.context, int(self.first_seq), int(self.last_seen_seq)
+        )
 
 
 FACT_COLS = columns(FactRow._fields)
 
 
-def fact_values(channel_id: int, facts: Iterable[Fact]) -> list[tuple[Any, ...]]:
+def fact_values(channel_id: int, facts: Iterable[CarriedIdentifier]) -> list[tuple[Any, ...]]:
     """``(channel_id, value, context, first_seq, last_seen_seq)`` per fact, to insert."""
     return [(channel_id, f.value, f.context, f.first_seq, f.last_seen_seq) for f in facts]
 
@@ -166,7 +168,7 @@ class EpisodeRow(NamedTuple):
 EPISODE_COLS = columns(EpisodeRow._fields)
 
 
-class ChannelFactRow(NamedTuple):
+class LongTermFactRow(NamedTuple):
     """A long-term fact (table ``memory_facts``), in ``CHANNEL_FACT_COLS`` order;
     ``source_seqs`` decoded by the backend."""
 
@@ -178,20 +180,20 @@ class ChannelFactRow(NamedTuple):
     created_at: float
     superseded_by: int | None
 
-    def channel_fact(self, key: ChannelKey) -> ChannelFact:
-        """The ``ChannelFact`` this row stores."""
+    def channel_fact(self, key: ChannelKey) -> LongTermFact:
+        """The ``LongTermFact`` this row stores."""
         by = None if self.superseded_by is None else int(self.superseded_by)
         seqs = tuple(int(x) for x in self.source_seqs)
-        return ChannelFact(key, int(self.id), self.text, seqs, self.author, bool(self.pinned),
+        return LongTermFact(key, int(self.id), self.text, seqs, self.author, bool(self.pinned),
                            float(self.created_at), by)
 
 
-CHANNEL_FACT_COLS = columns(ChannelFactRow._fields)
+CHANNEL_FACT_COLS = columns(LongTermFactRow._fields)
 
 
-def stored_fact(key: ChannelKey, fact_id: int, fact: NewChannelFact, now: float) -> ChannelFact:
-    """The ``ChannelFact`` that ``add_fact`` stored as ``fact_id``."""
-    return ChannelFact(key, fact_id, fact.text, fact.source_seqs, fact.author, fact.pinned, now)
+def stored_fact(key: ChannelKey, fact_id: int, fact: NewLongTermFact, now: float) -> LongTermFact:
+    """The ``LongTermFact`` that ``add_fact`` stored as ``fact_id``."""
+    return LongTermFact(key, fact_id, fact.text, fact.source_seqs, fact.author, fact.pinned, now)
 
 
 class StatsRow(NamedTuple):
@@ -254,7 +256,7 @@ class FactCopy:
     """One long-term fact to copy: the source id, the fact, its original time."""
 
     source_id: int
-    fact: NewChannelFact
+    fact: NewLongTermFact
     created_at: float
 
 
@@ -269,14 +271,14 @@ class ArchiveCopy:
     """(source id of a fact, source id of the fact that superseded it)."""
 
     @classmethod
-    def of(cls, episodes: Iterable[Episode], facts: Sequence[ChannelFact]) -> ArchiveCopy:
+    def of(cls, episodes: Iterable[Episode], facts: Sequence[LongTermFact]) -> ArchiveCopy:
         """The plan for copying these episodes and facts."""
         new_episodes = tuple(
             NewEpisode(e.first_seq, e.last_seq, e.started_at, e.ended_at, e.speakers, e.text)
             for e in sorted(episodes, key=lambda e: e.id)
         )
         copies = tuple(
-            FactCopy(f.id, NewChannelFact(f.text, f.source_seqs, f.author, f.pinned), f.created_at)
+            FactCopy(f.id, NewLongTermFact(f.text, f.source_seqs, f.author, f.pinned), f.created_at)
             for f in sorted(facts, key=lambda f: f.id)
         )
         links = tuple((f.id, f.superseded_by) for f in facts if f.superseded_by is not None)
@@ -298,7 +300,7 @@ def episode_terms(episode: NewEpisode) -> str:
     return terms(" ".join([episode.text, *episode.speakers]))
 
 
-def fact_terms(fact: NewChannelFact) -> str:
+def fact_terms(fact: NewLongTermFact) -> str:
     """What the search index holds for a long-term fact."""
     return terms(fact.text)
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from memory.models import ChannelFact, ChannelKey, Episode, NewChannelFact, Recall
+from memory.models import ChannelKey, Episode, LongTermFact, NewLongTermFact, Recall
 from memory.stores.common import (
     ArchiveCopy,
-    ChannelFactRow,
     EpisodeRow,
+    LongTermFactRow,
     channel_token,
     stored_fact,
 )
@@ -36,8 +36,8 @@ __all__ = [
 ]
 
 
-def _channel_fact(key: ChannelKey, row: Sequence[Any]) -> ChannelFact:
-    return ChannelFactRow(*row).channel_fact(key)
+def _channel_fact(key: ChannelKey, row: Sequence[Any]) -> LongTermFact:
+    return LongTermFactRow(*row).channel_fact(key)
 
 
 def _episode(key: ChannelKey, row: Sequence[Any]) -> Episode:
@@ -54,14 +54,14 @@ def tsquery(cid: int, query: Sequence[str]) -> str:
 # ---------------------------------------------------------------------------- writes
 
 
-async def add_fact(conn: Conn, key: ChannelKey, fact: NewChannelFact, now: float) -> ChannelFact:
+async def add_fact(conn: Conn, key: ChannelKey, fact: NewLongTermFact, now: float) -> LongTermFact:
     """Store one fact (``/remember``); creates the channel if needed."""
     await conn.execute(queries.CREATE_CHANNEL, *by_key(key))
     cid = int(await conn.fetchval(queries.CHANNEL_ID, *by_key(key)))
     return stored_fact(key, await insert_channel_fact(conn, cid, fact, now), fact, now)
 
 
-async def delete_fact(conn: Conn, key: ChannelKey, fact_id: int) -> ChannelFact | None:
+async def delete_fact(conn: Conn, key: ChannelKey, fact_id: int) -> LongTermFact | None:
     """Delete one fact of this channel; None if the channel has no such fact."""
     cid = await conn.fetchval(queries.CHANNEL_ID, *by_key(key))
     if cid is None:
@@ -71,7 +71,7 @@ async def delete_fact(conn: Conn, key: ChannelKey, fact_id: int) -> ChannelFact 
 
 
 async def replace_archive(
-    conn: Conn, key: ChannelKey, episodes: Sequence[Episode], facts: Sequence[ChannelFact]
+    conn: Conn, key: ChannelKey, episodes: Sequence[Episode], facts: Sequence[LongTermFact]
 ) -> None:
     """Set the channel's episodes and facts to copies (see ``common.ArchiveCopy``)."""
     cid, plan = await locked_channel(conn, key), ArchiveCopy.of(episodes, facts)
@@ -89,7 +89,7 @@ async def replace_archive(
 
 
 async def list_facts(conn: Conn, key: ChannelKey, include_superseded: bool, limit: int
-                     ) -> list[ChannelFact]:
+                     ) -> list[LongTermFact]:
     """The channel's facts, newest first."""
     cid = await conn.fetchval(queries.CHANNEL_ID, *by_key(key))
     if cid is None:

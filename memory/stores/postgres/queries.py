@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from memory.models import (
+    CarriedIdentifier,
     ChannelKey,
-    Fact,
-    NewChannelFact,
     NewEpisode,
+    NewLongTermFact,
     NewTurn,
     RecordResult,
     SummaryState,
@@ -238,8 +238,8 @@ async def record(conn: Conn, turn: NewTurn) -> RecordResult:
 
 async def commit_summary(
     conn: Conn, key: ChannelKey, expected_version: int, text: str, folded_through: int,
-    facts: Sequence[Fact], now: float, episode: NewEpisode | None,
-    channel_facts: Sequence[NewChannelFact],
+    facts: Sequence[CarriedIdentifier], now: float, episode: NewEpisode | None,
+    channel_facts: Sequence[NewLongTermFact],
 ) -> bool:
     """Install the summary if the version is unchanged, with its episode and facts."""
     cid = await conn.fetchval(
@@ -354,7 +354,7 @@ async def insert_episode(conn: Conn, cid: int, e: NewEpisode) -> None:
                        e.ended_at, list(e.speakers), e.text, search)
 
 
-async def insert_channel_fact(conn: Conn, cid: int, f: NewChannelFact, now: float) -> int:
+async def insert_channel_fact(conn: Conn, cid: int, f: NewLongTermFact, now: float) -> int:
     """Store one long-term fact of channel ``cid``, marking the one it supersedes."""
     search = f"{channel_token(cid)} {fact_terms(f)}"
     fid = int(await conn.fetchval(INSERT_CHANNEL_FACT, cid, f.text, list(f.source_seqs),

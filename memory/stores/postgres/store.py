@@ -31,13 +31,13 @@ import asyncpg
 
 from memory.errors import StoreError, StoreOpenError
 from memory.models import (
-    ChannelFact,
+    CarriedIdentifier,
     ChannelKey,
     ChannelStats,
     Episode,
-    Fact,
-    NewChannelFact,
+    LongTermFact,
     NewEpisode,
+    NewLongTermFact,
     NewTurn,
     Recall,
     RecordResult,
@@ -166,10 +166,10 @@ class PostgresStore:
         expected_version: int,
         text: str,
         folded_through: int,
-        facts: Sequence[Fact],
+        facts: Sequence[CarriedIdentifier],
         now: float,
         episode: NewEpisode | None = None,
-        channel_facts: Sequence[NewChannelFact] = (),
+        channel_facts: Sequence[NewLongTermFact] = (),
     ) -> bool:
         """Atomically install a summary if the channel's version is still ``expected_version``,
         with the episode and facts of this compaction (all or nothing)."""
@@ -238,17 +238,17 @@ class PostgresStore:
 
     # ------------------------------------------------------------------ archive
 
-    async def add_fact(self, key: ChannelKey, fact: NewChannelFact, *, now: float) -> ChannelFact:
+    async def add_fact(self, key: ChannelKey, fact: NewLongTermFact, *, now: float) -> LongTermFact:
         """Store one fact (``/remember``); creates the channel if needed."""
         return await self._tx(partial(archive.add_fact, key=key, fact=fact, now=now))
 
-    async def delete_fact(self, key: ChannelKey, fact_id: int) -> ChannelFact | None:
+    async def delete_fact(self, key: ChannelKey, fact_id: int) -> LongTermFact | None:
         """Delete one fact of this channel; None if the channel has no such fact."""
         return await self._tx(partial(archive.delete_fact, key=key, fact_id=fact_id))
 
     async def list_facts(
         self, key: ChannelKey, *, include_superseded: bool = True, limit: int = 200
-    ) -> list[ChannelFact]:
+    ) -> list[LongTermFact]:
         """The channel's facts, newest first."""
         return await self._run(partial(
             archive.list_facts, key=key, include_superseded=include_superseded, limit=limit
@@ -283,7 +283,7 @@ class PostgresStore:
         return await self._tx(partial(queries.import_turns, key=key, turns=tuple(turns)))
 
     async def replace_archive(
-        self, key: ChannelKey, episodes: Sequence[Episode], facts: Sequence[ChannelFact]
+        self, key: ChannelKey, episodes: Sequence[Episode], facts: Sequence[LongTermFact]
     ) -> None:
         """Set the channel's episodes and long-term facts to copies (see the protocol)."""
         await self._tx(partial(archive.replace_archive, key=key, episodes=episodes, facts=facts))

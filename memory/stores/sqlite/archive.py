@@ -10,12 +10,12 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from memory.models import ChannelFact, ChannelKey, Episode, NewChannelFact, NewEpisode, Recall
+from memory.models import ChannelKey, Episode, LongTermFact, NewEpisode, NewLongTermFact, Recall
 from memory.stores.common import (
     CHANNEL_FACT_COLS,
     ArchiveCopy,
-    ChannelFactRow,
     EpisodeRow,
+    LongTermFactRow,
     channel_token,
     columns,
     episode_terms,
@@ -44,7 +44,7 @@ COMMON_TERM_DOCS = 500
 only of such terms recalls nothing rather than scoring most of the archive."""
 
 _EPISODE_COLS = columns(EpisodeRow._fields, "e.")
-_FACT_COLS = columns(ChannelFactRow._fields, "f.")
+_FACT_COLS = columns(LongTermFactRow._fields, "f.")
 
 
 def _episode(key: ChannelKey, row: Sequence[Any]) -> Episode:
@@ -52,8 +52,8 @@ def _episode(key: ChannelKey, row: Sequence[Any]) -> Episode:
     return stored._replace(speakers=json.loads(str(stored.speakers))).episode(key)
 
 
-def _channel_fact(key: ChannelKey, row: Sequence[Any]) -> ChannelFact:
-    stored = ChannelFactRow(*row)  # source seqs are stored as "1,2,3"
+def _channel_fact(key: ChannelKey, row: Sequence[Any]) -> LongTermFact:
+    stored = LongTermFactRow(*row)  # source seqs are stored as "1,2,3"
     seqs = tuple(int(x) for x in str(stored.source_seqs).split(",") if x)
     return stored._replace(source_seqs=seqs).channel_fact(key)
 
@@ -83,7 +83,7 @@ def insert_episode(conn: sqlite3.Connection, cid: int, e: NewEpisode) -> int:
     return int(eid)
 
 
-def insert_channel_fact(conn: sqlite3.Connection, cid: int, f: NewChannelFact, now: float) -> int:
+def insert_channel_fact(conn: sqlite3.Connection, cid: int, f: NewLongTermFact, now: float) -> int:
     """Store one long-term fact of channel ``cid``, index it, mark what it supersedes."""
     (fid,) = conn.execute(
         "INSERT INTO memory_facts (channel_id, text, source_seqs, author, pinned, created_at) "
@@ -103,13 +103,13 @@ def insert_channel_fact(conn: sqlite3.Connection, cid: int, f: NewChannelFact, n
     return int(fid)
 
 
-def add_fact(tx: WriteTx, key: ChannelKey, fact: NewChannelFact, now: float) -> ChannelFact:
+def add_fact(tx: WriteTx, key: ChannelKey, fact: NewLongTermFact, now: float) -> LongTermFact:
     """Store one fact (``/remember``); creates the channel if needed."""
     fid = insert_channel_fact(tx.conn, tx.new_channel_id(key), fact, now)
     return stored_fact(key, fid, fact, now)
 
 
-def delete_fact(tx: WriteTx, key: ChannelKey, fact_id: int) -> ChannelFact | None:
+def delete_fact(tx: WriteTx, key: ChannelKey, fact_id: int) -> LongTermFact | None:
     """Delete one fact of this channel and its index entry; None if there is no such fact."""
     cid = tx.channel_id(key, create=False)
     if cid is None:
@@ -125,7 +125,7 @@ def delete_fact(tx: WriteTx, key: ChannelKey, fact_id: int) -> ChannelFact | Non
 
 
 def replace_archive(
-    tx: WriteTx, key: ChannelKey, episodes: Sequence[Episode], facts: Sequence[ChannelFact]
+    tx: WriteTx, key: ChannelKey, episodes: Sequence[Episode], facts: Sequence[LongTermFact]
 ) -> None:
     """Set the channel's episodes and facts to copies (see ``common.ArchiveCopy``)."""
     conn, cid, plan = tx.conn, tx.new_channel_id(key), ArchiveCopy.of(episodes, facts)
@@ -148,7 +148,7 @@ def replace_archive(
 
 def list_facts(
     conn: sqlite3.Connection, key: ChannelKey, include_superseded: bool, limit: int
-) -> list[ChannelFact]:
+) -> list[LongTermFact]:
     """The channel's facts, newest first."""
     cid = _channel_of(conn, key)
     if cid is None:

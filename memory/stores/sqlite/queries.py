@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from memory.models import (
+    CarriedIdentifier,
     ChannelKey,
     ChannelStats,
-    Fact,
-    NewChannelFact,
     NewEpisode,
+    NewLongTermFact,
     NewTurn,
     RecordResult,
     SummaryState,
@@ -230,8 +230,8 @@ def summary_state(
 
 def commit_summary(
     tx: WriteTx, key: ChannelKey, expected_version: int, text: str, folded_through: int,
-    facts: Sequence[Fact], now: float, episode: NewEpisode | None,
-    channel_facts: Sequence[NewChannelFact],
+    facts: Sequence[CarriedIdentifier], now: float, episode: NewEpisode | None,
+    channel_facts: Sequence[NewLongTermFact],
 ) -> bool:
     """Install the summary if the version is unchanged, with its episode and facts."""
     cid = tx.channel_id(key, create=False)

@@ -24,13 +24,13 @@ import aiosqlite
 
 from memory.errors import StoreError, StoreOpenError
 from memory.models import (
-    ChannelFact,
+    CarriedIdentifier,
     ChannelKey,
     ChannelStats,
     Episode,
-    Fact,
-    NewChannelFact,
+    LongTermFact,
     NewEpisode,
+    NewLongTermFact,
     NewTurn,
     Recall,
     RecordResult,
@@ -185,10 +185,10 @@ class SqliteStore:
         expected_version: int,
         text: str,
         folded_through: int,
-        facts: Sequence[Fact],
+        facts: Sequence[CarriedIdentifier],
         now: float,
         episode: NewEpisode | None = None,
-        channel_facts: Sequence[NewChannelFact] = (),
+        channel_facts: Sequence[NewLongTermFact] = (),
     ) -> bool:
         """Atomically install a summary if the channel's version is still ``expected_version``,
         with the episode and facts of this compaction (all or nothing)."""
@@ -247,17 +247,17 @@ class SqliteStore:
 
     # ------------------------------------------------------------------ archive
 
-    async def add_fact(self, key: ChannelKey, fact: NewChannelFact, *, now: float) -> ChannelFact:
+    async def add_fact(self, key: ChannelKey, fact: NewLongTermFact, *, now: float) -> LongTermFact:
         """Store one fact (``/remember``); creates the channel if needed."""
         return await self._write(archive.add_fact, key, fact, now)
 
-    async def delete_fact(self, key: ChannelKey, fact_id: int) -> ChannelFact | None:
+    async def delete_fact(self, key: ChannelKey, fact_id: int) -> LongTermFact | None:
         """Delete one fact of this channel; None if the channel has no such fact."""
         return await self._write(archive.delete_fact, key, fact_id)
 
     async def list_facts(
         self, key: ChannelKey, *, include_superseded: bool = True, limit: int = 200
-    ) -> list[ChannelFact]:
+    ) -> list[LongTermFact]:
         """The channel's facts, newest first."""
         return await self._read(archive.list_facts, key, include_superseded, limit)
 
@@ -306,7 +306,7 @@ class SqliteStore:
         await self._write(queries.import_state, state)
 
     async def replace_archive(
-        self, key: ChannelKey, episodes: Sequence[Episode], facts: Sequence[ChannelFact]
+        self, key: ChannelKey, episodes: Sequence[Episode], facts: Sequence[LongTermFact]
     ) -> None:
         """Set the channel's episodes and long-term facts to copies (see the protocol)."""
         await self._write(archive.replace_archive, key, tuple(episodes), tuple(facts))
