@@ -6,5 +6,7 @@ needs (``claims.DeliveryClaims``); none holds the whole application.
 - ``discord/`` and ``slack/``: packages whose files name their parts; importing them does
   not import the platform library (an extra), their ``run_*`` functions do.
 - ``replies``: the user's sentence for an error and the pace of streamed replies (all).
+- ``claims``: ``DeliveryClaims``, de-duplication of redelivered events (Slack); the stores
+  implement it structurally, ``bot/cli.py`` hands the store in.
 - ``chunking``: platform-sized chunks with balanced code fences.
 """

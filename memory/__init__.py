@@ -2,8 +2,10 @@
 
 Where to start reading: ``manager`` (the facade ``bot/`` uses), ``compaction`` (when a
 summary is written and why nothing is lost), ``archive`` (episodes, long-term facts,
-recall, retention). The store backends are not imported here: SQLite is chosen at
-start-up and PostgreSQL needs the optional ``asyncpg``.
+recall, retention). What a summary contains is ``summarizer`` (with ``summary_prompt``,
+``summary_fit`` and the identifier ``ledger``); the rule that triggers it is ``window``.
+The role protocols of a backend are in ``store``; the backends, in ``stores/``, are not
+imported here: SQLite is chosen at start-up and PostgreSQL needs the optional ``asyncpg``.
 """
 
 from __future__ import annotations

@@ -1,1 +1,8 @@
-"""Wire-level fakes of the services gistbot talks to, serving on loopback (port 0)."""
+"""Fakes of what gistbot talks to (STYLE.md 8 and 9).
+
+- Wire-level fakes serving on loopback (port 0), driven by the real libraries:
+  ``openai_server`` (an OpenAI-compatible server), ``discord_server`` (Discord REST and
+  gateway), ``slack_api`` (Slack Web API and Socket Mode).
+- ``models``: in-process scripted summary models (``ScriptedModel`` and its presets) that
+  fail loudly on an unexpected call or an unused step.
+"""
