@@ -22,7 +22,15 @@ from dataclasses import dataclass, replace
 from memory.models import ChannelKey, Fact, MemoryView, SummaryState, Turn
 from memory.tokens import Tokenizer
 
-__all__ = ["TURN_OVERHEAD", "WindowPolicy", "build_view", "truncate_marked", "turn_cost"]
+__all__ = [
+    "TURN_OVERHEAD",
+    "WindowPolicy",
+    "build_view",
+    "fit_facts",
+    "pick_newest",
+    "truncate_marked",
+    "turn_cost",
+]
 
 TURN_OVERHEAD = 6
 """Tokens a turn's message costs beyond its content: framing (3), role (1) and slack for a
@@ -106,9 +114,11 @@ def truncate_marked(text: str, max_tokens: int, tokenizer: Tokenizer) -> str:
     return tokenizer.truncate(marker.strip(), max_tokens)
 
 
-def _fit_facts(
+def fit_facts(
     facts: Sequence[Fact], summary: str, budget: int, tokenizer: Tokenizer
 ) -> tuple[tuple[Fact, ...], int]:
+    """The first of ``facts`` (in the given order) that fit ``budget``, skipping those whose
+    value ``summary`` (the text already in the prompt) shows; and their cost."""
     chosen: list[Fact] = []
     used = 0
     for fact in facts:  # already ordered by last mention, newest first
@@ -122,6 +132,34 @@ def _fit_facts(
     return tuple(chosen), used
 
 
+def pick_newest(
+    turns: Sequence[Turn], room: int, per_turn_cap: int, tokenizer: Tokenizer
+) -> tuple[list[Turn], int, bool]:
+    """The newest of ``turns`` (ascending) that fit ``room`` tokens, ascending, their cost,
+    and whether one was cut: a turn over ``per_turn_cap``, or the newest when it alone is
+    over ``room``, is cut with a marker instead of pushing everything out."""
+    picked: list[Turn] = []
+    used = 0
+    truncated = False
+    for turn in reversed(turns):
+        overhead = turn_cost(turn, tokenizer) - turn.tokens
+        left = room - used - overhead
+        if left <= 0:
+            break
+        cost = turn.tokens
+        if cost > per_turn_cap or (cost > left and not picked):
+            text = truncate_marked(turn.text, min(per_turn_cap, left), tokenizer)
+            turn = replace(turn, text=text, tokens=tokenizer.count(text))
+            cost = turn.tokens
+            truncated = True
+        if cost > left:
+            break
+        picked.append(turn)
+        used += cost + overhead
+    picked.reverse()
+    return picked, used, truncated
+
+
 def build_view(
     state: SummaryState,
     turns: Sequence[Turn],
@@ -130,8 +168,12 @@ def build_view(
     tokenizer: Tokenizer,
     facts_budget: int,
     max_turn_share: float = 0.5,
+    facts: Sequence[Fact] | None = None,
 ) -> MemoryView:
-    """Fit summary, facts and the newest of ``turns`` (ascending) into ``budget`` tokens."""
+    """Fit summary, facts and the newest of ``turns`` (ascending) into ``budget`` tokens.
+
+    ``facts`` orders the carried identifiers (default: the state's, newest mention first).
+    """
     budget = max(budget, 0)
     summary = state.text
     summary_tokens = tokenizer.count(summary)
@@ -139,34 +181,17 @@ def build_view(
         summary = truncate_marked(summary, budget, tokenizer)
         summary_tokens = tokenizer.count(summary)
     remaining = budget - summary_tokens
-    facts, facts_tokens = _fit_facts(state.facts, summary, min(facts_budget, remaining), tokenizer)
+    carried = state.facts if facts is None else facts
+    chosen, facts_tokens = fit_facts(carried, summary, min(facts_budget, remaining), tokenizer)
     remaining -= facts_tokens
 
     per_turn_cap = max(int(budget * max_turn_share), 1)
-    picked: list[Turn] = []
-    used = 0
-    truncated = False
-    for turn in reversed(turns):
-        overhead = turn_cost(turn, tokenizer) - turn.tokens
-        room = remaining - used - overhead
-        if room <= 0:
-            break
-        cost = turn.tokens
-        if cost > per_turn_cap or (cost > room and not picked):
-            text = truncate_marked(turn.text, min(per_turn_cap, room), tokenizer)
-            turn = replace(turn, text=text, tokens=tokenizer.count(text))
-            cost = turn.tokens
-            truncated = True
-        if cost > room:
-            break
-        picked.append(turn)
-        used += cost + overhead
-    picked.reverse()
+    picked, used, truncated = pick_newest(turns, remaining, per_turn_cap, tokenizer)
     return MemoryView(
         key=state.key,
         summary=summary,
         summary_tokens=summary_tokens,
-        facts=facts,
+        facts=chosen,
         facts_tokens=facts_tokens,
         turns=tuple(picked),
         turns_tokens=used,
