@@ -58,13 +58,14 @@ class Settings(BaseSettings):
     sqlite_synchronous: Literal["OFF", "NORMAL", "FULL", "EXTRA"] = "FULL"
     retention_days: float | None = Field(None, gt=0)
 
-    max_history_messages: int = Field(10, ge=2)
-    keep_recent_messages: int = Field(4, ge=0)
+    # Unset: a token window derived from the budget (bot.budget); set: the message window.
+    max_history_messages: int | None = Field(None, ge=2)
+    keep_recent_messages: int | None = Field(None, ge=0)
     window_tokens: int = Field(0, ge=0)
     keep_tokens: int = Field(0, ge=0)
     summary_tokens: int = Field(600, ge=50)
     facts_tokens: int = Field(300, ge=0)
-    recall_tokens: int = Field(400, ge=0)  # archive retrieval per reply; 0 = off
+    recall_tokens: int | None = Field(None, ge=0)  # recall per reply; unset = what is left; 0 = off
     context_tokens: int = Field(8000, ge=512)
     reply_tokens: int = Field(800, ge=16)
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
@@ -111,6 +112,9 @@ class Settings(BaseSettings):
         "slack_signing_secret",
         "retention_days",
         "shard_count",
+        "max_history_messages",
+        "keep_recent_messages",
+        "recall_tokens",
         mode="before",
     )
     @classmethod
@@ -155,10 +159,11 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
         problems: list[str] = []
-        if self.keep_recent_messages >= self.max_history_messages:
+        most, keep = self.max_history_messages, self.keep_recent_messages
+        if keep is not None and keep >= (most or 10):
             problems.append(
-                f"KEEP_RECENT_MESSAGES ({self.keep_recent_messages}) must be smaller than "
-                f"MAX_HISTORY_MESSAGES ({self.max_history_messages}); e.g. 4 and 10"
+                f"KEEP_RECENT_MESSAGES ({keep}) must be smaller than "
+                f"MAX_HISTORY_MESSAGES ({most or 10}); e.g. 4 and 10"
             )
         if self.window_tokens and self.keep_tokens >= self.window_tokens:
             problems.append(

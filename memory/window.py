@@ -49,8 +49,9 @@ FACT_OVERHEAD = 3
 
 @dataclass(frozen=True, slots=True)
 class WindowPolicy:
-    """Compaction trigger and fold target. ``0`` disables a token limit, except that a
-    token window without ``keep_tokens`` folds down to half the window."""
+    """Compaction trigger and fold target. ``0`` disables a limit (``max_messages=0``: no
+    message count limit, a token window only), except that a token window without
+    ``keep_tokens`` folds down to half the window."""
 
     max_messages: int = 10
     keep_messages: int = 4
@@ -59,16 +60,31 @@ class WindowPolicy:
     max_fold_tokens: int = 8000
 
     def __post_init__(self) -> None:
-        if self.keep_messages < 0 or self.max_messages < 1:
-            raise ValueError("max_messages must be >= 1 and keep_messages >= 0")
-        if self.keep_messages >= self.max_messages:
+        if self.keep_messages < 0 or self.max_messages < 0:
+            raise ValueError("max_messages and keep_messages must be >= 0")
+        if not self.max_messages and not self.window_tokens:
+            raise ValueError("a window needs max_messages or window_tokens")
+        if self.max_messages and self.keep_messages >= self.max_messages:
             raise ValueError("keep_messages must be smaller than max_messages")
         if self.window_tokens and self.keep_tokens >= self.window_tokens:
             raise ValueError("keep_tokens must be smaller than window_tokens")
 
+    @classmethod
+    def for_budget(cls, budget: int, *, summary_tokens: int, window_share: float = 0.35,
+                   keep_share: float = 0.1) -> WindowPolicy:
+        """The default window, in tokens, derived from a reply's memory budget: compact when
+        the unsummarized turns pass ``window_share`` of what the summary leaves, fold down
+        to ``keep_share``. One call then folds a quarter of the budget, and every unfolded
+        turn fits the view's verbatim share (``memory.view.ViewSplit.recent_share``)."""
+        room = max(budget - summary_tokens, 40)
+        window = max(int(room * window_share), 20)
+        return cls(max_messages=0, keep_messages=0, window_tokens=window,
+                   keep_tokens=max(min(int(room * keep_share), window - 1), 1))
+
     def should_compact(self, count: int, tokens: int) -> bool:
         """True when the unfolded turns overflow the window."""
-        return count > self.max_messages or bool(self.window_tokens and tokens > self.window_tokens)
+        by_count = bool(self.max_messages) and count > self.max_messages
+        return by_count or bool(self.window_tokens and tokens > self.window_tokens)
 
     def fold_count(self, pending: Sequence[Turn]) -> int:
         """How many of the oldest ``pending`` turns one compaction should fold (maybe 0)."""
@@ -82,7 +98,7 @@ class WindowPolicy:
         n_keep = 0
         kept_tokens = 0
         for turn in reversed(pending):
-            if n_keep >= self.keep_messages:
+            if self.max_messages and n_keep >= self.keep_messages:
                 break
             if keep_tokens and kept_tokens + turn.tokens > keep_tokens:
                 break
