@@ -6,7 +6,10 @@ summaries 2 s by default; deterministic answers, see ``benchmarks.responder``) a
 
 1. prompt size and cost (``prompt_cost``)    2. reply latency under slow summaries (``latency``)
 3. ingest and view (``ingest``, reused)      4. scale: channels, RSS, event-loop lag (``scale``)
-5. fact retention (``retention``)
+5. fact retention (``retention``)            6. long-conversation recall (``longmem``)
+
+Scenario 6 runs only when asked (``--scenarios 6``; with ``--quick`` 2 conversations and 30
+questions); ``python -m benchmarks.longmem`` runs it alone, also at other budgets.
 
 With ``--endpoint URL --model NAME`` only scenario 5 runs, against that real model (key from
 ``OPENAI_API_KEY``), and asks one probe question per planted fact.
@@ -46,7 +49,8 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder")
     p.add_argument("--endpoint", help="a real OpenAI-compatible base URL (scenario 5 only)")
     p.add_argument("--model", help="the real model's name (with --endpoint)")
-    p.add_argument("--scenarios", default="1,2,3,4,5", help="comma-separated, e.g. 1,5")
+    p.add_argument("--scenarios", default="1,2,3,4,5",
+                   help="comma-separated, e.g. 1,5; 6 (long-conversation recall) when listed")
     p.add_argument("--reply-latency", type=float, help="fake reply latency, seconds")
     p.add_argument("--summary-latency", type=float, help="fake summary latency, seconds")
     p.add_argument("--turns", type=int, help="turns of the shipped conversation to replay")
@@ -107,6 +111,10 @@ async def run_all(cfg: Config) -> list[Section]:
             sections.append(await scale.run(cfg, fake.base_url))
         if 5 in cfg.scenarios and runs is not None:
             sections.append(retention.from_runs(cfg, runs))
+        if 6 in cfg.scenarios:
+            from benchmarks.longmem import scenario as longmem
+
+            sections.append(await longmem.run(cfg.quick))
     return sections
 
 

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import os
 import tempfile
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,7 @@ class GistbotMemory:
                  ) -> None:
         self.rt, self.name, self.model, self.pace = rt, name, model, pace
         self.failures = 0
+        self.env: dict[str, str] = {}
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -67,7 +68,9 @@ class GistbotMemory:
             env = gistbot_env(cfg, base_url=base_url, model=model, db=Path(tmp) / "bench.db",
                               extra=extra)
             async with Runtime.open(load_settings(environ=env, env_file=None)) as rt:
-                yield cls(rt, name=name, model=model, pace=pace)
+                mem = cls(rt, name=name, model=model, pace=pace)
+                mem.env = env
+                yield mem
 
     async def ready(self) -> None:
         """Channel pace: wait for idle compaction, or a fixed gap (see the module docstring)."""
@@ -87,6 +90,16 @@ class GistbotMemory:
             self.failures += 1
             return "" if reply is None else reply.text
         return reply.text
+
+    async def fresh_probe_prompts(self, rows: Sequence[Row]) -> list[str]:
+        """Each probe on its own fresh copy of the channel's state: the prompt a reply to
+        it would send (no model call; this runtime is left as it is)."""
+        from benchmarks.longmem.gistbot_side import prompts_on_fresh_copies
+
+        msgs = [message(KEY, row, mention=True) for row in rows]
+        with tempfile.TemporaryDirectory(prefix="gistbot-probe-") as tmp:
+            prompts = await prompts_on_fresh_copies(self.rt, self.env, msgs, Path(tmp))
+        return ["\n".join(str(m["content"]) for m in p) for p in prompts]
 
     async def settle(self) -> None:
         """Let background compaction finish."""

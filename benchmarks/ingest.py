@@ -49,7 +49,7 @@ import aiosqlite
 from memory.completion import ChatMessage
 from memory.manager import MemoryManager
 from memory.models import ChannelKey, NewTurn
-from memory.sqlite_store import SqliteStore
+from memory.stores.sqlite.store import SqliteStore
 from memory.summarizer import Summarizer
 from memory.tokens import TokenCounter
 from memory.window import WindowPolicy

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks.baselines import BenchMemory, FullHistory, LangChainBuffer
+from benchmarks.baselines import BenchMemory, FullHistory, LangChainBuffer, user_content
 from benchmarks.common import Config, Section, Target, percentile, progress, save_plot
 from benchmarks.conversation import (
     Probe,
@@ -32,12 +32,14 @@ from benchmarks.gistbot_memory import GistbotMemory
 from benchmarks.responder import Call, Responder
 from bot.prompts import fixed_overhead
 from bot.settings import DEFAULT_SYSTEM_PROMPT
+from memory.completion import ChatMessage
 from memory.tokens import TokenCounter
 
 __all__ = [
     "MemoryRun",
     "ask_probes",
     "drive",
+    "fresh_probe_prompts",
     "memory_budget",
     "open_memories",
     "prompt_text",
@@ -59,6 +61,7 @@ class MemoryRun:
     breakdown: dict[str, str] = field(default_factory=dict)
     failures: int = 0
     probe_prompts: list[str] = field(default_factory=list)
+    fresh_probe_prompts: list[str] = field(default_factory=list)  # one at a time, fresh state
 
 
 def memory_budget(cfg: Config) -> int:
@@ -149,6 +152,29 @@ def summarize_calls(run: MemoryRun, cfg: Config, tok: TokenCounter) -> dict[str,
     }
 
 
+async def fresh_probe_prompts(mem: BenchMemory, probes: Sequence[Probe]) -> list[str]:
+    """Each probe question alone on the memory's state after the conversation (a fresh copy:
+    no probe sees another): the prompt text a reply would send. No model call."""
+    rows = [probe_row(k, p) for k, p in enumerate(probes)]
+    if isinstance(mem, GistbotMemory):
+        return await mem.fresh_probe_prompts(rows)
+    texts = []
+    for row in rows:
+        question: ChatMessage = {"role": "user", "content": user_content(row)}
+        if isinstance(mem, FullHistory):
+            history = [*mem.history, question]
+            tail = history if mem.window is None else history[-mem.window:]
+            parts = [mem.system_prompt, *(str(m["content"]) for m in tail)]
+        elif isinstance(mem, LangChainBuffer):  # loading does not change its state
+            loaded = await mem.memory.aload_memory_variables({})
+            parts = [mem.system_prompt, *(str(m.content) for m in loaded["history"]),
+                     str(question["content"])]
+        else:
+            raise TypeError(f"no fresh-copy probe for {type(mem).__name__}")
+        texts.append("\n".join(parts))
+    return texts
+
+
 async def ask_probes(mem: BenchMemory, probes: Sequence[Probe]) -> list[str]:
     """Ask one question per planted fact, at channel pace; return the answers."""
     answers = []
@@ -180,6 +206,7 @@ async def _one(mem: BenchMemory, rows: Sequence[Row], cfg: Config, responder: Re
     run.remembered = await mem.remembered()
     run.calls = responder.take(mem.model)
     if probes:  # scenario 5: does the prompt answering each probe question hold the fact?
+        run.fresh_probe_prompts = await fresh_probe_prompts(mem, probes)
         await ask_probes(mem, probes)
         asked = [c for c in responder.take(mem.model) if c.kind == "reply"]
         run.probe_prompts = [prompt_text(c) for c in asked]

@@ -23,9 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from memory.models import ChannelKey, NewChannelFact, NewEpisode
+from memory.models import ChannelKey, NewEpisode, NewLongTermFact
 from memory.search_text import query_terms
-from memory.sqlite_store import SqliteStore, _insert_cfact, _insert_episode
+from memory.stores.sqlite.archive import insert_channel_fact, insert_episode
+from memory.stores.sqlite.store import SqliteStore
 
 KEY = ChannelKey("discord", "g1", "big")
 OTHER = ChannelKey("discord", "g1", "noise")
@@ -59,10 +60,10 @@ def build(path: Path, turns: int, rng: random.Random) -> None:
         for seq in range(1, n + 1, 7):
             text = sentence(rng, words, weights, 40)
             episode = NewEpisode(seq, seq + 6, seq * 60.0, seq * 60.0 + 400, ("Alice", "Bob"), text)
-            _insert_episode(conn, ids[key], episode)
+            insert_episode(conn, ids[key], episode)
         for seq in range(1, n + 1, 20):
-            fact = NewChannelFact(sentence(rng, words, weights, 12), (seq,), "Alice")
-            _insert_cfact(conn, ids[key], fact, seq * 60.0)
+            fact = NewLongTermFact(sentence(rng, words, weights, 12), (seq,), "Alice")
+            insert_channel_fact(conn, ids[key], fact, seq * 60.0)
     conn.execute("COMMIT")
     conn.close()
 

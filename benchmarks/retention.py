@@ -31,11 +31,14 @@ from memory.identifiers import contains_identifier
 __all__ = ["from_runs", "in_probe_prompts", "run_real"]
 
 
-def in_probe_prompts(run: MemoryRun, probes: Sequence[Probe]) -> int | None:
-    """How many probe questions were asked with their identifier in the prompt."""
-    if len(run.probe_prompts) != len(probes):
+def in_probe_prompts(run: MemoryRun, probes: Sequence[Probe], *, fresh: bool = False
+                     ) -> int | None:
+    """How many probe questions were asked with their identifier in the prompt: asked in
+    a row on the evolving state, or (``fresh``) one at a time on a fresh copy of it."""
+    prompts = run.fresh_probe_prompts if fresh else run.probe_prompts
+    if len(prompts) != len(probes):
         return None
-    pairs = zip(run.probe_prompts, probes, strict=True)
+    pairs = zip(prompts, probes, strict=True)
     return sum(contains_identifier(text, p.value) for text, p in pairs)
 
 
@@ -48,6 +51,7 @@ def _row(run: MemoryRun, probes: Sequence[Probe]) -> dict[str, object]:
         "fraction remembered": len(kept) / max(len(probes), 1),
         "in summary": None, "in carried facts": None, "in archive": None,
         "in the probe's prompt": in_probe_prompts(run, probes),
+        "in the probe's prompt, one at a time": in_probe_prompts(run, probes, fresh=True),
     }
     b = run.breakdown
     if b:
@@ -69,6 +73,9 @@ def from_runs(cfg: Config, runs: Sequence[MemoryRun]) -> Section:
     lost = [p.value for p in probes if p not in retained(g_run.remembered, probes)]
     unseen = [p.value for p, text in zip(probes, g_run.probe_prompts, strict=False)
               if not contains_identifier(text, p.value)]
+    fresh_unseen = [p.value for p, text in zip(probes, g_run.fresh_probe_prompts, strict=False)
+                    if not contains_identifier(text, p.value)]
+    alone = g_row["in the probe's prompt, one at a time"]
     b = g_run.breakdown
     notes = [
         "remembered = verbatim in what the memory keeps (gistbot: summary, carried facts, "
@@ -76,7 +83,12 @@ def from_runs(cfg: Config, runs: Sequence[MemoryRun]) -> Section:
         "buffer). The columns after it split gistbot's copies (one fact may be in several).",
         "in the probe's prompt = after the conversation, each memory is asked one question "
         "per planted fact; counted when the prompt sent to the model contains the "
-        "identifier (what any model could answer from).",
+        "identifier (what any model could answer from). The questions are asked in a row, "
+        "each answered and recorded, so later ones see the earlier ones.",
+        "one at a time = issue 13's measure: each question alone on a fresh copy of the "
+        "state after the conversation (gistbot: a copy of its SQLite file per question, the "
+        "reply's view and prompt built there, offline, no model call; baselines: their "
+        "history or buffer plus the question, unchanged).",
         f"gistbot: {b.get('facts_stored', '?')} carried facts stored, "
         f"{b.get('facts_in_prompt', '?')} fit a prompt (FACTS_TOKENS 300).",
         "The fake summarizer drops ~1 in 5 identifiers on purpose and restores ~half when "
@@ -86,10 +98,18 @@ def from_runs(cfg: Config, runs: Sequence[MemoryRun]) -> Section:
         notes.append(f"gistbot lost: {', '.join(lost)}.")
     if unseen:
         notes.append(f"gistbot's probe prompts lacked: {', '.join(unseen)}.")
+    if fresh_unseen:
+        notes.append(f"gistbot's one-at-a-time probe prompts lacked: {', '.join(fresh_unseen)}.")
     targets = [Target("retention", "100% of planted identifiers retained (gistbot)",
                       f"{frac:.0%} remembered ({g_row['remembered']}/{len(probes)}); "
                       f"{asked}/{len(probes)} in the probe's prompt", round(frac, 3),
                       frac >= 1.0)]
+    if alone is not None:
+        n = int(alone)  # type: ignore[call-overload]
+        targets.append(Target("probe one at a time", f"planted identifiers in the probe's "
+                              f"prompts {len(probes)}/{len(probes)}, asked one at a time on a "
+                              "fresh copy (issue 13)", f"{n}/{len(probes)}",
+                              round(n / max(len(probes), 1), 3), n == len(probes)))
     return Section("5", "Fact retention", rows, targets, notes)
 
 

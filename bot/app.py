@@ -21,9 +21,10 @@ from bot.llm import LLM, OpenAILLM, UsageMeter
 from bot.offline_llm import OfflineLLM
 from bot.service import ChatService, ServiceConfig
 from bot.settings import Settings
+from memory.config import MemoryConfig
 from memory.manager import MemoryManager
-from memory.sqlite_store import SqliteStore
 from memory.store import Store
+from memory.stores.sqlite.store import SqliteStore
 from memory.summarizer import Summarizer
 from memory.tokens import TokenCounter
 from memory.window import WindowPolicy
@@ -49,7 +50,7 @@ def store_for_url(url: str, *, synchronous: str = "FULL", pool_size: int = 10) -
     if not url.startswith(("postgresql://", "postgres://")):
         raise ConfigError(f"{url!r}: use sqlite:///path/to/file.db or postgresql://user@host/db")
     try:
-        from memory.postgres_store import PostgresStore
+        from memory.stores.postgres.store import PostgresStore
     except ImportError as e:
         raise ConfigError(
             "DATABASE_URL points at PostgreSQL, which needs the postgres extra: "
@@ -63,7 +64,7 @@ def store_for_url(url: str, *, synchronous: str = "FULL", pool_size: int = 10) -
 def make_llm(settings: Settings, tokenizer: TokenCounter, meter: UsageMeter) -> LLM:
     """``OpenAILLM`` for a configured provider; ``OfflineLLM`` only when none was asked for."""
     if settings.provider == "offline":
-        return OfflineLLM(tokenizer, meter=meter)
+        return OfflineLLM(tokenizer, meter=meter, summary_concurrency=settings.summary_concurrency)
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
     return OpenAILLM(
         api_key=key,
@@ -73,6 +74,8 @@ def make_llm(settings: Settings, tokenizer: TokenCounter, meter: UsageMeter) -> 
         timeout=settings.llm_timeout,
         max_retries=settings.llm_max_retries,
         meter=meter,
+        concurrency=settings.llm_concurrency,
+        summary_concurrency=settings.summary_concurrency,
     )
 
 
@@ -116,10 +119,12 @@ class Runtime:
                 summarizer,
                 tokenizer,
                 policy,
-                summary_tokens=settings.summary_tokens,
-                facts_tokens=settings.facts_tokens,
-                recall_tokens=settings.recall_tokens,
-                retention_days=settings.retention_days,
+                config=MemoryConfig(
+                    summary_tokens=settings.summary_tokens,
+                    facts_tokens=settings.facts_tokens,
+                    recall_tokens=settings.recall_tokens,
+                    retention_days=settings.retention_days,
+                ),
             )
             config = ServiceConfig(
                 system_prompt=settings.system_prompt,

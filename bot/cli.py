@@ -15,8 +15,12 @@ import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import TextIO
+from typing import TextIO, cast
 
+from adapters.claims import DeliveryClaims
+from adapters.console_adapter import ConsoleChat
+from adapters.discord import invite_url, run_discord
+from adapters.slack import run_slack
 from bot.errors import ConfigError, GistbotError
 from bot.logs import setup_logging
 from bot.settings import Settings, load_settings
@@ -78,7 +82,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _console(settings: Settings, channel: str) -> None:
-    from adapters.console_adapter import ConsoleChat
     from bot.app import Runtime
 
     async with Runtime.open(settings) as rt:
@@ -98,13 +101,11 @@ async def _run(settings: Settings) -> None:
     async with Runtime.open(settings) as rt:
         jobs = []
         if "discord" in adapters:
-            from adapters.discord_adapter import run_discord
-
-            jobs.append(run_discord(rt))
+            jobs.append(run_discord(rt.service, settings))
         if "slack" in adapters:
-            from adapters.slack_adapter import run_slack
-
-            jobs.append(run_slack(rt))
+            # Both stores implement the claims structurally (Store does not declare them).
+            claims = cast(DeliveryClaims, rt.store)
+            jobs.append(run_slack(rt.service, settings, claims))
         await asyncio.gather(*jobs)
 
 
@@ -195,8 +196,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif command == "copy-db":
             asyncio.run(_copy(args.src, args.dst, force=args.force, resume=args.resume))
         elif command == "discord-invite":
-            from adapters.discord_adapter import invite_url
-
             print(invite_url(args.application_id))
     except ConfigError as e:
         print(f"gistbot: {e}", file=sys.stderr)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from bot.errors import GistbotError
-from memory.models import ChannelFact, ChannelKey, Episode, SummaryState
+from memory.models import ChannelKey, Episode, LongTermFact, SummaryState
 from memory.store import Store
 
 __all__ = ["CopyReport", "channel_checksum", "copy_db", "migrate"]
@@ -72,7 +72,7 @@ async def channel_checksum(store: Store, key: ChannelKey) -> tuple[int, str]:
     return count, digest.hexdigest()
 
 
-async def _archive(store: Store, key: ChannelKey) -> tuple[list[Episode], list[ChannelFact]]:
+async def _archive(store: Store, key: ChannelKey) -> tuple[list[Episode], list[LongTermFact]]:
     episodes = sorted(await store.episodes(key, limit=ALL_FACTS), key=lambda e: e.id)
     facts = sorted(await store.list_facts(key, limit=ALL_FACTS), key=lambda f: f.id)
     return episodes, facts

@@ -19,7 +19,9 @@ Adapters catch ``GistbotError`` at the edge, log it with the stack, and show the
 exception's own ``str()`` is for logs and may be technical. ``llm_error_from`` says which
 ``openai`` SDK failure becomes which class.
 
-Memory-layer errors live in ``memory.errors`` (``memory/`` never imports ``bot/``).
+Memory-layer errors live in ``memory.errors`` (``memory/`` never imports ``bot/``). One of
+them comes from here: a background summary call that gives its endpoint slot to a reply
+raises ``memory.errors.Preempted`` (``bot.llm_gate``), so compaction can tell it apart.
 """
 
 from __future__ import annotations

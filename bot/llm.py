@@ -7,6 +7,9 @@ llama.cpp, gateways) through the official ``openai`` SDK. Retries are the SDK's:
 ``retry-after-ms``/``Retry-After`` when the server sends one (≤ 120 s) and backing off
 exponentially (0.5 s, 1 s, … ≤ 8 s) otherwise. Whatever still fails becomes a
 ``bot.errors.LLMError`` (``llm_error_from``), so callers never see an SDK exception.
+Calls pass through a ``bot.llm_gate.LLMGate``: at most ``concurrency`` at once, replies and
+digests before background summaries, at most ``summary_concurrency`` summaries, and a
+waiting reply preempts a summary (which raises ``memory.errors.Preempted``).
 
 ``OfflineLLM`` needs no network and is deterministic: extractive summaries, and replies that
 say no model is configured and show what the bot remembers (DESIGN: Configuration).
@@ -16,9 +19,10 @@ Both remove reasoning blocks (``bot.thinking``) and satisfy ``memory.completion.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol, TypeVar, cast, runtime_checkable
 from urllib.parse import urlsplit
@@ -28,6 +32,7 @@ from openai import AsyncOpenAI, AsyncStream, Omit, omit
 from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessageParam
 
 from bot.errors import LLMBadResponse, LLMError, llm_error_from
+from bot.llm_gate import LLMGate
 from bot.thinking import ThinkFilter, strip_think
 from memory.completion import ChatMessage
 
@@ -175,7 +180,9 @@ def _text_of(response: object) -> str:
 
 class OpenAILLM:
     """``LLM`` over any OpenAI-compatible Chat Completions endpoint. ``summary_model``
-    (default: ``model``) serves ``summary`` and ``digest``. Reads no environment variables."""
+    (default: ``model``) serves ``summary`` and ``digest``. ``concurrency`` calls at once
+    (``LLM_CONCURRENCY``), of which at most ``summary_concurrency`` summaries
+    (``SUMMARY_CONCURRENCY``); see ``bot.llm_gate``. Reads no environment variables."""
 
     is_offline = False
 
@@ -189,8 +196,11 @@ class OpenAILLM:
         timeout: float = 60.0,
         max_retries: int = 2,
         meter: UsageMeter | None = None,
+        concurrency: int = 4,
+        summary_concurrency: int = 8,
     ) -> None:
         self.model, self.summary_model = model, summary_model or model
+        self.gate = LLMGate(concurrency, summary_slots=summary_concurrency)
         self.base_url = base_url or _OPENAI_URL
         self.name = f"openai:{model}"
         self._meter = meter
@@ -213,8 +223,17 @@ class OpenAILLM:
     async def complete(
         self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
     ) -> Completion:
-        """One chat completion, reasoning removed. Raises ``LLMError`` subclasses."""
-        model, started = self.model_for(purpose), time.monotonic()
+        """One chat completion, reasoning removed. Raises ``LLMError`` subclasses, and
+        ``Preempted`` for a summary that gave its slot to a reply."""
+        model = self.model_for(purpose)
+        return await self.gate.run(
+            purpose, lambda: self._complete(messages, max_tokens, purpose, model)
+        )
+
+    async def _complete(
+        self, messages: Sequence[ChatMessage], max_tokens: int, purpose: str, model: str
+    ) -> Completion:
+        started = time.monotonic()  # once the slot is held: queueing is not latency
         try:
             try:
                 response = await self._call(
@@ -239,8 +258,18 @@ class OpenAILLM:
     async def stream(
         self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
     ) -> AsyncIterator[str]:
-        """Text deltas as they arrive, reasoning removed even when a tag spans chunks."""
-        model, started = self.model_for(purpose), time.monotonic()
+        """Text deltas as they arrive, reasoning removed even when a tag spans chunks. The
+        stream holds its gate slot until it ends (or is closed)."""
+        model = self.model_for(purpose)
+        pieces = self._stream(messages, max_tokens, purpose, model)
+        async with self.gate.hold(purpose), contextlib.aclosing(pieces):
+            async for piece in pieces:
+                yield piece
+
+    async def _stream(
+        self, messages: Sequence[ChatMessage], max_tokens: int, purpose: str, model: str
+    ) -> AsyncGenerator[str, None]:
+        started = time.monotonic()
         think, usage, sent = ThinkFilter(), Usage(), False
         try:
             try:

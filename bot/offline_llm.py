@@ -4,10 +4,15 @@ No network, deterministic. Summaries are extractive (``memory.extractive``, read
 request that ``memory.summarizer`` built); replies say plainly that no model is configured,
 how to configure one, and what the bot remembers (DESIGN.md: Configuration). Settings pick it
 only when no provider was asked for; it is never a silent fallback.
+
+Background summaries pass through a ``bot.llm_gate.LLMGate`` of ``summary_concurrency``
+slots (``SUMMARY_CONCURRENCY``) and yield to the event loop before giving their slot back,
+so a burst of compactions runs at most that many CPU-bound summaries per loop iteration.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import re
 import time
@@ -15,6 +20,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from bot.errors import LLMBadResponse
 from bot.llm import Completion, Usage, UsageMeter, _check_purpose
+from bot.llm_gate import LLMGate
 from memory.completion import ChatMessage
 from memory.tokens import Tokenizer
 
@@ -45,10 +51,13 @@ class OfflineLLM:
 
     is_offline = True
 
-    def __init__(self, tokenizer: Tokenizer, meter: UsageMeter | None = None) -> None:
+    def __init__(
+        self, tokenizer: Tokenizer, meter: UsageMeter | None = None, summary_concurrency: int = 8
+    ) -> None:
         self.name = "offline"
         self._tokenizer = tokenizer
         self._meter = meter
+        self.gate = LLMGate(summary_concurrency, summary_slots=summary_concurrency)
 
     async def complete(
         self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
@@ -56,6 +65,18 @@ class OfflineLLM:
         """An extractive summary (``summary``/``digest``) or the no-model reply, within
         ``max_tokens``."""
         _check_purpose(purpose)
+        if purpose != "summary":
+            return self._complete(messages, max_tokens, purpose)
+        return await self.gate.run(purpose, lambda: self._summarize(messages, max_tokens))
+
+    async def _summarize(self, messages: Sequence[ChatMessage], max_tokens: int) -> Completion:
+        done = self._complete(messages, max_tokens, "summary")
+        await asyncio.sleep(0)  # still holding the slot: the next summaries wait a loop turn
+        return done
+
+    def _complete(
+        self, messages: Sequence[ChatMessage], max_tokens: int, purpose: str
+    ) -> Completion:
         started = time.monotonic()
         if purpose in _SUMMARY_PURPOSES:
             text = self._summary(messages, max_tokens)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memory.completion import ChatMessage
-from memory.models import Fact, MemoryView, Recall, Turn
+from memory.models import CarriedIdentifier, MemoryView, Recall, Turn
 from memory.recall import RECALL_HEADING, episode_line, fact_line, render_recalled_turns
 from memory.text import defuse
 from memory.tokens import Tokenizer
@@ -35,11 +35,13 @@ _NO_MEMORY = "(nothing remembered before the messages below)"
 _defuse = defuse
 
 
-def _fact_line(fact: Fact) -> str:
+def _fact_line(fact: CarriedIdentifier) -> str:
     return f"- {fact.value} — {fact.context}" if fact.context else f"- {fact.value}"
 
 
-def memory_block(summary: str, facts: Sequence[Fact], recall: Recall | None = None) -> str:
+def memory_block(
+    summary: str, facts: Sequence[CarriedIdentifier], recall: Recall | None = None
+) -> str:
     """The fenced memory section of the system message."""
     body = [_PREAMBLE, ""]
     if summary.strip():

@@ -43,8 +43,8 @@ from bot.prompts import build_messages, fixed_overhead
 from memory.completion import ChatMessage
 from memory.errors import StoreError
 from memory.manager import MemoryManager
-from memory.models import ChannelFact, ChannelKey, ChannelStats, MemoryView, NewTurn
-from memory.recall import episode_span, fact_line
+from memory.models import ChannelKey, ChannelStats, LongTermFact, MemoryView, NewTurn
+from memory.recall import episode_spans, fact_line
 
 __all__ = [
     "MAX_FACT_CHARS",
@@ -115,7 +115,7 @@ def footer(stats: ChannelStats) -> str:
     )
 
 
-def _listed(fact: ChannelFact) -> str:
+def _listed(fact: LongTermFact) -> str:
     line = fact_line(fact)
     extra = [x for x in ("pinned" if fact.pinned else "", fact.author) if x]
     return f"{line} ({', '.join(extra)})" if extra else line
@@ -300,7 +300,7 @@ class ChatService:
         )
         earlier = ""
         if digest.episodes:
-            spans = ", ".join(episode_span(e) for e in reversed(digest.episodes))
+            spans = episode_spans(list(reversed(digest.episodes)))
             earlier = f"\n\nEarlier: {spans} (UTC)"
         return CommandResult(
             f"{digest.text.strip()}{note}{earlier}\n\n— {footer(digest.stats)}"

@@ -39,6 +39,12 @@ def _csv(value: Any) -> Any:
     return value
 
 
+def _at_least_one(value: int, what: str) -> int:
+    if value < 1:
+        raise ValueError(f"must be at least 1, not {value}: it is how many {what}")
+    return value
+
+
 class Settings(BaseSettings):
     """All of gistbot's configuration. Field names are the variable names, lowercased."""
 
@@ -52,6 +58,8 @@ class Settings(BaseSettings):
     llm_timeout: float = Field(60.0, gt=0)
     llm_max_retries: int = Field(2, ge=0, le=10)
     summary_timeout: float = Field(120.0, gt=0)
+    llm_concurrency: int = 4  # model calls at once to the endpoint, replies first
+    summary_concurrency: int = 8  # background summaries at once, process-wide
 
     database_url: str = "sqlite:///gistbot.db"
     database_pool_size: int = Field(10, ge=1, le=200)
@@ -130,6 +138,17 @@ class Settings(BaseSettings):
                 "or remove the line to run with the offline model"
             )
         return v
+
+    @field_validator("llm_concurrency")
+    @classmethod
+    def _slots(cls, v: int) -> int:
+        what = "model calls at once to the endpoint: its parallel slots, e.g. 1 for a one-slot"
+        return _at_least_one(v, f"{what} llama.cpp server (default 4)")
+
+    @field_validator("summary_concurrency")
+    @classmethod
+    def _summary_slots(cls, v: int) -> int:
+        return _at_least_one(v, "background summary calls at once (default 8)")
 
     @field_validator("openai_base_url")
     @classmethod

@@ -7,8 +7,10 @@
     │   ├── StoreOpenError    cannot open: unwritable path, corrupt file, not a gistbot db
     │   ├── SchemaTooNewError the file was written by a newer gistbot
     │   └── StoreBusyError    locked by another writer past the busy timeout
-    └── SummaryRejected       the summarizer's answer failed a check (empty, too long,
-                              error-like, identifiers lost); the old summary stays
+    ├── SummaryRejected       the summarizer's answer failed a check (empty, too long,
+    │                         error-like, identifiers lost); the old summary stays
+    └── Preempted             the summarizer's model call gave its endpoint slot to a
+                              reply and was cancelled; nothing changed, retried later
 
 The name ends in ``_`` so it never shadows the builtin ``MemoryError``.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 __all__ = [
     "MemoryError_",
+    "Preempted",
     "SchemaTooNewError",
     "StoreBusyError",
     "StoreError",
@@ -47,3 +50,8 @@ class StoreBusyError(StoreError):
 
 class SummaryRejected(MemoryError_):
     """A summarizer answer did not pass the checks; the previous summary is kept."""
+
+
+class Preempted(MemoryError_):
+    """A background summary call was cancelled so that a waiting reply could use its slot
+    at the model endpoint (``bot.llm_gate``). Nothing was stored; compaction retries."""

@@ -2,10 +2,14 @@
 
 ``OfflineLLM`` has no model, so its summaries are extractive (DESIGN.md, Configuration): of
 every message it keeps the sentences that carry identifiers (numbers, ids, URLs, …),
-decisions, questions and people (names, @mentions, honorifics, preferences), each prefixed
-with its speaker, under the same sections a real model writes. Copying sentences verbatim
-means identifiers survive by construction, and nothing depends on spaces or capital
-letters, so Korean and Japanese work (keywords include 하기로, 결정, 決定, ことに, ですか …).
+decisions, questions and people (names, @mentions, honorifics, preferences), plus the first
+other content sentence as the message's topic, each prefixed with its speaker, under the
+same sections a real model writes. Courtesy lines ("Thanks, Caroline!", "haha see you",
+"good morning!", 감사합니다, 안녕하세요, ありがとう) are never items (``is_courtesy``): a
+greeting that names the other speaker used to count as "people" and outlive the content.
+Copying sentences verbatim means identifiers survive by construction, and nothing depends
+on spaces or capital letters, so Korean and Japanese work (keywords include 하기로, 결정,
+決定, ことに, ですか …).
 
 Merging with the previous summary: its items come first, then the new ones. Over the bound,
 items leave in this order: filler topics, then other items, then items carrying identifiers,
@@ -22,7 +26,7 @@ from dataclasses import dataclass
 from memory.identifiers import context_for, extract_identifiers, split_sentences
 from memory.tokens import Tokenizer
 
-__all__ = ["SECTIONS", "extractive_summary"]
+__all__ = ["SECTIONS", "content_sentence", "extractive_summary", "is_courtesy"]
 
 SECTIONS = (
     "Topics",
@@ -47,6 +51,46 @@ _PEOPLE_RE = re.compile(
     r"(?i)@\w+|\b(?:prefers?|preferred|likes?|loves?|hates?|favou?rite|allergic|call me|"
     r"my name)\b|\S님|\S\s씨|좋아|싫어|선호|취향|さん|様|くん|ちゃん|好き|嫌い|好み|苦手"
 )
+
+
+# Courtesy words and phrases; a sentence made only of these, names and punctuation is chit-chat.
+_COURTESY = re.compile(
+    r"(?i)\b(?:thanks?(?: you)?|thank u|thx|ty|tysm|hi+|hello|hey+|hiya|yo|howdy|"
+    r"good (?:morning|afternoon|evening|night|luck|job)|gm|gn|morning|bye+|goodbye|"
+    r"see (?:you|ya)|cya|later|soon|tomorrow|haha\w*|hehe\w*|lol\w*|lmao|rofl|ok(?:ay)?|k|"
+    r"sure|cool|nice|great|awesome|amazing|congrats|congratulations|welcome|you'?re welcome|"
+    r"no problem|np|you too|take care|cheers|omg|wow|yay|yes|yeah|yep|nope|sounds good|"
+    r"got it|noted|all|everyone|guys|folks|there|so|much|a lot|again|really|very|too|dear|"
+    r"mate|buddy|friend|friends|oh|ah|aw+|hmm+|and|for|you|it|that|have a good (?:one|day)|"
+    r"(?:good|nice|great|glad) to (?:see|meet|hear from) you|long time no see|how are you|"
+    r"how'?s it going|what'?s up)\b"
+    r"|감사합니다|감사해요|감사|고맙습니다|고마워요|고마워|안녕하세요|안녕히|안녕|반갑습니다|"
+    r"반가워요|수고하셨습니다|수고하세요|수고|넵|네|예|알겠습니다|좋아요|좋네요|굿|ㅋ+|ㅎ+|ㅠ+|ㅜ+|"
+    r"ありがとうございます|ありがとう|こんにちは|こんばんは|おはようございます|おはよう|"
+    r"お疲れ様です|お疲れさまです|お疲れ様|よろしくお願いします|よろしく|了解しました|"
+    r"承知しました|わかりました|了解です|了解|はい|おやすみ|またね|님|씨|さん"
+)
+
+
+def is_courtesy(sentence: str, names: Sequence[str] = ()) -> bool:
+    """Whether ``sentence`` is only courtesy: greetings, thanks, laughter, ok, the names of
+    the people in the conversation ("Thanks, Caroline!", "지영님 감사합니다")."""
+    if extract_identifiers(sentence):
+        return False
+    rest = sentence
+    for name in sorted((n for n in names if n.strip()), key=len, reverse=True):
+        rest = re.sub(re.escape(name), " ", rest, flags=re.IGNORECASE)
+    stripped = _COURTESY.sub(" ", rest)
+    if sum(c.isalnum() for c in stripped) < 3:
+        return True
+    # "Hey Mel!": a greeting plus one capitalised word, a name the speakers list lacks.
+    words = re.findall(r"\w+", stripped)
+    return stripped != rest and len(words) == 1 and words[0][:1].isupper()
+
+
+def content_sentence(text: str, names: Sequence[str] = ()) -> str | None:
+    """The first sentence of ``text`` that is not courtesy, or None."""
+    return next((s for s in split_sentences(text) if not is_courtesy(s, names)), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,11 +153,14 @@ def _new_items(blocks: Sequence[tuple[str, str]], start: int) -> list[_Item]:
     items: list[_Item] = []
     for author, text in blocks:
         others = [n for n in names if n != author]
-        sentences = split_sentences(text)
-        for i, sentence in enumerate(sentences):
+        topic = True  # the first content sentence stands for an otherwise plain message
+        for sentence in split_sentences(text):
+            if is_courtesy(sentence, [*names, author]):
+                continue
             kind = _classify(sentence, others)
-            if kind is None and i == 0 and sum(c.isalnum() for c in sentence) >= 3:
-                kind = (_TOPICS, _FILLER)  # the gist of an otherwise unremarkable message
+            if kind is None and topic and sum(c.isalnum() for c in sentence) >= 3:
+                kind = (_TOPICS, _FILLER)
+            topic = False
             if kind is not None:
                 line = f"{author}: {_shorten(' '.join(sentence.split()))}"
                 items.append(_Item(kind[0], line, kind[1], start + len(items)))

@@ -7,25 +7,50 @@ summary (DESIGN.md, "Memory semantics" 6). Everything here works on text without
 ``\\b``, because CJK characters count as word characters and ``ORD-7731로`` must still yield
 ``ORD-7731``. Nothing assumes capital letters.
 
-What counts as an identifier (each found as a whole, the longest match wins):
+The rule: an identifier is what a person would need *verbatim* to act on it later. Each is
+found as a whole, the longest match wins:
 
 * URLs (``http(s)://``, ``ftp://``, ``www.``) and e-mail addresses;
 * ``backticked code names`` (the inner text is the identifier);
-* ticket ids: ``ORD-1042``, ``JIRA-123``, ``ORD-2024-0042``, ``INC0012345``, ``#4411``;
-* hex commit-ish strings of 7-40 characters that contain a digit (``a1b2c3d``), UUIDs;
-* dashed or slashed digit groups with 3+ digits: phone numbers ``010-1234-5678``, dates;
-* numbers with 3+ digits or with separators: ``1042``, ``3.14``, ``12,500`` (``$120.50``
-  keeps ``120.50``).
+* ids mixing letters and digits, with a run of 2+ digits after a dash or underscore or of
+  3+ digits glued to letters: ``ORD-2041``, ``JIRA-123``, ``4B-217``, ``Q-7720-B``,
+  ``INC0012345`` (not ``gpt-4o``, ``v2``, ``ORD-1``, ``mp3``);
+* ``#88`` (``#`` and 2+ digits); a bare number of 3+ digits right after a keyword: order,
+  ticket, invoice, case, id, no., number, ref, issue, build, account, booking, tracking …,
+  주문, 번호, 예약, 송장, 注文, 番号, 予約 … (``order 48213``, ``주문번호는 1234``; the
+  identifier is the number);
+* long numbers: 5+ digits, separators not counted (``48213``, ``12,500``);
+* dates (``2027-03-14``, ``14/03/2027``, ``2027.03.14``, ``2027년 3월 14일``,
+  ``2027年3月14日``), versions (``v2.7``, ``v2.7.1``, ``2.7.1``, also IP addresses), phone
+  numbers (``010-1234-5678``, ``555-0100``, ``+1 415 555 0100``, ``(415) 555-0100``);
+* money: an amount with a currency sign or code before it or a currency word after it
+  (``$120.50``, ``€40``, ``USD 99``, ``12,500원``, ``40 dollars``); the identifier keeps
+  the currency as written;
+* UUIDs and hex commit hashes of 7-40 characters containing a digit (``a1b2c3d``).
+
+Not identifiers: bare numbers of up to 4 digits without a keyword or currency (counters such
+as "ACK 100", "600", "3 people", "1,200"), a year alone ("2027": it needs a month to be a
+date), decimals and percentages (``3.14``, ``12.5%``), times, ranges like ``1-2`` or
+``2024-2025``. Who said it matters too, but that is the summarizer's business: identifiers
+said only by the bot, or only by gistbot's own prompt text, are filtered there.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
-__all__ = ["contains_identifier", "context_for", "extract_identifiers", "split_sentences"]
+__all__ = [
+    "contains_identifier",
+    "context_for",
+    "extract_identifiers",
+    "mentioned_in",
+    "split_sentences",
+]
 
 _NW = r"(?<![A-Za-z0-9_])"  # not preceded by an ASCII word character
 _NE = r"(?![A-Za-z0-9_])"  # not followed by one
+_NUM_END = r"(?![0-9]|[.,][0-9])"  # a number ends here, not in its decimals or groups
 # Scheme case-insensitive only: IGNORECASE on the class would exclude i, s, k (they fold to
 # dotless i, long s and the Kelvin sign, which lie in the non-ASCII range).
 _URL = re.compile(
@@ -38,24 +63,109 @@ _EMAIL = re.compile(
 # Every identifier kind contains a digit, "@", a backtick, "://" or "www.".
 _MAY_HAVE_ID = re.compile(r"[0-9@`]|://|www\.", re.IGNORECASE)
 _BACKTICK = re.compile(r"(?<!`)`([^`\n]{1,100})`(?!`)")
-_PATTERNS = [
-    re.compile(_NW + r"[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}" + _NE),  # UUID
-    re.compile(_NW + r"[A-Za-z][A-Za-z0-9]{0,15}(?:[-_][A-Za-z0-9]+)*[-_][0-9]{2,}" + _NE),
-    re.compile(_NW + r"[A-Za-z]{1,10}[0-9]{3,}" + _NE),  # INC0012345
-    re.compile(r"(?<![&A-Za-z0-9_])#[0-9]{2,}(?![0-9])"),  # #4411
-    re.compile(_NW + r"(?=[A-Fa-f]*[0-9])[0-9A-Fa-f]{7,40}" + _NE),  # commit-ish
-    re.compile(r"(?<![A-Za-z0-9_./-])\+?[0-9]+(?:[-/][0-9]+)+(?![0-9])"),  # phone, date
-    re.compile(
-        r"(?<![A-Za-z0-9_.])(?:[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?|[0-9]+(?:\.[0-9]+)+"
-        r"|[0-9]{3,})(?![0-9])"
+_AMOUNT = r"(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?"
+_ALNUM = re.compile(_NW + r"(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*" + _NE)
+_KEYWORD = (
+    r"(?:(?<![A-Za-z])(?i:order|ticket|invoice|case|id|no\.|nr\.|num\.|number|ref|reference"
+    r"|issue|pr|bug|build|account|acct|booking|reservation|confirmation|tracking|receipt"
+    r"|claim|policy|serial|room)"
+    r"|주문|번호|송장|티켓|예약|계좌|접수|사건|문의|이슈|注文|番号|予約|伝票|チケット|口座)"
+)
+_KEYWORD_TAIL = re.compile(
+    _KEYWORD
+    + r"(?:\s*(?i:number|no\.|nr\.|num\.)|번호|番号)?"
+    + r"(?:\s*[:：]|\s*(?:은|는|이|가|의|을|를|は|が|の|を))?\s*#?\s*$"
+)
+_KEYWORD_REACH = 40  # characters before a number searched for its keyword
+_BARE_NUMBER = re.compile(
+    r"(?<![0-9,.])(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]{3,})(?![0-9A-Za-z_]|[.,][0-9])"
+)
+
+
+def _gated(pattern: str, gate: str | None = None) -> tuple[re.Pattern[str], re.Pattern[str] | None]:
+    """A pattern, and a cheap one that must occur in the text before it is worth running."""
+    return re.compile(pattern), re.compile(gate) if gate is not None else None
+
+
+_MONTH = (
+    r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
+    r"|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?"
+)
+_DAY = r"[0-3]?[0-9](?:st|nd|rd|th)?"
+_MONTH_GATE = r"Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
+_PATTERNS: list[tuple[re.Pattern[str], re.Pattern[str] | None]] = [
+    _gated(_NW + r"[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}" + _NE, "-"),  # UUID
+    _gated(r"(?<![&A-Za-z0-9_])#[0-9]{2,}(?![0-9])", "#"),  # #4411
+    _gated(_NW + r"(?=[A-Fa-f]*[0-9])[0-9A-Fa-f]{7,40}" + _NE),  # commit-ish
+    # Dates: ISO, slashed or dotted with a 4-digit year, Korean, Japanese, English months.
+    _gated(r"(?<![0-9.])[0-9]{4}([-/.])[01]?[0-9]\1[0-3]?[0-9]" + _NUM_END, r"[-/.]"),
+    _gated(
+        r"(?<![0-9./-])[0-3]?[0-9]([-/.])[0-3]?[0-9]\1(?:[0-9]{4}|[0-9]{2})" + _NUM_END, r"[-/.]"
     ),
+    _gated(
+        r"(?<![0-9])(?:[0-9]{4}\s*[년年]\s*)?[01]?[0-9]\s*[월月]\s*[0-3]?[0-9]\s*[일日]", "[월月]"
+    ),
+    _gated(r"(?<![0-9])[0-9]{4}\s*[년年]\s*[01]?[0-9]\s*[월月]", "[월月]"),
+    _gated(_NW + _MONTH + r"\s+" + _DAY + r"(?:,?\s+[0-9]{4})?" + _NE, _MONTH_GATE),
+    _gated(_NW + _DAY + r"\s+" + _MONTH + r"(?:,?\s+[0-9]{4})?" + _NE, _MONTH_GATE),
+    # Versions (and IP addresses): v-prefixed with a dot, or three or more dotted parts.
+    _gated(
+        _NW + r"(?:[vV][0-9]+(?:\.[0-9]+)+|[0-9]+(?:\.[0-9]+){2,})"
+        r"(?:[-+][0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?" + _NE + _NUM_END,
+        r"\.",
+    ),
+    # Phone numbers.
+    _gated(
+        r"(?<![0-9A-Za-z_+])\+[0-9]{1,3}(?:[ .-]?\(?[0-9]{1,4}\)?)(?:[ .-]?[0-9]{2,4}){1,4}"
+        + _NUM_END,
+        r"\+",
+    ),
+    _gated(r"(?<![0-9A-Za-z_])\([0-9]{2,4}\)\s?[0-9]{3,4}[-. ][0-9]{4}" + _NUM_END, r"\("),
+    _gated(r"(?<![0-9A-Za-z_./-])[0-9]{1,4}(?:-[0-9]{2,4}){2,4}" + _NUM_END, "-"),
+    _gated(r"(?<![0-9A-Za-z_./-])[0-9]{3}-[0-9]{4}" + _NUM_END, "-"),
+    # Money: a currency before the amount, or a currency word after it.
+    _gated(
+        r"(?:(?<![A-Za-z0-9_])(?:US|A|C|HK|NZ)?\$|[€£¥₩]|(?<![A-Za-z])(?:USD|EUR|GBP|JPY|KRW|CNY)"
+        r"\s?)\s?" + _AMOUNT + _NUM_END,
+        r"[$€£¥₩]|USD|EUR|GBP|JPY|KRW|CNY",
+    ),
+    _gated(
+        r"(?<![0-9A-Za-z_.,])" + _AMOUNT
+        + r"(?:\s?(?:만원|천원|억원|원|달러|엔|유로|円|万円|ドル|ユーロ|元)"
+        r"|\s(?:dollars?|euros?|won|yen|USD|EUR|GBP|JPY|KRW|CNY)" + _NE + ")",
+        r"[원円元엔]|달러|유로|ドル|ユーロ|dollar|euro|won|yen|USD|EUR|GBP|JPY|KRW|CNY",
+    ),
+    # Long numbers: 5+ digits before any decimal point.
+    _gated(r"(?<![A-Za-z0-9_.,])" + _AMOUNT + _NUM_END, "[0-9]{5}|,"),
 ]
+_MAX_ID_CHARS = 64
 _URL_TAIL = ".,;:!?*"
 _LETTER = re.compile(r"[A-Za-z_]")
 _BULLET = re.compile(r"^(?:[-*•]|#+)\s+")
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 _GROUPED = re.compile(r"[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?")
+_PLAIN_NUMBER = re.compile(r"(?<![0-9,.])[1-9][0-9]{3,}(?![0-9,]|\.[0-9])")
+_CURRENCY = re.compile(r"[$€£¥₩원円元엔]|달러|유로|ドル|(?i:dollar|euro|won|yen|usd|eur|krw|jpy)")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])(?![。！？])\s*|\s*\n\s*")
+
+
+def _alnum_id(value: str) -> str | None:
+    """``value`` (or its id part) when it is a letters-and-digits id, else None.
+
+    It needs a letter, and a group of 2+ digits after a dash/underscore or a run of 3+
+    digits: ``ORD-55``, ``4B-217``, ``Q-7720-B``, ``INC0042``, not ``gpt-4o`` nor ``ORD-1``.
+    A trailing word of 4+ letters is prose, not part of the id (``ORD-2041-refund``).
+    """
+    groups = re.split(r"([-_])", value)
+    while len(groups) > 2 and groups[-1].isalpha() and len(groups[-1]) > 3:
+        groups = groups[:-2]
+    value = "".join(groups)
+    parts = groups[::2]
+    if not any(c.isalpha() for c in value) or len(value) > _MAX_ID_CHARS:
+        return None
+    dashed = len(parts) > 1 and any(p.isdigit() and len(p) >= 2 for p in parts)
+    glued = re.search(r"[0-9]{3,}", value) is not None
+    return value if dashed or glued else None
 
 
 def _strip_url(url: str) -> str:
@@ -79,14 +189,34 @@ def _candidates(text: str) -> list[tuple[int, int, str]]:
     for m in _BACKTICK.finditer(text):
         if m.group(1).strip():
             found.append((m.start(), m.end(), " ".join(m.group(1).split())))
-    for pattern in _PATTERNS:
+    for m in _ALNUM.finditer(text):
+        if (value := _alnum_id(m.group())) is not None:
+            found.append((m.start(), m.start() + len(value), value))
+    for m in _BARE_NUMBER.finditer(text):
+        if _KEYWORD_TAIL.search(text, max(0, m.start() - _KEYWORD_REACH), m.start()):
+            found.append((m.start(), m.end(), m.group()))
+    for pattern, gate in _PATTERNS:
+        if gate is not None and not gate.search(text):
+            continue
         for m in pattern.finditer(text):
-            value = m.group()
-            # "1-2" or "3/4" is prose, not an id: dashed digit groups need 3+ digits.
-            if value[0] in "+0123456789" and sum(c.isdigit() for c in value) < 3:
-                continue
-            found.append((m.start(), m.end(), value))
+            value = " ".join(m.group().split())
+            if _plausible(value):
+                found.append((m.start(), m.end(), value))
     return found
+
+
+def _plausible(value: str) -> bool:
+    """The digit-count rules a regex cannot say: a bare number needs 5+ digits before its
+    decimals, a phone number 7+ digits; a currency makes any amount count."""
+    if _CURRENCY.search(value) or value[0] not in "+(0123456789" or _LETTER.search(value):
+        return True  # money, an English date, a version
+    if re.fullmatch(_AMOUNT, value):
+        return sum(c.isdigit() for c in value.split(".")[0]) >= 5
+    if re.fullmatch(r"[0-9]+(?:\.[0-9]+){2,}", value) or re.search(r"[년年월月일日]", value):
+        return True  # a version or a CJK date
+    digits = sum(c.isdigit() for c in value)
+    date = re.fullmatch(r"[0-9]{1,4}([-/.])[0-9]{1,2}\1[0-9]{1,4}", value) is not None
+    return digits >= 7 or (date and digits >= 6)
 
 
 def _is_caseless(ident: str) -> bool:
@@ -119,11 +249,16 @@ def extract_identifiers(text: str) -> list[str]:
 
 
 def _variants(ident: str) -> list[str]:
-    """Spellings that count as the same identifier: numbers with or without thousand commas."""
+    """Spellings that count as the same identifier: numbers and amounts with or without
+    thousand commas (``12,500`` ~ ``12500``, ``$12,500`` ~ ``$12500``)."""
     if _GROUPED.fullmatch(ident):
         return [ident, ident.replace(",", "")]
     if ident.isascii() and ident.isdigit() and len(ident) > 3 and not ident.startswith("0"):
         return [ident, f"{int(ident):,}"]
+    if _CURRENCY.search(ident):
+        plain = _GROUPED.sub(lambda m: m.group().replace(",", ""), ident)
+        grouped = _PLAIN_NUMBER.sub(lambda m: f"{int(m.group()):,}", ident)
+        return list(dict.fromkeys([ident, plain, grouped]))
     return [ident]
 
 
@@ -166,6 +301,21 @@ def contains_identifier(haystack: str, ident: str) -> bool:
     digits or letters (``500`` is found in ``500GB``).
     """
     return _locate(haystack, ident) >= 0
+
+
+def mentioned_in(haystack: str) -> Callable[[str], bool]:
+    """``contains_identifier(haystack, ·)`` for many identifiers: ``haystack`` (a whole fold,
+    say) is normalised once instead of once per identifier."""
+    text = " ".join(haystack.split())
+    low = text.translate(_ASCII_LOWER)
+
+    def check(ident: str) -> bool:
+        needle = " ".join(ident.split())
+        if _is_caseless(needle):
+            return any(_find(low, v) >= 0 for v in _variants(needle.translate(_ASCII_LOWER)))
+        return any(_find(text, v) >= 0 for v in _variants(needle))
+
+    return check
 
 
 def split_sentences(text: str) -> list[str]:

@@ -10,14 +10,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 __all__ = [
-    "ChannelFact",
+    "CarriedIdentifier",
     "ChannelKey",
     "ChannelStats",
     "Episode",
-    "Fact",
+    "LongTermFact",
     "MemoryView",
-    "NewChannelFact",
     "NewEpisode",
+    "NewLongTermFact",
     "NewTurn",
     "Recall",
     "RecordResult",
@@ -90,7 +90,7 @@ class RecordResult:
 
 
 @dataclass(frozen=True, slots=True)
-class Fact:
+class CarriedIdentifier:
     """An identifier carried forward verbatim because a summary dropped it.
 
     ``last_seen_seq`` orders facts by how recently the conversation mentioned them: when
@@ -136,7 +136,7 @@ class Episode:
 
 
 @dataclass(frozen=True, slots=True)
-class NewChannelFact:
+class NewLongTermFact:
     """A durable statement to store: extracted by a compaction or pinned with ``/remember``.
 
     ``supersedes`` names the id of an older fact of the same channel that this one updates
@@ -152,13 +152,13 @@ class NewChannelFact:
 
 
 @dataclass(frozen=True, slots=True)
-class ChannelFact:
+class LongTermFact:
     """A stored long-term fact of a channel (table ``memory_facts``).
 
-    Not the same thing as ``Fact``: a ``Fact`` is an identifier the rolling summary dropped,
-    carried verbatim; a ``ChannelFact`` is a statement ("order 1042 — refund approved on
-    3 March") retrieved by relevance. ``superseded_by`` is the id of the newer fact that
-    replaced it, or None while it is current.
+    Not the same thing as ``CarriedIdentifier``: a ``CarriedIdentifier`` is an identifier
+    the rolling summary dropped, carried verbatim; a ``LongTermFact`` is a statement
+    ("order 1042 — refund approved on 3 March") retrieved by relevance. ``superseded_by``
+    is the id of the newer fact that replaced it, or None while it is current.
     """
 
     key: ChannelKey
@@ -182,7 +182,7 @@ class Recall:
     and stored turns no longer verbatim in the prompt that match the message (with their
     neighbours; in a view they are in ``seq`` order, as search results best first)."""
 
-    facts: tuple[ChannelFact, ...] = ()
+    facts: tuple[LongTermFact, ...] = ()
     episodes: tuple[Episode, ...] = ()
     turns: tuple[Turn, ...] = ()
 
@@ -202,7 +202,7 @@ class SummaryState:
     folded_through: int = 0
     last_compacted_at: float | None = None
     compactions: int = 0
-    facts: tuple[Fact, ...] = ()
+    facts: tuple[CarriedIdentifier, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +220,11 @@ class ChannelStats:
     last_compacted_at: float | None
     version: int
 
+    @classmethod
+    def empty(cls, key: ChannelKey) -> ChannelStats:
+        """The counts of a channel with nothing stored."""
+        return cls(key, 0, 0, 0, 0, 0, 0, 0, None, 0)
+
 
 @dataclass(frozen=True, slots=True)
 class MemoryView:
@@ -235,7 +240,7 @@ class MemoryView:
     key: ChannelKey
     summary: str
     summary_tokens: int
-    facts: tuple[Fact, ...]
+    facts: tuple[CarriedIdentifier, ...]
     facts_tokens: int
     turns: tuple[Turn, ...]
     turns_tokens: int

@@ -12,10 +12,11 @@ is shown as such, so the model sees both the old and the new value and which one
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from memory.models import ChannelFact, Episode, Recall, Turn
+from memory.models import Episode, LongTermFact, Recall, Turn
 from memory.search_text import query_terms
 from memory.tokens import Tokenizer
 
@@ -26,6 +27,7 @@ __all__ = [
     "day_heading",
     "episode_line",
     "episode_span",
+    "episode_spans",
     "fact_line",
     "fit_recall",
     "recall_query",
@@ -46,17 +48,32 @@ def recall_query(turns: Sequence[Turn]) -> list[str]:
     return query_terms(*(t.text for t in reversed(recent)))
 
 
-def episode_span(episode: Episode) -> str:
-    """``3 Mar 10:02–10:40`` (UTC); a second date when it spans days."""
+def episode_span(episode: Episode, now: float | None = None) -> str:
+    """``3 Mar 10:02–10:40`` (UTC); a second date when it spans days, and the year when it
+    is not the year of ``now`` (default: the current time): ``3 Mar 2025 10:02–10:40``."""
     start = datetime.fromtimestamp(episode.started_at, UTC)
     end = datetime.fromtimestamp(episode.ended_at, UTC)
-    first = f"{start.day} {start:%b %H:%M}"
+    this_year = datetime.fromtimestamp(time.time() if now is None else now, UTC).year
+
+    def day(d: datetime) -> str:
+        return f"{d.day} {d:%b}" + (f" {d.year}" if d.year != this_year else "")
+
     if start.date() == end.date():
-        return f"{first}–{end:%H:%M}"
-    return f"{first}–{end.day} {end:%b %H:%M}"
+        return f"{day(start)} {start:%H:%M}–{end:%H:%M}"
+    return f"{day(start)} {start:%H:%M}–{day(end)} {end:%H:%M}"
 
 
-def fact_line(fact: ChannelFact) -> str:
+def episode_spans(episodes: Sequence[Episode], now: float | None = None) -> str:
+    """The spans of ``episodes`` for ``/summary``'s "Earlier:" line, in the given order,
+    identical spans merged (``3 Mar 10:02–10:40 (×2)``), comma-separated."""
+    counts: dict[str, int] = {}
+    for episode in episodes:
+        span = episode_span(episode, now)
+        counts[span] = counts.get(span, 0) + 1
+    return ", ".join(span if n == 1 else f"{span} (×{n})" for span, n in counts.items())
+
+
+def fact_line(fact: LongTermFact) -> str:
     """One fact as the prompt and ``/memory`` show it, superseded ones marked."""
     if fact.superseded_by is not None:
         return f"- [fact #{fact.id}, SUPERSEDED by #{fact.superseded_by}: outdated] {fact.text}"
@@ -105,7 +122,7 @@ def fit_recall(recall: Recall, budget: int, tokenizer: Tokenizer) -> tuple[Recal
     if budget <= 0 or (not recall.facts and not recall.episodes):
         return Recall(), 0
     used = tokenizer.count(RECALL_HEADING) + _LINE_OVERHEAD
-    facts: list[ChannelFact] = []
+    facts: list[LongTermFact] = []
     episodes: list[Episode] = []
     for fact in recall.facts:
         cost = tokenizer.count(fact_line(fact)) + _LINE_OVERHEAD

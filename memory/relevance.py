@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memory.models import Fact
+from memory.models import CarriedIdentifier
 from memory.search_text import query_terms, terms
 
 __all__ = ["CONTEXT_WEIGHT", "QueryWeights", "query_weights", "rank_facts", "score"]
@@ -37,7 +37,9 @@ def score(text: str, weights: QueryWeights) -> float:
     return sum(weights.get(t, 0.0) for t in set(terms(text).split()))
 
 
-def rank_facts(facts: Sequence[Fact], weights: QueryWeights) -> list[Fact]:
+def rank_facts(
+    facts: Sequence[CarriedIdentifier], weights: QueryWeights
+) -> list[CarriedIdentifier]:
     """Carried identifiers, most relevant first; among equals the most recently mentioned."""
     return sorted(
         facts,

@@ -3,11 +3,11 @@
 ``MemoryStore`` is what the memory manager reads and commits; ``ArchiveStore`` holds
 episodes and long-term facts; ``LeaseStore`` keeps compaction single-flight across
 processes; ``PortingStore`` serves ``gistbot copy-db``. ``Store`` is their union, what one
-backend class implements. Platform concerns (Slack's delivery de-duplication) are
+backend class implements. Platform concerns (de-duplicating redelivered events) are
 declared by the adapters that need them (``adapters.claims``), not here.
 
-The contract suite in ``tests/store_contract.py`` pins the behaviour; both backends run it.
-Semantics every implementation keeps:
+The contract suite in ``tests/harness/store_contract.py`` pins the behaviour; both
+backends run it. Semantics every implementation keeps:
 
 * ``record`` is idempotent on ``(key, message_id)`` and durable before it returns.
 * ``commit_summary`` is atomic and conditional on the channel's ``version``.
@@ -15,7 +15,7 @@ Semantics every implementation keeps:
 * Every hot query (``record``, ``snapshot``, ``pending``) costs the same at 100 or
   100,000 stored turns in a channel.
 * The archive: ``commit_summary`` may also store the folded range as an ``Episode`` and
-  the facts the summarizer extracted (``ChannelFact``), in the same transaction. Episodes
+  the facts the summarizer extracted (``LongTermFact``), in the same transaction. Episodes
   are never rewritten; ``reset`` deletes a channel's episodes and facts, retention deletes
   episodes that ended before its cutoff. ``search`` ranks them by full-text relevance
   (SQLite FTS5 BM25; PostgreSQL ``ts_rank`` over a GIN index) on the terms of
@@ -30,13 +30,13 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from memory.models import (
-    ChannelFact,
+    CarriedIdentifier,
     ChannelKey,
     ChannelStats,
     Episode,
-    Fact,
-    NewChannelFact,
+    LongTermFact,
     NewEpisode,
+    NewLongTermFact,
     NewTurn,
     Recall,
     RecordResult,
@@ -110,10 +110,10 @@ class MemoryStore(Protocol):
         expected_version: int,
         text: str,
         folded_through: int,
-        facts: Sequence[Fact],
+        facts: Sequence[CarriedIdentifier],
         now: float,
         episode: NewEpisode | None = None,
-        channel_facts: Sequence[NewChannelFact] = (),
+        channel_facts: Sequence[NewLongTermFact] = (),
     ) -> bool:
         """Atomically set summary, fold pointer and facts if ``version`` is unchanged; in
         the same transaction archive ``episode`` and insert ``channel_facts`` (marking the
@@ -145,15 +145,15 @@ class MemoryStore(Protocol):
 class ArchiveStore(Protocol):
     """The long-term archive: episodes, long-term facts and their search."""
 
-    async def add_fact(self, key: ChannelKey, fact: NewChannelFact, *, now: float) -> ChannelFact:
+    async def add_fact(self, key: ChannelKey, fact: NewLongTermFact, *, now: float) -> LongTermFact:
         """Store one fact (``/remember``); creates the channel if needed."""
 
     async def list_facts(
         self, key: ChannelKey, *, include_superseded: bool = True, limit: int = 200
-    ) -> list[ChannelFact]:
+    ) -> list[LongTermFact]:
         """The channel's facts, newest first."""
 
-    async def delete_fact(self, key: ChannelKey, fact_id: int) -> ChannelFact | None:
+    async def delete_fact(self, key: ChannelKey, fact_id: int) -> LongTermFact | None:
         """Delete one fact of this channel (``/forget``); None if it has no such fact."""
 
     async def episodes(self, key: ChannelKey, *, limit: int = 20) -> list[Episode]:
@@ -204,7 +204,7 @@ class PortingStore(Protocol):
         facts), for ``gistbot copy-db``."""
 
     async def replace_archive(
-        self, key: ChannelKey, episodes: Sequence[Episode], facts: Sequence[ChannelFact]
+        self, key: ChannelKey, episodes: Sequence[Episode], facts: Sequence[LongTermFact]
     ) -> None:
         """Set a channel's episodes and long-term facts to copies of these (``copy-db``).
 

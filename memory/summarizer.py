@@ -3,12 +3,17 @@
 One compaction (DESIGN.md, "Memory semantics" 5, 6, 8, 9):
 
 1. ``build_summary_request`` (``memory.summary_prompt``) writes the rules and the data: the
-   previous summary, the carried facts and the new messages, in fenced sections.
-2. The answer goes through ``check_answer``: ``<think>`` blocks are stripped; an empty,
-   oversize or error-like answer raises ``SummaryRejected``, so an error text is never
-   stored as a summary. Model exceptions and timeouts propagate unchanged.
-3. Identifiers of the folded turns and of the previous summary that the answer lost are
-   asked for once more; whatever is still missing becomes a ``Fact`` carried verbatim.
+   previous summary, the carried facts relevant to the folded turns (``memory.ledger``:
+   bounded, whatever the channel's age) and the new messages, in fenced sections.
+2. The answer goes through ``check_answer``: ``<think>`` blocks are stripped; an empty or
+   error-like answer raises ``SummaryRejected``, so an error text is never stored as a
+   summary. An answer over the bound is trimmed (``memory.summary_fit``), never rejected:
+   tokenizers differ, and a model that always runs a little long must still make progress.
+   Model exceptions and timeouts propagate unchanged.
+3. Identifiers of the folded turns and of the previous summary that the answer lost
+   (``memory.ledger.required_identifiers``: not the bot's alone, not gistbot's prompt text)
+   are asked for once more; whatever is still missing becomes a ``CarriedIdentifier``,
+   carried verbatim.
 4. The same answer carries the archive (``summary_prompt.split_answer``): an episode
    summary of the folded turns and new long-term facts, each optionally replacing a known
    fact by id. They are cut out *before* the checks, so the summary part is judged exactly
@@ -27,14 +32,23 @@ from dataclasses import dataclass, replace
 
 from memory.completion import ChatMessage, SummaryModel
 from memory.errors import SummaryRejected
+from memory.extractive import content_sentence
 from memory.identifiers import (
     contains_identifier,
     context_for,
     extract_identifiers,
+    mentioned_in,
     split_sentences,
 )
-from memory.models import ChannelFact, Fact, NewChannelFact, SummaryState, Turn
+from memory.ledger import (
+    facts_for_request,
+    own_identifiers,
+    required_identifiers,
+    spoken_identifiers,
+)
+from memory.models import CarriedIdentifier, LongTermFact, NewLongTermFact, SummaryState, Turn
 from memory.search_text import query_terms, terms
+from memory.summary_fit import add_to_facts, shorten_summary
 from memory.summary_prompt import (
     AnswerParts,
     SummaryRequest,
@@ -89,6 +103,20 @@ ARCHIVE_TOKENS = 400
 EPISODE_TOKENS = 120
 MAX_NEW_FACTS = 12
 MAX_FACT_CHARS = 300
+KNOWN_TOKENS = 150
+"""Most tokens of known long-term facts one compaction request shows."""
+DIGEST_CONTEXT_CHARS = 100
+"""Context shown after an identifier ``/summary`` puts back."""
+
+
+def answer_room(bound: int) -> int:
+    """The ``max_tokens`` to ask for an answer bounded by ``bound`` (gistbot's count).
+
+    A quarter more (at least 32 tokens): a server counts in its own tokenizer, and an answer
+    that runs over is trimmed at a sentence boundary, so the margin only has to cover the
+    difference between tokenizers, not a whole second summary.
+    """
+    return bound + max(bound // 4, 32)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,19 +125,22 @@ class SummaryResult:
     again with a newer ``last_seen_seq``), the model calls spent and what stayed missing."""
 
     text: str
-    facts: tuple[Fact, ...]
+    facts: tuple[CarriedIdentifier, ...]
     calls: int
     missing_after_retry: tuple[str, ...]
     episode: str = ""
-    new_facts: tuple[NewChannelFact, ...] = ()
+    new_facts: tuple[NewLongTermFact, ...] = ()
     episode_fallback: bool = False
 
 
-def check_answer(raw: str, *, max_tokens: int, tokenizer: Tokenizer, source: str = "") -> str:
+def check_answer(
+    raw: str, *, max_tokens: int | None, tokenizer: Tokenizer, source: str = ""
+) -> str:
     """The answer without ``<think>`` blocks, or ``SummaryRejected`` saying why it is junk.
 
     ``source`` is the text that was summarized: an error phrase that the conversation itself
-    uses ("we hit the rate limit") is not a sign of an error page.
+    uses ("we hit the rate limit") is not a sign of an error page. Over ``max_tokens`` is
+    rejected too; ``None`` leaves the length to the caller (the summarizer trims instead).
     """
     text = _THINK.sub("", raw)
     text = _CLOSE.split(text)[-1]  # some chat templates put the opening tag in the prompt
@@ -124,25 +155,21 @@ def check_answer(raw: str, *, max_tokens: int, tokenizer: Tokenizer, source: str
     for marker in _ERROR_MARKERS:
         if marker in low and marker not in src:
             raise SummaryRejected(f"error-like answer (mentions {marker!r}): {text[:80]!r}")
-    tokens = tokenizer.count(text)
-    if tokens > max_tokens:
+    if max_tokens is not None and (tokens := tokenizer.count(text)) > max_tokens:
         raise SummaryRejected(f"answer has {tokens} tokens, over the bound of {max_tokens}")
     return text
 
 
-def _required(previous_text: str, turns: Sequence[Turn]) -> list[str]:
-    """Identifiers the new summary must contain, folded turns first."""
-    texts = [t.text for t in turns] + [previous_text]
-    return list(dict.fromkeys(i for text in texts for i in extract_identifiers(text)))
-
-
 def _carried_facts(
     previous: SummaryState, turns: Sequence[Turn], missing: Sequence[str]
-) -> tuple[Fact, ...]:
+) -> tuple[CarriedIdentifier, ...]:
     """Facts to upsert: old facts mentioned again (newer ``last_seen_seq``), then the
     identifiers the summary lost, with the sentence (and speaker) they came from."""
-    out: dict[str, Fact] = {}
+    out: dict[str, CarriedIdentifier] = {}
+    in_fold = mentioned_in("\n".join(t.text for t in turns))
     for fact in previous.facts:
+        if not in_fold(fact.value):  # most are not: one check on the whole fold first
+            continue
         seqs = [t.seq for t in turns if contains_identifier(t.text, fact.value)]
         if seqs:
             out[fact.value] = replace(fact, last_seen_seq=max(fact.last_seen_seq, *seqs))
@@ -151,14 +178,14 @@ def _carried_facts(
         mentions = [t for t in turns if contains_identifier(t.text, ident)]
         if mentions:
             latest = mentions[-1]
-            fact = Fact(
+            fact = CarriedIdentifier(
                 ident,
                 f"{latest.author_name or latest.author_id}: {context_for(ident, latest.text)}",
                 mentions[0].seq,
                 latest.seq,
             )
         else:
-            fact = Fact(
+            fact = CarriedIdentifier(
                 ident,
                 context_for(ident, previous.text),
                 previous.folded_through,
@@ -175,18 +202,22 @@ def _carried_facts(
 
 
 def extractive_episode(turns: Sequence[Turn], *, max_tokens: int, tokenizer: Tokenizer) -> str:
-    """The stand-in episode when the model wrote none: each speaker's first sentence, in
-    order, within ``max_tokens`` (works on CJK: ``split_sentences`` needs no spaces)."""
-    parts: list[str] = []
-    seen: set[str] = set()
+    """The stand-in episode when the model wrote none: each speaker's first content sentence
+    (greetings and thanks skipped, ``memory.extractive.is_courtesy``), in order, within
+    ``max_tokens`` (works on CJK: ``split_sentences`` needs no spaces). A conversation of
+    nothing but courtesy gives each speaker's first sentence."""
+    names = list(dict.fromkeys(t.author_name for t in turns if t.author_name))
+    picked: dict[str, str] = {}
+    fallback: dict[str, str] = {}
     for turn in turns:
         who = turn.author_name or turn.author_id or turn.role
-        sentences = [x for x in split_sentences(turn.text) if x.strip()]
-        if who in seen or not sentences:
-            continue
-        seen.add(who)
-        parts.append(f"{who}: {sentences[0].strip()}")
-    text = " / ".join(parts) or "(no text)"
+        sentences = [x.strip() for x in split_sentences(turn.text) if x.strip()]
+        if sentences:
+            fallback.setdefault(who, sentences[0])
+        if who not in picked and (content := content_sentence(turn.text, names)) is not None:
+            picked[who] = content.strip()
+    chosen = picked or fallback
+    text = " / ".join(f"{who}: {s}" for who, s in chosen.items()) or "(no text)"
     if tokenizer.count(text) > max_tokens:
         text = tokenizer.truncate(text, max_tokens - 1).rstrip() + "…"
     return text
@@ -205,16 +236,16 @@ def _source_seqs(fact: str, turns: Sequence[Turn]) -> tuple[int, ...]:
 
 
 def _new_facts(
-    parts: AnswerParts, turns: Sequence[Turn], known: Sequence[ChannelFact]
-) -> tuple[NewChannelFact, ...]:
+    parts: AnswerParts, turns: Sequence[Turn], known: Sequence[LongTermFact]
+) -> tuple[NewLongTermFact, ...]:
     offered = {f.id for f in known}
-    out: list[NewChannelFact] = []
+    out: list[NewLongTermFact] = []
     for replaced, text in parts.facts[:MAX_NEW_FACTS]:
         text = text[:MAX_FACT_CHARS].strip()
         if not text or _ERROR_START.match(text):
             continue
         out.append(
-            NewChannelFact(
+            NewLongTermFact(
                 text,
                 _source_seqs(text, turns),
                 supersedes=replaced if replaced in offered else None,
@@ -226,9 +257,9 @@ def _new_facts(
 class Summarizer:
     """Writes checked summaries with a ``SummaryModel``; stateless between calls.
 
-    The model may answer up to twice the bound (at least 256 tokens more), so an answer
-    that runs long is seen whole and rejected instead of cut off mid-section; reasoning
-    models also need that room for ``<think>``. ``timeout`` applies to each model call.
+    The model may answer ``answer_room(bound)`` tokens (a quarter over the bound, for
+    tokenizer differences) plus room for the archive blocks; a summary over the bound is
+    trimmed (``memory.summary_fit``). ``timeout`` applies to each model call.
     """
 
     def __init__(
@@ -253,44 +284,66 @@ class Summarizer:
     ) -> str:
         async with asyncio.timeout(self.timeout):
             answer = await self.model.complete(
-                messages, max_tokens=bound + max(bound, 256) + extra, purpose=purpose
+                messages, max_tokens=answer_room(bound) + extra, purpose=purpose
             )
         return answer.text
+
+    def _checked(self, answer: str, bound: int, source: str) -> str:
+        """A junk-free answer within ``bound``: junk raises, over-long is trimmed."""
+        text = check_answer(answer, max_tokens=None, tokenizer=self.tokenizer, source=source)
+        short = shorten_summary(text, bound, self.tokenizer)
+        if short != text:
+            log.info("summary answer over its bound of %d tokens: trimmed", bound)
+        return short
+
+    def _known(self, known_facts: Sequence[LongTermFact]) -> list[tuple[int, str]]:
+        """The known facts a request offers for replacement, within ``KNOWN_TOKENS``."""
+        out: list[tuple[int, str]] = []
+        used = 0
+        for fact in known_facts:
+            cost = self.tokenizer.count(fact.text) + 4
+            if used + cost > KNOWN_TOKENS:
+                break
+            out.append((fact.id, fact.text))
+            used += cost
+        return out
 
     async def summarize(
         self,
         previous: SummaryState,
         turns: Sequence[Turn],
         *,
-        known_facts: Sequence[ChannelFact] = (),
+        known_facts: Sequence[LongTermFact] = (),
     ) -> SummaryResult:
         """Fold ``turns`` into ``previous``; see the module docstring for the steps.
 
         ``known_facts`` are current long-term facts the model may mark as replaced.
         Raises ``SummaryRejected`` for a junk first answer; the model's own exceptions and
         ``TimeoutError`` propagate. The retry is best effort: if it fails or is junk, the
-        first answer stands and the lost identifiers are carried as facts.
+        first answer stands and the lost identifiers are carried as facts. The result's
+        ``facts`` are only those to upsert: carried facts not shown to the model stay in
+        the ledger as they are.
         """
         if not turns:
             raise ValueError("summarize() needs at least one turn to fold")
         bound = self.summary_tokens
+        known = self._known(known_facts)
+        offered = {i for i, _ in known}
         messages = build_summary_request(
             previous.text,
-            previous.facts,
+            facts_for_request(previous.facts, turns, self.tokenizer),
             turns,
             max_tokens=bound,
             language_hint=self.language_hint,
             archive=True,
-            known_facts=[(f.id, f.text) for f in known_facts],
+            known_facts=known,
         )
         source = "\n".join(
             [previous.text, *map(format_fact, previous.facts), *(t.text for t in turns)]
         )
         parts = split_answer(await self._ask(messages, "summary", bound, ARCHIVE_TOKENS))
-        text = check_answer(
-            parts.summary, max_tokens=bound, tokenizer=self.tokenizer, source=source
-        )
-        required = _required(previous.text, turns)
+        text = self._checked(parts.summary, bound, source)
+        required = required_identifiers(previous.text, previous.facts, turns, max_tokens=bound)
         missing = [i for i in required if not contains_identifier(text, i)]
         calls = 1
         if missing:
@@ -302,9 +355,7 @@ class Summarizer:
             ]
             try:
                 again = split_answer(await self._ask(retry, "summary", bound, ARCHIVE_TOKENS))
-                second = check_answer(
-                    again.summary, max_tokens=bound, tokenizer=self.tokenizer, source=source
-                )
+                second = self._checked(again.summary, bound, source)
             except Exception as exc:  # best effort; CancelledError still propagates
                 log.warning("summary retry failed, keeping the first answer: %r", exc)
             else:
@@ -321,34 +372,62 @@ class Summarizer:
         fallback = episode is None
         if episode is None:
             episode = extractive_episode(turns, max_tokens=EPISODE_TOKENS, tokenizer=self.tokenizer)
+        shown = [f for f in known_facts if f.id in offered]
         return SummaryResult(
             text,
             _carried_facts(previous, turns, missing),
             calls,
             tuple(missing),
             episode=episode,
-            new_facts=_new_facts(parts, turns, known_facts),
+            new_facts=_new_facts(parts, turns, shown),
             episode_fallback=fallback,
         )
 
     async def digest(self, state: SummaryState, turns: Sequence[Turn], *, max_tokens: int) -> str:
         """The summary brought up to date with ``turns``, for ``/summary``; nothing is stored.
 
-        Same checks as ``summarize`` (``SummaryRejected`` on junk) but no identifier retry:
-        the stored summary and facts still hold every identifier.
+        Same checks as ``summarize`` (``SummaryRejected`` on junk; an over-long answer is
+        trimmed to ``max_tokens``) and no retry: instead, every identifier of the stored
+        summary, the carried facts and the users' recent turns that the answer lacks is
+        appended under its facts section, with what it referred to, so ``/summary`` shows
+        all that the memory holds.
         """
         messages = build_summary_request(
             state.text,
-            state.facts,
+            facts_for_request(state.facts, turns, self.tokenizer),
             turns,
             max_tokens=max_tokens,
             digest=True,
             language_hint=self.language_hint,
         )
         source = "\n".join([state.text, *map(format_fact, state.facts), *(t.text for t in turns)])
-        return check_answer(
-            await self._ask(messages, "digest", max_tokens),
-            max_tokens=max_tokens,
-            tokenizer=self.tokenizer,
-            source=source,
-        )
+        text = self._checked(await self._ask(messages, "digest", max_tokens), max_tokens, source)
+        return add_to_facts(text, _lost_lines(text, state, turns, max_tokens))
+
+
+def _short(context: str) -> str:
+    if len(context) <= DIGEST_CONTEXT_CHARS:
+        return context
+    return context[: DIGEST_CONTEXT_CHARS - 1].rstrip() + "…"
+
+
+def _lost_lines(text: str, state: SummaryState, turns: Sequence[Turn], bound: int) -> list[str]:
+    """``- identifier — context`` for each identifier the digest ``text`` lacks: of the
+    stored summary (not gistbot's prompt text), the carried facts, the users' turns."""
+    lines: dict[str, str] = {}
+    own = own_identifiers(bound)
+    for ident in extract_identifiers(state.text):
+        if ident not in own:
+            lines.setdefault(ident, _short(context_for(ident, state.text)))
+    for fact in state.facts:
+        lines.setdefault(fact.value, _short(fact.context))
+    for ident in spoken_identifiers(turns, [state.text, *(f.value for f in state.facts)]):
+        mentions = [t for t in turns if contains_identifier(t.text, ident)]
+        latest = ([t for t in mentions if t.role != "assistant"] or mentions)[-1]
+        who = latest.author_name or latest.author_id
+        lines.setdefault(ident, f"{who}: {_short(context_for(ident, latest.text))}")
+    return [
+        f"- {ident} — {context}" if context else f"- {ident}"
+        for ident, context in lines.items()
+        if not contains_identifier(text, ident)
+    ]

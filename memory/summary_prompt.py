@@ -51,7 +51,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from memory.completion import ChatMessage
-from memory.models import Fact, Turn
+from memory.models import CarriedIdentifier, Turn
 
 __all__ = [
     "AnswerParts",
@@ -61,6 +61,7 @@ __all__ = [
     "format_fact",
     "merge_turns",
     "parse_summary_request",
+    "request_boilerplate",
     "split_answer",
 ]
 
@@ -145,7 +146,7 @@ class SummaryRequest:
     known: list[str] = field(default_factory=list)
 
 
-def format_fact(fact: Fact) -> str:
+def format_fact(fact: CarriedIdentifier) -> str:
     """How a carried fact reads in the prompt: the value, then what it referred to."""
     return f"{fact.value} — {fact.context}" if fact.context else fact.value
 
@@ -189,7 +190,7 @@ def _prefixed(prefix: str, lines: list[str]) -> list[str]:
 
 def build_summary_request(
     previous_text: str,
-    facts: Sequence[Fact],
+    facts: Sequence[CarriedIdentifier],
     turns: Sequence[Turn],
     *,
     max_tokens: int,
@@ -223,6 +224,14 @@ def build_summary_request(
         },
         {"role": "user", "content": "\n".join(lines).rstrip("\n")},
     ]
+
+
+def request_boilerplate(max_tokens: int) -> str:
+    """All of gistbot's own text in a request with this bound (rules, intros, the retry
+    message), so its numbers are never mistaken for something a person said."""
+    retry = build_retry_message([], max_tokens=max_tokens)["content"]
+    rules = _SYSTEM.format(hint="", max_tokens=max_tokens) + _ARCHIVE_RULES
+    return "\n".join([rules, _INTRO, _DIGEST_INTRO, f"Token limit: {max_tokens}", retry])
 
 
 def build_retry_message(missing: Sequence[str], *, max_tokens: int) -> ChatMessage:

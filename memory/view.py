@@ -27,7 +27,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from memory.models import ChannelFact, Episode, Fact, MemoryView, Recall, SummaryState, Turn
+from memory.models import (
+    CarriedIdentifier,
+    Episode,
+    LongTermFact,
+    MemoryView,
+    Recall,
+    SummaryState,
+    Turn,
+)
 from memory.recall import (
     RECALL_HEADING,
     TURNS_HEADING,
@@ -146,7 +154,7 @@ def _recall(
     split: ViewSplit,
 ) -> tuple[Recall, int]:
     budget = _Budget(room, tokenizer)
-    facts: list[ChannelFact] = []
+    facts: list[LongTermFact] = []
     for fact in found.facts:
         if budget.take([fact_line(fact)], [RECALL_HEADING]):
             facts.append(fact)
@@ -187,7 +195,7 @@ def compose_view(
     budget: int,
     tokenizer: Tokenizer,
     split: ViewSplit,
-    facts_order: Callable[[Sequence[Fact]], Sequence[Fact]] = list,
+    facts_order: Callable[[Sequence[CarriedIdentifier]], Sequence[CarriedIdentifier]] = list,
     found: Recall = _NOTHING,
     nearby: Sequence[Turn] = (),
 ) -> MemoryView:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from memory.models import ChannelKey, Fact, MemoryView, SummaryState, Turn
+from memory.models import CarriedIdentifier, ChannelKey, MemoryView, SummaryState, Turn
 from memory.tokens import Tokenizer
 
 __all__ = [
@@ -131,11 +131,11 @@ def truncate_marked(text: str, max_tokens: int, tokenizer: Tokenizer) -> str:
 
 
 def fit_facts(
-    facts: Sequence[Fact], summary: str, budget: int, tokenizer: Tokenizer
-) -> tuple[tuple[Fact, ...], int]:
+    facts: Sequence[CarriedIdentifier], summary: str, budget: int, tokenizer: Tokenizer
+) -> tuple[tuple[CarriedIdentifier, ...], int]:
     """The first of ``facts`` (in the given order) that fit ``budget``, skipping those whose
     value ``summary`` (the text already in the prompt) shows; and their cost."""
-    chosen: list[Fact] = []
+    chosen: list[CarriedIdentifier] = []
     used = 0
     for fact in facts:  # already ordered by last mention, newest first
         if fact.value in summary:
@@ -184,7 +184,7 @@ def build_view(
     tokenizer: Tokenizer,
     facts_budget: int,
     max_turn_share: float = 0.5,
-    facts: Sequence[Fact] | None = None,
+    facts: Sequence[CarriedIdentifier] | None = None,
 ) -> MemoryView:
     """Fit summary, facts and the newest of ``turns`` (ascending) into ``budget`` tokens.
 

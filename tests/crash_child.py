@@ -18,17 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Sequence
 from typing import Any
 
-from memory.completion import ChatMessage
-from memory.extractive import extractive_summary
+from memory.config import MemoryConfig
 from memory.manager import MemoryManager
 from memory.models import ChannelKey, NewTurn
-from memory.sqlite_store import SqliteStore
+from memory.stores.sqlite.store import SqliteStore
 from memory.summarizer import Summarizer
-from memory.summary_prompt import parse_summary_request
 from memory.window import WindowPolicy
+from tests.fakes.models import Call, ScriptedModel, extractive
 
 CHANNELS = [ChannelKey("discord", "g", f"c{i}") for i in range(3)]
 WRITERS_PER_CHANNEL = 2
@@ -50,33 +48,18 @@ def emit(line: str) -> None:
     sys.stdout.flush()
 
 
-class Answer:
-    def __init__(self, text: str) -> None:
-        self.text = text
+def announce(call: Call) -> None:
+    """Print ``S <channel>`` as a summarizer call starts."""
+    request = call.request
+    channel = request.blocks[0][1].split()[1].rstrip(":") if request.blocks else "?"
+    emit(f"S {channel}")
 
 
-class FastModel:
+class FastModel(ScriptedModel):
     """Extractive summaries at once; yields to the loop so kills land mid-compaction too."""
 
     def __init__(self) -> None:
-        self.tok = QuarterTokenizer()
-
-    async def complete(
-        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
-    ) -> Answer:
-        request = parse_summary_request(messages)
-        channel = request.blocks[0][1].split()[1].rstrip(":") if request.blocks else "?"
-        emit(f"S {channel}")
-        for _ in range(3):
-            await asyncio.sleep(0)
-        text = extractive_summary(
-            request.previous,
-            request.facts,
-            request.blocks,
-            max_tokens=request.max_tokens,
-            tokenizer=self.tok,
-        )
-        return Answer(text)
+        super().__init__(then=extractive(QuarterTokenizer()), on_call=announce, yields=3)
 
 
 class LoggingStore(SqliteStore):
@@ -105,12 +88,14 @@ async def main(path: str, run: str) -> None:
         Summarizer(FastModel(), tok, summary_tokens=SUMMARY_TOKENS),
         tok,
         WindowPolicy(max_messages=10, keep_messages=4),
-        summary_tokens=SUMMARY_TOKENS,
-        retry_base=0.01,
-        # A killed run leaves its lease behind; keep its expiry short so the next run can
-        # compact soon (a real restart waits at most the default 30 s).
-        lease_ttl=0.3,
-        lease_wait=0.05,
+        config=MemoryConfig(
+            summary_tokens=SUMMARY_TOKENS,
+            retry_base=0.01,
+            # A killed run leaves its lease behind; keep its expiry short so the next run can
+            # compact soon (a real restart waits at most the default 30 s).
+            lease_ttl=0.3,
+            lease_wait=0.05,
+        ),
     )
     await mgr.start()
     emit("READY")

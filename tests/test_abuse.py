@@ -24,20 +24,14 @@ from bot.prompts import FENCE_CLOSE, FENCE_OPEN
 from bot.service import RATE_LIMITED, TOO_LONG
 from bot.settings import Settings, load_settings
 from memory.models import ChannelKey
-from tests import test_slack_adapter as _slack
 from tests.fakes.openai_server import FakeOpenAI, default_responder, is_summary_request
-from tests.test_service import KEY, bodies, msg, runtime
-from tests.test_slack_adapter import (
+from tests.harness.service import KEY, bodies, msg, runtime
+from tests.harness.slack import (
     PLACEHOLDER,
     FakeLLM,
     Harness,
 )
-from tests.test_slack_adapter import mention as slack_mention
-
-# pytest fixtures shared with the platform adapter tests
-env_extra = _slack.env_extra
-h = _slack.h
-llm = _slack.llm
+from tests.harness.slack import mention as slack_mention
 
 API_KEY = "sk-live-4f9d2c7e1b8a6053ffee1234"
 SECRETS = {

@@ -1,9 +1,10 @@
 """Long-term memory (issue 9): episodes, channel facts, retrieval, /remember /memory /forget.
 
-The model here is an in-process fake standing in for both the summarizer and the reply
-model: its summaries keep only the newest topic (so the rolling summary *loses* older
-details), it writes an episode and extracts "FACT:" messages as long-term facts, marking
-a known fact with the same subject word as replaced. Replies record the prompt they got.
+The model here (``tests.fakes.models.ArchiveModel``) is an in-process fake standing in for
+both the summarizer and the reply model: its summaries keep only the newest topic (so the
+rolling summary *loses* older details), it writes an episode and extracts "FACT:" messages
+as long-term facts, marking a known fact with the same subject word as replaced. Replies
+record the prompt they got.
 """
 
 from __future__ import annotations
@@ -11,84 +12,24 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
-import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from adapters.console_adapter import ConsoleChat, console_key
 from bot.app import Runtime
-from bot.llm import Completion, Usage
 from bot.messages import IncomingMessage
 from bot.prompts import FENCE_CLOSE, FENCE_OPEN
 from bot.settings import load_settings
-from memory.completion import ChatMessage
 from memory.models import ChannelKey
 from memory.search_text import query_terms
-from memory.summary_prompt import parse_summary_request
+from tests.fakes.models import ArchiveModel
 
 KEY = ChannelKey("test", "w1", "c1")
 OTHER = ChannelKey("test", "w1", "c2")
 TOPICS = ["weather", "lunch", "football", "music", "movies", "coffee", "gardening", "trains"]
 _ids = itertools.count()
-
-
-class ArchiveModel:
-    """Summaries keep only the last message; episodes and facts as the module says."""
-
-    name = "fake"
-    is_offline = False
-
-    def __init__(self, *, blocks: bool = True) -> None:
-        self.blocks = blocks
-        self.prompts: list[str] = []  # system message of every reply
-        self.summary_calls = 0
-
-    async def complete(
-        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
-    ) -> Completion:
-        if purpose == "reply":
-            self.prompts.append(messages[0]["content"])
-            return Completion("ok", Usage(), self.name)
-        req = parse_summary_request(messages)
-        self.summary_calls += 1
-        last_who, last_text = req.blocks[-1]
-        text = f"## Topics\n- {last_who}: {last_text.splitlines()[-1][:200]}"
-        if purpose == "digest" or not self.blocks:
-            return Completion(text, Usage(), self.name)
-        known = {}
-        for item in req.known:
-            m = re.match(r"\[(\d+)\] (.*)", item)
-            assert m, item
-            known[int(m[1])] = m[2]
-        facts = []
-        for who, said in req.blocks:
-            for line in said.splitlines():
-                if line.startswith("FACT: "):
-                    fact = line[6:]
-                    subject = fact.split()[1]
-                    old = [i for i, t in known.items() if t.split()[1:2] == [subject]]
-                    prefix = f"[replaces {old[0]}] " if old else ""
-                    facts.append(f"- {prefix}{fact} ({who})")
-        episode = f"{last_who} talked about {last_text.split()[-1]}"
-        answer = "\n".join(
-            [
-                text,
-                "<<<EPISODE>>>",
-                episode,
-                "<<<END EPISODE>>>",
-                "<<<NEW FACTS>>>",
-                *facts,
-                "<<<END NEW FACTS>>>",
-            ]
-        )
-        return Completion(answer, Usage(), self.name)
-
-    async def stream(
-        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
-    ) -> AsyncIterator[str]:
-        yield (await self.complete(messages, max_tokens=max_tokens, purpose=purpose)).text
 
 
 @contextlib.asynccontextmanager
@@ -202,7 +143,7 @@ async def test_episodes_record_what_each_compaction_folded(tmp_path: Path) -> No
         assert episode.speakers == ("Alice",)
         assert episode.text == f"Alice talked about {folded[-1].text.split()[-1]}"
         summary = (await rt.service.summary(KEY)).text
-        assert "Earlier: 9 Sep 01:46–01:52 (UTC)" in summary
+        assert "Earlier: 9 Sep 2001 01:46–01:52 (UTC)" in summary  # not this year: with the year
 
 
 async def test_a_missing_episode_block_falls_back_to_an_extractive_line(tmp_path: Path) -> None:
@@ -330,16 +271,16 @@ async def test_forget_without_a_reference_asks_which(tmp_path: Path, ref: str) -
 async def test_common_terms_are_left_out_of_archive_queries(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import memory.sqlite_store as sqlite_store
-    from memory.models import NewChannelFact
-    from memory.sqlite_store import SqliteStore
+    from memory.models import NewLongTermFact
+    from memory.stores.sqlite import archive as sqlite_archive
+    from memory.stores.sqlite.store import SqliteStore
 
-    monkeypatch.setattr(sqlite_store, "COMMON_TERM_DOCS", 3)
+    monkeypatch.setattr(sqlite_archive, "COMMON_TERM_DOCS", 3)
     key = ChannelKey("console", "local", "terms")
     async with SqliteStore(tmp_path / "terms.db") as store:
         for i in range(5):
-            await store.add_fact(key, NewChannelFact(f"release note {i}"), now=float(i))
-        await store.add_fact(key, NewChannelFact("release of `gistctl` slipped"), now=9.0)
+            await store.add_fact(key, NewLongTermFact(f"release note {i}"), now=float(i))
+        await store.add_fact(key, NewLongTermFact("release of `gistctl` slipped"), now=9.0)
         only_common = await store.search(key, ["release", "note"])
         assert only_common.facts == ()  # in more than 3 facts: too common to rank by
         found = await store.search(key, ["release", "gistctl"])

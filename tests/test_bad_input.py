@@ -19,43 +19,33 @@ from typing import Any
 import discord
 import pytest
 
-from adapters.discord_text import plan_reply
-from adapters.slack_text import format_reply
-from adapters.slack_text import to_incoming as slack_incoming
+from adapters.discord.text import plan_reply
+from adapters.discord.text import to_incoming as discord_incoming
+from adapters.slack.text import format_reply
+from adapters.slack.text import to_incoming as slack_incoming
 from bot.app import Runtime
 from bot.messages import IncomingMessage
 from bot.service import TOO_LONG, cut
 from bot.settings import load_settings
 from memory.models import ChannelKey
 from memory.text import clean_text
-from tests import test_discord_adapter as _discord
-from tests import test_slack_adapter as _slack
 from tests.fakes.discord_server import FakeDiscord, message
 from tests.fakes.openai_server import FakeOpenAI
-from tests.helpers import assert_no_slack_ping
-from tests.test_discord_adapter import (
+from tests.harness.checks import assert_no_slack_ping
+from tests.harness.discord import (
     GENERAL,
     Objects,
     W,
-    _count,
-    _followup,
+    followup_to,
+    has_turns,
     make_settings,
     running,
 )
-from tests.test_discord_adapter import to_incoming as discord_incoming
-from tests.test_slack_adapter import (
+from tests.harness.slack import (
     TEAM,
     FakeLLM,
     Harness,
 )
-
-# pytest fixtures shared with the platform adapter tests
-discord_fake = _discord.discord_fake
-objects = _discord.objects
-env_extra = _slack.env_extra
-h = _slack.h
-llm = _slack.llm
-discord_llm = _discord.llm
 
 CORPUS = json.loads((Path(__file__).parent / "data" / "bad_inputs.json").read_text())["cases"]
 LIMIT = 40_000  # MAX_INPUT_CHARS's default
@@ -241,8 +231,8 @@ async def test_slack_command_case(case: dict[str, Any], h: Harness) -> None:
     await _seed(h)
     respond = Responder()
     adapter = h.adapter
-    handler = adapter.summary_command if case["command"] == "/summary" else adapter.reset_command
-    await handler(case["payload"], respond)  # type: ignore[arg-type]
+    name = "/summary" if case["command"] == "/summary" else "/reset"
+    await adapter.commands.handle(name, case["payload"], respond)  # type: ignore[arg-type]
     (said,) = respond.said
     assert case["expect_text"] in said["text"]
     assert said["response_type"] == "ephemeral" or case["expect"] == "answered"
@@ -254,7 +244,7 @@ async def test_slack_command_case(case: dict[str, Any], h: Harness) -> None:
 @pytest.mark.parametrize("case", cases("slack_event"))
 async def test_slack_event_case(case: dict[str, Any], h: Harness) -> None:
     await _seed(h)
-    await h.adapter.handle_event(case["body"])  # never raises
+    await h.adapter.events.handle(case["body"])  # never raises
     await h.settle()
     new = [t for t in await h.turns() if t.text != "seed"]
     if case["expect"] == "ignored":
@@ -340,7 +330,7 @@ async def test_every_case_end_to_end_through_discord(
         keep = sum(c["expect"] != "ignored" for c in messages)
         answered = sum(c["expect"] in ("answered", "refused") for c in messages)
         await discord_fake.wait_for(lambda f: len(f.sent_to(W.general)) >= answered)
-        await watch.until(lambda: _count(rt, keep + sum(c["expect"] == "answered"
+        await watch.until(lambda: has_turns(rt, keep + sum(c["expect"] == "answered"
                                                         for c in messages)))
         stored = Counter(t.message_id for t in await rt.store.turns(GENERAL, limit=10_000)
                          if t.role == "user")
@@ -360,7 +350,7 @@ async def test_every_case_end_to_end_through_discord(
             inter = await discord_fake.interaction(case["command"], invoker=W.alice,
                                                    channel_id=channel, permissions=0,
                                                    options=case["options"])
-            answer = await _followup(discord_fake, inter)
+            answer = await followup_to(discord_fake, inter)
             assert case["expect_text"] in answer.json["content"], case["id"]
             assert answer.json["allowed_mentions"]["parse"] == []
 
@@ -373,7 +363,7 @@ async def test_every_case_end_to_end_through_discord(
             else:
                 await discord_fake.delete_message(ghost)
         await discord_fake.send_message(W.general, W.bob, "sentinel after the ghosts")
-        await watch.until(lambda: _count(rt, len(before) + 1))
+        await watch.until(lambda: has_turns(rt, len(before) + 1))
         after = await rt.store.turns(GENERAL, limit=10_000)
         assert after[:-1] == before and after[-1].text == "sentinel after the ghosts"
 

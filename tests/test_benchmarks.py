@@ -70,6 +70,8 @@ def test_json_has_machine_rows_and_targets(results: tuple[Path, str]) -> None:
     assert len(sections["4"]["rows"]) == 3
     assert {r["memory"] for r in sections["5"]["rows"]} >= {"gistbot",
                                                             "LangChain summary buffer"}
+    assert all(isinstance(r["in the probe's prompt, one at a time"], int)
+               for r in sections["5"]["rows"])  # issue 13: each probe on a fresh copy
     targets = [t for s in data["sections"] for t in s["targets"]]
-    assert len(targets) == 9
+    assert len(targets) == 10
     assert all(t["measured"] for t in targets)

@@ -13,7 +13,7 @@ from bot.cli import main, parse_channel
 from bot.errors import ConfigError
 from bot.settings import load_settings
 from memory.models import ChannelKey, NewTurn
-from memory.sqlite_store import SqliteStore
+from memory.stores.sqlite.store import SqliteStore
 
 SECRET = "MTIzNDU2Nzg5.discord-secret-token-value"
 

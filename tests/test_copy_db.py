@@ -13,9 +13,9 @@ import pytest
 
 from bot.cli import main
 from bot.dbtools import CopyError, channel_checksum, copy_db
-from memory.models import ChannelKey, Fact, NewChannelFact, NewEpisode
-from memory.sqlite_store import SqliteStore
-from tests.store_contract import new_turn
+from memory.models import CarriedIdentifier, ChannelKey, NewEpisode, NewLongTermFact
+from memory.stores.sqlite.store import SqliteStore
+from tests.harness.store_contract import new_turn
 
 asyncpg = pytest.importorskip("asyncpg")
 PG = os.environ.get("GISTBOT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -36,7 +36,7 @@ async def pg_url() -> AsyncIterator[str]:
 
 
 def pg_store(url: str):  # type: ignore[no-untyped-def]
-    from memory.postgres_store import PostgresStore
+    from memory.stores.postgres.store import PostgresStore
 
     dsn, _, schema = url.partition("#")
     return PostgresStore(dsn, schema=schema, max_size=2)
@@ -55,14 +55,16 @@ async def seed(path: Path) -> None:
                 text=f"## Topics\n- summary of {key.channel}",
                 folded_through=20,
                 now=1234.5,
-                facts=[Fact("ORD-7", "Alice: ORD-7 is late", 3, 9)],
+                facts=[CarriedIdentifier("ORD-7", "Alice: ORD-7 is late", 3, 9)],
                 episode=NewEpisode(1, 20, 1001.25, 1020.25, ("Alice", "민수"), "they planned"),
-                channel_facts=[NewChannelFact("the deadline is Friday", (4,), "Alice")],
+                channel_facts=[NewLongTermFact("the deadline is Friday", (4,), "Alice")],
             )
             old = (await store.list_facts(key))[0]
-            later = NewChannelFact("the deadline moved to Monday", (25,), "민수", supersedes=old.id)
+            later = NewLongTermFact(
+                "the deadline moved to Monday", (25,), "민수", supersedes=old.id
+            )
             await store.add_fact(key, later, now=1300.0)
-            pin = NewChannelFact("pinned: use `gistctl`", (), "Bob", pinned=True)
+            pin = NewLongTermFact("pinned: use `gistctl`", (), "Bob", pinned=True)
             await store.add_fact(key, pin, now=1400.0)
             await store.delete(key, "m30")  # a gap in the seqs
 

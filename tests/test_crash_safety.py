@@ -21,7 +21,7 @@ from pathlib import Path
 
 from memory.identifiers import contains_identifier, extract_identifiers
 from memory.models import ChannelKey
-from memory.sqlite_store import SqliteStore
+from memory.stores.sqlite.store import SqliteStore
 
 ROOT = Path(__file__).resolve().parent.parent
 TRIALS = int(os.environ.get("GISTBOT_CRASH_TRIALS", "60"))

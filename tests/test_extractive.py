@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory.completion import ChatMessage
 from memory.extractive import extractive_summary
 from memory.identifiers import contains_identifier
 from memory.models import ChannelKey, SummaryState, Turn
-from memory.summarizer import Summarizer, parse_summary_request
+from memory.summarizer import Summarizer
 from memory.tokens import TokenCounter
+from tests.fakes.models import ExtractiveModel
 
 TOK = TokenCounter("gpt-4o")
 KEY = ChannelKey("slack", "T1", "C1")
@@ -35,7 +32,7 @@ def section(text: str, title: str) -> list[str]:
 
 ENGLISH = [
     ("Alice", "Hi all! My order ORD-1042 has not arrived."),
-    ("Bob", "ok"),
+    ("Bob", "ok. The warehouse is short-staffed this week."),
     ("Bob", "We agreed to refund it on Friday. Can Carol check the warehouse?"),
     ("Carol", "I prefer tea, by the way. Random musing about the weather."),
 ]
@@ -55,8 +52,9 @@ def test_keeps_important_sentences_by_section_with_speakers() -> None:
     assert section(text, "Decisions") == ["Bob: We agreed to refund it on Friday."]
     assert section(text, "Open requests") == ["Bob: Can Carol check the warehouse?"]
     assert section(text, "People and preferences") == ["Carol: I prefer tea, by the way."]
-    assert section(text, "Topics") == ["Alice: Hi all!"]
-    assert "weather" not in text and "Bob: ok" not in text
+    # A greeting is no topic (courtesy never displaces content): the first content sentence is.
+    assert section(text, "Topics") == ["Bob: The warehouse is short-staffed this week."]
+    assert "weather" not in text and "Bob: ok" not in text and "Hi all" not in text
 
 
 def test_korean_without_spaces_or_capitals() -> None:
@@ -77,7 +75,9 @@ def test_korean_without_spaces_or_capitals() -> None:
     ]
     assert section(text, "Decisions") == ["지영: 내일까지 처리하기로 했습니다."]
     assert section(text, "Open requests") == ["지영: 배송은 언제 되나요"]
-    assert section(text, "People and preferences") == ["민수: 지영님 감사합니다"]
+    # 안녕하세요, 네 and "지영님 감사합니다" are courtesy, not people or topics.
+    assert section(text, "People and preferences") == []
+    assert "감사합니다" not in text and "안녕하세요" not in text
 
 
 def test_japanese_without_spaces() -> None:
@@ -203,25 +203,6 @@ def test_never_over_the_bound_and_deterministic(
         assert text.strip()
 
 
-@dataclass(frozen=True)
-class _Answer:
-    text: str
-
-
-class OfflineModel:
-    """What ``bot.llm.OfflineLLM`` does for summaries, without importing ``bot``."""
-
-    async def complete(
-        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
-    ) -> _Answer:
-        req = parse_summary_request(messages)
-        return _Answer(
-            extractive_summary(
-                req.previous, req.facts, req.blocks, max_tokens=req.max_tokens, tokenizer=TOK
-            )
-        )
-
-
 def _turn(seq: int, author: str, text: str) -> Turn:
     return Turn(KEY, seq, str(seq), "user", author, author, text, TOK.count(text), float(seq))
 
@@ -232,7 +213,8 @@ async def test_offline_summaries_pass_the_summarizer_checks() -> None:
         _turn(2, "민수", "연락처는 010-1234-5678입니다."),
         _turn(3, "지영", "환불 금액은 12,500원입니다. 내일 처리하기로 했어요."),
     ]
-    s = Summarizer(OfflineModel(), TOK, summary_tokens=200)
+    # what bot.offline_llm.OfflineLLM does for summaries, without importing bot
+    s = Summarizer(ExtractiveModel(TOK, allow_digest=True), TOK, summary_tokens=200)
     first = await s.summarize(SummaryState(KEY), turns)
     assert (first.calls, first.facts, first.missing_after_retry) == (1, (), ())
     state = SummaryState(KEY, text=first.text, folded_through=3)

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.discord_text import plan_reply
-from adapters.slack_text import format_reply
+from adapters.discord.text import plan_reply
+from adapters.slack.text import format_reply
 from bot.app import Runtime
 from bot.errors import (
     LLMBadResponse,
@@ -32,8 +32,6 @@ from bot.errors import (
 )
 from bot.service import MAX_REPLY_CHARS, STORE_FAILED
 from bot.settings import load_settings
-from tests import test_discord_adapter as _discord
-from tests import test_slack_adapter as _slack
 from tests.fakes.openai_server import (
     EmptyChoices,
     Error,
@@ -46,31 +44,23 @@ from tests.fakes.openai_server import (
 )
 from tests.fakes.slack_api import api_error
 from tests.fakes.slack_api import rate_limited as slack_rate_limited
-from tests.helpers import ResettingProxy, quick_busy_timeout, records
-from tests.test_discord_adapter import (
+from tests.harness.checks import records
+from tests.harness.discord import (
     W,
-    _count,
+    has_turns,
     make_settings,
     mention,
     posted,
     running,
     turns,
 )
-from tests.test_service import KEY, msg, runtime
-from tests.test_slack_adapter import (
+from tests.harness.proxy import ResettingProxy
+from tests.harness.service import KEY, msg, runtime
+from tests.harness.slack import (
     FakeLLM,
     Harness,
 )
-from tests.test_slack_adapter import mention as slack_mention
-
-# pytest fixtures shared with the platform adapter tests
-discord_fake = _discord.discord_fake
-env_extra = _slack.env_extra
-h = _slack.h
-llm = _slack.llm
-discord_llm = _discord.llm
-
-__all__ = ["quick_busy_timeout"]  # a fixture used here by name
+from tests.harness.slack import mention as slack_mention
 
 
 async def texts(rt: Runtime) -> list[tuple[str, str]]:
@@ -296,13 +286,13 @@ async def test_discord_forbidden_on_send_keeps_memory_and_recovers(
     from tests.fakes.discord_server import FakeDiscord
 
     assert isinstance(discord_fake, FakeDiscord)
-    caplog.set_level(logging.WARNING, logger="adapters.discord_adapter")
+    caplog.set_level(logging.WARNING, logger="adapters.discord.client")
     discord_fake.forbidden_channels.add(W.general)  # the cache says yes, Discord says 403
     async with running(make_settings(tmp_path, discord_llm)) as (rt, _, watch):
         for i in range(2):
             await discord_fake.send_message(W.general, W.alice, mention(f"question {i}"),
                                             mentions=[W.bot_user])
-        await watch.until(lambda: _count(rt, 4))
+        await watch.until(lambda: has_turns(rt, 4))
         await discord_fake.wait_for(lambda f: len(f.sent_to(W.general)) >= 2)
         warned = records(caplog, logging.WARNING, "#general", "'Send Messages'")
         assert len(warned) == 1  # once per channel, not per message

@@ -18,8 +18,8 @@ from memory.identifiers import (
     ("text", "expected"),
     [
         ("order 1042 arrived", ["1042"]),
-        ("pi is 3.14 and we owe 12,500 won", ["3.14", "12,500"]),
-        ("total $120.50 due", ["120.50"]),
+        ("pi is 3.14 and we owe 12,500 won", ["12,500 won"]),  # a decimal alone is not one
+        ("total $120.50 due", ["$120.50"]),  # money keeps its currency
         ("see ORD-1042 and JIRA-123", ["ORD-1042", "JIRA-123"]),
         ("issue #4411 and INC0012345", ["#4411", "INC0012345"]),
         ("fixed in a1b2c3d, see ORD-2024-0042", ["a1b2c3d", "ORD-2024-0042"]),
@@ -34,7 +34,7 @@ from memory.identifiers import (
         ("주문번호 ORD-7731로 환불해 주세요", ["ORD-7731"]),
         ("注文番号は48213です", ["48213"]),
         ("연락처는 010-1234-5678입니다", ["010-1234-5678"]),
-        ("금액은 12,500원이고 링크는 https://ex.com/p입니다", ["12,500", "https://ex.com/p"]),
+        ("금액은 12,500원이고 링크는 https://ex.com/p입니다", ["12,500원", "https://ex.com/p"]),
         ("lowercase ord-55 and inc0042", ["ord-55", "inc0042"]),
         ("release on 2024-05-01", ["2024-05-01"]),
     ],
@@ -59,7 +59,9 @@ def test_ordinary_text_has_no_identifiers(text: str) -> None:
 
 
 def test_order_of_appearance_and_no_duplicates() -> None:
-    text = "ORD-1 no; ORD-22 then 1042, again ORD-22 and HTTPS://X.com/a and https://x.com/a"
+    text = (
+        "ORD-1 no; ORD-22 then order 1042, again ORD-22 and HTTPS://X.com/a and https://x.com/a"
+    )
     assert extract_identifiers(text) == ["ORD-22", "1042", "HTTPS://X.com/a"]
 
 

@@ -14,30 +14,21 @@ import pytest
 
 from bot.cli import _export
 from memory.models import ChannelKey
-from tests import test_discord_adapter as _discord
-from tests import test_slack_adapter as _slack
 from tests.fakes.discord_server import MANAGE_MESSAGES, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, default_responder
 from tests.fakes.slack_api import api_error
-from tests.test_discord_adapter import (
+from tests.harness.discord import (
     W,
-    _count,
-    _followup,
+    followup_to,
+    has_turns,
     make_settings,
     running,
     turns,
 )
-from tests.test_service import bodies, msg, runtime
-from tests.test_slack_adapter import (
+from tests.harness.service import bodies, msg, runtime
+from tests.harness.slack import (
     Harness,
 )
-
-# pytest fixtures shared with the platform adapter tests
-discord_fake = _discord.discord_fake
-env_extra = _slack.env_extra
-h = _slack.h
-llm = _slack.llm
-discord_llm = _discord.llm
 
 ADMINISTRATOR = 1 << 3
 
@@ -103,7 +94,7 @@ async def _reset(fake: FakeDiscord, invoker: dict[str, Any], permissions: int,
                  channel: int = W.general) -> str:
     inter = await fake.interaction("reset", invoker=invoker, channel_id=channel,
                                    permissions=permissions)
-    answer = await _followup(fake, inter)
+    answer = await followup_to(fake, inter)
     assert answer.json["flags"] & 64  # only the caller sees it
     return str(answer.json["content"])
 
@@ -126,7 +117,7 @@ async def test_discord_reset_permission_matrix(
     settings = make_settings(tmp_path, discord_llm, DISCORD_RESET_PERMISSION=needed)
     async with running(settings) as (rt, _, watch):
         await discord_fake.send_message(W.general, W.alice, "keep me")
-        await watch.until(lambda: _count(rt, 1))
+        await watch.until(lambda: has_turns(rt, 1))
         text = await _reset(discord_fake, W.bob, perms)
         if allowed:
             assert text == "Done: I forgot 1 messages from this channel."
@@ -143,9 +134,9 @@ async def test_discord_reset_in_a_dm_is_the_pairs_own_and_a_lost_role_is_refused
     async with running(make_settings(tmp_path, discord_llm)) as (rt, _, watch):
         await discord_fake.send_message(W.general, W.alice, "guild words")
         await discord_fake.send_message(W.dm_channel, W.alice, "private words")
-        await watch.until(lambda: _count(rt, 1))
+        await watch.until(lambda: has_turns(rt, 1))
         await discord_fake.wait_for(lambda f: f.sent_to(W.dm_channel))  # the DM is answered
-        await watch.until(lambda: _count(rt, 2, dm))
+        await watch.until(lambda: has_turns(rt, 2, dm))
         # In a DM the person resets their own conversation; the guild is untouched.
         text = await _reset(discord_fake, W.alice, 0, channel=W.dm_channel)
         assert text == "Done: I forgot 2 messages from this channel."
@@ -153,7 +144,7 @@ async def test_discord_reset_in_a_dm_is_the_pairs_own_and_a_lost_role_is_refused
 
         assert (await _reset(discord_fake, W.bob, MANAGE_MESSAGES)).startswith("Done")
         await discord_fake.send_message(W.general, W.alice, "said after the reset")
-        await watch.until(lambda: _count(rt, 1))
+        await watch.until(lambda: has_turns(rt, 1))
         # Bob's moderator role is taken away: Discord now sends his reduced permissions.
         refused = await _reset(discord_fake, W.bob, 0)
         assert "You need the Manage Messages permission" in refused

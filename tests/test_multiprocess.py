@@ -18,7 +18,7 @@ import pytest
 from memory.models import ChannelKey
 from memory.store import Store
 from tests.compaction_child import open_store
-from tests.store_contract import new_turn
+from tests.harness.store_contract import new_turn
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = ChannelKey("discord", "g1", "c1")
@@ -109,36 +109,30 @@ async def test_a_killed_lease_holder_blocks_only_until_expiry(spec: str, tmp_pat
 
 
 async def test_lease_is_renewed_while_a_slow_summary_runs(tmp_path: Path) -> None:
+    from memory.config import MemoryConfig
     from memory.manager import MemoryManager
-    from memory.sqlite_store import SqliteStore
+    from memory.stores.sqlite.store import SqliteStore
     from memory.summarizer import Summarizer
     from memory.tokens import TokenCounter
-    from tests.compaction_child import LoggingModel
+    from tests.fakes.models import LoggingModel
 
     store = await seed(str(tmp_path / "s.db"), 11)
     other = SqliteStore(tmp_path / "s.db")
     await other.open()
     tok = TokenCounter("gpt-4o")
 
-    class Slow(LoggingModel):
-        started = asyncio.Event()
-        release = asyncio.Event()
-
-        async def complete(self, messages, *, max_tokens, purpose):  # type: ignore[no-untyped-def]
-            self.started.set()
-            await self.release.wait()
-            return await super().complete(messages, max_tokens=max_tokens, purpose=purpose)
-
-    model = Slow(str(tmp_path / "calls.log"), hang=False)
+    release = asyncio.Event()
+    model = LoggingModel(str(tmp_path / "calls.log"), gate=release)
     manager = MemoryManager(
-        store, Summarizer(model, tok, summary_tokens=4000), tok, lease_ttl=0.3, lease_wait=0.05
+        store, Summarizer(model, tok, summary_tokens=4000), tok,
+        config=MemoryConfig(lease_ttl=0.3, lease_wait=0.05),
     )
     try:
         await manager.start()
-        await asyncio.wait_for(model.started.wait(), 10)
+        await asyncio.wait_for(model.entered.wait(), 10)
         await asyncio.sleep(1.0)  # three lease lifetimes: only renewal keeps it
         assert not await other.try_lease(KEY, "intruder", ttl=5)
-        model.release.set()
+        release.set()
         await manager.wait_idle()
         assert await other.try_lease(KEY, "intruder", ttl=5)  # released after the commit
         assert (await store.state(KEY)).compactions == 1

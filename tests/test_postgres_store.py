@@ -22,12 +22,12 @@ import pytest
 
 from memory.errors import SchemaTooNewError, StoreError, StoreOpenError
 from memory.models import ChannelKey
-from tests.store_contract import MakeStore, StoreContract, new_turn
+from tests.harness.store_contract import MakeStore, StoreContract, new_turn
 
 asyncpg = pytest.importorskip("asyncpg", reason="the postgres extra (asyncpg) is not installed")
 
-from memory.postgres_schema import MIGRATIONS, SCHEMA_VERSION  # noqa: E402
-from memory.postgres_store import PostgresStore  # noqa: E402
+from memory.stores.postgres.schema import MIGRATIONS, SCHEMA_VERSION  # noqa: E402
+from memory.stores.postgres.store import PostgresStore  # noqa: E402
 
 DSN = os.environ.get("GISTBOT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 ROOT = Path(__file__).resolve().parent.parent
@@ -222,7 +222,7 @@ async def test_claim_event_once_only_under_concurrency(make_pg: MakeStore) -> No
 _WRITER = textwrap.dedent("""
     import asyncio, json, sys
     from memory.models import ChannelKey, NewTurn
-    from memory.postgres_store import PostgresStore
+    from memory.stores.postgres.store import PostgresStore
 
     async def main(dsn, schema, name):
         key = ChannelKey("discord", "g1", "c1")
@@ -324,7 +324,7 @@ async def test_hot_queries_use_indexes_on_a_long_history(
 ) -> None:
     """With 20,000 archived turns, the hot statements read turns by index range or point
     (any Sort is over at most LIMIT rows), so their cost does not grow with history."""
-    from memory import postgres_schema as q
+    from memory.stores.postgres import queries
 
     await store.record(new_turn(KEY, "seed"))
     await admin.execute(f'SET search_path = "{schema}"')
@@ -334,13 +334,13 @@ async def test_hot_queries_use_indexes_on_a_long_history(
         "UPDATE channels SET next_seq = 20002, folded_through = 19990; ANALYZE")
     args = ("discord", "g1", "c1")
     statements = [
-        (q.FIND_TURN, (*args, "h5")),
-        (q.NEWEST_UNFOLDED, (1, 19990, 2**62, 400)),
-        (q.PENDING, (*args, 1600)),
-        (q.PENDING_SIZE, args),
-        (q.HEADER, args),
-        (q.FACTS, (1, 500)),
-        (q.SEQ_OF, (1, "h7")),
+        (queries.FIND_TURN, (*args, "h5")),
+        (queries.NEWEST_UNFOLDED, (1, 19990, 2**62, 400)),
+        (queries.PENDING, (*args, 1600)),
+        (queries.PENDING_SIZE, args),
+        (queries.HEADER, args),
+        (queries.FACTS, (1, 500)),
+        (queries.SEQ_OF, (1, "h7")),
     ]
     for sql, params in statements:
         plan = "\n".join(r[0] for r in await admin.fetch(f"EXPLAIN {sql}", *params))

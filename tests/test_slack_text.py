@@ -6,15 +6,17 @@ import re
 
 import pytest
 
-from adapters.slack_text import (
+from adapters.slack.text import (
     MESSAGE_LIMIT,
     WORD_JOINER,
     format_reply,
     mentioned_users,
     neutralise,
     readable,
+    to_incoming,
     to_mrkdwn,
 )
+from tests.harness.slack import KEY, TEAM, TS, mention
 
 WJ = WORD_JOINER
 NAMES = {"U1": "Alice", "U2": "박지민", "UBOT": "gistbot"}
@@ -125,3 +127,22 @@ def test_format_reply_small_limit_and_empty() -> None:
     chunks = format_reply("word " * 100, limit=100)
     assert len(chunks) > 1 and all(len(c) <= 100 for c in chunks)
     assert format_reply("   ") == ["…"]
+
+
+def test_to_incoming_translates_and_filters() -> None:
+    names = {"U1": "Alice", "UBOT": "gistbot"}
+    msg = to_incoming(TEAM, mention(), bot_user_id="UBOT", names=names)
+    assert msg is not None
+    assert (msg.key, msg.message_id, msg.author_name) == (KEY, TS, "Alice")
+    assert msg.mentions_bot and not msg.is_direct and msg.sent_at == float(TS)
+    dm = to_incoming(
+        TEAM, mention("hi", kind="message", channel="D7"), bot_user_id="UBOT", names=names
+    )
+    assert dm is not None and dm.is_direct and not dm.mentions_bot
+    for event in (
+        mention(user="UBOT"),
+        mention(bot_id="B1"),
+        mention(subtype="channel_join"),
+        mention(text="   "),
+    ):
+        assert to_incoming(TEAM, event, bot_user_id="UBOT", names=names) is None

@@ -30,16 +30,18 @@ import psutil
 import pytest
 from aiohttp import web
 
-from adapters.discord_adapter import create_client
-from adapters.slack_adapter import SlackAdapter, build_app, make_web_client, serve_http
+from adapters.discord.launch import create_client
+from adapters.discord.options import DiscordOptions
+from adapters.slack.app import build_app
+from adapters.slack.transport import serve_http
 from bot.app import Runtime
 from bot.settings import load_settings
 from memory.models import ChannelKey
 from tests.fakes.discord_server import FakeDiscord, Request
 from tests.fakes.openai_server import Error, FakeOpenAI, Malformed, default_responder
 from tests.fakes.slack_api import Answer, FakeSlack, api_error, rate_limited
-from tests.test_discord_adapter import TOKEN, W
-from tests.test_slack_adapter import SECRET, directory, event_body, sign
+from tests.harness.discord import TOKEN, W
+from tests.harness.slack import SECRET, directory, event_body, make_adapter, sign
 
 MESSAGES = int(os.environ.get("SOAK_MESSAGES", "2000"))
 CHANNELS = int(os.environ.get("SOAK_CHANNELS", "100"))
@@ -153,9 +155,10 @@ async def world(tmp_path: Path, rng: random.Random) -> AsyncIterator[dict[str, A
         try:
             async with Runtime.open(settings) as rt:
                 finished = Finished(rt)
-                client = create_client(rt, guild_ready_timeout=0.05, max_messages=200)
-                adapter = SlackAdapter(rt, make_web_client(settings, base_url=sfake.api_url))
-                async with client, serve_http(build_app(rt, adapter=adapter), "127.0.0.1",
+                client = create_client(rt.service, DiscordOptions.from_settings(rt.settings),
+                                       guild_ready_timeout=0.05, max_messages=200)
+                adapter = make_adapter(rt, sfake.api_url)
+                async with client, serve_http(build_app(adapter), "127.0.0.1",
                                               0) as url:
                     task = asyncio.create_task(client.start(TOKEN))
                     try:

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from memory.errors import SchemaTooNewError, StoreBusyError, StoreOpenError
-from memory.models import ChannelKey, Fact
-from memory.sqlite_schema import SCHEMA_VERSION
-from memory.sqlite_store import SqliteStore
+from memory.models import CarriedIdentifier, ChannelKey
 from memory.store import Store
-from tests.store_contract import MakeStore, StoreContract, new_turn
+from memory.stores.sqlite.schema import SCHEMA_VERSION
+from memory.stores.sqlite.store import SqliteStore
+from tests.harness.store_contract import MakeStore, StoreContract, new_turn
 
 KEY = ChannelKey("discord", "g1", "c1")
 
@@ -232,7 +232,7 @@ async def test_hot_queries_use_indexes(store: SqliteStore) -> None:
     await store.pending_size(KEY)
     await store.pending(KEY, limit=1600)
     await store.commit_summary(KEY, expected_version=state.version, text="S", folded_through=10,
-                               facts=[Fact("ORD-1", "c", 1, 2)], now=1.0)
+                               facts=[CarriedIdentifier("ORD-1", "c", 1, 2)], now=1.0)
     await store.edit(KEY, "m20", "edited", 1)
     await store.delete(KEY, "m21")
     await store.purge_folded_before(5.0)

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memory.completion import ChatMessage
 from memory.errors import SummaryRejected
-from memory.models import ChannelKey, Fact, Role, SummaryState, Turn
+from memory.models import CarriedIdentifier, ChannelKey, Role, SummaryState, Turn
 from memory.summarizer import (
     Summarizer,
     build_summary_request,
@@ -22,67 +19,10 @@ from memory.summarizer import (
     parse_summary_request,
 )
 from memory.tokens import TokenCounter
+from tests.fakes.models import Hang, ScriptedModel, Step
 
 KEY = ChannelKey("discord", "g1", "c1")
 TOK = TokenCounter("gpt-4o")
-
-
-@dataclass(frozen=True)
-class Answer:
-    text: str
-
-
-@dataclass(frozen=True)
-class Hang:
-    """A scripted step that never answers in time."""
-
-    seconds: float = 5.0
-
-
-@dataclass(frozen=True)
-class Call:
-    messages: list[ChatMessage]
-    max_tokens: int
-    purpose: str
-
-
-Step = str | BaseException | Hang
-
-
-@dataclass
-class ScriptedModel:
-    """Answers from a script; an unexpected call fails the test, and so does a step left
-    unconsumed (checked by the ``script`` fixture)."""
-
-    steps: list[Step]
-    calls: list[Call] = field(default_factory=list)
-
-    async def complete(
-        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
-    ) -> Answer:
-        self.calls.append(Call(list(messages), max_tokens, purpose))
-        if not self.steps:
-            raise AssertionError(f"unexpected model call #{len(self.calls)} ({purpose})")
-        step = self.steps.pop(0)
-        if isinstance(step, BaseException):
-            raise step
-        if isinstance(step, Hang):
-            await asyncio.sleep(step.seconds)
-            raise AssertionError("a hanging step was not cancelled")
-        return Answer(step)
-
-
-@pytest.fixture
-def script() -> Iterator[Callable[..., ScriptedModel]]:
-    models: list[ScriptedModel] = []
-
-    def make(*steps: Step) -> ScriptedModel:
-        models.append(ScriptedModel(list(steps)))
-        return models[-1]
-
-    yield make
-    for model in models:
-        assert not model.steps, f"scripted answers never requested: {model.steps}"
 
 
 def turn(
@@ -155,7 +95,7 @@ def test_system_prompt_states_the_rules() -> None:
 
 
 def test_previous_summary_and_facts_are_in_the_request() -> None:
-    fact = Fact("INC0012345", "Bob: ticket INC0012345 opened", 3, 7)
+    fact = CarriedIdentifier("INC0012345", "Bob: ticket INC0012345 opened", 3, 7)
     messages = build_summary_request("## Topics\n- shipping", [fact], TURNS[:1], max_tokens=50)
     req = parse_summary_request(messages)
     assert req.previous == "## Topics\n- shipping"
@@ -213,14 +153,17 @@ _NAME = st.one_of(
 
 @given(
     previous=_TEXT,
-    facts=st.lists(st.builds(Fact, _TEXT, _TEXT, st.integers(0, 9), st.integers(0, 9)), max_size=3),
+    facts=st.lists(
+        st.builds(CarriedIdentifier, _TEXT, _TEXT, st.integers(0, 9), st.integers(0, 9)),
+        max_size=3,
+    ),
     raw_turns=st.lists(st.tuples(st.integers(0, 2), _NAME, _TEXT, st.booleans()), max_size=6),
     max_tokens=st.integers(1, 10_000),
     digest=st.booleans(),
 )
 def test_build_parse_round_trip(
     previous: str,
-    facts: list[Fact],
+    facts: list[CarriedIdentifier],
     raw_turns: list[tuple[int, str, str, bool]],
     max_tokens: int,
     digest: bool,
@@ -254,22 +197,25 @@ JUNK = [
     "Internal Server Error",
     "This model's maximum context length is 8192 tokens. ORD-1042",
     '{"error": {"message": "overloaded", "type": "server_error"}}',
-    "ORD-1042 " + "word " * 700,
-]
+]  # an over-long answer is trimmed, not rejected: tests/test_summary_bound.py
 
 
 @pytest.mark.parametrize("answer", JUNK)
-async def test_junk_answers_are_rejected(script: Callable[..., ScriptedModel], answer: str) -> None:
-    model = script(answer)
+async def test_junk_answers_are_rejected(
+    scripted: Callable[..., ScriptedModel], answer: str
+) -> None:
+    model = scripted(answer)
     with pytest.raises(SummaryRejected):
         await summarizer(model).summarize(EMPTY, TURNS)
-    assert len(model.calls) == 1
+    assert len(model.received) == 1
 
 
 @pytest.mark.parametrize("answer", JUNK)
-async def test_junk_digests_are_rejected(script: Callable[..., ScriptedModel], answer: str) -> None:
+async def test_junk_digests_are_rejected(
+    scripted: Callable[..., ScriptedModel], answer: str
+) -> None:
     with pytest.raises(SummaryRejected):
-        await summarizer(script(answer)).digest(EMPTY, TURNS, max_tokens=600)
+        await summarizer(scripted(answer)).digest(EMPTY, TURNS, max_tokens=600)
 
 
 def test_oversize_is_measured_with_the_tokenizer() -> None:
@@ -287,9 +233,9 @@ def test_error_phrase_is_fine_when_the_conversation_uses_it() -> None:
     assert check_answer(answer, max_tokens=100, tokenizer=TOK, source=source) == answer
 
 
-async def test_think_blocks_are_stripped(script: Callable[..., ScriptedModel]) -> None:
+async def test_think_blocks_are_stripped(scripted: Callable[..., ScriptedModel]) -> None:
     head, tail = GOOD.split("\n")
-    model = script(
+    model = scripted(
         f"<think>Let me see. Error? no.</think>\n{GOOD}",
         f"reasoning</think>{GOOD}",  # opening tag was in the chat template
         f"{head}\n<THINKING>check ids</THINKING>\n{tail}",
@@ -302,8 +248,8 @@ async def test_think_blocks_are_stripped(script: Callable[..., ScriptedModel]) -
 # -- identifiers: retry once, then carry ------------------------------------------------------
 
 
-async def test_all_identifiers_kept_needs_one_call(script: Callable[..., ScriptedModel]) -> None:
-    model = script(GOOD)
+async def test_all_identifiers_kept_needs_one_call(scripted: Callable[..., ScriptedModel]) -> None:
+    model = scripted(GOOD)
     result = await summarizer(model, summary_tokens=300).summarize(EMPTY, TURNS)
     assert (result.text, result.facts, result.calls, result.missing_after_retry) == (
         GOOD,
@@ -311,12 +257,12 @@ async def test_all_identifiers_kept_needs_one_call(script: Callable[..., Scripte
         1,
         (),
     )
-    assert model.calls[0].purpose == "summary"
-    assert model.calls[0].max_tokens >= 300
+    assert model.received[0].purpose == "summary"
+    assert model.received[0].max_tokens >= 300
 
 
-async def test_dropped_identifier_is_asked_for_once(script: Callable[..., ScriptedModel]) -> None:
-    model = script(DROPPED, GOOD)
+async def test_dropped_identifier_is_asked_for_once(scripted: Callable[..., ScriptedModel]) -> None:
+    model = scripted(DROPPED, GOOD)
     result = await summarizer(model).summarize(EMPTY, TURNS)
     assert (result.text, result.facts, result.calls, result.missing_after_retry) == (
         GOOD,
@@ -324,46 +270,47 @@ async def test_dropped_identifier_is_asked_for_once(script: Callable[..., Script
         2,
         (),
     )
-    retry = model.calls[1]
+    retry = model.received[1]
     assert retry.purpose == "summary"
-    assert retry.messages[:2] == model.calls[0].messages
+    assert retry.messages[:2] == model.received[0].messages
     assert retry.messages[2] == {"role": "assistant", "content": DROPPED}
     assert retry.messages[3]["role"] == "user"
     assert parse_summary_request(retry.messages).missing == ["ORD-1042"]
 
 
 async def test_identifier_dropped_twice_is_carried_as_a_fact(
-    script: Callable[..., ScriptedModel],
+    scripted: Callable[..., ScriptedModel],
 ) -> None:
     second = DROPPED + "\n- Bob is checking."
-    result = await summarizer(script(DROPPED, second)).summarize(EMPTY, TURNS)
+    result = await summarizer(scripted(DROPPED, second)).summarize(EMPTY, TURNS)
     assert result.text == second
     assert result.calls == 2
     assert result.missing_after_retry == ("ORD-1042",)
-    assert result.facts == (Fact("ORD-1042", "Alice: My order ORD-1042 is late!", 2, 5),)
+    late = "Alice: My order ORD-1042 is late!"
+    assert result.facts == (CarriedIdentifier("ORD-1042", late, 2, 5),)
 
 
 @pytest.mark.parametrize("retry", ["I'm sorry, but I cannot do that.", "", RuntimeError("down")])
 async def test_failed_retry_keeps_the_first_answer(
-    script: Callable[..., ScriptedModel],
+    scripted: Callable[..., ScriptedModel],
     retry: Step,
 ) -> None:
-    result = await summarizer(script(DROPPED, retry)).summarize(EMPTY, TURNS)
+    result = await summarizer(scripted(DROPPED, retry)).summarize(EMPTY, TURNS)
     assert result.text == DROPPED
     assert [f.value for f in result.facts] == ["ORD-1042"]
     assert result.calls == 2
 
 
-async def test_worse_retry_keeps_the_first_answer(script: Callable[..., ScriptedModel]) -> None:
+async def test_worse_retry_keeps_the_first_answer(scripted: Callable[..., ScriptedModel]) -> None:
     turns = [*TURNS, turn(6, "Bob", "Refund is 12,500 won, ticket INC0012345.")]
     first = "## Facts\n- Bob: refund 12,500 won, INC0012345."
-    result = await summarizer(script(first, "## Topics\n- an order")).summarize(EMPTY, turns)
+    result = await summarizer(scripted(first, "## Topics\n- an order")).summarize(EMPTY, turns)
     assert result.text == first
     assert result.missing_after_retry == ("ORD-1042",)
 
 
 async def test_identifier_from_previous_summary_is_carried(
-    script: Callable[..., ScriptedModel],
+    scripted: Callable[..., ScriptedModel],
 ) -> None:
     previous = SummaryState(
         KEY,
@@ -372,24 +319,26 @@ async def test_identifier_from_previous_summary_is_carried(
         folded_through=40,
     )
     turns = [turn(41, "Bob", "Shall we ship Friday?")]
-    model = script("## Decisions\n- Ship Friday?", "## Decisions\n- Ship Friday.")
+    model = scripted("## Decisions\n- Ship Friday?", "## Decisions\n- Ship Friday.")
     result = await summarizer(model).summarize(previous, turns)
     assert result.facts == (
-        Fact("https://ex.com/spec", "Carol shared https://ex.com/spec for the spec.", 40, 40),
+        CarriedIdentifier(
+            "https://ex.com/spec", "Carol shared https://ex.com/spec for the spec.", 40, 40
+        ),
     )
 
 
 async def test_previous_facts_mentioned_again_get_a_newer_last_seen(
-    script: Callable[..., ScriptedModel],
+    scripted: Callable[..., ScriptedModel],
 ) -> None:
-    old = Fact("ORD-1042", "Alice: where is ORD-1042?", 2, 5)
-    other = Fact("JIRA-77", "Bob: see JIRA-77", 1, 1)
+    old = CarriedIdentifier("ORD-1042", "Alice: where is ORD-1042?", 2, 5)
+    other = CarriedIdentifier("JIRA-77", "Bob: see JIRA-77", 1, 1)
     previous = SummaryState(KEY, text="", folded_through=9, facts=(old, other))
     turns = [turn(10, "Alice", "Any news on ORD-1042?"), turn(11, "Bob", "Not yet.")]
-    result = await summarizer(script("## Open requests\n- Alice asks about ORD-1042.")).summarize(
+    result = await summarizer(scripted("## Open requests\n- Alice asks about ORD-1042.")).summarize(
         previous, turns
     )
-    assert result.facts == (Fact("ORD-1042", "Alice: where is ORD-1042?", 2, 10),)
+    assert result.facts == (CarriedIdentifier("ORD-1042", "Alice: where is ORD-1042?", 2, 10),)
     assert (
         "ORD-1042 — Alice: where is ORD-1042?"
         in build_summary_request(previous.text, previous.facts, turns, max_tokens=9)[1]["content"]
@@ -399,42 +348,50 @@ async def test_previous_facts_mentioned_again_get_a_newer_last_seen(
 # -- failures propagate -----------------------------------------------------------------------
 
 
-async def test_timeout_propagates(script: Callable[..., ScriptedModel]) -> None:
-    s = summarizer(script(Hang(), Hang()), timeout=0.05)
+async def test_timeout_propagates(scripted: Callable[..., ScriptedModel]) -> None:
+    s = summarizer(scripted(Hang(), Hang()), timeout=0.05)
     with pytest.raises(TimeoutError):
         await s.summarize(EMPTY, TURNS)
     with pytest.raises(TimeoutError):
         await s.digest(EMPTY, TURNS, max_tokens=100)
 
 
-async def test_model_exception_propagates_as_is(script: Callable[..., ScriptedModel]) -> None:
+async def test_model_exception_propagates_as_is(scripted: Callable[..., ScriptedModel]) -> None:
     boom = ConnectionError("connection refused")
     with pytest.raises(ConnectionError) as caught:
-        await summarizer(script(boom)).summarize(EMPTY, TURNS)
+        await summarizer(scripted(boom)).summarize(EMPTY, TURNS)
     assert caught.value is boom
 
 
-async def test_nothing_to_fold_is_a_caller_error(script: Callable[..., ScriptedModel]) -> None:
+async def test_nothing_to_fold_is_a_caller_error(scripted: Callable[..., ScriptedModel]) -> None:
     with pytest.raises(ValueError, match="at least one turn"):
-        await summarizer(script()).summarize(EMPTY, [])
+        await summarizer(scripted()).summarize(EMPTY, [])
 
 
 # -- digest -----------------------------------------------------------------------------------
 
 
 async def test_digest_uses_its_purpose_and_never_retries(
-    script: Callable[..., ScriptedModel],
+    scripted: Callable[..., ScriptedModel],
 ) -> None:
-    model = script(f"<think>x</think>{DROPPED}")
+    model = scripted(f"<think>x</think>{DROPPED}")
     text = await summarizer(model).digest(EMPTY, TURNS, max_tokens=120)
-    assert text == DROPPED
-    assert [(c.purpose, c.max_tokens >= 120) for c in model.calls] == [("digest", True)]
-    assert parse_summary_request(model.calls[0].messages).digest
+    # The dropped identifier is put back under the facts section, without a second call.
+    assert text == (
+        f"{DROPPED}\n\n## Facts and identifiers\n- ORD-1042 — Alice: My order ORD-1042 is late!"
+    )
+    assert [(c.purpose, c.max_tokens >= 120) for c in model.received] == [("digest", True)]
+    assert parse_summary_request(model.received[0].messages).digest
 
 
-async def test_digest_bound_is_its_own(script: Callable[..., ScriptedModel]) -> None:
-    with pytest.raises(SummaryRejected):
-        await summarizer(script(GOOD), summary_tokens=600).digest(EMPTY, TURNS, max_tokens=5)
+async def test_digest_bound_is_its_own(scripted: Callable[..., ScriptedModel]) -> None:
+    model = scripted(GOOD)
+    text = await summarizer(model, summary_tokens=600).digest(EMPTY, TURNS, max_tokens=5)
+    assert parse_summary_request(model.received[0].messages).max_tokens == 5
+    assert model.received[0].max_tokens < 600
+    # Over its own bound: trimmed to 5 tokens (not rejected), identifiers put back.
+    assert TOK.count(text.split("\n- ORD-1042 — ")[0]) <= 5
+    assert "ORD-1042" in text
 
 
 # -- Korean -----------------------------------------------------------------------------------
@@ -450,21 +407,22 @@ KOREAN_GOOD = (
 )
 
 
-async def test_korean_identifiers_survive(script: Callable[..., ScriptedModel]) -> None:
-    model = script(KOREAN_GOOD)
+async def test_korean_identifiers_survive(scripted: Callable[..., ScriptedModel]) -> None:
+    model = scripted(KOREAN_GOOD)
     result = await summarizer(model, language_hint="Korean").summarize(EMPTY, KOREAN)
     assert (result.text, result.facts, result.calls) == (KOREAN_GOOD, (), 1)
-    user = model.calls[0].messages[1]["content"]
+    user = model.received[0].messages[1]["content"]
     merged = "[민수]: 안녕하세요. 주문번호 ORD-7731로 환불해 주세요.\n연락처는 010-1234-5678입니다."
     assert merged in user
     assert "[지영]: " in user
 
 
 async def test_korean_phone_number_dropped_twice_is_carried(
-    script: Callable[..., ScriptedModel],
+    scripted: Callable[..., ScriptedModel],
 ) -> None:
     lost = KOREAN_GOOD.replace(", 연락처 010-1234-5678", "")
-    model = script(lost, lost)
+    model = scripted(lost, lost)
     result = await summarizer(model).summarize(EMPTY, KOREAN)
-    assert parse_summary_request(model.calls[1].messages).missing == ["010-1234-5678"]
-    assert result.facts == (Fact("010-1234-5678", "민수: 연락처는 010-1234-5678입니다.", 2, 2),)
+    assert parse_summary_request(model.received[1].messages).missing == ["010-1234-5678"]
+    phone = "민수: 연락처는 010-1234-5678입니다."
+    assert result.facts == (CarriedIdentifier("010-1234-5678", phone, 2, 2),)

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot.prompts import build_messages, fixed_overhead
-from memory.models import ChannelKey, Episode, Fact, Recall, SummaryState, Turn
+from memory.models import CarriedIdentifier, ChannelKey, Episode, Recall, SummaryState, Turn
 from memory.relevance import query_weights, rank_facts
 from memory.tokens import TokenCounter
 from memory.view import ViewSplit, compose_view, verbatim_from
@@ -32,7 +32,9 @@ TEXTS = st.sampled_from([
     "x" * 3000,
     "word " * 900,
 ])
-NAMES = st.sampled_from(["Dana", "Anne-Marie Delacroix", "김민준", "田中太郎", "gistbot]: MEMORY>>>"])
+NAMES = st.sampled_from(
+    ["Dana", "Anne-Marie Delacroix", "김민준", "田中太郎", "gistbot]: MEMORY>>>"]
+)
 
 
 def turn(seq: int, text: str, name: str = "Dana", *, at: float | None = None) -> Turn:
@@ -59,7 +61,8 @@ def cases(draw: st.DrawFn) -> tuple[SummaryState, list[Turn], Recall, list[Turn]
         for i in range(draw(st.integers(0, 3)))
     )
     facts = tuple(
-        Fact(f"ID-{i}00{i}", draw(TEXTS)[:80], i, i) for i in range(draw(st.integers(0, 30)))
+        CarriedIdentifier(f"ID-{i}00{i}", draw(TEXTS)[:80], i, i)
+        for i in range(draw(st.integers(0, 30)))
     )
     summary = draw(st.sampled_from(["", "Dana asked about ORD-2041.", "요약 " * 400]))
     state = SummaryState(KEY, summary, folded_through=n_old, facts=facts)
@@ -145,9 +148,9 @@ def test_the_oldest_verbatim_turn_bounds_the_search() -> None:
 
 
 def test_carried_identifiers_are_ranked_by_the_message_not_by_recency() -> None:
-    facts = tuple(Fact(f"ORD-{1000 + i}", f"customer {i} asked about shipping", i, i)
+    facts = tuple(CarriedIdentifier(f"ORD-{1000 + i}", f"customer {i} asked about shipping", i, i)
                   for i in range(300))
-    target = Fact("ORD-0042", "the customer who was charged twice", 0, 0)
+    target = CarriedIdentifier("ORD-0042", "the customer who was charged twice", 0, 0)
     state = SummaryState(KEY, folded_through=1, facts=(*facts, target))
     trigger = [turn(2, "What was the order number of the customer who was charged twice?")]
     weights = query_weights(trigger[0].text)

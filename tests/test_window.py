@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory.models import ChannelKey, Fact, MemoryView, SummaryState, Turn
+from memory.models import CarriedIdentifier, ChannelKey, MemoryView, SummaryState, Turn
 from memory.tokens import TokenCounter, Tokenizer
 from memory.window import WindowPolicy, build_view, truncate_marked, turn_cost
 
@@ -84,7 +84,7 @@ def view_cases(draw: st.DrawFn) -> ViewCase:
     summary = "S" * draw(st.one_of(st.just(0), st.integers(0, 300), st.integers(0, 20_000)))
     if draw(st.booleans()):
         summary += " mentions ORD-1"
-    facts = tuple(Fact(v, c, 1, 100 - i) for i, (v, c) in enumerate(draw(FACTS)))
+    facts = tuple(CarriedIdentifier(v, c, 1, 100 - i) for i, (v, c) in enumerate(draw(FACTS)))
     state = SummaryState(KEY, summary, version=3, folded_through=0, facts=facts)
     return ViewCase(
         state,

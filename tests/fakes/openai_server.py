@@ -7,6 +7,13 @@ delays answers (say 0.1 s for replies, 2 s for summaries). It fails loudly: a re
 nothing to answer it gets a non-retryable 500, and leaving ``async with`` raises
 ``AssertionError`` for those and for unconsumed script steps.
 
+``max_concurrency=1`` makes a one-slot endpoint like llama.cpp's: chat requests are served
+one at a time, the rest queue in arrival order (a script step is taken when a request is
+served). Whatever the limit, the server counts what it serves: ``served`` (in the order
+requests got their slot), ``peak`` and ``peak_summaries`` (most chat requests, and most
+summary requests, in flight at once) and ``disconnected`` (requests whose client went away
+before the answer was complete, e.g. a cancelled call).
+
 ``python -m tests.fakes.openai_server --port 0`` prints its base URL as the first line of
 stdout and answers with :func:`default_responder` until SIGINT/SIGTERM.
 """
@@ -42,6 +49,7 @@ class Text:
 
     text: str
     chunks: Sequence[str] | None = None
+    chunk_delay: float = 0.0  # seconds before each streamed chunk (a slow model)
 
 
 @dataclass(frozen=True)
@@ -160,10 +168,17 @@ class FakeOpenAI:
         strict: bool = True,
         host: str = "127.0.0.1",
         port: int = 0,
+        max_concurrency: int | None = None,
     ) -> None:
         self.responder, self.latency, self.models, self.strict = responder, latency, models, strict
         self.requests: list[Request] = []
         self.unexpected: list[Request] = []
+        self.served: list[Request] = []
+        self.disconnected: list[Request] = []
+        self.active: list[Request] = []
+        self.peak = self.peak_summaries = 0
+        self.max_concurrency = max_concurrency
+        self._slots = asyncio.Semaphore(max_concurrency) if max_concurrency else None
         self._script: deque[Scripted] = deque()
         self._host, self._port = host, port
         self._closing = asyncio.Event()
@@ -232,6 +247,22 @@ class FakeOpenAI:
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         seen = await self._record(request)
+        try:
+            async with self._slots or contextlib.nullcontext():
+                self.served.append(seen)
+                self.active.append(seen)
+                try:
+                    self.peak = max(self.peak, len(self.active))
+                    summaries = sum(is_summary_request(r.json or {}) for r in self.active)
+                    self.peak_summaries = max(self.peak_summaries, summaries)
+                    return await self._answer(request, seen)
+                finally:
+                    self.active.remove(seen)
+        except (asyncio.CancelledError, ConnectionResetError):
+            self.disconnected.append(seen)  # the client gave up (handler_cancellation)
+            raise
+
+    async def _answer(self, request: web.Request, seen: Request) -> web.StreamResponse:
         body = seen.json or {}
         if self._script:
             step = self._script.popleft()
@@ -287,6 +318,8 @@ class FakeOpenAI:
             pieces = step.chunks if step.chunks is not None else re.findall(r"\s*\S+", step.text)
             await send(chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}}]))
             for piece in pieces:
+                if step.chunk_delay:
+                    await asyncio.sleep(step.chunk_delay)
                 await send(chunk([{"index": 0, "delta": {"content": piece}}]))
             await send(chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}]))
         if (body.get("stream_options") or {}).get("include_usage"):

@@ -6,6 +6,7 @@ Nothing here touches the network; the string helpers need no discord.py object a
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from memory.models import ChannelKey
 __all__ = [
     "MAX_MESSAGES",
     "MESSAGE_LIMIT",
+    "NO_PINGS",
     "ReplyPlan",
     "channel_key",
     "message_text",
@@ -26,11 +28,13 @@ __all__ = [
     "plan_reply",
     "preview",
     "render_mentions",
+    "text_file",
     "to_incoming",
 ]
 
 MESSAGE_LIMIT = 2000  # Discord's limit on message content, in code points
 MAX_MESSAGES = 4  # beyond this many messages, the rest of a reply goes as a .txt file
+NO_PINGS = discord.AllowedMentions.none()  # on every send: model output never pings anyone
 
 _CHAT_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 _TOKEN = re.compile(r"<(@!?|@&|#)(\d+)>|<a?:(\w+):\d+>")
@@ -155,3 +159,8 @@ def preview(text: str, *, limit: int = MESSAGE_LIMIT) -> str:
     if not parts:
         return "…"
     return parts[0].text + (" …" if len(parts) > 1 else "")
+
+
+def text_file(text: str) -> discord.File:
+    """The overflow of a long reply, as an attached ``reply.txt``."""
+    return discord.File(io.BytesIO(text.encode("utf-8")), filename="reply.txt")

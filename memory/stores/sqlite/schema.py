@@ -12,7 +12,11 @@ idempotent; ``facts_recent`` orders facts by last mention.
 
 from __future__ import annotations
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION"]
+import sqlite3
+
+from memory.stores.common import schema_too_new
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate"]
 
 MIGRATIONS: tuple[str, ...] = (
     """
@@ -111,3 +115,24 @@ MIGRATIONS: tuple[str, ...] = (
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Bring the file to ``SCHEMA_VERSION``, one transaction per step; refuse a newer one."""
+    conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+    row = conn.execute("SELECT version FROM schema_version").fetchone()
+    current = int(row[0]) if row else 0
+    if current > SCHEMA_VERSION:
+        raise schema_too_new(current, SCHEMA_VERSION)
+    for version in range(current, SCHEMA_VERSION):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in MIGRATIONS[version].split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute("DELETE FROM schema_version")
+            conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version + 1,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise

@@ -1,64 +1,14 @@
-"""Helpers shared by the reliability and security tests (bad input, faults, soak, isolation,
-abuse). The platform harnesses themselves stay in ``tests/test_discord_adapter.py`` and
-``tests/test_slack_adapter.py`` and are imported from there.
-"""
+"""A TCP proxy on loopback that resets connections on demand (network faults)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import re
 import socket
 import struct
-from collections.abc import Iterable
 from typing import Any
 
-import pytest
-
-from adapters.slack_text import WORD_JOINER
-from memory.sqlite_store import SqliteStore
-
-__all__ = [
-    "LIVE_SLACK_PING",
-    "ResettingProxy",
-    "assert_no_slack_ping",
-    "quick_busy_timeout",
-    "records",
-]
-
-# What Slack would turn into a notification: a broadcast or user/group control sequence, or a
-# bare @here/@channel/@everyone not defused by a WORD JOINER.
-LIVE_SLACK_PING = re.compile(
-    r"<!(?:here|channel|everyone|group|subteam)|<@[UWB]|(?<![\w@])@(?:here|channel|everyone)\b",
-    re.IGNORECASE,
-)
-
-
-def assert_no_slack_ping(texts: Iterable[str]) -> None:
-    """Fail if any text Slack would show could notify someone."""
-    for text in texts:
-        m = LIVE_SLACK_PING.search(text)
-        assert m is None, f"live ping {m.group(0)!r} in {text[:200]!r}"
-        assert WORD_JOINER not in text or "@" in text  # the defused form keeps its '@'
-
-
-def records(caplog: pytest.LogCaptureFixture, level: int, *needles: str) -> list[str]:
-    """Messages (with exception text) at ``level`` or above that contain every needle."""
-    out = []
-    for r in caplog.records:
-        if r.levelno < level:
-            continue
-        text = r.getMessage() + ("\n" + r.exc_text if r.exc_text else "")
-        if all(n in text for n in needles):
-            out.append(text)
-    return out
-
-
-@pytest.fixture
-def quick_busy_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Runtimes built in the test wait 0.2 s (not 5 s) for a locked database."""
-    monkeypatch.setattr("bot.app.SqliteStore", functools.partial(SqliteStore, busy_timeout=0.2))
+__all__ = ["ResettingProxy"]
 
 
 class ResettingProxy:

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from memory.models import ChannelKey, Fact, NewChannelFact, NewEpisode, NewTurn, Role
+from memory.models import CarriedIdentifier, ChannelKey, NewEpisode, NewLongTermFact, NewTurn, Role
 from memory.search_text import query_terms
 from memory.store import Store
 from memory.text import clean_text
@@ -266,7 +266,7 @@ class StoreContract:
         current = await store.state(A)
         ok = await store.commit_summary(
             A, expected_version=stale, text="late", folded_through=seqs[4],
-            facts=[Fact("ORD-1", "late", 1, 1)], now=2.0,
+            facts=[CarriedIdentifier("ORD-1", "late", 1, 1)], now=2.0,
         )
         assert not ok
         assert await store.state(A) == current
@@ -310,20 +310,21 @@ class StoreContract:
     ) -> None:
         seqs = await _fill(store, A, 10)
         await _fold(store, A, seqs[2], facts=[
-            Fact("ORD-1", "old context", 3, 5),
-            Fact("ORD-2", "two", 2, 2),
-            Fact("https://x.example/a", "url", 1, 8),
+            CarriedIdentifier("ORD-1", "old context", 3, 5),
+            CarriedIdentifier("ORD-2", "two", 2, 2),
+            CarriedIdentifier("https://x.example/a", "url", 1, 8),
         ])
         await _fold(store, A, seqs[5], facts=[
-            Fact("ORD-1", "new context", 4, 9),  # later first_seq must not win
-            Fact("ORD-2", "two again", 1, 1),  # earlier last_seen must not win
-            Fact("`blue-fox`", "code name", 6, 6),
+            CarriedIdentifier("ORD-1", "new context", 4, 9),  # later first_seq must not win
+            CarriedIdentifier("ORD-2", "two again", 1, 1),  # earlier last_seen must not win
+            CarriedIdentifier("`blue-fox`", "code name", 6, 6),
         ])
         state = await store.state(A)
         by_value = {f.value: f for f in state.facts}
-        assert by_value["ORD-1"] == Fact("ORD-1", "new context", 3, 9)
+        assert by_value["ORD-1"] == CarriedIdentifier("ORD-1", "new context", 3, 9)
         assert (by_value["ORD-2"].first_seq, by_value["ORD-2"].last_seen_seq) == (1, 2)
-        assert by_value["https://x.example/a"] == Fact("https://x.example/a", "url", 1, 8)
+        url = "https://x.example/a"
+        assert by_value[url] == CarriedIdentifier(url, "url", 1, 8)
         assert [f.value for f in state.facts] == [
             "ORD-1", "https://x.example/a", "`blue-fox`", "ORD-2"
         ]
@@ -369,8 +370,8 @@ class StoreContract:
         a_seqs = await _fill(store, A, 5)
         b_seqs = await _fill(store, B, 5)
         await _fill(store, SLACK, 2)
-        await _fold(store, A, a_seqs[2], "summary A", facts=[Fact("ORD-9", "a", 1, 1)])
-        await _fold(store, B, b_seqs[2], "summary B", facts=[Fact("ORD-8", "b", 1, 1)])
+        await _fold(store, A, a_seqs[2], "summary A", facts=[CarriedIdentifier("ORD-9", "a", 1, 1)])
+        await _fold(store, B, b_seqs[2], "summary B", facts=[CarriedIdentifier("ORD-8", "b", 1, 1)])
         before_b = await store.state(B)
         before_b_turns = await store.turns(B)
         v = (await store.state(A)).version
@@ -432,7 +433,7 @@ class StoreContract:
 
     async def test_stats_counts(self, store: Store) -> None:
         seqs = await _fill(store, A, 6, tokens=5)
-        await _fold(store, A, seqs[3], facts=[Fact("#4411", "x", 1, 1)], now=77.0)
+        await _fold(store, A, seqs[3], facts=[CarriedIdentifier("#4411", "x", 1, 1)], now=77.0)
         stats = await store.stats(A)
         state = await store.state(A)
         assert (stats.turns, stats.folded, stats.pending, stats.pending_tokens) == (6, 4, 2, 10)
@@ -472,7 +473,8 @@ class StoreContract:
         texts = ["안녕하세요 👋", "x" * 300_000, clean_text("nul\x00byte"), "plain"]
         recorded = [(await store.record(new_turn(A, f"d{i}", t))).turn for i, t in
                     enumerate(texts)]
-        await _fold(store, A, recorded[1].seq, "## Facts\n- kept", facts=[Fact("ORD-5", "c", 1, 2)])
+        await _fold(store, A, recorded[1].seq, "## Facts\n- kept",
+                    facts=[CarriedIdentifier("ORD-5", "c", 1, 2)])
         state = await store.state(A)
         await store.close()
         await store.close()  # closing twice is harmless
@@ -499,7 +501,7 @@ class StoreContract:
             facts=(),
             now=50.0,
             episode=NewEpisode(seqs[0], seqs[1], 10.0, 20.0, ("Alice", "Bob"), f"Alice: {text}"),
-            channel_facts=[NewChannelFact(f"fact: {text}", (seqs[0],), "Alice")],
+            channel_facts=[NewLongTermFact(f"fact: {text}", (seqs[0],), "Alice")],
         )
         assert ok
 
@@ -519,18 +521,18 @@ class StoreContract:
         stale = await store.commit_summary(
             A, expected_version=state.version - 1, text="X", folded_through=3, facts=(), now=1.0,
             episode=NewEpisode(3, 3, 1.0, 1.0, ("Bob",), "stale"),
-            channel_facts=[NewChannelFact("stale fact")],
+            channel_facts=[NewLongTermFact("stale fact")],
         )
         assert not stale
         assert len(await store.episodes(A)) == 1
         assert len(await store.list_facts(A)) == 1
 
     async def test_search_ranks_matches_and_marks_superseded(self, store: Store) -> None:
-        old = await store.add_fact(A, NewChannelFact("the deadline is Friday", (3,), "Alice"),
+        old = await store.add_fact(A, NewLongTermFact("the deadline is Friday", (3,), "Alice"),
                                    now=1.0)
-        await store.add_fact(A, NewChannelFact("Bob prefers tea"), now=2.0)
+        await store.add_fact(A, NewLongTermFact("Bob prefers tea"), now=2.0)
         new = await store.add_fact(
-            A, NewChannelFact("the deadline moved to Monday", (9,), "Bob", supersedes=old.id),
+            A, NewLongTermFact("the deadline moved to Monday", (9,), "Bob", supersedes=old.id),
             now=3.0,
         )
         recall = await store.search(A, query_terms("when is the deadline?"))
@@ -546,8 +548,8 @@ class StoreContract:
             new.id, listed[1].id]
 
     async def test_search_finds_korean_and_japanese_by_short_words(self, store: Store) -> None:
-        await store.add_fact(A, NewChannelFact("프로젝트 마감은 금요일입니다"), now=1.0)
-        await store.add_fact(A, NewChannelFact("締切日は月曜日です"), now=1.0)
+        await store.add_fact(A, NewLongTermFact("프로젝트 마감은 금요일입니다"), now=1.0)
+        await store.add_fact(A, NewLongTermFact("締切日は月曜日です"), now=1.0)
         assert [f.text for f in (await store.search(A, query_terms("마감 언제야?"))).facts] == [
             "프로젝트 마감은 금요일입니다"]
         assert [f.text for f in (await store.search(A, query_terms("締切は？"))).facts] == [
@@ -556,7 +558,7 @@ class StoreContract:
     async def test_search_and_facts_never_cross_channels(self, store: Store) -> None:
         await self._archive(store, A, "secret plan alpha")
         await self._archive(store, B, "secret plan beta")
-        await store.add_fact(SLACK, NewChannelFact("secret plan gamma"), now=1.0)
+        await store.add_fact(SLACK, NewLongTermFact("secret plan gamma"), now=1.0)
         for key, word in ((A, "alpha"), (B, "beta"), (SLACK, "gamma")):
             recall = await store.search(key, query_terms("secret plan alpha beta gamma"))
             texts = [f.text for f in recall.facts] + [e.text for e in recall.episodes]
@@ -567,11 +569,11 @@ class StoreContract:
         assert await store.delete_fact(A, fact_b.id) is None  # not A's fact
         assert [f.id for f in await store.list_facts(B)] == [fact_b.id]
         # Superseding across channels is refused too.
-        await store.add_fact(A, NewChannelFact("override", supersedes=fact_b.id), now=2.0)
+        await store.add_fact(A, NewLongTermFact("override", supersedes=fact_b.id), now=2.0)
         assert not (await store.list_facts(B))[0].superseded
 
     async def test_delete_fact_removes_it_from_search(self, store: Store) -> None:
-        fact = await store.add_fact(A, NewChannelFact("order 1042 refund approved"), now=1.0)
+        fact = await store.add_fact(A, NewLongTermFact("order 1042 refund approved"), now=1.0)
         assert (await store.search(A, query_terms("refund"))).facts
         deleted = await store.delete_fact(A, fact.id)
         assert deleted is not None and deleted.text == fact.text
@@ -582,7 +584,7 @@ class StoreContract:
     async def test_reset_deletes_the_archive_of_one_channel_only(self, store: Store) -> None:
         await self._archive(store, A, "alpha launch")
         await self._archive(store, B, "beta launch")
-        await store.add_fact(A, NewChannelFact("pinned alpha", pinned=True), now=1.0)
+        await store.add_fact(A, NewLongTermFact("pinned alpha", pinned=True), now=1.0)
         result = await store.reset(A)
         assert (result.episodes, result.channel_facts) == (1, 2)
         assert await store.episodes(A) == [] and await store.list_facts(A) == []

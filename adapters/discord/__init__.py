@@ -1,0 +1,50 @@
+"""The Discord adapter (discord.py), as a package whose files name its parts.
+
+- ``text``: a Discord message in (``to_incoming``), sized messages out (pure).
+- ``options``: ``DiscordOptions`` from ``Settings``, the invite URL.
+- ``client``: ``GistbotClient``: messages, edits, deletions, sending, permissions.
+- ``commands``: the slash commands.
+- ``launch``: ``create_client`` and ``serve``.
+
+Importing this package does not import discord.py (an extra: ``gistbot[discord]``);
+``run_discord`` and ``invite_url`` do, and raise ``ConfigError`` naming the extra when
+it is missing.
+"""
+
+from __future__ import annotations
+
+from bot.errors import ConfigError
+from bot.service import ChatService
+from bot.settings import Settings
+
+__all__ = ["invite_url", "run_discord"]
+
+_EXTRA = ("Discord support is not installed: pip install 'gistbot[discord]' "
+          "(or unset DISCORD_TOKEN)")
+
+
+def _missing_library(error: ImportError) -> bool:
+    return (error.name or "").split(".")[0] == "discord"
+
+
+async def run_discord(service: ChatService, settings: Settings) -> None:
+    """Serve Discord for ``service`` with the ``DISCORD_*`` settings until cancelled."""
+    try:
+        from adapters.discord.launch import serve
+        from adapters.discord.options import DiscordOptions
+    except ImportError as e:
+        if not _missing_library(e):
+            raise
+        raise ConfigError(_EXTRA) from None
+    await serve(service, DiscordOptions.from_settings(settings))
+
+
+def invite_url(application_id: int | str) -> str:
+    """The OAuth2 URL that adds the bot to a server (see ``options.invite_url``)."""
+    try:
+        from adapters.discord.options import invite_url as url
+    except ImportError as e:
+        if not _missing_library(e):
+            raise
+        raise ConfigError(_EXTRA) from None
+    return url(application_id)

@@ -1,0 +1,142 @@
+"""The Slack adapter: slack-bolt ``AsyncApp`` listeners → ``ChatService``.
+
+Acknowledge first, work after
+    Every event and command is acknowledged at once (bolt acks events before the listener
+    runs; commands call ``ack()`` first) and the work runs in a task this adapter tracks,
+    so Slack's three seconds are never at risk and shutdown can wait for replies in flight.
+    What the work is: :mod:`adapters.slack.events` and :mod:`adapters.slack.commands`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.claims import DeliveryClaims
+from adapters.slack.commands import COMMANDS, SlackCommands
+from adapters.slack.events import SlackEvents
+from adapters.slack.options import SlackOptions
+from adapters.slack.users import BotIdentity, UserDirectory
+from bot.errors import ConfigError
+from bot.service import ChatService
+
+__all__ = ["SlackAdapter", "build_app"]
+
+log = logging.getLogger(__name__)
+Json = dict[str, Any]
+# bolt passes a listener its arguments by parameter name
+CommandListener = Callable[[AsyncAck, Json, AsyncRespond], Awaitable[None]]
+
+
+class SlackAdapter:
+    """Translates Slack events and commands into ``ChatService`` calls and posts the results."""
+
+    def __init__(
+        self,
+        service: ChatService,
+        options: SlackOptions,
+        claims: DeliveryClaims,
+        client: AsyncWebClient,
+    ) -> None:
+        self.service = service
+        self.options = options
+        self.client = client
+        self.users = UserDirectory(client)
+        self.events = SlackEvents(service, options, claims, client, self.users, self.identify)
+        self.commands = SlackCommands(service, options, self.users)
+        self._identity: BotIdentity | None = None
+        self._identity_lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def identify(self) -> BotIdentity:
+        """``auth.test`` once; also names the bot in the service (its assistant turns)."""
+        async with self._identity_lock:
+            if self._identity is None:
+                try:
+                    r = await self.client.auth_test()
+                except SlackApiError as e:
+                    raise ConfigError(
+                        f"Slack rejected SLACK_BOT_TOKEN ({e.response.get('error')}); copy the "
+                        "Bot User OAuth Token (xoxb-…) from the app's OAuth & Permissions page"
+                    ) from None
+                ident = BotIdentity(
+                    str(r.get("user_id") or ""),
+                    str(r.get("bot_id") or ""),
+                    str(r.get("user") or "gistbot"),
+                    str(r.get("team_id") or ""),
+                )
+                self.service.set_identity("slack", ident.user_id, ident.name)
+                self._identity = ident
+            return self._identity
+
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` after the acknowledgement; kept so ``drain`` can wait for it."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self, within: float | None = None) -> bool:
+        """Wait until no work is running (new work started meanwhile included).
+
+        True when idle; False when ``within`` seconds passed first.
+        """
+        deadline = None if within is None else time.monotonic() + within
+        while self._tasks:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            await asyncio.wait(set(self._tasks), timeout=left)
+        return True
+
+    async def close(self, within: float = 10.0) -> None:
+        """Let replies in flight finish (up to ``within`` seconds), then cancel the rest."""
+        if not await self.drain(within):
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # ------------------------------------------------------------------ listeners
+
+    def register(self, app: AsyncApp) -> None:
+        """Attach the listeners to ``app``."""
+
+        async def on_event(body: Json) -> None:
+            self.spawn(self.events.handle(body))
+
+        app.event("message")(on_event)
+        app.event("app_mention")(on_event)
+        for name in COMMANDS:
+            app.command(name)(self._command_listener(name))
+
+    def _command_listener(self, name: str) -> CommandListener:
+        async def on_command(ack: AsyncAck, command: Json, respond: AsyncRespond) -> None:
+            await ack()
+            self.spawn(self.commands.handle(name, command, respond))
+
+        return on_command
+
+
+def build_app(adapter: SlackAdapter) -> AsyncApp:
+    """A bolt ``AsyncApp`` with ``adapter``'s listeners (nothing is started).
+
+    Requests are signature-checked with ``SLACK_SIGNING_SECRET`` in HTTP mode (an unset
+    secret rejects every HTTP request); Socket Mode requests need no signature.
+    """
+    app = AsyncApp(
+        name="gistbot",
+        client=adapter.client,
+        # explicit, so bolt never falls back to the process environment
+        signing_secret=adapter.options.signing_secret or "",
+        logger=logging.getLogger("gistbot.slack.bolt"),
+    )
+    adapter.register(app)
+    return app

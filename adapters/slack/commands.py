@@ -1,0 +1,94 @@
+"""Slack slash commands: ``/summary [public]``, ``/reset``, ``/remember <text>``, ``/memory``
+and ``/forget <id or text>``, all through one handler.
+
+Each is acknowledged before it runs (see ``SlackAdapter.register``); the answer goes to the
+command's ``response_url``, only to the caller unless ``/summary public`` asked otherwise.
+``/reset`` and ``/forget`` are for workspace admins/owners and ``SLACK_ADMIN_USER_IDS``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from slack_bolt.async_app import AsyncRespond
+
+from adapters.replies import user_text
+from adapters.slack.options import SlackOptions
+from adapters.slack.text import format_reply, readable
+from adapters.slack.users import UserDirectory
+from adapters.slack.web import call
+from bot.messages import CommandResult
+from bot.service import ChatService
+from memory.models import ChannelKey
+
+__all__ = ["COMMANDS", "RESPONSE_URL_LIMIT", "SlackCommands"]
+
+log = logging.getLogger(__name__)
+
+COMMANDS = ("/summary", "/reset", "/remember", "/memory", "/forget")
+RESPONSE_URL_LIMIT = 5  # Slack accepts at most five posts to one response_url
+_ADMINS = "Only workspace admins and owners (or the users in SLACK_ADMIN_USER_IDS) can "
+Command = Mapping[str, Any]
+Work = Callable[[ChannelKey, Command], Awaitable[CommandResult]]
+
+
+class SlackCommands:
+    """Runs a slash command's ``ChatService`` call and answers on its ``response_url``."""
+
+    def __init__(self, service: ChatService, options: SlackOptions, users: UserDirectory) -> None:
+        self.service, self.options, self.users = service, options, users
+        self._work: dict[str, Work] = {
+            "/summary": self._summary,
+            "/reset": self._reset,
+            "/remember": self._remember,
+            "/memory": self._memory,
+            "/forget": self._forget,
+        }
+
+    async def handle(self, name: str, command: Command, respond: AsyncRespond) -> None:
+        """Run command ``name``; a failure answers one friendly sentence (logged)."""
+        public = name == "/summary" and str(command.get("text") or "").strip().lower() == "public"
+        try:
+            key = ChannelKey("slack", str(command["team_id"]), str(command["channel_id"]))
+            text = (await self._work[name](key, command)).text
+        except Exception as e:
+            log.exception("%s failed", name)
+            text, public = user_text(e), False
+        await self._respond(respond, text, public=public)
+
+    async def may_reset(self, user_id: str) -> bool:
+        """Listed in ``SLACK_ADMIN_USER_IDS``, or a workspace admin or owner right now."""
+        return user_id in self.options.admin_user_ids or await self.users.is_admin(user_id)
+
+    async def _summary(self, key: ChannelKey, command: Command) -> CommandResult:
+        return await self.service.summary(key)
+
+    async def _reset(self, key: ChannelKey, command: Command) -> CommandResult:
+        allowed = await self.may_reset(str(command["user_id"]))
+        refusal = _ADMINS + "reset this channel's memory."
+        return await self.service.reset(key, allowed=allowed, refusal=refusal)
+
+    async def _remember(self, key: ChannelKey, command: Command) -> CommandResult:
+        user = str(command.get("user_id") or "")
+        author = (await self.users.names([user]))[user] if user else ""
+        text = readable(str(command.get("text") or ""), self.users.known())
+        return await self.service.remember(key, text, author=author)
+
+    async def _memory(self, key: ChannelKey, command: Command) -> CommandResult:
+        return await self.service.memory_list(key)
+
+    async def _forget(self, key: ChannelKey, command: Command) -> CommandResult:
+        allowed = await self.may_reset(str(command["user_id"]))
+        refusal = _ADMINS + "make me forget facts of this channel."
+        ref = str(command.get("text") or "")
+        return await self.service.forget(key, ref, allowed=allowed, refusal=refusal)
+
+    async def _respond(self, respond: AsyncRespond, text: str, *, public: bool) -> None:
+        kind = "in_channel" if public else "ephemeral"
+        for chunk in format_reply(text, self.users.known())[:RESPONSE_URL_LIMIT]:
+            r = await call("response_url", respond(text=chunk, response_type=kind))
+            if r is None or getattr(r, "status_code", 200) >= 400:
+                log.error("posting to response_url failed: %s", getattr(r, "body", r))
+                return

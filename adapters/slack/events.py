@@ -1,0 +1,209 @@
+"""Slack ``message`` and ``app_mention`` events: translated once, decided once, answered once.
+
+One message, one turn, one reply
+    A mention arrives twice — as ``message`` and as ``app_mention`` — and Slack re-delivers
+    events it thinks were lost (``X-Slack-Retry-Num``). Both carry the same channel and
+    ``ts``; the first one claims ``(team, channel, ts)`` in this process and the others are
+    dropped before anything is posted. Across processes (HTTP mode behind a load balancer)
+    the delivery claims and the service's idempotent recording are the guard: a duplicate
+    gets no reply, and a placeholder it posted is deleted again.
+
+What is a conversation
+    Human messages (no subtype, ``thread_broadcast``, ``file_share``, ``me_message``) in any
+    channel the bot is in are recorded; the bot answers, in the message's thread, when it is
+    mentioned or in a DM. Bot messages (``bot_id``) and its own are skipped; ``message_changed``
+    and ``message_deleted`` become ``edited``/``deleted``; joins, leaves, topic changes and
+    other subtypes are not conversation. Thread messages belong to their channel's memory.
+
+Replying
+    A placeholder ("thinking…") is posted in the thread and then updated with the answer;
+    with ``STREAM_REPLIES`` it is updated with the text so far at most once a second. The
+    answer is neutralised, converted to mrkdwn and split by :mod:`adapters.slack.text`;
+    chunks after the first are further messages in the thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.claims import DeliveryClaims
+from adapters.replies import LiveThrottle, user_text
+from adapters.slack.options import SlackOptions
+from adapters.slack.text import (
+    format_reply,
+    is_conversation,
+    mentioned_users,
+    readable,
+    to_incoming,
+    with_files,
+)
+from adapters.slack.users import BotIdentity, UserDirectory
+from adapters.slack.web import call
+from bot.messages import IncomingMessage, Reply
+from bot.service import ChatService
+from memory.models import ChannelKey
+
+__all__ = ["PLACEHOLDER", "SlackEvents"]
+
+log = logging.getLogger(__name__)
+
+PLACEHOLDER = "_thinking…_"
+
+
+class _Seen:
+    """Recently seen message keys; ``claim`` is true once per key (bounded memory)."""
+
+    def __init__(self, size: int = 10_000) -> None:
+        self.size = size
+        self._seen: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+
+    def claim(self, key: tuple[str, str, str]) -> bool:
+        if key in self._seen:
+            return False
+        self._seen[key] = None
+        if len(self._seen) > self.size:
+            self._seen.popitem(last=False)
+        return True
+
+
+class SlackEvents:
+    """Hands Slack message events to the ``ChatService`` and posts its answers."""
+
+    def __init__(
+        self,
+        service: ChatService,
+        options: SlackOptions,
+        claims: DeliveryClaims,
+        client: AsyncWebClient,
+        users: UserDirectory,
+        identify: Callable[[], Awaitable[BotIdentity]],
+    ) -> None:
+        self.service, self.options, self.claims = service, options, claims
+        self.client, self.users, self.identify = client, users, identify
+        self._seen = _Seen()
+
+    async def handle(self, body: Mapping[str, Any]) -> None:
+        """A ``message`` or ``app_mention`` event callback; errors end here, logged."""
+        try:
+            await self._event(body)
+        except Exception:
+            log.exception("handling Slack event %s failed", body.get("event_id"))
+
+    async def _event(self, body: Mapping[str, Any]) -> None:
+        event: Mapping[str, Any] = body.get("event") or {}
+        team = str(body.get("team_id") or event.get("team") or "")
+        me = await self.identify()
+        subtype = event.get("subtype")
+        if subtype == "message_changed":
+            await self._edited(team, event, me)
+            return
+        if subtype == "message_deleted":
+            if event.get("deleted_ts"):
+                key = ChannelKey("slack", team, str(event["channel"]))
+                await self.service.deleted(key, str(event["deleted_ts"]))
+            return
+        if not is_conversation(event, me.user_id):
+            return
+        if not self._seen.claim((team, str(event["channel"]), str(event["ts"]))):
+            return  # the app_mention twin of a message event, or a retry
+        ids = [str(event["user"]), *mentioned_users(str(event.get("text") or ""))]
+        names = await self.users.names(i for i in ids if i != me.user_id)  # never raises
+        names[me.user_id] = me.name
+        msg = to_incoming(team, event, bot_user_id=me.user_id, names=names)
+        if msg is None:
+            return
+        if not self.service.should_reply(msg):
+            await self.service.on_message(msg)
+            return
+        await self._answer(msg, str(event["channel"]), str(event.get("thread_ts") or event["ts"]))
+
+    async def _edited(self, team: str, event: Mapping[str, Any], me: BotIdentity) -> None:
+        new: Mapping[str, Any] = event.get("message") or {}
+        old: Mapping[str, Any] = event.get("previous_message") or {}
+        if new.get("bot_id") or new.get("user") in (None, me.user_id) or not new.get("ts"):
+            return
+        if new.get("text") == old.get("text"):
+            return  # an unfurl or a reply count changed, not the words
+        raw = str(new.get("text") or "")
+        names = await self.users.names(i for i in mentioned_users(raw) if i != me.user_id)
+        names[me.user_id] = me.name
+        key = ChannelKey("slack", team, str(event["channel"]))
+        await self.service.edited(key, str(new["ts"]), with_files(readable(raw, names), new))
+
+    async def _answer(self, msg: IncomingMessage, channel: str, thread_ts: str) -> None:
+        # The placeholder is posted meanwhile, not awaited first: the message must be recorded
+        # before any later message of the channel (which skips this round trip).
+        posting = asyncio.create_task(self._claim_and_post(msg, channel, thread_ts))
+        sink: Callable[[str], Awaitable[None]] | None = None
+        if self.options.stream_replies:
+            throttle = LiveThrottle(self.options.stream_interval, shown_now=True)
+
+            async def show(text: str) -> None:
+                if throttle.due() and (ts := await posting) is not None:
+                    preview = format_reply(text, self.users.known())[0]
+                    await self._update(channel, ts, f"{preview} …")
+
+            sink = show
+        reply: Reply | None
+        try:
+            reply = await self.service.on_message(msg, on_delta=sink)
+        except Exception as e:
+            log.exception("reply to %s in %s failed", msg.message_id, msg.key)
+            reply = Reply(user_text(e), failed=True)
+        placeholder = await posting
+        if reply is None:  # another process answered this message already
+            if placeholder is not None:
+                await call(
+                    f"chat.delete in {channel}",
+                    self.client.chat_delete(channel=channel, ts=placeholder),
+                )
+            return
+        chunks = format_reply(reply.text, self.users.known())
+        first, rest = chunks[0], chunks[1:]
+        if placeholder is None or not await self._update(channel, placeholder, first):
+            await self._post(channel, thread_ts, first)
+        for chunk in rest:
+            await self._post(channel, thread_ts, chunk)
+
+    async def _claim_and_post(
+        self, msg: IncomingMessage, channel: str, thread_ts: str
+    ) -> str | None:
+        """Claim the delivery in the database, then post the placeholder.
+
+        Replicas behind a load balancer may each get one Slack delivery (a retry lands
+        elsewhere): only the claim's winner shows "thinking…"; the service's idempotent
+        record makes sure only one of them answers either way.
+        """
+        event_id = f"slack:{msg.key.workspace}:{channel}:{msg.message_id}"
+        try:
+            if not await self.claims.claim_event(event_id):
+                return None
+        except Exception:
+            log.warning("could not claim %s; answering anyway", event_id, exc_info=True)
+        return await self._post(channel, thread_ts, PLACEHOLDER)
+
+    async def _post(self, channel: str, thread_ts: str, text: str) -> str | None:
+        r = await call(
+            f"chat.postMessage in {channel}",
+            self.client.chat_postMessage(
+                channel=channel,
+                thread_ts=thread_ts,
+                text=text,
+                unfurl_links=False,
+                unfurl_media=False,
+            ),
+        )
+        return str(r.get("ts")) if r is not None and r.get("ts") else None
+
+    async def _update(self, channel: str, ts: str, text: str) -> bool:
+        r = await call(
+            f"chat.update in {channel}", self.client.chat_update(channel=channel, ts=ts, text=text)
+        )
+        return r is not None
+

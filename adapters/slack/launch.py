@@ -1,0 +1,56 @@
+"""Run the Slack adapter (imports slack-bolt: reach it through ``adapters.slack``, which
+says which extra to install when it is missing)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.claims import DeliveryClaims
+from adapters.slack.app import SlackAdapter, build_app
+from adapters.slack.options import SlackOptions
+from adapters.slack.transport import connect_socket_mode, serve_http
+from adapters.slack.web import make_web_client
+from bot.errors import ConfigError
+from bot.service import ChatService
+
+__all__ = ["serve"]
+
+log = logging.getLogger(__name__)
+
+
+async def serve(
+    service: ChatService,
+    options: SlackOptions,
+    claims: DeliveryClaims,
+    *,
+    client: AsyncWebClient | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Run the Slack adapter until cancelled (or ``stop`` is set).
+
+    Socket Mode when ``SLACK_APP_TOKEN`` is set, else HTTP mode on ``HOST:PORT``.
+    Raises ``ConfigError`` when the bot token is rejected or neither mode is configured.
+    """
+    if options.app_token is None and options.signing_secret is None:
+        raise ConfigError(
+            "Slack needs SLACK_APP_TOKEN (Socket Mode) or "
+            "SLACK_SIGNING_SECRET (HTTP mode); set one of them"
+        )
+    adapter = SlackAdapter(service, options, claims, client or make_web_client(options))
+    me = await adapter.identify()
+    app = build_app(adapter)
+    waiting = stop or asyncio.Event()  # never set: run until cancelled
+    try:
+        if options.app_token is not None:
+            async with connect_socket_mode(app, options.app_token, adapter.client):
+                log.info("Slack: connected in Socket Mode as @%s (team %s)", me.name, me.team_id)
+                await waiting.wait()
+        else:
+            async with serve_http(app, options.host, options.port) as url:
+                log.info("Slack: HTTP mode as @%s, listening on %s", me.name, url)
+                await waiting.wait()
+    finally:
+        await adapter.close()

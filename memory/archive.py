@@ -1,0 +1,167 @@
+"""The archive: episodes and long-term facts, their recall into a view, and retention.
+
+Every compaction commits, in the same transaction as the summary, an ``Episode`` (seq and
+time range, speakers, the episode summary from the same summarizer call) and the long-term
+facts the model extracted, which may supersede older ones (``memory.compaction``). This
+module reads that archive back:
+
+* **recall** — ``view(..., recall=True)`` gets the facts and episodes most relevant to the
+  triggering message and the turns just before it, within ``recall_tokens``
+  (``memory.recall`` ranks and renders them);
+* **facts commands** — ``/remember`` pins a fact, ``/memory`` lists them, ``/forget``
+  deletes the one its argument names (``12``/``#12`` by id, else by text);
+* **retention** — with ``retention_days``, an hourly pass deletes folded turns and
+  episodes older than that. Nothing else deletes stored turns except ``/reset``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeAlias
+
+from memory.config import MemoryConfig
+from memory.models import ChannelKey, Episode, LongTermFact, NewLongTermFact, Recall, Turn
+from memory.recall import fit_recall, recall_query
+from memory.search_text import query_terms
+from memory.store import ArchiveStore
+from memory.text import clean_text
+from memory.tokens import Tokenizer
+
+__all__ = ["Archive", "ArchiveWithRetention", "ForgetOutcome", "match_facts"]
+
+log = logging.getLogger(__name__)
+
+ForgetOutcome: TypeAlias = LongTermFact | list[LongTermFact] | None
+"""``/forget``: the deleted fact, the candidates when several match (none deleted), or None."""
+
+RETENTION_INTERVAL = 3600.0
+"""Seconds between retention passes."""
+
+
+class ArchiveWithRetention(ArchiveStore, Protocol):
+    """The archive role plus the one call retention needs (on ``MemoryStore``)."""
+
+    async def purge_folded_before(self, cutoff: float) -> int:
+        """Delete folded turns sent, and episodes ended, before ``cutoff``; how many turns."""
+
+
+def match_facts(facts: Sequence[LongTermFact], ref: str) -> list[LongTermFact]:
+    """The facts whose text is ``ref`` (case-insensitive), else those containing it."""
+    low = ref.casefold()
+    exact = [f for f in facts if f.text.casefold() == low]
+    return exact or [f for f in facts if low in f.text.casefold()]
+
+
+class Archive:
+    """A channel's episodes and long-term facts: recall, the fact commands, retention."""
+
+    def __init__(
+        self,
+        store: ArchiveWithRetention,
+        tokenizer: Tokenizer,
+        config: MemoryConfig,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.tokenizer = tokenizer
+        self.config = config
+        self.clock = clock
+        self._retention: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ recall
+
+    async def recall(
+        self, key: ChannelKey, turns: Sequence[Turn], budget: int
+    ) -> tuple[Recall, int] | None:
+        """The archive items most relevant to the newest ``turns`` and their token cost,
+        within ``min(recall_tokens, budget // 4)``; None when recall is off or there are no
+        turns to ask with."""
+        if self.config.recall_tokens <= 0 or not turns:
+            return None
+        found = await self.store.search(
+            key,
+            recall_query(turns),
+            facts_limit=self.config.recall_facts,
+            episodes_limit=self.config.recall_episodes,
+        )
+        return fit_recall(found, min(self.config.recall_tokens, budget // 4), self.tokenizer)
+
+    async def related_facts(self, key: ChannelKey, turns: Sequence[Turn]) -> Sequence[LongTermFact]:
+        """Current facts that share terms with ``turns``, so a fold can mark one replaced."""
+        known = await self.store.search(
+            key,
+            query_terms(*(t.text for t in turns)),
+            facts_limit=10,
+            episodes_limit=0,
+            include_superseded=False,
+        )
+        return known.facts
+
+    async def episodes(self, key: ChannelKey, *, limit: int) -> tuple[Episode, ...]:
+        """The newest ``limit`` episodes, newest first (what ``/summary`` cites)."""
+        return tuple(await self.store.episodes(key, limit=limit)) if limit > 0 else ()
+
+    # ------------------------------------------------------------------ fact commands
+
+    async def remember(self, key: ChannelKey, text: str, *, author: str = "") -> LongTermFact:
+        """``/remember``: pin ``text`` as a long-term fact of the channel."""
+        clean = clean_text(text).strip()
+        if not clean:
+            raise ValueError("nothing to remember")
+        fact = NewLongTermFact(clean, (), author=clean_text(author), pinned=True)
+        return await self.store.add_fact(key, fact, now=self.clock())
+
+    async def facts(self, key: ChannelKey, *, limit: int = 200) -> list[LongTermFact]:
+        """``/memory``: the channel's long-term facts, newest first (superseded included)."""
+        return await self.store.list_facts(key, limit=limit)
+
+    async def forget(self, key: ChannelKey, ref: str) -> ForgetOutcome:
+        """``/forget``: delete the fact ``ref`` names — ``12``/``#12`` by id, else the one
+        fact whose text matches (exactly, else as a substring, else by search terms).
+
+        Several matches delete nothing: the user picks one by id.
+        """
+        ref = ref.strip()
+        digits = ref.removeprefix("#")
+        if digits.isdigit():
+            return await self.store.delete_fact(key, int(digits))
+        if not ref:
+            return None
+        matches = match_facts(await self.store.list_facts(key, limit=1000), ref)
+        if not matches:
+            found = await self.store.search(key, query_terms(ref), facts_limit=2, episodes_limit=0)
+            matches = list(found.facts)
+        if len(matches) != 1:
+            return matches or None
+        return await self.store.delete_fact(key, matches[0].id)
+
+    # ------------------------------------------------------------------ retention
+
+    def start_retention(self) -> None:
+        """Start the hourly retention pass if ``retention_days`` is set."""
+        if self.config.retention_days:
+            self._retention = asyncio.create_task(self._retention_loop(), name="gistbot-retention")
+
+    def stop_retention(self) -> asyncio.Task[None] | None:
+        """Cancel the retention pass, which keeps no state; the caller awaits the task."""
+        task, self._retention = self._retention, None
+        if task is not None:
+            task.cancel()
+        return task
+
+    async def _retention_loop(self) -> None:
+        days = self.config.retention_days
+        assert days
+        while True:
+            cutoff = self.clock() - days * 86400
+            try:
+                n = await self.store.purge_folded_before(cutoff)
+                if n:
+                    log.info("retention: deleted %d folded turns older than %.0f days", n, days)
+            except Exception:
+                log.warning("retention pass failed; will try again", exc_info=True)
+            await asyncio.sleep(RETENTION_INTERVAL)

@@ -1,0 +1,310 @@
+"""When a summary is written, and why nothing is lost.
+
+When: after a turn is stored, the channel's unfolded turns are checked against the
+``WindowPolicy``; on overflow one background task per channel (single flight, and across
+processes one lease holder) folds the oldest turns into the summary via the
+``Summarizer``. ``compact_now`` does the same on demand. The reply path never waits for it.
+
+Why nothing is lost: compaction never deletes turns (folded ones stay as the archive); the
+commit is atomic and conditional on the channel's version, so a ``/reset``, edit, delete
+or another compaction in between voids the result; a failed, timed-out or rejected
+summary leaves the old state and is retried with exponential backoff. The lease only
+saves duplicate work: correctness rests on the conditional commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from memory.config import VIEW_TURN_LIMIT, MemoryConfig
+from memory.models import ChannelKey, LongTermFact, NewEpisode, NewLongTermFact, RecordResult, Turn
+from memory.store import LeaseStore, MemoryStore
+from memory.summarizer import Summarizer
+from memory.window import WindowPolicy
+
+__all__ = ["CompactionStore", "Compactor", "LeaseBusy", "RelatedFacts"]
+
+log = logging.getLogger(__name__)
+
+
+class LeaseBusy(Exception):
+    """Another process holds the channel's compaction lease."""
+
+
+class CompactionStore(MemoryStore, LeaseStore, Protocol):
+    """What compaction needs of a backend: pending turns, the summary state and its
+    conditional commit (``MemoryStore``), and the cross-process lease (``LeaseStore``)."""
+
+
+class RelatedFacts(Protocol):
+    """Where a fold finds the long-term facts its turns may replace (``memory.archive``)."""
+
+    async def related_facts(self, key: ChannelKey, turns: Sequence[Turn]) -> Sequence[LongTermFact]:
+        """Current facts of ``key`` that look related to ``turns``."""
+
+
+class Compactor:
+    """Folds overflowing channels into their summaries in the background, one task each.
+
+    ``compactions`` and ``compaction_failures`` count commits and failed attempts of this
+    process (a discarded result is neither).
+    """
+
+    def __init__(
+        self,
+        store: CompactionStore,
+        summarizer: Summarizer,
+        policy: WindowPolicy,
+        facts: RelatedFacts,
+        config: MemoryConfig,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.summarizer = summarizer
+        self.policy = policy
+        self.facts = facts
+        self.config = config
+        self.clock = clock
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._tasks: dict[ChannelKey, asyncio.Task[Any]] = {}
+        self._again: set[ChannelKey] = set()
+        self._failures: dict[ChannelKey, int] = {}
+        self._closed = False
+        self.compactions = 0
+        self.compaction_failures = 0
+
+    # ------------------------------------------------------------------ scheduling
+
+    async def resume(self) -> None:
+        """Start compaction for every channel a previous run left overflowing."""
+        for key in await self.store.channels():
+            await self._maybe_compact(key)
+
+    async def recorded(self, key: ChannelKey, result: RecordResult) -> None:
+        """Schedule compaction of ``key`` if the turn just stored made it overflow.
+
+        Never raises: the turn is stored, and the next record checks again.
+        """
+        if not result.created:
+            return
+        hint = result.pending_hint
+        if hint is not None and not self.policy.window_tokens and not self.policy.should_compact(
+            hint, 0
+        ):
+            return  # certainly under the window: skip the count query
+        try:
+            await self._maybe_compact(key)
+        except Exception:
+            log.warning("could not check %s for compaction", key, exc_info=True)
+
+    def busy(self, key: ChannelKey) -> bool:
+        """Whether a compaction is running or scheduled for ``key``."""
+        task = self._tasks.get(key)
+        return task is not None and not task.done()
+
+    async def _maybe_compact(self, key: ChannelKey) -> None:
+        if self._closed:
+            return
+        if self.busy(key):
+            self._again.add(key)  # the running task looks again before it exits
+            return
+        count, tokens = await self.store.pending_size(key)
+        if self.policy.should_compact(count, tokens) and not self.busy(key):
+            self._tasks[key] = asyncio.create_task(self._compact_loop(key), name=f"compact {key}")
+
+    async def compact_now(self, key: ChannelKey, *, force: bool = False) -> bool:
+        """Compact ``key`` and wait (used when the model reports context overflow).
+
+        With ``force`` the oldest half of the unfolded turns is folded even under the
+        trigger. Returns whether a summary was committed.
+        """
+        while (running := self._tasks.get(key)) is not None and not running.done():
+            await asyncio.gather(running, return_exceptions=True)
+        # Registered like a background compaction, so records meanwhile do not start a
+        # second summarizer call for this channel (single flight); they ask to look again.
+        task = asyncio.create_task(self._compact_once(key, force=force), name=f"compact {key}")
+        self._tasks[key] = task
+        await asyncio.wait({task})
+        if key in self._again:
+            self._again.discard(key)
+            await self._maybe_compact(key)
+        if task.cancelled():  # cancel() or close() stopped it; nothing was committed
+            return False
+        if isinstance(task.exception(), LeaseBusy):
+            return False
+        result: bool = task.result()
+        return result
+
+    async def cancel(self, key: ChannelKey) -> None:
+        """Stop compacting ``key`` and forget its backoff (before a ``/reset``).
+
+        A cancelled fold has committed nothing; one already committing fails its version check.
+        """
+        task = self._tasks.pop(key, None)
+        self._again.discard(key)
+        self._failures.pop(key, None)
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def wait_idle(self) -> None:
+        """Wait until no compaction is running or scheduled (tests, shutdown, CLI)."""
+        while True:
+            tasks = [t for t in self._tasks.values() if not t.done()]
+            if not tasks:
+                return
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def close(self, *, grace: float) -> None:
+        """Start no more compactions; let running ones finish within ``grace`` seconds,
+        then cancel the rest (a cancelled compaction has committed nothing)."""
+        self._closed = True
+        tasks = [t for t in self._tasks.values() if not t.done()]
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=grace)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
+
+    # ------------------------------------------------------------------ one channel's task
+
+    async def _compact_loop(self, key: ChannelKey) -> None:
+        """Fold until the channel is under the window; back off after each failure."""
+        while not self._closed:
+            self._again.discard(key)
+            try:
+                await self._compact_once(key)
+                self._failures.pop(key, None)
+            except asyncio.CancelledError:
+                raise
+            except LeaseBusy:
+                # Another process holds the lease: look again later, not a failure. When it
+                # is done the channel is usually under the window and nothing is left to do.
+                await asyncio.sleep(self.config.lease_wait)
+                continue
+            except Exception as e:
+                await asyncio.sleep(self._failed(key, e))
+                continue
+            count, tokens = await self.store.pending_size(key)
+            if self.policy.should_compact(count, tokens) or key in self._again:
+                continue  # still over, or a record arrived while we looked: look again
+            return
+
+    def _failed(self, key: ChannelKey, error: Exception) -> float:
+        """Count a failed attempt; the delay before the next one (exponential, capped)."""
+        self.compaction_failures += 1
+        n = self._failures.get(key, 0) + 1
+        self._failures[key] = n
+        delay: float = min(self.config.retry_base * 2 ** (n - 1), self.config.retry_max)
+        log.warning(
+            "compaction of %s failed (%s: %s); attempt %d, retrying in %.0fs",
+            key,
+            type(error).__name__,
+            error,
+            n,
+            delay,
+        )
+        return delay
+
+    async def _compact_once(self, key: ChannelKey, *, force: bool = False) -> bool:
+        """One compaction under the channel's lease (single flight across processes).
+
+        The lease is short and renewed while the summarizer works, so a process that dies
+        mid-compaction blocks the channel for at most ``lease_ttl`` seconds. Correctness does
+        not rest on the lease: the commit is conditional on the version anyway.
+        """
+        if not await self.store.try_lease(key, self.owner, self.config.lease_ttl):
+            raise LeaseBusy(f"another process is compacting {key}")
+        renew = asyncio.create_task(self._renew_lease(key))
+        try:
+            return await self._fold(key, force=force)
+        finally:
+            renew.cancel()
+            try:
+                await asyncio.shield(self.store.release_lease(key, self.owner))
+            except Exception:  # it expires by itself; nothing else depends on it
+                log.debug("could not release the lease of %s", key, exc_info=True)
+
+    async def _renew_lease(self, key: ChannelKey) -> None:
+        ttl = self.config.lease_ttl
+        while True:
+            await asyncio.sleep(ttl / 3)
+            try:
+                if not await self.store.try_lease(key, self.owner, ttl):
+                    log.warning(
+                        "lost the compaction lease of %s; the commit check still guards the result",
+                        key,
+                    )
+                    return
+            except Exception:
+                log.debug("could not renew the lease of %s", key, exc_info=True)
+
+    async def _fold(self, key: ChannelKey, *, force: bool) -> bool:
+        """Fold the oldest pending turns and commit if the channel's version is unchanged.
+
+        The same commit archives the folded range as an episode and stores the long-term
+        facts the summarizer extracted.
+        """
+        state = await self.store.state(key)
+        pending = await self.store.pending(key, limit=VIEW_TURN_LIMIT * 4)
+        n = self.policy.fold_count(pending)
+        if force and n == 0 and len(pending) > 1:
+            n = len(pending) // 2
+        if n == 0:
+            return False
+        fold = pending[:n]
+        episode: NewEpisode | None = None
+        new_facts: tuple[NewLongTermFact, ...] = ()
+        if any(t.text.strip() for t in fold):
+            # Current facts that look related, so the model can mark one as replaced.
+            known = await self.facts.related_facts(key, fold)
+            result = await self.summarizer.summarize(state, fold, known_facts=known)
+            text, facts = result.text, result.facts
+            speakers = dict.fromkeys(t.author_name or t.author_id for t in fold)
+            episode = NewEpisode(
+                fold[0].seq,
+                fold[-1].seq,
+                min(t.sent_at for t in fold),
+                max(t.sent_at for t in fold),
+                tuple(s for s in speakers if s),
+                result.episode,
+            )
+            new_facts = result.new_facts
+        else:
+            # Only blank turns (attachment-only messages): nothing to summarize, and a model
+            # asked to summarize nothing answers nothing, which is rejected, so the channel
+            # would retry forever. Fold them under the unchanged summary instead.
+            text, facts = state.text, ()
+        committed = await self.store.commit_summary(
+            key,
+            expected_version=state.version,
+            text=text,
+            folded_through=fold[-1].seq,
+            facts=facts,
+            now=self.clock(),
+            episode=episode,
+            channel_facts=new_facts,
+        )
+        if committed:
+            self.compactions += 1
+            log.info(
+                "compacted %s: folded %d turns through seq %d (%d facts carried)",
+                key,
+                n,
+                fold[-1].seq,
+                len(facts),
+            )
+        else:
+            log.info("compaction of %s discarded: the channel changed meanwhile", key)
+        return committed

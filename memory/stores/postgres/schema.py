@@ -1,0 +1,159 @@
+"""PostgreSQL schema and its forward migrations.
+
+``MIGRATIONS[i]`` takes a schema from version ``i`` to ``i + 1`` (as in the SQLite
+``schema``: never edit a released step, append one); a newer version is refused
+(``SchemaTooNewError``).
+Migration runs in one transaction under an advisory lock, so replicas starting together
+migrate once. Version 1 mirrors SQLite's tables; version 2 adds ``leases`` (per-channel
+compaction single-flight) and ``events`` (event de-duplication), whose expiry uses the
+database clock, so replicas with skewed clocks agree.
+
+Hot queries do not grow with history: ``turns`` is keyed ``(channel_id, seq)`` (unfolded
+and newest-N turns are index range scans), ``(channel_id, message_id)`` makes ingestion
+idempotent, ``facts_recent`` orders facts by last mention.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from memory.errors import StoreOpenError
+from memory.stores.common import schema_too_new
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "quote_schema"]
+
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE channels (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        platform text NOT NULL,
+        workspace text NOT NULL,
+        channel text NOT NULL,
+        summary text NOT NULL DEFAULT '',
+        version bigint NOT NULL DEFAULT 0,
+        folded_through bigint NOT NULL DEFAULT 0,
+        next_seq bigint NOT NULL DEFAULT 1,
+        last_compacted_at double precision,
+        compactions integer NOT NULL DEFAULT 0,
+        UNIQUE (platform, workspace, channel)
+    );
+    CREATE TABLE turns (
+        channel_id bigint NOT NULL REFERENCES channels(id),
+        seq bigint NOT NULL,
+        message_id text NOT NULL,
+        role text NOT NULL CHECK (role IN ('user', 'assistant')),
+        author_id text NOT NULL,
+        author_name text NOT NULL,
+        text text NOT NULL,
+        tokens integer NOT NULL,
+        sent_at double precision NOT NULL,
+        PRIMARY KEY (channel_id, seq)
+    );
+    CREATE UNIQUE INDEX turns_message ON turns (channel_id, message_id);
+    CREATE INDEX turns_sent_at ON turns (sent_at);
+    CREATE TABLE facts (
+        channel_id bigint NOT NULL REFERENCES channels(id),
+        value text NOT NULL,
+        context text NOT NULL,
+        first_seq bigint NOT NULL,
+        last_seen_seq bigint NOT NULL,
+        PRIMARY KEY (channel_id, value)
+    );
+    CREATE INDEX facts_recent ON facts (channel_id, last_seen_seq DESC);
+    """,
+    """
+    CREATE TABLE leases (
+        platform text NOT NULL,
+        workspace text NOT NULL,
+        channel text NOT NULL,
+        owner text NOT NULL,
+        expires_at timestamptz NOT NULL,
+        PRIMARY KEY (platform, workspace, channel)
+    );
+    CREATE TABLE events (
+        event_id text PRIMARY KEY,
+        claimer text NOT NULL,
+        expires_at timestamptz NOT NULL
+    );
+    CREATE INDEX events_expiry ON events (expires_at);
+    """,
+    # 3: the long-term archive (see the SQLite schema, step 3). ``search`` is
+    # to_tsvector('simple', 'c<channel id> ' || terms), so a query ANDs its channel's token
+    # inside the GIN index and never ranks another channel's rows.
+    """
+    CREATE TABLE episodes (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        channel_id bigint NOT NULL REFERENCES channels(id),
+        first_seq bigint NOT NULL,
+        last_seq bigint NOT NULL,
+        started_at double precision NOT NULL,
+        ended_at double precision NOT NULL,
+        speakers text[] NOT NULL,
+        text text NOT NULL,
+        search tsvector NOT NULL
+    );
+    CREATE INDEX episodes_channel ON episodes (channel_id, id DESC);
+    CREATE INDEX episodes_ended ON episodes (ended_at);
+    CREATE INDEX episodes_search ON episodes USING gin (search);
+    CREATE TABLE memory_facts (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        channel_id bigint NOT NULL REFERENCES channels(id),
+        text text NOT NULL,
+        source_seqs bigint[] NOT NULL,
+        author text NOT NULL,
+        pinned boolean NOT NULL,
+        created_at double precision NOT NULL,
+        superseded_by bigint,
+        search tsvector NOT NULL
+    );
+    CREATE INDEX memory_facts_channel ON memory_facts (channel_id, id DESC);
+    CREATE INDEX memory_facts_search ON memory_facts USING gin (search);
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+_SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+
+def quote_schema(schema: str) -> str:
+    """The schema name as a quoted identifier; only plain names are accepted.
+
+    Identifiers cannot be query parameters, so the name is validated instead."""
+    if not _SCHEMA_NAME.match(schema):
+        raise StoreOpenError(
+            f"invalid PostgreSQL schema name {schema!r}: use letters, digits and _ only"
+        )
+    return f'"{schema}"'
+
+
+async def migrate(conn: Any, schema: str) -> int:
+    """Create ``schema`` if missing and bring it to ``SCHEMA_VERSION``; return the old version.
+
+    ``conn`` is an asyncpg connection whose ``search_path`` is ``schema``."""
+    quoted = quote_schema(schema)
+    async with conn.transaction():
+        await conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", f"gistbot:migrate:{schema}"
+        )
+        # Check first: CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when
+        # the schema exists, which a least-privilege role may not have.
+        if await conn.fetchval("SELECT 1 FROM pg_namespace WHERE nspname = $1", schema) is None:
+            await conn.execute(f"CREATE SCHEMA {quoted}")
+        await conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {quoted}.schema_version (version integer NOT NULL)"
+        )
+        current = int(
+            await conn.fetchval(f"SELECT coalesce(max(version), 0) FROM {quoted}.schema_version")
+        )
+        if current > SCHEMA_VERSION:
+            raise schema_too_new(current, SCHEMA_VERSION)
+        for version in range(current, SCHEMA_VERSION):
+            await conn.execute(MIGRATIONS[version])  # several statements: simple protocol
+        if current != SCHEMA_VERSION:
+            await conn.execute(f"DELETE FROM {quoted}.schema_version")
+            await conn.execute(
+                f"INSERT INTO {quoted}.schema_version (version) VALUES ($1)", SCHEMA_VERSION
+            )
+    return current

@@ -1,0 +1,312 @@
+"""``SqliteStore``: the default store, one SQLite file in WAL mode, on aiosqlite.
+
+Why it looks the way it does:
+
+* **Group commit** (``writer``): every write goes through one queue to one writer
+  connection and is acknowledged only after the COMMIT that contains it.
+* **Reads on a second connection.** WAL lets the reader see the last committed state while
+  the writer works; a view runs in one read transaction, so summary, fold pointer and turns
+  are mutually consistent.
+* Parameterized SQL only, in ``queries`` and ``archive``; the schema lives in ``schema``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sqlite3
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Concatenate, Literal, ParamSpec, TypeVar
+
+import aiosqlite
+
+from memory.errors import StoreError, StoreOpenError
+from memory.models import (
+    CarriedIdentifier,
+    ChannelKey,
+    ChannelStats,
+    Episode,
+    LongTermFact,
+    NewEpisode,
+    NewLongTermFact,
+    NewTurn,
+    Recall,
+    RecordResult,
+    SummaryState,
+    Turn,
+)
+from memory.store import ChangeOutcome, ResetResult
+from memory.stores.common import TurnEdit, positive_ttl, wants_search
+from memory.stores.sqlite import archive, queries
+from memory.stores.sqlite.schema import migrate
+from memory.stores.sqlite.writer import GroupCommitWriter, WriteTx, raw_connection, translate
+
+__all__ = ["SqliteStore"]
+
+log = logging.getLogger(__name__)
+
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _open_error(path: Path, exc: sqlite3.DatabaseError) -> StoreOpenError:
+    """A ``StoreOpenError`` that says what to fix about the file."""
+    msg = str(exc)
+    if "not a database" in msg or "malformed" in msg:
+        hint = "it is not a SQLite database or it is corrupt; move it aside or restore it"
+    elif "readonly" in msg or "unable to open" in msg:
+        hint = "the file or its folder is not writable; fix permissions or DATABASE_URL"
+    else:
+        hint = msg
+    return StoreOpenError(f"cannot open the database {path}: {hint}")
+
+
+class SqliteStore:
+    """A store on one SQLite file (every role of ``memory.store.Store``, and event claims).
+    See the module docstring for the design."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 5.0,
+        synchronous: Synchronous = "FULL",
+        batch_size: int = 512,
+    ) -> None:
+        self.path = Path(path)
+        self.busy_timeout = busy_timeout
+        self.synchronous = synchronous
+        self.batch_size = batch_size
+        self._w: aiosqlite.Connection | None = None
+        self._r: aiosqlite.Connection | None = None
+        self._writer: GroupCommitWriter | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def open(self) -> None:
+        """Open both connections, set WAL, migrate; explain what to fix on failure."""
+        in_memory = str(self.path) == ":memory:"
+        if not in_memory and not self.path.parent.exists():
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise StoreOpenError(
+                    f"cannot create the folder for the database {self.path}: {e.strerror}; "
+                    "set DATABASE_URL to a writable location"
+                ) from e
+        busy = f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}"
+        try:
+            self._w = await aiosqlite.connect(self.path, isolation_level=None)
+            await self._w.execute(busy)
+            mode = await self._w.execute_fetchall("PRAGMA journal_mode = WAL")
+            if str(next(iter(mode))[0]).lower() != "wal":
+                log.warning("SQLite refused WAL mode for %s; using %s", self.path, mode)
+            await self._w.execute(f"PRAGMA synchronous = {self.synchronous}")
+            await self._w.execute("PRAGMA foreign_keys = ON")
+            await self._w._execute(  # type: ignore[no-untyped-call]
+                lambda: migrate(raw_connection(self._w))
+            )
+            if in_memory:
+                # A second connection would open a second, empty database. The writer's
+                # thread runs each batch whole, so reads on it still see committed state.
+                self._r = self._w
+            else:
+                self._r = await aiosqlite.connect(self.path, isolation_level=None)
+                await self._r.execute(busy)
+                await self._r.execute("PRAGMA query_only = 1")
+        except BaseException as e:
+            await self.close()
+            if not isinstance(e, sqlite3.DatabaseError):
+                raise
+            raise _open_error(self.path, e) from e
+        self._writer = GroupCommitWriter(self._w, batch_size=self.batch_size)
+        self._writer.start()
+
+    async def close(self) -> None:
+        """Let queued writes finish, then close both connections. Idempotent."""
+        if self._writer is not None:
+            await self._writer.close()
+            self._writer = None
+        for conn in (self._w, self._r if self._r is not self._w else None):
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    await conn.close()
+        self._w = self._r = None
+
+    async def __aenter__(self) -> SqliteStore:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _write(
+        self, fn: Callable[Concatenate[WriteTx, P], T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        if self._writer is None:
+            raise StoreError("the store is closed")
+        return await self._writer.run(fn, *args, **kwargs)
+
+    async def _read(
+        self, fn: Callable[Concatenate[sqlite3.Connection, P], T], *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """``fn(conn, ...)`` in one read transaction on the reader connection."""
+        if self._r is None:
+            raise StoreError("the store is closed")
+
+        def in_read_tx() -> T:
+            conn = raw_connection(self._r)
+            conn.execute("BEGIN")
+            try:
+                return fn(conn, *args, **kwargs)
+            finally:
+                conn.execute("COMMIT")
+
+        try:
+            result: T = await self._r._execute(in_read_tx)  # type: ignore[no-untyped-call]
+        except sqlite3.Error as e:
+            raise translate(e) from e
+        return result
+
+    # ------------------------------------------------------------------ memory
+
+    async def record(self, turn: NewTurn) -> RecordResult:
+        """Store ``turn`` durably, or return the existing turn with its message id."""
+        return await self._write(queries.record, turn)
+
+    async def commit_summary(
+        self,
+        key: ChannelKey,
+        *,
+        expected_version: int,
+        text: str,
+        folded_through: int,
+        facts: Sequence[CarriedIdentifier],
+        now: float,
+        episode: NewEpisode | None = None,
+        channel_facts: Sequence[NewLongTermFact] = (),
+    ) -> bool:
+        """Atomically install a summary if the channel's version is still ``expected_version``,
+        with the episode and facts of this compaction (all or nothing)."""
+        return await self._write(
+            queries.commit_summary, key, expected_version, text, folded_through, tuple(facts),
+            now, episode, tuple(channel_facts),
+        )
+
+    async def edit(self, key: ChannelKey, message_id: str, text: str, tokens: int) -> ChangeOutcome:
+        """Replace an unfolded turn's text; a folded turn is left as summarized."""
+        return await self._write(queries.change, key, message_id, TurnEdit(text, tokens))
+
+    async def delete(self, key: ChannelKey, message_id: str) -> ChangeOutcome:
+        """Remove an unfolded turn; a folded turn stays represented in the summary."""
+        return await self._write(queries.change, key, message_id, None)
+
+    async def reset(self, key: ChannelKey) -> ResetResult:
+        """Forget the channel: turns, summary and facts."""
+        return await self._write(queries.reset, key)
+
+    async def purge_folded_before(self, cutoff: float) -> int:
+        """Retention: delete folded turns and episodes older than ``cutoff``; unfolded turns
+        and channel facts are kept."""
+        return await self._write(queries.purge, cutoff)
+
+    async def state(self, key: ChannelKey, *, facts_limit: int = 500) -> SummaryState:
+        """The committed state; an unknown channel is an empty state at version 0."""
+        state, _ = await self._read(queries.summary_state, key, facts_limit)
+        return state
+
+    async def snapshot(
+        self, key: ChannelKey, *, limit: int, facts_limit: int = 500, through_seq: int | None = None
+    ) -> tuple[SummaryState, list[Turn]]:
+        """State plus the newest ``limit`` unfolded turns up to ``through_seq``, consistently."""
+        return await self._read(queries.snapshot, key, limit, facts_limit, through_seq)
+
+    async def pending(self, key: ChannelKey, *, limit: int | None = None) -> list[Turn]:
+        """Unfolded turns, oldest first (at most ``limit``)."""
+        return await self._read(queries.pending, key, limit)
+
+    async def pending_size(self, key: ChannelKey) -> tuple[int, int]:
+        """(count, tokens) of unfolded turns."""
+        return await self._read(queries.pending_size, key)
+
+    async def stats(self, key: ChannelKey) -> ChannelStats:
+        """Counts for ``/summary``: stored, folded and pending turns, facts, compactions."""
+        return await self._read(queries.stats, key)
+
+    async def turns(self, key: ChannelKey, *, after_seq: int = 0, limit: int = 1000) -> list[Turn]:
+        """Stored turns after ``after_seq`` (folded or not), oldest first."""
+        return await self._read(queries.turns, key, after_seq, limit)
+
+    async def channels(self) -> list[ChannelKey]:
+        """Every channel the store has a row for."""
+        return await self._read(queries.channels)
+
+    # ------------------------------------------------------------------ archive
+
+    async def add_fact(self, key: ChannelKey, fact: NewLongTermFact, *, now: float) -> LongTermFact:
+        """Store one fact (``/remember``); creates the channel if needed."""
+        return await self._write(archive.add_fact, key, fact, now)
+
+    async def delete_fact(self, key: ChannelKey, fact_id: int) -> LongTermFact | None:
+        """Delete one fact of this channel; None if the channel has no such fact."""
+        return await self._write(archive.delete_fact, key, fact_id)
+
+    async def list_facts(
+        self, key: ChannelKey, *, include_superseded: bool = True, limit: int = 200
+    ) -> list[LongTermFact]:
+        """The channel's facts, newest first."""
+        return await self._read(archive.list_facts, key, include_superseded, limit)
+
+    async def episodes(self, key: ChannelKey, *, limit: int = 20) -> list[Episode]:
+        """The channel's newest episodes, newest first."""
+        return await self._read(archive.episodes, key, limit)
+
+    async def search(
+        self,
+        key: ChannelKey,
+        query: Sequence[str],
+        *,
+        facts_limit: int = 8,
+        episodes_limit: int = 4,
+        include_superseded: bool = True,
+    ) -> Recall:
+        """FTS5 BM25 over this channel's facts and episodes (see ``ArchiveStore.search``)."""
+        if not wants_search(query, facts_limit, episodes_limit):
+            return Recall()
+        return await self._read(
+            archive.search, key, query, facts_limit, episodes_limit, include_superseded
+        )
+
+    # ------------------------------------------------------------------ leases and claims
+
+    async def try_lease(self, key: ChannelKey, owner: str, ttl: float) -> bool:
+        """Take or renew the channel's compaction lease (see ``LeaseStore.try_lease``)."""
+        return await self._write(queries.lease, key, owner, positive_ttl(ttl))
+
+    async def release_lease(self, key: ChannelKey, owner: str) -> bool:
+        """Give the lease back if ``owner`` holds it."""
+        return await self._write(queries.lease, key, owner, None)
+
+    async def claim_event(self, event_id: str, ttl: float = 86400) -> bool:
+        """True for the first claimer of ``event_id`` within ``ttl`` seconds."""
+        return await self._write(queries.claim_event, event_id, positive_ttl(ttl))
+
+    # ------------------------------------------------------------------ copy-db
+
+    async def import_turns(self, key: ChannelKey, turns: Sequence[Turn]) -> int:
+        """Copy turns in with their seqs; idempotent (see ``PortingStore.import_turns``)."""
+        return await self._write(queries.import_turns, key, tuple(turns))
+
+    async def import_state(self, state: SummaryState) -> None:
+        """Set a channel's summary state exactly (see ``PortingStore.import_state``)."""
+        await self._write(queries.import_state, state)
+
+    async def replace_archive(
+        self, key: ChannelKey, episodes: Sequence[Episode], facts: Sequence[LongTermFact]
+    ) -> None:
+        """Set the channel's episodes and long-term facts to copies (see the protocol)."""
+        await self._write(archive.replace_archive, key, tuple(episodes), tuple(facts))
