@@ -16,6 +16,7 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from bot.budget import window_policy
 from bot.errors import ConfigError
 from bot.llm import LLM, OpenAILLM, UsageMeter
 from bot.offline_llm import OfflineLLM
@@ -27,7 +28,6 @@ from memory.store import Store
 from memory.stores.sqlite.store import SqliteStore
 from memory.summarizer import Summarizer
 from memory.tokens import TokenCounter
-from memory.window import WindowPolicy
 
 __all__ = ["Runtime", "make_llm", "make_store", "store_for_url"]
 
@@ -108,12 +108,7 @@ class Runtime:
                 summary_tokens=settings.summary_tokens,
                 timeout=settings.summary_timeout,
             )
-            policy = WindowPolicy(
-                max_messages=settings.max_history_messages,
-                keep_messages=settings.keep_recent_messages,
-                window_tokens=settings.window_tokens,
-                keep_tokens=settings.keep_tokens,
-            )
+            policy = window_policy(settings, tokenizer)
             memory = MemoryManager(
                 store,
                 summarizer,

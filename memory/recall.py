@@ -33,6 +33,7 @@ __all__ = [
     "recall_query",
     "recalled_turn_line",
     "render_recalled_turns",
+    "turn_query",
 ]
 
 RECALL_HEADING = "## Recalled from the archive (older details that may matter here)"
@@ -46,6 +47,15 @@ def recall_query(turns: Sequence[Turn]) -> list[str]:
     """Search terms for a reply: the newest turn (the trigger) first, then the few before."""
     recent = list(turns)[-(QUERY_TURNS + 1) :]
     return query_terms(*(t.text for t in reversed(recent)))
+
+
+def turn_query(turns: Sequence[Turn]) -> list[str]:
+    """Search terms for stored turns: the triggering message's own; the turns before it
+    only when the message has too few terms to search with ("and the other one?")."""
+    own = query_terms(turns[-1].text) if turns else []
+    if len(own) >= 3:
+        return own
+    return query_terms(*(t.text for t in reversed(list(turns)[-(QUERY_TURNS + 1) :])))
 
 
 def episode_span(episode: Episode, now: float | None = None) -> str:
