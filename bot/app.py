@@ -76,6 +76,7 @@ def make_llm(settings: Settings, tokenizer: TokenCounter, meter: UsageMeter) -> 
         meter=meter,
         concurrency=settings.llm_concurrency,
         summary_concurrency=settings.summary_concurrency,
+        summary_timeout=settings.summary_timeout,
     )
 
 
@@ -106,7 +107,10 @@ class Runtime:
                 model,
                 tokenizer,
                 summary_tokens=settings.summary_tokens,
-                timeout=settings.summary_timeout,
+                # The endpoint enforces SUMMARY_TIMEOUT per request, from when the call gets
+                # its slot; the offline model needs none. No outer timeout that would count
+                # the wait behind replies.
+                timeout=None,
             )
             policy = window_policy(settings, tokenizer)
             memory = MemoryManager(
