@@ -17,6 +17,7 @@ from memory.models import CarriedIdentifier, ChannelKey
 from memory.store import Store
 from memory.stores.sqlite.schema import SCHEMA_VERSION
 from memory.stores.sqlite.store import SqliteStore
+from memory.stores.sqlite.turn_search import register
 from tests.harness.store_contract import MakeStore, StoreContract, new_turn
 
 KEY = ChannelKey("discord", "g1", "c1")
@@ -240,6 +241,7 @@ async def test_hot_queries_use_indexes(store: SqliteStore) -> None:
     assert len(statements) >= 12
 
     with sqlite3.connect(store.path) as conn:
+        register(conn)  # writes to turns run the search-index triggers, which call it
         for sql in statements:
             plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql)]
             for step in plan:

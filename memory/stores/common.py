@@ -59,6 +59,12 @@ __all__ = [
     "schema_too_new",
     "stored_fact",
     "wants_search",
+    "COMMON_TURN_DOCS",
+    "TURN_QUERY_TERMS",
+    "TURN_TERMS_CHARS",
+    "pick_turn_terms",
+    "turn_seqs",
+    "turn_terms",
 ]
 
 NO_UPPER_SEQ = 2**62
@@ -303,6 +309,39 @@ def episode_terms(episode: NewEpisode) -> str:
 def fact_terms(fact: NewLongTermFact) -> str:
     """What the search index holds for a long-term fact."""
     return terms(fact.text)
+
+
+TURN_QUERY_TERMS = 8
+"""Most terms one turn search uses, the rarest first (``pick_turn_terms``)."""
+COMMON_TURN_DOCS = 20_000
+"""A term in more stored turns than this is left out of a turn search: BM25 would score
+every one of them on each reply (the cost grows with the matches: about 1 ms per 2,000 at
+1,000,000 turns, see ``benchmarks/turn_recall.py``), and a word that common tells
+turns apart less than the rarer terms beside it."""
+TURN_TERMS_CHARS = 100_000
+"""The indexed form of one turn is cut here: a PostgreSQL tsvector must stay under 1 MB,
+and a message longer than this (tens of thousands of words) is found by its beginning."""
+
+
+def turn_terms(text: str) -> str:
+    """What the search index holds for a turn's text (both backends index exactly this)."""
+    indexed = terms(text)
+    if len(indexed) > TURN_TERMS_CHARS:
+        indexed = indexed[:TURN_TERMS_CHARS].rsplit(" ", 1)[0]
+    return indexed
+
+
+def pick_turn_terms(query: Sequence[str], docs: Mapping[str, int]) -> list[str]:
+    """The query terms a turn search uses: those that occur (``docs``: term -> how many
+    stored turns hold it, 0 or missing when none), not more common than
+    ``COMMON_TURN_DOCS``, the rarest ``TURN_QUERY_TERMS`` (ties: the query's order)."""
+    useful = [t for t in dict.fromkeys(query) if 0 < docs.get(t, 0) <= COMMON_TURN_DOCS]
+    return sorted(useful, key=lambda t: docs[t])[:TURN_QUERY_TERMS]
+
+
+def turn_seqs(seqs: Iterable[int]) -> list[int]:
+    """Distinct positive seqs, ascending (what ``turns_at`` looks up)."""
+    return sorted({int(s) for s in seqs if int(s) > 0})
 
 
 def wants_search(query: Sequence[str], facts_limit: int, episodes_limit: int) -> bool:

@@ -7,7 +7,8 @@ by a newer gistbot and is refused (``SchemaTooNewError``) instead of being misre
 Every hot query is served by an index whose cost does not grow with history length:
 ``turns`` is clustered on ``(channel_id, seq)`` (WITHOUT ROWID), so "unfolded turns" and
 "newest N turns" are range scans from the end; ``(channel_id, message_id)`` makes ingestion
-idempotent; ``facts_recent`` orders facts by last mention.
+idempotent; ``facts_recent`` orders facts by last mention. Turn search reads ``turns_fts``
+by a rowid range of one channel (step 5).
 """
 
 from __future__ import annotations
@@ -112,9 +113,55 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE VIRTUAL TABLE episodes_vocab USING fts5vocab (episodes_fts, 'row');
     CREATE VIRTUAL TABLE memory_facts_vocab USING fts5vocab (memory_facts_fts, 'row');
     """,
+    # 5: full-text search over every stored turn (``turn_search``). ``turns_fts`` is
+    # contentless (content=''): what it indexes, the terms of ``memory.search_text`` (CJK
+    # bigrams, lower-cased words), is not the stored text, so FTS5 could not read it back
+    # from ``turns`` as an external-content table would, and storing it again would double
+    # the file. Its rowid is (channel_id << 32) | seq, so one channel's turns before a seq
+    # are one rowid range. Triggers keep it in step with every write to ``turns`` (record,
+    # edit, delete, reset, retention, copy-db import) inside the same transaction, so the
+    # index is part of the same group commit and a crash leaves both or neither. They call
+    # gistbot_terms(text), a deterministic function every connection of the store registers
+    # before migrating (``turn_search.register``): a tool that writes ``turns`` outside
+    # gistbot must register it too. A contentless table is deleted from by giving it the
+    # indexed values again ('delete' command), so gistbot_terms must not change meaning
+    # without a migration that rebuilds turns_fts. The last statement indexes the turns a
+    # database of version 4 already holds.
+    """
+    CREATE VIRTUAL TABLE turns_fts USING fts5 (terms, content = '', tokenize = 'unicode61');
+    CREATE VIRTUAL TABLE turns_vocab USING fts5vocab (turns_fts, 'row');
+    CREATE TRIGGER turns_fts_insert AFTER INSERT ON turns BEGIN
+        INSERT INTO turns_fts (rowid, terms)
+        VALUES ((new.channel_id << 32) | new.seq, gistbot_terms(new.text));
+    END;
+    CREATE TRIGGER turns_fts_delete AFTER DELETE ON turns BEGIN
+        INSERT INTO turns_fts (turns_fts, rowid, terms)
+        VALUES ('delete', (old.channel_id << 32) | old.seq, gistbot_terms(old.text));
+    END;
+    CREATE TRIGGER turns_fts_update AFTER UPDATE OF text ON turns BEGIN
+        INSERT INTO turns_fts (turns_fts, rowid, terms)
+        VALUES ('delete', (old.channel_id << 32) | old.seq, gistbot_terms(old.text));
+        INSERT INTO turns_fts (rowid, terms)
+        VALUES ((new.channel_id << 32) | new.seq, gistbot_terms(new.text));
+    END;
+    INSERT INTO turns_fts (rowid, terms)
+    SELECT (channel_id << 32) | seq, gistbot_terms(text) FROM turns;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _statements(script: str) -> list[str]:
+    """The statements of ``script``; a trigger body's ``;`` does not end its statement."""
+    out, pending = [], ""
+    for part in script.split(";"):
+        pending += part + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                out.append(pending)
+            pending = ""
+    return out
 
 
 def migrate(conn: sqlite3.Connection) -> None:
@@ -127,9 +174,8 @@ def migrate(conn: sqlite3.Connection) -> None:
     for version in range(current, SCHEMA_VERSION):
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for statement in MIGRATIONS[version].split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+            for statement in _statements(MIGRATIONS[version]):
+                conn.execute(statement)
             conn.execute("DELETE FROM schema_version")
             conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version + 1,))
             conn.execute("COMMIT")

@@ -1,0 +1,88 @@
+"""``SqliteStore``'s search over every stored turn: FTS5 BM25 on ``turns_fts``.
+
+``turns_fts`` is contentless and kept in step with ``turns`` by triggers (schema step 5,
+which says why); its rowid is ``(channel_id << 32) | seq``, so "this channel's turns before
+``before_seq``" is one rowid range, which FTS5 applies while it reads the doclists. A query
+uses only the rarer terms that occur (``common.pick_turn_terms``, on the document counts of
+``turns_vocab``), so BM25 scores the turns that carry a meaningful word, not most of a long
+channel. The matching rowids are ranked inside FTS5; the turns are then read by primary key.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from memory.models import ChannelKey, Turn
+from memory.stores.common import TURN_COLS, TurnRow, pick_turn_terms, turn_seqs, turn_terms
+
+__all__ = ["SEQ_BITS", "register", "search_turns", "turns_at"]
+
+SEQ_BITS = 32
+"""Low bits of a ``turns_fts`` rowid that hold the seq (a channel stores < 2**32 turns)."""
+_SEQ_MASK = (1 << SEQ_BITS) - 1
+
+
+def register(conn: sqlite3.Connection) -> None:
+    """Give ``conn`` ``gistbot_terms(text)``, which the ``turns`` triggers call."""
+    conn.create_function("gistbot_terms", 1, turn_terms, deterministic=True)
+
+
+def _channel_id(conn: sqlite3.Connection, key: ChannelKey) -> int | None:
+    row = conn.execute(
+        "SELECT id FROM channels WHERE platform = ? AND workspace = ? AND channel = ?",
+        (key.platform, key.workspace, key.channel),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def _read(conn: sqlite3.Connection, key: ChannelKey, cid: int, seqs: Sequence[int]) -> list[Turn]:
+    """The channel's turns with these seqs, by primary key, ascending."""
+    out: list[Turn] = []
+    for start in range(0, len(seqs), 500):  # stay under SQLite's parameter limit
+        chunk = seqs[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        rows = conn.execute(
+            f"SELECT {TURN_COLS} FROM turns WHERE channel_id = ? AND seq IN ({marks}) "
+            "ORDER BY seq",
+            (cid, *chunk),
+        ).fetchall()
+        out += [TurnRow(*r).turn(key) for r in rows]
+    return out
+
+
+def turns_at(conn: sqlite3.Connection, key: ChannelKey, seqs: Sequence[int]) -> list[Turn]:
+    """The channel's stored turns with these seqs, ascending; unknown seqs are skipped."""
+    wanted = turn_seqs(seqs)
+    cid = _channel_id(conn, key) if wanted else None
+    return [] if cid is None else _read(conn, key, cid, wanted)
+
+
+def _match(query: Sequence[str]) -> str:
+    """``"a" OR "b"``: each term quoted, so none is read as an FTS5 operator."""
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in query)
+
+
+def search_turns(
+    conn: sqlite3.Connection, key: ChannelKey, query: Sequence[str], before_seq: int, limit: int
+) -> list[Turn]:
+    """BM25 over this channel's turns before ``before_seq``; ties: newer first."""
+    cid = _channel_id(conn, key)
+    if cid is None or not query or limit <= 0 or before_seq <= 1:
+        return []
+    marks = ",".join("?" * len(query))
+    docs = dict(conn.execute(
+        f"SELECT term, doc FROM turns_vocab WHERE term IN ({marks})", tuple(query)
+    ).fetchall())
+    picked = pick_turn_terms(query, docs)
+    if not picked:
+        return []
+    low = cid << SEQ_BITS
+    high = low | min(before_seq - 1, _SEQ_MASK)
+    rowids = [r for (r,) in conn.execute(
+        "SELECT rowid FROM turns_fts WHERE turns_fts MATCH ? AND rowid BETWEEN ? AND ? "
+        "ORDER BY bm25(turns_fts), rowid DESC LIMIT ?",
+        (_match(picked), low, high, limit),
+    )]
+    found = {t.seq: t for t in _read(conn, key, cid, sorted(r & _SEQ_MASK for r in rowids))}
+    return [found[r & _SEQ_MASK] for r in rowids if r & _SEQ_MASK in found]
