@@ -106,7 +106,7 @@ class Runtime:
             summarizer = Summarizer(
                 model,
                 tokenizer,
-                summary_tokens=settings.summary_tokens,
+                summary_tokens=settings.summary_bound,
                 # The endpoint enforces SUMMARY_TIMEOUT per request, from when the call gets
                 # its slot; the offline model needs none. No outer timeout that would count
                 # the wait behind replies.
@@ -119,7 +119,7 @@ class Runtime:
                 tokenizer,
                 policy,
                 config=MemoryConfig(
-                    summary_tokens=settings.summary_tokens,
+                    summary_tokens=settings.summary_bound,
                     facts_tokens=settings.facts_tokens,
                     recall_tokens=settings.recall_tokens,
                     retention_days=settings.retention_days,

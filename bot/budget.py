@@ -48,7 +48,7 @@ def window_policy(settings: Settings, tokenizer: Tokenizer) -> WindowPolicy:
         return WindowPolicy(max_messages=0, keep_messages=0,
                             window_tokens=settings.window_tokens, keep_tokens=settings.keep_tokens)
     return WindowPolicy.for_budget(
-        memory_budget(settings, tokenizer), summary_tokens=settings.summary_tokens
+        memory_budget(settings, tokenizer), summary_tokens=settings.summary_bound
     )
 
 

@@ -71,7 +71,7 @@ class Settings(BaseSettings):
     keep_recent_messages: int | None = Field(None, ge=0)
     window_tokens: int = Field(0, ge=0)
     keep_tokens: int = Field(0, ge=0)
-    summary_tokens: int = Field(600, ge=50)
+    summary_tokens: int | None = Field(None, ge=50)  # unset: derived (summary_bound)
     facts_tokens: int = Field(300, ge=0)
     recall_tokens: int | None = Field(None, ge=0)  # recall per reply; unset = what is left; 0 = off
     context_tokens: int = Field(8000, ge=512)
@@ -123,6 +123,7 @@ class Settings(BaseSettings):
         "max_history_messages",
         "keep_recent_messages",
         "recall_tokens",
+        "summary_tokens",
         mode="before",
     )
     @classmethod
@@ -189,11 +190,11 @@ class Settings(BaseSettings):
                 f"KEEP_TOKENS ({self.keep_tokens}) must be smaller than WINDOW_TOKENS "
                 f"({self.window_tokens})"
             )
-        if self.reply_tokens + self.summary_tokens + self.facts_tokens + 256 > self.context_tokens:
+        if self.reply_tokens + self.summary_bound + self.facts_tokens + 256 > self.context_tokens:
             problems.append(
                 f"CONTEXT_TOKENS ({self.context_tokens}) leaves no room for the conversation "
                 f"after REPLY_TOKENS ({self.reply_tokens}), SUMMARY_TOKENS "
-                f"({self.summary_tokens}) and FACTS_TOKENS ({self.facts_tokens}); raise "
+                f"({self.summary_bound}) and FACTS_TOKENS ({self.facts_tokens}); raise "
                 "CONTEXT_TOKENS or lower the others"
             )
         if self.llm_provider == "openai" and not (self.openai_api_key or self.openai_base_url):
@@ -217,6 +218,14 @@ class Settings(BaseSettings):
         return self
 
     # ------------------------------------------------------------------ derived
+
+    @property
+    def summary_bound(self) -> int:
+        """``SUMMARY_TOKENS``, or by default a tenth of ``CONTEXT_TOKENS − REPLY_TOKENS``
+        between 100 and 600: a small context keeps a small summary and room to recall."""
+        if self.summary_tokens is not None:
+            return self.summary_tokens
+        return min(600, max(100, (self.context_tokens - self.reply_tokens) // 10))
 
     @property
     def provider(self) -> Literal["openai", "offline"]:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Protocol, TypeAlias
 
-from memory.config import MemoryConfig
+from memory.config import VIEW_TURN_LIMIT, MemoryConfig
 from memory.models import (
     CarriedIdentifier,
     ChannelKey,
@@ -112,13 +112,23 @@ class Archive:
         hits: list[Turn] = []
         nearby: list[Turn] = []
         if below is not None and below > 1:
+            # Enough candidates to fill the recall room with short messages (~40 tokens).
+            limit = max(self.config.recall_turns, budget // 40)
             hits = await self.store.search_turns(
-                key, turn_query(turns), before_seq=below, limit=self.config.recall_turns
+                key, turn_query(turns), before_seq=below, limit=limit
             )
             around = {h.seq + d for h in hits for d in (-1, 1)} - {h.seq for h in hits}
             nearby = await self.store.turns_at(key, sorted(s for s in around if 0 < s < below))
-        return compose(found=Recall(found.facts, found.episodes, tuple(hits)),
-                       nearby=[*hits, *nearby])
+        recalled = Recall(found.facts, found.episodes, tuple(hits))
+        view = compose(found=recalled, nearby=[*hits, *nearby])
+        left = budget - view.tokens
+        first = view.turns[0].seq if view.turns else None
+        if left > budget // 10 and first is not None and first > 1:
+            # Little matched: fill the rest with the conversation just before, verbatim.
+            count = min(left // 12, VIEW_TURN_LIMIT)
+            earlier = await self.store.turns_at(key, range(max(first - count, 1), first))
+            view = compose(found=recalled, nearby=[*hits, *nearby], earlier=earlier)
+        return view
 
     async def related_facts(self, key: ChannelKey, turns: Sequence[Turn]) -> Sequence[LongTermFact]:
         """Current facts that share terms with ``turns``, so a fold can mark one replaced."""

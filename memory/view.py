@@ -14,8 +14,9 @@ system prompt and the fence framing). It is split, in this order:
    best-matching stored turns older than the verbatim ones — the best three with their
    neighbours (±1 turn) — then matching episodes, the other matches, and the other
    matches' neighbours. Rendered inside the fence, grouped by day, with speaker and time.
-5. What recall leaves unused goes to older verbatim turns, so a channel with little to
-   recall still gets its whole budget of conversation.
+5. What recall leaves unused goes to older verbatim turns — unfolded ones, then the
+   newest folded ones — so a channel with little to recall still gets its whole budget
+   of conversation.
 
 So a larger ``CONTEXT_TOKENS`` buys more of everything, recall most; and the view never
 exceeds ``B``: every item is paid for as ``bot.prompts`` renders it (a line's tokens plus
@@ -198,12 +199,15 @@ def compose_view(
     facts_order: Callable[[Sequence[CarriedIdentifier]], Sequence[CarriedIdentifier]] = list,
     found: Recall = _NOTHING,
     nearby: Sequence[Turn] = (),
+    earlier: Sequence[Turn] = (),
 ) -> MemoryView:
     """Fit summary, the newest of ``turns`` (ascending, the trigger last), the carried
     identifiers (in ``facts_order``) and the recall ``found`` into ``budget`` tokens.
 
     ``found.turns`` are search hits, best first; ``nearby`` holds the stored turns around
-    them (any order). Hits among the verbatim turns are skipped.
+    them (any order). Hits among the verbatim turns are skipped. ``earlier`` are stored
+    (folded) turns just before ``turns``, ascending: what recall leaves unused goes to the
+    newest of them, verbatim, after the older of ``turns``.
     """
     budget = max(budget, 0)
     if split.recall_tokens == 0:  # no recall: the plain window, facts by relevance
@@ -223,14 +227,14 @@ def compose_view(
         recall, recall_tokens = _recall(found, nearby, shown, room, tokenizer, split)
         left -= recall_tokens
     picked, used, truncated = part.picked, part.used, part.truncated
-    older = [t for t in turns if picked and t.seq < picked[0].seq]
     recalled = {t.seq for t in recall.turns}
+    older = [
+        t for t in (*earlier, *turns)
+        if picked and t.seq < picked[0].seq and t.seq not in recalled
+    ]
     if older and left > 0:  # recall left room: more of the conversation, verbatim
         cap = max(int(budget * split.max_turn_share), 1)
-        first_recalled = max((s for s in recalled if s < picked[0].seq), default=0)
-        extra, extra_used, extra_cut = pick_newest(
-            [t for t in older if t.seq > first_recalled], left, cap, tokenizer
-        )
+        extra, extra_used, extra_cut = pick_newest(older, left, cap, tokenizer)
         picked, used, truncated = extra + picked, used + extra_used, truncated or extra_cut
     shown_seqs = {t.seq for t in picked} | recalled
     return MemoryView(
