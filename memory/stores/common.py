@@ -32,11 +32,14 @@ from memory.store import ChangeOutcome
 
 __all__ = [
     "CHANNEL_FACT_COLS",
+    "COMMON_TURN_DOCS",
     "EPISODE_COLS",
     "FACT_COLS",
     "HEADER_COLS",
     "NO_UPPER_SEQ",
     "TURN_COLS",
+    "TURN_QUERY_TERMS",
+    "TURN_TERMS_CHARS",
     "ArchiveCopy",
     "ChannelHeader",
     "EpisodeRow",
@@ -53,18 +56,15 @@ __all__ = [
     "episode_terms",
     "fact_terms",
     "fact_values",
+    "pick_turn_terms",
     "positive_ttl",
     "recorded",
     "refused_change",
     "schema_too_new",
     "stored_fact",
-    "wants_search",
-    "COMMON_TURN_DOCS",
-    "TURN_QUERY_TERMS",
-    "TURN_TERMS_CHARS",
-    "pick_turn_terms",
     "turn_seqs",
     "turn_terms",
+    "wants_search",
 ]
 
 NO_UPPER_SEQ = 2**62
