@@ -117,18 +117,21 @@ MIGRATIONS: tuple[str, ...] = (
     # contentless (content=''): what it indexes, the terms of ``memory.search_text`` (CJK
     # bigrams, lower-cased words), is not the stored text, so FTS5 could not read it back
     # from ``turns`` as an external-content table would, and storing it again would double
-    # the file. Its rowid is (channel_id << 32) | seq, so one channel's turns before a seq
-    # are one rowid range. Triggers keep it in step with every write to ``turns`` (record,
-    # edit, delete, reset, retention, copy-db import) inside the same transaction, so the
-    # index is part of the same group commit and a crash leaves both or neither. They call
-    # gistbot_terms(text), a deterministic function every connection of the store registers
-    # before migrating (``turn_search.register``): a tool that writes ``turns`` outside
-    # gistbot must register it too. A contentless table is deleted from by giving it the
-    # indexed values again ('delete' command), so gistbot_terms must not change meaning
-    # without a migration that rebuilds turns_fts. The last statement indexes the turns a
-    # database of version 4 already holds.
+    # the file. Diacritics are kept (as PostgreSQL's 'simple' does), so a term's vocabulary
+    # entry is the term itself. Its rowid is (channel_id << 32) | seq, so one channel's
+    # turns before a seq are one rowid range. Triggers keep it in step with every write to
+    # ``turns`` (record, edit, delete, reset, retention, copy-db import) inside the same
+    # transaction, so the index is part of the same group commit and a crash leaves both or
+    # neither. They call gistbot_terms(text), a deterministic function every connection of
+    # the store registers before migrating (``turn_search.register``): a tool that writes
+    # ``turns`` outside gistbot must register it too. A contentless table is deleted from by
+    # giving it the indexed values again ('delete' command), so gistbot_terms must not
+    # change meaning without a migration that rebuilds turns_fts. The last statement indexes
+    # the turns a database of version 4 already holds.
     """
-    CREATE VIRTUAL TABLE turns_fts USING fts5 (terms, content = '', tokenize = 'unicode61');
+    CREATE VIRTUAL TABLE turns_fts USING fts5 (
+        terms, content = '', tokenize = 'unicode61 remove_diacritics 0'
+    );
     CREATE VIRTUAL TABLE turns_vocab USING fts5vocab (turns_fts, 'row');
     CREATE TRIGGER turns_fts_insert AFTER INSERT ON turns BEGIN
         INSERT INTO turns_fts (rowid, terms)
