@@ -40,7 +40,7 @@ from memory.search_text import query_terms, terms
 from memory.stores import common
 from memory.stores.sqlite.queries import _INSERT_TURN
 from memory.stores.sqlite.store import SqliteStore
-from memory.stores.sqlite.turn_search import register
+from memory.stores.sqlite.turn_search import drain, register
 
 KEY = ChannelKey("discord", "g1", "big")
 OTHER = ChannelKey("discord", "g1", "noise")
@@ -86,6 +86,7 @@ def build(path: Path, turns: int, words: Words) -> dict[int, str]:
                 conn.executemany(_INSERT_TURN, rows)
                 rows = []
         conn.executemany(_INSERT_TURN, rows)
+    drain(conn)  # what the store's writer does before each COMMIT
     conn.execute("COMMIT")
     conn.close()
     return sample
@@ -164,7 +165,7 @@ async def ingest_table(tmp: Path, n: int, rounds: int = 2) -> list[str]:
                 pass
             if variant == "without":
                 conn = sqlite3.connect(path)
-                for trigger in ("insert", "delete", "update"):
+                for trigger in ("insert", "delete", "update"):  # as gistbot was before
                     conn.execute(f"DROP TRIGGER turns_fts_{trigger}")
                 conn.commit()
                 conn.close()

@@ -16,6 +16,8 @@ def assert_turn_index_matches_turns(conn: sqlite3.Connection) -> int:
     integrity check passes, and every term's document and instance counts equal a scan of
     ``turns`` (a stale entry of a deleted or edited turn, or a missing one, changes them).
     Returns how many turns were checked."""
+    # the writer indexes its batch's new turns before each COMMIT: nothing stays queued
+    assert conn.execute("SELECT count(*) FROM turns_unindexed").fetchone() == (0,)
     conn.execute("INSERT INTO turns_fts (turns_fts) VALUES ('integrity-check')")
     docs: Counter[str] = Counter()
     instances: Counter[str] = Counter()

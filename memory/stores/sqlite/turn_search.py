@@ -1,11 +1,32 @@
 """``SqliteStore``'s search over every stored turn: FTS5 BM25 on ``turns_fts``.
 
-``turns_fts`` is contentless and kept in step with ``turns`` by triggers (schema step 5,
-which says why); its rowid is ``(channel_id << 32) | seq``, so "this channel's turns before
-``before_seq``" is one rowid range, which FTS5 applies while it reads the doclists. A query
-uses only the rarer terms that occur (``common.pick_turn_terms``, on the document counts of
-``turns_vocab``), so BM25 scores the turns that carry a meaningful word, not most of a long
-channel. The matching rowids are ranked inside FTS5; the turns are then read by primary key.
+The index (schema step 5):
+
+* **Contentless FTS5**, rowid ``(channel_id << 32) | seq``. What it indexes is the terms of
+  ``memory.search_text`` (lower-cased words, CJK bigrams), not the stored text, so an
+  external-content table could not read it back from ``turns``, and a normal one would
+  store every turn twice. "This channel's turns before ``before_seq``" is one rowid range,
+  which FTS5 applies while it reads the doclists. Diacritics are kept, as PostgreSQL's
+  ``simple`` configuration does, so a vocabulary entry is the term itself.
+* **Kept by triggers on ``turns``**, so every path that writes turns (record, edit,
+  delete, ``/reset``, retention, copy-db import) keeps it in step inside its own
+  transaction: the index is part of the same group commit, and a crash leaves both or
+  neither. They call ``gistbot_terms(text)`` (``register``; deterministic), which every
+  connection of the store registers; a tool that writes ``turns`` outside gistbot must
+  register it too. A contentless table forgets a row when given its indexed values again
+  (FTS5's ``'delete'``), so ``gistbot_terms`` must never change meaning without a
+  migration that rebuilds ``turns_fts``.
+* **New and edited turns are queued** (``turns_unindexed``) and indexed by ``drain`` once
+  per writer batch, before its COMMIT. SQLite 3.40's FTS5 writes its pending terms to disk
+  at every savepoint, and the writer runs each operation under one (a trigger statement
+  too): indexing in the trigger itself wrote one FTS5 segment per turn and cut ``record()``
+  throughput by more than half; the queue makes it one segment per batch. Deletes
+  (rare) leave the index at once, or just the queue if the turn was never indexed.
+
+A query uses only the rarer terms that occur (``common.pick_turn_terms``, on the document
+counts of ``turns_vocab``), so BM25 scores the turns that carry a meaningful word, not
+most of a long channel. The matching rowids are ranked inside FTS5; the turns are then read
+by primary key.
 """
 
 from __future__ import annotations
@@ -16,7 +37,7 @@ from collections.abc import Sequence
 from memory.models import ChannelKey, Turn
 from memory.stores.common import TURN_COLS, TurnRow, pick_turn_terms, turn_seqs, turn_terms
 
-__all__ = ["SEQ_BITS", "register", "search_turns", "turns_at"]
+__all__ = ["SEQ_BITS", "drain", "register", "search_turns", "turns_at"]
 
 SEQ_BITS = 32
 """Low bits of a ``turns_fts`` rowid that hold the seq (a channel stores < 2**32 turns)."""
@@ -26,6 +47,20 @@ _SEQ_MASK = (1 << SEQ_BITS) - 1
 def register(conn: sqlite3.Connection) -> None:
     """Give ``conn`` ``gistbot_terms(text)``, which the ``turns`` triggers call."""
     conn.create_function("gistbot_terms", 1, turn_terms, deterministic=True)
+
+
+def drain(conn: sqlite3.Connection) -> int:
+    """Index the queued new and edited turns (in the caller's transaction); return how
+    many."""
+    if conn.execute("SELECT 1 FROM turns_unindexed LIMIT 1").fetchone() is None:
+        return 0
+    n = conn.execute(
+        "INSERT INTO turns_fts (rowid, terms) SELECT u.id, gistbot_terms(t.text) "
+        f"FROM turns_unindexed u JOIN turns t ON t.channel_id = u.id >> {SEQ_BITS} "
+        f"AND t.seq = u.id & {_SEQ_MASK}"
+    ).rowcount
+    conn.execute("DELETE FROM turns_unindexed")
+    return n
 
 
 def _channel_id(conn: sqlite3.Connection, key: ChannelKey) -> int | None:
