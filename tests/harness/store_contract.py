@@ -654,10 +654,12 @@ class StoreContract:
                          "the customer charged twice, what was the order?"):
             found = await store.search_turns(A, query_terms(question), before_seq=now)
             assert found and found[0] == planted, (question, found[:2])
-        common = await store.search_turns(A, query_terms("roadmap thursday"), before_seq=now,
-                                          limit=5)
-        assert len(common) == 5 and planted not in common
-        assert [t.seq for t in common] == sorted((t.seq for t in common), reverse=True)
+        # words in most of the 5,000 turns are too common to search by: alone, they recall
+        # nothing; beside a rare word, they do not outrank it
+        assert await store.search_turns(A, query_terms("roadmap thursday"), before_seq=now) == []
+        mixed = await store.search_turns(A, query_terms("roadmap thursday Zyxquorp standup"),
+                                         before_seq=now)
+        assert mixed == [planted]
         assert await store.search_turns(A, [], before_seq=now) == []
         assert await store.search_turns(A, query_terms("nothing like this"), before_seq=now) == []
 

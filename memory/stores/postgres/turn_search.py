@@ -3,11 +3,12 @@
 
 ``terms`` is ``to_tsvector('simple', common.turn_terms(text))``, written in the statement
 that stores or edits the turn, so the index is in step with the turns in every
-transaction. A query uses the rule of the SQLite store (``common.pick_turn_terms``): only
-terms that occur, the rarest first, none too common. Occurrence is one ``EXISTS`` per term
-on the GIN index; how common a term is comes from the planner's statistics of the column
-(``pg_stats.most_common_elems``, which ANALYZE keeps for the most frequent lexemes of a
-tsvector): a term not among them counts as rare, so rare terms keep the query's order.
+transaction. A query uses the rule of the SQLite store (``common.pick_turn_terms``): only terms that
+occur, the rarest first, none in more than ``COMMON_TURN_DOCS`` of the channel's turns.
+Each term's count is taken on the GIN index for this channel and ``seq < before_seq``, up
+to that bound (a ``LIMIT``), so a common term costs at most the bound; a term the planner's
+statistics (``pg_stats.most_common_elems``, kept by ANALYZE) already show to be more
+common than the bound is not counted at all.
 Rows stored before step 4 are indexed by ``backfill`` at open, in batches.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memory.models import ChannelKey, Turn
+from memory.stores import common
 from memory.stores.common import TURN_COLS, TurnRow, pick_turn_terms, turn_seqs, turn_terms
 from memory.stores.postgres.queries import CHANNEL_ID, Conn, by_key
 
@@ -36,9 +38,11 @@ TERM_STATS = (
     "JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.tablename "
     "WHERE s.schemaname = current_schema() AND s.tablename = 'turns' AND s.attname = 'terms'"
 )
-TERMS_PRESENT = (
-    "SELECT q.term FROM unnest($1::text[], $2::text[]) AS q(term, tsq) "
-    "WHERE EXISTS (SELECT 1 FROM turns WHERE terms @@ to_tsquery('simple', q.tsq))"
+# How many of the channel's turns before a seq hold each term, counted up to a cap ($5).
+TERM_COUNTS = (
+    "SELECT q.term, (SELECT count(*) FROM (SELECT 1 FROM turns WHERE channel_id = $1 "
+    "AND seq < $2 AND terms @@ to_tsquery('simple', q.tsq) LIMIT $5) x) "
+    "FROM unnest($3::text[], $4::text[]) AS q(term, tsq)"
 )
 SEARCH_TURNS = (
     f"SELECT {TURN_COLS} FROM turns, to_tsquery('simple', $3) q "
@@ -76,17 +80,23 @@ async def backfill(conn: Conn) -> int:
     return done
 
 
-async def _docs(conn: Conn, query: Sequence[str]) -> dict[str, int]:
-    """term -> estimated number of turns holding it; terms that occur nowhere are left out."""
-    present = await conn.fetch(TERMS_PRESENT, list(query), [quoted(t) for t in query])
-    docs = {r[0]: 1 for r in present}
+async def _docs(conn: Conn, cid: int, before_seq: int, query: Sequence[str]) -> dict[str, int]:
+    """term -> how many of the channel's turns before ``before_seq`` hold it, counted up to
+    ``COMMON_TURN_DOCS + 1``; a term the column's statistics already know to be more common
+    is not counted (that would read up to the cap of rows for nothing)."""
+    cap = common.COMMON_TURN_DOCS + 1
     stats = await conn.fetchrow(TERM_STATS)
+    known: dict[str, float] = {}
     if stats is not None and stats[0] is not None:
         total = max(float(stats[2]), 0.0)
         # most_common_elem_freqs ends with min, max and null-fraction entries: zip stops first
-        for term, freq in zip(stats[0], stats[1], strict=False):
-            if term in docs:
-                docs[term] = max(1, round(freq * total))
+        known = {t: f * total for t, f in zip(stats[0], stats[1], strict=False)}
+    docs = {t: cap for t in query if known.get(t, 0.0) >= cap}
+    rest = [t for t in dict.fromkeys(query) if t not in docs]
+    if rest:
+        rows = await conn.fetch(TERM_COUNTS, cid, before_seq, rest, [quoted(t) for t in rest],
+                                cap)
+        docs.update({r[0]: int(r[1]) for r in rows})
     return docs
 
 
@@ -99,7 +109,7 @@ async def search_turns(
     cid = await conn.fetchval(CHANNEL_ID, *by_key(key))
     if cid is None:
         return []
-    picked = pick_turn_terms(query, await _docs(conn, query))
+    picked = pick_turn_terms(query, await _docs(conn, int(cid), before_seq, query))
     if not picked:
         return []
     rows = await conn.fetch(SEARCH_TURNS, cid, before_seq, or_tsquery(picked), limit)

@@ -23,10 +23,13 @@ The index (schema step 5):
   throughput by more than half; the queue makes it one segment per batch. Deletes
   (rare) leave the index at once, or just the queue if the turn was never indexed.
 
-A query uses only the rarer terms that occur (``common.pick_turn_terms``, on the document
-counts of ``turns_vocab``), so BM25 scores the turns that carry a meaningful word, not
-most of a long channel. The matching rowids are ranked inside FTS5; the turns are then read
-by primary key.
+A query uses only the rarer terms that occur (``common.pick_turn_terms``), so BM25 scores
+the turns that carry a meaningful word, not most of a long channel. How many of the
+channel's turns before ``before_seq`` hold a term is counted in its rowid range and only up
+to ``COMMON_TURN_DOCS + 1``: ``turns_vocab``'s document counts read a term's whole doclist,
+which for a word in 700,000 turns took longer than the search itself (it stays, for
+inspection and the consistency tests). The matching rowids are ranked inside FTS5; the
+turns are then read by primary key.
 """
 
 from __future__ import annotations
@@ -35,7 +38,9 @@ import sqlite3
 from collections.abc import Sequence
 
 from memory.models import ChannelKey, Turn
+from memory.stores import common
 from memory.stores.common import TURN_COLS, TurnRow, pick_turn_terms, turn_seqs, turn_terms
+from memory.stores.sqlite.archive import channel_of
 
 __all__ = ["SEQ_BITS", "drain", "register", "search_turns", "turns_at"]
 
@@ -63,14 +68,6 @@ def drain(conn: sqlite3.Connection) -> int:
     return n
 
 
-def _channel_id(conn: sqlite3.Connection, key: ChannelKey) -> int | None:
-    row = conn.execute(
-        "SELECT id FROM channels WHERE platform = ? AND workspace = ? AND channel = ?",
-        (key.platform, key.workspace, key.channel),
-    ).fetchone()
-    return None if row is None else int(row[0])
-
-
 def _read(conn: sqlite3.Connection, key: ChannelKey, cid: int, seqs: Sequence[int]) -> list[Turn]:
     """The channel's turns with these seqs, by primary key, ascending."""
     out: list[Turn] = []
@@ -89,8 +86,14 @@ def _read(conn: sqlite3.Connection, key: ChannelKey, cid: int, seqs: Sequence[in
 def turns_at(conn: sqlite3.Connection, key: ChannelKey, seqs: Sequence[int]) -> list[Turn]:
     """The channel's stored turns with these seqs, ascending; unknown seqs are skipped."""
     wanted = turn_seqs(seqs)
-    cid = _channel_id(conn, key) if wanted else None
+    cid = channel_of(conn, key) if wanted else None
     return [] if cid is None else _read(conn, key, cid, wanted)
+
+
+_COUNT = (
+    "SELECT count(*) FROM (SELECT rowid FROM turns_fts WHERE turns_fts MATCH ? "
+    "AND rowid BETWEEN ? AND ? LIMIT ?)"
+)
 
 
 def _match(query: Sequence[str]) -> str:
@@ -102,18 +105,19 @@ def search_turns(
     conn: sqlite3.Connection, key: ChannelKey, query: Sequence[str], before_seq: int, limit: int
 ) -> list[Turn]:
     """BM25 over this channel's turns before ``before_seq``; ties: newer first."""
-    cid = _channel_id(conn, key)
+    cid = channel_of(conn, key)
     if cid is None or not query or limit <= 0 or before_seq <= 1:
-        return []
-    marks = ",".join("?" * len(query))
-    docs = dict(conn.execute(
-        f"SELECT term, doc FROM turns_vocab WHERE term IN ({marks})", tuple(query)
-    ).fetchall())
-    picked = pick_turn_terms(query, docs)
-    if not picked:
         return []
     low = cid << SEQ_BITS
     high = low | min(before_seq - 1, _SEQ_MASK)
+    # How many of these turns hold each term, counted only up to the bound: reading a
+    # common term's whole doclist (as turns_vocab would) costs more than the search.
+    cap = common.COMMON_TURN_DOCS + 1
+    docs = {t: conn.execute(_COUNT, (_match([t]), low, high, cap)).fetchone()[0]
+            for t in dict.fromkeys(query)}
+    picked = pick_turn_terms(query, docs)
+    if not picked:
+        return []
     rowids = [r for (r,) in conn.execute(
         "SELECT rowid FROM turns_fts WHERE turns_fts MATCH ? AND rowid BETWEEN ? AND ? "
         "ORDER BY bm25(turns_fts), rowid DESC LIMIT ?",
