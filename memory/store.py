@@ -148,7 +148,8 @@ class MemoryStore(Protocol):
 
 @runtime_checkable
 class ArchiveStore(Protocol):
-    """The long-term archive: episodes, long-term facts and their search."""
+    """The long-term archive: episodes, long-term facts, and search over them and over
+    every stored turn."""
 
     async def add_fact(self, key: ChannelKey, fact: NewLongTermFact, *, now: float) -> LongTermFact:
         """Store one fact (``/remember``); creates the channel if needed."""

@@ -313,11 +313,12 @@ def fact_terms(fact: NewLongTermFact) -> str:
 
 TURN_QUERY_TERMS = 8
 """Most terms one turn search uses, the rarest first (``pick_turn_terms``)."""
-COMMON_TURN_DOCS = 20_000
-"""A term in more stored turns than this is left out of a turn search: BM25 would score
-every one of them on each reply (the cost grows with the matches: about 1 ms per 2,000 at
-1,000,000 turns, see ``benchmarks/turn_recall.py``), and a word that common tells
-turns apart less than the rarer terms beside it."""
+COMMON_TURN_DOCS = 2_000
+"""A term in more of the channel's turns than this is left out of a turn search: BM25
+would score every one of them on each reply, and a word that common tells turns apart
+less than the rarer terms beside it. Measured at 1,000,000 turns in one channel
+(``benchmarks/turn_recall.py``): 2,000 keeps the recall step's p99 near 13 ms (5,000: 21
+ms; 20,000: 57 ms) at the same known-item recall."""
 TURN_TERMS_CHARS = 100_000
 """The indexed form of one turn is cut here: a PostgreSQL tsvector must stay under 1 MB,
 and a message longer than this (tens of thousands of words) is found by its beginning."""

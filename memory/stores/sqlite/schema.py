@@ -113,36 +113,39 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE VIRTUAL TABLE episodes_vocab USING fts5vocab (episodes_fts, 'row');
     CREATE VIRTUAL TABLE memory_facts_vocab USING fts5vocab (memory_facts_fts, 'row');
     """,
-    # 5: full-text search over every stored turn (``turn_search``). ``turns_fts`` is
-    # contentless (content=''): what it indexes, the terms of ``memory.search_text`` (CJK
-    # bigrams, lower-cased words), is not the stored text, so FTS5 could not read it back
-    # from ``turns`` as an external-content table would, and storing it again would double
-    # the file. Its rowid is (channel_id << 32) | seq, so one channel's turns before a seq
-    # are one rowid range. Triggers keep it in step with every write to ``turns`` (record,
-    # edit, delete, reset, retention, copy-db import) inside the same transaction, so the
-    # index is part of the same group commit and a crash leaves both or neither. They call
-    # gistbot_terms(text), a deterministic function every connection of the store registers
-    # before migrating (``turn_search.register``): a tool that writes ``turns`` outside
-    # gistbot must register it too. A contentless table is deleted from by giving it the
-    # indexed values again ('delete' command), so gistbot_terms must not change meaning
-    # without a migration that rebuilds turns_fts. The last statement indexes the turns a
-    # database of version 4 already holds.
+    # 5: full-text search over every stored turn (``turn_search``, which says why it looks
+    # like this). ``turns_fts`` is contentless: it indexes the terms of
+    # ``memory.search_text`` (CJK bigrams), which FTS5 could not read back from ``turns``.
+    # Its rowid is (channel_id << 32) | seq. Triggers keep it in step with every write to
+    # ``turns``: a new or edited turn's rowid goes to ``turns_unindexed`` and the writer
+    # indexes the queue at the end of its batch, before the COMMIT (``turn_search.drain``);
+    # a delete removes the entry at once. They call gistbot_terms(text), which every
+    # connection of the store registers before migrating. The last statements index the
+    # turns a database of version 4 already holds.
     """
-    CREATE VIRTUAL TABLE turns_fts USING fts5 (terms, content = '', tokenize = 'unicode61');
+    CREATE VIRTUAL TABLE turns_fts USING fts5 (
+        terms, content = '', tokenize = 'unicode61 remove_diacritics 0'
+    );
     CREATE VIRTUAL TABLE turns_vocab USING fts5vocab (turns_fts, 'row');
+    CREATE TABLE turns_unindexed (id INTEGER PRIMARY KEY);
     CREATE TRIGGER turns_fts_insert AFTER INSERT ON turns BEGIN
-        INSERT INTO turns_fts (rowid, terms)
-        VALUES ((new.channel_id << 32) | new.seq, gistbot_terms(new.text));
+        INSERT OR IGNORE INTO turns_unindexed (id) VALUES ((new.channel_id << 32) | new.seq);
     END;
     CREATE TRIGGER turns_fts_delete AFTER DELETE ON turns BEGIN
         INSERT INTO turns_fts (turns_fts, rowid, terms)
-        VALUES ('delete', (old.channel_id << 32) | old.seq, gistbot_terms(old.text));
+        SELECT 'delete', (old.channel_id << 32) | old.seq, gistbot_terms(old.text)
+        WHERE NOT EXISTS (
+            SELECT 1 FROM turns_unindexed WHERE id = (old.channel_id << 32) | old.seq
+        );
+        DELETE FROM turns_unindexed WHERE id = (old.channel_id << 32) | old.seq;
     END;
     CREATE TRIGGER turns_fts_update AFTER UPDATE OF text ON turns BEGIN
         INSERT INTO turns_fts (turns_fts, rowid, terms)
-        VALUES ('delete', (old.channel_id << 32) | old.seq, gistbot_terms(old.text));
-        INSERT INTO turns_fts (rowid, terms)
-        VALUES ((new.channel_id << 32) | new.seq, gistbot_terms(new.text));
+        SELECT 'delete', (old.channel_id << 32) | old.seq, gistbot_terms(old.text)
+        WHERE NOT EXISTS (
+            SELECT 1 FROM turns_unindexed WHERE id = (old.channel_id << 32) | old.seq
+        );
+        INSERT OR IGNORE INTO turns_unindexed (id) VALUES ((new.channel_id << 32) | new.seq);
     END;
     INSERT INTO turns_fts (rowid, terms)
     SELECT (channel_id << 32) | seq, gistbot_terms(text) FROM turns;

@@ -108,7 +108,7 @@ class SqliteStore:
             await self._w.execute("PRAGMA foreign_keys = ON")
             await self._register(self._w)  # the turns triggers call it; the migration too
             await self._w._execute(  # type: ignore[no-untyped-call]
-                lambda: migrate(raw_connection(self._w))
+                lambda: self._migrate(raw_connection(self._w))
             )
             if in_memory:
                 # A second connection would open a second, empty database. The writer's
@@ -124,8 +124,22 @@ class SqliteStore:
             if not isinstance(e, sqlite3.DatabaseError):
                 raise
             raise _open_error(self.path, e) from e
-        self._writer = GroupCommitWriter(self._w, batch_size=self.batch_size)
+        self._writer = GroupCommitWriter(
+            self._w, batch_size=self.batch_size, before_commit=turn_search.drain
+        )
         self._writer.start()
+
+    @staticmethod
+    def _migrate(conn: sqlite3.Connection) -> None:
+        """Migrate, then index turns another tool queued (in one transaction)."""
+        migrate(conn)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            turn_search.drain(conn)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
 
     @staticmethod
     async def _register(conn: aiosqlite.Connection) -> None:
