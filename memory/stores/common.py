@@ -324,9 +324,11 @@ TURN_TERMS_CHARS = 100_000
 and a message longer than this (tens of thousands of words) is found by its beginning."""
 
 
-def turn_terms(text: str) -> str:
-    """What the search index holds for a turn's text (both backends index exactly this)."""
-    indexed = terms(text)
+def turn_terms(text: str, author: str = "") -> str:
+    """What the search index holds for a turn (both backends index exactly this): its
+    speaker's name and its text, so "what did Melanie say about …" matches Melanie's
+    turns (speaker match) as well as the words."""
+    indexed = terms(f"{author} {text}" if author else text)
     if len(indexed) > TURN_TERMS_CHARS:
         indexed = indexed[:TURN_TERMS_CHARS].rsplit(" ", 1)[0]
     return indexed

@@ -22,8 +22,8 @@ def assert_turn_index_matches_turns(conn: sqlite3.Connection) -> int:
     docs: Counter[str] = Counter()
     instances: Counter[str] = Counter()
     n = 0
-    for (text,) in conn.execute("SELECT text FROM turns"):
-        words = turn_terms(text).split()
+    for text, author in conn.execute("SELECT text, author_name FROM turns"):
+        words = turn_terms(text, author).split()
         instances.update(words)
         docs.update(set(words))
         n += 1

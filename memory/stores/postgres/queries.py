@@ -67,7 +67,7 @@ CREATE_CHANNEL = (
 _TURN_VALUES = (
     f"INSERT INTO turns (channel_id, {TURN_COLS}, terms) "
     "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, to_tsvector('simple', $10))"
-)  # $10: common.turn_terms(text), the turn's search index entry
+)  # $10: common.turn_terms(text, author), the turn's search index entry
 INSERT_TURN = f"{_TURN_VALUES} ON CONFLICT (channel_id, message_id) DO NOTHING RETURNING seq"
 COMMIT_SUMMARY = (
     "UPDATE channels SET summary = $5, folded_through = $6, version = version + 1, "
@@ -155,6 +155,7 @@ EDIT_TURN = (
     "WHERE channel_id = $1 AND seq = $2"
 )
 BUMP_VERSION = "UPDATE channels SET version = version + 1 WHERE id = $1"
+AUTHOR_OF = "SELECT author_name FROM turns WHERE channel_id = $1 AND seq = $2"
 RESET_TURNS = "DELETE FROM turns WHERE channel_id = $1"
 RESET_FACTS = "DELETE FROM facts WHERE channel_id = $1"
 # Keeping the row and next_seq means seqs never repeat; the version bump voids compactions.
@@ -209,7 +210,7 @@ def count(status: str) -> int:
 
 def turn_values(cid: int, turn: Turn) -> tuple[Any, ...]:
     """The parameters of ``INSERT_TURN`` / ``IMPORT_TURN`` for ``turn`` of channel ``cid``."""
-    return (cid, *TurnRow.of(turn), turn_terms(turn.text))
+    return (cid, *TurnRow.of(turn), turn_terms(turn.text, turn.author_name))
 
 
 def by_key(key: ChannelKey) -> tuple[str, str, str]:
@@ -276,7 +277,9 @@ async def change(conn: Conn, key: ChannelKey, message_id: str, edit: TurnEdit | 
     if edit is None:
         await conn.execute(DELETE_TURN, cid, seq)
     else:
-        await conn.execute(EDIT_TURN, cid, seq, edit.text, edit.tokens, turn_terms(edit.text))
+        author = await conn.fetchval(AUTHOR_OF, cid, seq)
+        indexed = turn_terms(edit.text, author)
+        await conn.execute(EDIT_TURN, cid, seq, edit.text, edit.tokens, indexed)
     await conn.execute(BUMP_VERSION, cid)
     return applied_change(edit)
 

@@ -26,7 +26,9 @@ __all__ = ["BACKFILL_BATCH", "backfill", "or_tsquery", "search_turns", "turns_at
 BACKFILL_BATCH = 2000
 """Turns indexed per transaction by ``backfill``."""
 
-UNINDEXED = "SELECT channel_id, seq, text FROM turns WHERE terms IS NULL LIMIT $1"
+UNINDEXED = (
+    "SELECT channel_id, seq, text, author_name FROM turns WHERE terms IS NULL LIMIT $1"
+)
 SET_TERMS = (
     "UPDATE turns t SET terms = to_tsvector('simple', u.terms) "
     "FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS u(channel_id, seq, terms) "
@@ -70,7 +72,9 @@ async def backfill(conn: Conn) -> int:
     replica), one short transaction per batch; return how many."""
     done = 0
     while rows := await conn.fetch(UNINDEXED, BACKFILL_BATCH):
-        cids, seqs, texts = zip(*((r[0], r[1], turn_terms(r[2])) for r in rows), strict=True)
+        cids, seqs, texts = zip(
+            *((r[0], r[1], turn_terms(r[2], r[3])) for r in rows), strict=True
+        )
         async with conn.transaction():
             status = await conn.execute(SET_TERMS, list(cids), list(seqs), list(texts))
         changed = int(status.rsplit(" ", 1)[-1])

@@ -119,7 +119,7 @@ MIGRATIONS: tuple[str, ...] = (
     # Its rowid is (channel_id << 32) | seq. Triggers keep it in step with every write to
     # ``turns``: a new or edited turn's rowid goes to ``turns_unindexed`` and the writer
     # indexes the queue at the end of its batch, before the COMMIT (``turn_search.drain``);
-    # a delete removes the entry at once. They call gistbot_terms(text), which every
+    # a delete removes the entry at once. They call gistbot_terms(author_name, text), which every
     # connection of the store registers before migrating. The last statements index the
     # turns a database of version 4 already holds.
     """
@@ -133,22 +133,22 @@ MIGRATIONS: tuple[str, ...] = (
     END;
     CREATE TRIGGER turns_fts_delete AFTER DELETE ON turns BEGIN
         INSERT INTO turns_fts (turns_fts, rowid, terms)
-        SELECT 'delete', (old.channel_id << 32) | old.seq, gistbot_terms(old.text)
+        SELECT 'delete', (old.channel_id << 32) | old.seq, gistbot_terms(old.author_name, old.text)
         WHERE NOT EXISTS (
             SELECT 1 FROM turns_unindexed WHERE id = (old.channel_id << 32) | old.seq
         );
         DELETE FROM turns_unindexed WHERE id = (old.channel_id << 32) | old.seq;
     END;
-    CREATE TRIGGER turns_fts_update AFTER UPDATE OF text ON turns BEGIN
+    CREATE TRIGGER turns_fts_update AFTER UPDATE OF text, author_name ON turns BEGIN
         INSERT INTO turns_fts (turns_fts, rowid, terms)
-        SELECT 'delete', (old.channel_id << 32) | old.seq, gistbot_terms(old.text)
+        SELECT 'delete', (old.channel_id << 32) | old.seq, gistbot_terms(old.author_name, old.text)
         WHERE NOT EXISTS (
             SELECT 1 FROM turns_unindexed WHERE id = (old.channel_id << 32) | old.seq
         );
         INSERT OR IGNORE INTO turns_unindexed (id) VALUES ((new.channel_id << 32) | new.seq);
     END;
     INSERT INTO turns_fts (rowid, terms)
-    SELECT (channel_id << 32) | seq, gistbot_terms(text) FROM turns;
+    SELECT (channel_id << 32) | seq, gistbot_terms(author_name, text) FROM turns;
     """,
 )
 

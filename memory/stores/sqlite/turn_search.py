@@ -11,7 +11,7 @@ The index (schema step 5):
 * **Kept by triggers on ``turns``**, so every path that writes turns (record, edit,
   delete, ``/reset``, retention, copy-db import) keeps it in step inside its own
   transaction: the index is part of the same group commit, and a crash leaves both or
-  neither. They call ``gistbot_terms(text)`` (``register``; deterministic), which every
+  neither. They call ``gistbot_terms(author_name, text)`` (``register``; deterministic), which every
   connection of the store registers; a tool that writes ``turns`` outside gistbot must
   register it too. A contentless table forgets a row when given its indexed values again
   (FTS5's ``'delete'``), so ``gistbot_terms`` must never change meaning without a
@@ -50,8 +50,11 @@ _SEQ_MASK = (1 << SEQ_BITS) - 1
 
 
 def register(conn: sqlite3.Connection) -> None:
-    """Give ``conn`` ``gistbot_terms(text)``, which the ``turns`` triggers call."""
-    conn.create_function("gistbot_terms", 1, turn_terms, deterministic=True)
+    """Give ``conn`` ``gistbot_terms(author_name, text)``, which the ``turns`` triggers
+    call (``common.turn_terms``: the speaker's name is indexed with the text)."""
+    conn.create_function(
+        "gistbot_terms", 2, lambda author, text: turn_terms(text, author), deterministic=True
+    )
 
 
 def drain(conn: sqlite3.Connection) -> int:
@@ -60,7 +63,7 @@ def drain(conn: sqlite3.Connection) -> int:
     if conn.execute("SELECT 1 FROM turns_unindexed LIMIT 1").fetchone() is None:
         return 0
     n = conn.execute(
-        "INSERT INTO turns_fts (rowid, terms) SELECT u.id, gistbot_terms(t.text) "
+        "INSERT INTO turns_fts (rowid, terms) SELECT u.id, gistbot_terms(t.author_name, t.text) "
         f"FROM turns_unindexed u JOIN turns t ON t.channel_id = u.id >> {SEQ_BITS} "
         f"AND t.seq = u.id & {_SEQ_MASK}"
     ).rowcount
