@@ -13,7 +13,8 @@ system prompt and the fence framing). It is split, in this order:
 4. **Recall**: everything left (or ``RECALL_TOKENS`` when set): long-term facts, then the
    best-matching stored turns older than the verbatim ones — the best three with their
    neighbours (±1 turn) — then matching episodes, the other matches, and the other
-   matches' neighbours. Rendered inside the fence, grouped by day, with speaker and time.
+   matches' neighbours (below 1,500 tokens of recall, every match before any
+   neighbour). Rendered inside the fence, grouped by day, with speaker and time.
 5. What recall leaves unused goes to older verbatim turns — unfolded ones, then the
    newest folded ones — so a channel with little to recall still gets its whole budget
    of conversation.
@@ -54,6 +55,9 @@ __all__ = ["ViewSplit", "compose_view", "verbatim_from"]
 _LINE = 1  # the line break after each rendered line
 _NOTHING = Recall()
 _WITH_NEIGHBOURS = 3  # best matches shown with the turns around them before anything else
+_NEIGHBOURS_ROOM = 1500
+"""Recall room below which every match comes before any neighbour: in a small budget a
+neighbour would displace a match."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,16 +177,17 @@ def _recall(
         return [by_seq.get(hit.seq - 1), by_seq.get(hit.seq + 1)]
 
     hits = [t for t in found.turns if t.seq not in shown]
-    for hit in hits[:_WITH_NEIGHBOURS]:
+    first = _WITH_NEIGHBOURS if room >= _NEIGHBOURS_ROOM else 0
+    for hit in hits[:first]:
         for turn in (hit, *around(hit)):
             add(turn)
     episodes: list[Episode] = []
     for episode in found.episodes:
         if budget.take([episode_line(episode)], [RECALL_HEADING]):
             episodes.append(episode)
-    for hit in hits[_WITH_NEIGHBOURS:]:
+    for hit in hits[first:]:
         add(hit)
-    for hit in hits[_WITH_NEIGHBOURS:]:
+    for hit in hits:
         for turn in around(hit):
             add(turn)
     ordered = tuple(sorted(turns.values(), key=lambda t: t.seq))
