@@ -16,6 +16,7 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from bot.budget import window_policy
 from bot.errors import ConfigError
 from bot.llm import LLM, OpenAILLM, UsageMeter
 from bot.offline_llm import OfflineLLM
@@ -27,7 +28,6 @@ from memory.store import Store
 from memory.stores.sqlite.store import SqliteStore
 from memory.summarizer import Summarizer
 from memory.tokens import TokenCounter
-from memory.window import WindowPolicy
 
 __all__ = ["Runtime", "make_llm", "make_store", "store_for_url"]
 
@@ -76,6 +76,7 @@ def make_llm(settings: Settings, tokenizer: TokenCounter, meter: UsageMeter) -> 
         meter=meter,
         concurrency=settings.llm_concurrency,
         summary_concurrency=settings.summary_concurrency,
+        summary_timeout=settings.summary_timeout,
     )
 
 
@@ -105,22 +106,20 @@ class Runtime:
             summarizer = Summarizer(
                 model,
                 tokenizer,
-                summary_tokens=settings.summary_tokens,
-                timeout=settings.summary_timeout,
+                summary_tokens=settings.summary_bound,
+                # The endpoint enforces SUMMARY_TIMEOUT per request, from when the call gets
+                # its slot; the offline model needs none. No outer timeout that would count
+                # the wait behind replies.
+                timeout=None,
             )
-            policy = WindowPolicy(
-                max_messages=settings.max_history_messages,
-                keep_messages=settings.keep_recent_messages,
-                window_tokens=settings.window_tokens,
-                keep_tokens=settings.keep_tokens,
-            )
+            policy = window_policy(settings, tokenizer)
             memory = MemoryManager(
                 store,
                 summarizer,
                 tokenizer,
                 policy,
                 config=MemoryConfig(
-                    summary_tokens=settings.summary_tokens,
+                    summary_tokens=settings.summary_bound,
                     facts_tokens=settings.facts_tokens,
                     recall_tokens=settings.recall_tokens,
                     retention_days=settings.retention_days,

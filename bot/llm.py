@@ -28,7 +28,7 @@ from typing import Protocol, TypeVar, cast, runtime_checkable
 from urllib.parse import urlsplit
 
 import openai
-from openai import AsyncOpenAI, AsyncStream, Omit, omit
+from openai import NOT_GIVEN, AsyncOpenAI, AsyncStream, NotGiven, Omit, omit
 from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessageParam
 
 from bot.errors import LLMBadResponse, LLMError, llm_error_from
@@ -198,8 +198,12 @@ class OpenAILLM:
         meter: UsageMeter | None = None,
         concurrency: int = 4,
         summary_concurrency: int = 8,
+        summary_timeout: float | None = None,
     ) -> None:
         self.model, self.summary_model = model, summary_model or model
+        # Per request, from when the call holds its slot: a summary that waited behind
+        # replies still gets its whole time (``SUMMARY_TIMEOUT``).
+        self.summary_timeout = summary_timeout
         self.gate = LLMGate(concurrency, summary_slots=summary_concurrency)
         self.base_url = base_url or _OPENAI_URL
         self.name = f"openai:{model}"
@@ -242,6 +246,7 @@ class OpenAILLM:
                         messages=_params(messages),
                         max_tokens=mt,
                         max_completion_tokens=mct,
+                        timeout=self._timeout_for(purpose),
                     ),
                     max_tokens,
                 )
@@ -343,6 +348,11 @@ class OpenAILLM:
                 else "max_completion_tokens"
             )
             return await create(*self._limits(limit))
+
+    def _timeout_for(self, purpose: str) -> float | NotGiven:
+        if purpose in _SUMMARY_PURPOSES and self.summary_timeout is not None:
+            return self.summary_timeout
+        return NOT_GIVEN
 
     def _limits(self, limit: int) -> tuple[_Limit, _Limit]:
         return (limit, omit) if self._token_param == "max_tokens" else (omit, limit)

@@ -4,8 +4,9 @@ The summary is *data*, not instructions (DESIGN.md, memory semantics 3). It sits
 system message between ``<<<MEMORY`` and ``MEMORY>>>`` lines, introduced as a record of
 earlier conversation written from users' messages. Fence markers inside remembered text
 are defused so user text can never close the fence and speak as the system. Items recalled
-from the archive (long-term facts and episodes, ``memory.recall``) go inside the same fence
-under their own heading; superseded facts say so.
+from the archive (long-term facts and episodes, ``memory.recall``) and stored messages found
+by search (verbatim, grouped by day) go inside the same fence under their own headings;
+superseded facts say so.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from collections.abc import Sequence
 
 from memory.completion import ChatMessage
 from memory.models import CarriedIdentifier, MemoryView, Recall, Turn
-from memory.recall import RECALL_HEADING, episode_line, fact_line
+from memory.recall import RECALL_HEADING, episode_line, fact_line, render_recalled_turns
+from memory.text import defuse
 from memory.tokens import Tokenizer
 from memory.window import TURN_OVERHEAD
 
@@ -30,9 +32,7 @@ _PREAMBLE = (
 _NO_MEMORY = "(nothing remembered before the messages below)"
 
 
-def _defuse(text: str) -> str:
-    """Neutralise fence markers so remembered text cannot close or reopen the fence."""
-    return text.replace("<<<", "‹‹‹").replace(">>>", "›››")
+_defuse = defuse
 
 
 def _fact_line(fact: CarriedIdentifier) -> str:
@@ -49,11 +49,13 @@ def memory_block(
     if facts:
         body += ["", "## Facts carried from earlier conversation"]
         body += [_defuse(_fact_line(f)) for f in facts]
-    recalled = recall is not None and bool(recall.facts or recall.episodes)
-    if recall is not None and recalled:
+    recalled = recall is not None and bool(recall.facts or recall.episodes or recall.turns)
+    if recall is not None and (recall.facts or recall.episodes):
         body += ["", RECALL_HEADING]
         body += [_defuse(fact_line(f)) for f in recall.facts]
         body += [_defuse(episode_line(e)) for e in recall.episodes]
+    if recall is not None and recall.turns:
+        body += ["", *map(_defuse, render_recalled_turns(recall.turns))]
     if not summary.strip() and not facts and not recalled:
         body.append(_NO_MEMORY)
     return "\n".join([FENCE_OPEN, *body, FENCE_CLOSE])

@@ -36,12 +36,20 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from bot.errors import ContextLengthExceeded, LLMError
+from bot.errors import (
+    ContextLengthExceeded,
+    LLMAuthError,
+    LLMBadResponse,
+    LLMError,
+    LLMRateLimited,
+    LLMTimeout,
+    LLMUnavailable,
+)
 from bot.llm import LLM
 from bot.messages import CommandResult, IncomingMessage, Reply
 from bot.prompts import build_messages, fixed_overhead
 from memory.completion import ChatMessage
-from memory.errors import StoreError
+from memory.errors import StoreError, SummaryRejected
 from memory.manager import MemoryManager
 from memory.models import ChannelKey, ChannelStats, LongTermFact, MemoryView, NewTurn
 from memory.recall import episode_spans, fact_line
@@ -119,6 +127,19 @@ def _listed(fact: LongTermFact) -> str:
     line = fact_line(fact)
     extra = [x for x in ("pinned" if fact.pinned else "", fact.author) if x]
     return f"{line} ({', '.join(extra)})" if extra else line
+
+
+def digest_failure(error: BaseException | None) -> str:
+    """What ``/summary`` says when the summary model failed: what actually happened."""
+    if isinstance(error, TimeoutError | LLMTimeout):
+        return "The summary model did not answer in time"
+    if isinstance(error, SummaryRejected | LLMBadResponse):
+        return "The summary model's answer was unusable"
+    if isinstance(error, LLMUnavailable | LLMRateLimited):
+        return "The summary model could not be reached"
+    if isinstance(error, LLMAuthError):
+        return "The summary model refused the request (check the API key)"
+    return "The summary model failed"
 
 
 class ChatService:
@@ -293,11 +314,9 @@ class ChatService:
         digest = await self.memory.digest(key)
         if digest.empty:
             return CommandResult("Nothing to summarize yet: I have no messages from this channel.")
-        note = (
-            ""
-            if digest.fresh
-            else "\n_(The summary model is unavailable; this is the stored summary.)_"
-        )
+        note = ""
+        if not digest.fresh:
+            note = f"\n_({digest_failure(digest.error)}; this is the stored summary.)_"
         earlier = ""
         if digest.episodes:
             spans = episode_spans(list(reversed(digest.episodes)))

@@ -66,13 +66,14 @@ class Settings(BaseSettings):
     sqlite_synchronous: Literal["OFF", "NORMAL", "FULL", "EXTRA"] = "FULL"
     retention_days: float | None = Field(None, gt=0)
 
-    max_history_messages: int = Field(10, ge=2)
-    keep_recent_messages: int = Field(4, ge=0)
+    # Unset: a token window derived from the budget (bot.budget); set: the message window.
+    max_history_messages: int | None = Field(None, ge=2)
+    keep_recent_messages: int | None = Field(None, ge=0)
     window_tokens: int = Field(0, ge=0)
     keep_tokens: int = Field(0, ge=0)
-    summary_tokens: int = Field(600, ge=50)
+    summary_tokens: int | None = Field(None, ge=50)  # unset: derived (summary_bound)
     facts_tokens: int = Field(300, ge=0)
-    recall_tokens: int = Field(400, ge=0)  # archive retrieval per reply; 0 = off
+    recall_tokens: int | None = Field(None, ge=0)  # recall per reply; unset = what is left; 0 = off
     context_tokens: int = Field(8000, ge=512)
     reply_tokens: int = Field(800, ge=16)
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
@@ -119,6 +120,10 @@ class Settings(BaseSettings):
         "slack_signing_secret",
         "retention_days",
         "shard_count",
+        "max_history_messages",
+        "keep_recent_messages",
+        "recall_tokens",
+        "summary_tokens",
         mode="before",
     )
     @classmethod
@@ -174,21 +179,22 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
         problems: list[str] = []
-        if self.keep_recent_messages >= self.max_history_messages:
+        most, keep = self.max_history_messages, self.keep_recent_messages
+        if keep is not None and keep >= (most or 10):
             problems.append(
-                f"KEEP_RECENT_MESSAGES ({self.keep_recent_messages}) must be smaller than "
-                f"MAX_HISTORY_MESSAGES ({self.max_history_messages}); e.g. 4 and 10"
+                f"KEEP_RECENT_MESSAGES ({keep}) must be smaller than "
+                f"MAX_HISTORY_MESSAGES ({most or 10}); e.g. 4 and 10"
             )
         if self.window_tokens and self.keep_tokens >= self.window_tokens:
             problems.append(
                 f"KEEP_TOKENS ({self.keep_tokens}) must be smaller than WINDOW_TOKENS "
                 f"({self.window_tokens})"
             )
-        if self.reply_tokens + self.summary_tokens + self.facts_tokens + 256 > self.context_tokens:
+        if self.reply_tokens + self.summary_bound + self.facts_tokens + 256 > self.context_tokens:
             problems.append(
                 f"CONTEXT_TOKENS ({self.context_tokens}) leaves no room for the conversation "
                 f"after REPLY_TOKENS ({self.reply_tokens}), SUMMARY_TOKENS "
-                f"({self.summary_tokens}) and FACTS_TOKENS ({self.facts_tokens}); raise "
+                f"({self.summary_bound}) and FACTS_TOKENS ({self.facts_tokens}); raise "
                 "CONTEXT_TOKENS or lower the others"
             )
         if self.llm_provider == "openai" and not (self.openai_api_key or self.openai_base_url):
@@ -212,6 +218,14 @@ class Settings(BaseSettings):
         return self
 
     # ------------------------------------------------------------------ derived
+
+    @property
+    def summary_bound(self) -> int:
+        """``SUMMARY_TOKENS``, or by default a tenth of ``CONTEXT_TOKENS − REPLY_TOKENS``
+        between 100 and 600: a small context keeps a small summary and room to recall."""
+        if self.summary_tokens is not None:
+            return self.summary_tokens
+        return min(600, max(100, (self.context_tokens - self.reply_tokens) // 10))
 
     @property
     def provider(self) -> Literal["openai", "offline"]:

@@ -5,9 +5,10 @@ time range, speakers, the episode summary from the same summarizer call) and the
 facts the model extracted, which may supersede older ones (``memory.compaction``). This
 module reads that archive back:
 
-* **recall** — ``view(..., recall=True)`` gets the facts and episodes most relevant to the
-  triggering message and the turns just before it, within ``recall_tokens``
-  (``memory.recall`` ranks and renders them);
+* **recall** — ``view(..., recall=True)`` composes the reply's memory (``memory.view``):
+  the carried identifiers ranked by relevance to the triggering message, and what search
+  finds for it — long-term facts, episodes and, above all, stored turns older than the
+  verbatim ones (every turn stays searchable after compaction), each with its neighbours;
 * **facts commands** — ``/remember`` pins a fact, ``/memory`` lists them, ``/forget``
   deletes the one its argument names (``12``/``#12`` by id, else by text);
 * **retention** — with ``retention_days``, an hourly pass deletes folded turns and
@@ -20,15 +21,28 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Protocol, TypeAlias
 
-from memory.config import MemoryConfig
-from memory.models import ChannelKey, Episode, LongTermFact, NewLongTermFact, Recall, Turn
-from memory.recall import fit_recall, recall_query
+from memory.config import VIEW_TURN_LIMIT, MemoryConfig
+from memory.models import (
+    CarriedIdentifier,
+    ChannelKey,
+    Episode,
+    LongTermFact,
+    MemoryView,
+    NewLongTermFact,
+    Recall,
+    SummaryState,
+    Turn,
+)
+from memory.recall import recall_query, turn_query
+from memory.relevance import query_weights, rank_facts
 from memory.search_text import query_terms
 from memory.store import ArchiveStore
 from memory.text import clean_text
 from memory.tokens import Tokenizer
+from memory.view import compose_view, verbatim_from
 
 __all__ = ["Archive", "ArchiveWithRetention", "ForgetOutcome", "match_facts"]
 
@@ -74,21 +88,47 @@ class Archive:
 
     # ------------------------------------------------------------------ recall
 
-    async def recall(
-        self, key: ChannelKey, turns: Sequence[Turn], budget: int
-    ) -> tuple[Recall, int] | None:
-        """The archive items most relevant to the newest ``turns`` and their token cost,
-        within ``min(recall_tokens, budget // 4)``; None when recall is off or there are no
-        turns to ask with."""
-        if self.config.recall_tokens <= 0 or not turns:
-            return None
+    async def view(
+        self, key: ChannelKey, state: SummaryState, turns: Sequence[Turn], budget: int
+    ) -> MemoryView:
+        """The reply's memory for the newest of ``turns``, composed within ``budget``."""
+        split = self.config.split
+        weights = query_weights(turns[-1].text, [t.text for t in reversed(turns[-4:-1])])
+
+        def order(facts: Sequence[CarriedIdentifier]) -> list[CarriedIdentifier]:
+            return rank_facts(facts, weights)
+
+        compose = partial(compose_view, state, turns, budget=budget,
+                          tokenizer=self.tokenizer, split=split, facts_order=order)
+        if split.recall_tokens == 0:
+            return compose()
+        below = verbatim_from(state, turns, budget=budget, tokenizer=self.tokenizer, split=split)
         found = await self.store.search(
             key,
             recall_query(turns),
             facts_limit=self.config.recall_facts,
             episodes_limit=self.config.recall_episodes,
         )
-        return fit_recall(found, min(self.config.recall_tokens, budget // 4), self.tokenizer)
+        hits: list[Turn] = []
+        nearby: list[Turn] = []
+        if below is not None and below > 1:
+            # Enough candidates to fill the recall room with short messages (~40 tokens).
+            limit = max(self.config.recall_turns, budget // 40)
+            hits = await self.store.search_turns(
+                key, turn_query(turns), before_seq=below, limit=limit
+            )
+            around = {h.seq + d for h in hits for d in (-1, 1)} - {h.seq for h in hits}
+            nearby = await self.store.turns_at(key, sorted(s for s in around if 0 < s < below))
+        recalled = Recall(found.facts, found.episodes, tuple(hits))
+        view = compose(found=recalled, nearby=[*hits, *nearby])
+        left = budget - view.tokens
+        first = view.turns[0].seq if view.turns else None
+        if left > budget // 10 and first is not None and first > 1:
+            # Little matched: fill the rest with the conversation just before, verbatim.
+            count = min(left // 12, VIEW_TURN_LIMIT)
+            earlier = await self.store.turns_at(key, range(max(first - count, 1), first))
+            view = compose(found=recalled, nearby=[*hits, *nearby], earlier=earlier)
+        return view
 
     async def related_facts(self, key: ChannelKey, turns: Sequence[Turn]) -> Sequence[LongTermFact]:
         """Current facts that share terms with ``turns``, so a fold can mark one replaced."""

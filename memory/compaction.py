@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from memory.config import VIEW_TURN_LIMIT, MemoryConfig
+from memory.errors import Preempted
 from memory.models import ChannelKey, LongTermFact, NewEpisode, NewLongTermFact, RecordResult, Turn
 from memory.store import LeaseStore, MemoryStore
 from memory.summarizer import Summarizer
@@ -188,6 +189,11 @@ class Compactor:
                 self._failures.pop(key, None)
             except asyncio.CancelledError:
                 raise
+            except Preempted:
+                # A reply needed the endpoint's slot: not the model's fault. Try again soon,
+                # without counting a failure or growing the backoff.
+                await asyncio.sleep(self.config.lease_wait)
+                continue
             except LeaseBusy:
                 # Another process holds the lease: look again later, not a failure. When it
                 # is done the channel is usually under the window and nothing is left to do.

@@ -54,7 +54,9 @@ class ManagerStore(CompactionStore, ArchiveWithRetention, Protocol):
 class Digest:
     """What ``/summary`` shows: the up-to-date summary text plus counts.
 
-    ``fresh`` is false when the summary model failed and ``text`` is the stored summary.
+    ``fresh`` is false when the summary model failed and ``text`` is the stored summary;
+    ``error`` is then what went wrong, so ``/summary`` can say it (unreachable, timed out,
+    an unusable answer).
     ``episodes`` are the newest archived episodes the summary covers (newest first), so
     ``/summary`` can cite their time ranges.
     """
@@ -64,6 +66,7 @@ class Digest:
     fresh: bool
     empty: bool
     episodes: tuple[Episode, ...] = ()
+    error: Exception | None = None
 
 
 class MemoryManager:
@@ -148,25 +151,22 @@ class MemoryManager:
     ) -> MemoryView:
         """The committed memory that fits ``budget`` tokens; never waits for compaction.
 
-        With ``recall`` (and ``recall_tokens`` > 0) the archive items most relevant to the
-        newest turn and the few before it are added, within ``min(recall_tokens,
-        budget // 4)`` tokens taken from the same budget.
+        With ``recall`` the view is composed for the newest turn (``memory.view``): carried
+        identifiers by relevance, and recall — long-term facts, episodes and the stored
+        turns search finds for it — from the same budget.
         """
         state, turns = await self.store.snapshot(
             key, limit=VIEW_TURN_LIMIT, through_seq=through_seq
         )
-        recalled = await self._archive.recall(key, turns, budget) if recall else None
-        cost = recalled[1] if recalled else 0
-        view = build_view(
+        if recall and turns:
+            return await self._archive.view(key, state, turns, budget)
+        return build_view(
             state,
             turns,
-            budget=budget - cost,
+            budget=budget,
             tokenizer=self.tokenizer,
             facts_budget=self.config.facts_tokens,
         )
-        if recalled is None:
-            return view
-        return replace(view, recall=recalled[0], recall_tokens=cost)
 
     # ------------------------------------------------------------------ commands
 
@@ -185,10 +185,10 @@ class MemoryManager:
                 state, turns, max_tokens=self.config.summary_tokens
             )
             return Digest(text, stats, fresh=True, empty=False, episodes=cited)
-        except Exception:
+        except Exception as e:
             log.warning("digest for %s failed; showing the stored summary", key, exc_info=True)
             fallback = state.text or "\n".join(f"{t.author_name}: {t.text}" for t in turns[-10:])
-            return Digest(fallback, stats, fresh=False, empty=False, episodes=cited)
+            return Digest(fallback, stats, fresh=False, empty=False, episodes=cited, error=e)
 
     async def remember(self, key: ChannelKey, text: str, *, author: str = "") -> LongTermFact:
         """``/remember``: pin ``text`` as a long-term fact of the channel."""

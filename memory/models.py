@@ -178,10 +178,13 @@ class LongTermFact:
 
 @dataclass(frozen=True, slots=True)
 class Recall:
-    """What retrieval selected for one reply: facts (current first) and episodes, best first."""
+    """What retrieval selected for one reply: facts (current first) and episodes, best first,
+    and stored turns no longer verbatim in the prompt that match the message (with their
+    neighbours; in a view they are in ``seq`` order, as search results best first)."""
 
     facts: tuple[LongTermFact, ...] = ()
     episodes: tuple[Episode, ...] = ()
+    turns: tuple[Turn, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

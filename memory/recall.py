@@ -23,15 +23,21 @@ from memory.tokens import Tokenizer
 __all__ = [
     "QUERY_TURNS",
     "RECALL_HEADING",
+    "TURNS_HEADING",
+    "day_heading",
     "episode_line",
     "episode_span",
     "episode_spans",
     "fact_line",
     "fit_recall",
     "recall_query",
+    "recalled_turn_line",
+    "render_recalled_turns",
+    "turn_query",
 ]
 
 RECALL_HEADING = "## Recalled from the archive (older details that may matter here)"
+TURNS_HEADING = "## Earlier messages that match this one (verbatim, oldest first)"
 QUERY_TURNS = 3
 """Turns before the triggering message whose words also select what is recalled."""
 _LINE_OVERHEAD = 1
@@ -41,6 +47,15 @@ def recall_query(turns: Sequence[Turn]) -> list[str]:
     """Search terms for a reply: the newest turn (the trigger) first, then the few before."""
     recent = list(turns)[-(QUERY_TURNS + 1) :]
     return query_terms(*(t.text for t in reversed(recent)))
+
+
+def turn_query(turns: Sequence[Turn]) -> list[str]:
+    """Search terms for stored turns: the triggering message's own; the turns before it
+    only when the message has too few terms to search with ("and the other one?")."""
+    own = query_terms(turns[-1].text) if turns else []
+    if len(own) >= 3:
+        return own
+    return query_terms(*(t.text for t in reversed(list(turns)[-(QUERY_TURNS + 1) :])))
 
 
 def episode_span(episode: Episode, now: float | None = None) -> str:
@@ -79,6 +94,36 @@ def episode_line(episode: Episode) -> str:
     """One episode: when, who, what happened."""
     who = ", ".join(episode.speakers)
     return f"- [episode {episode_span(episode)} · {who}] {episode.text}"
+
+
+def day_heading(turn: Turn) -> str:
+    """The date line above a day's recalled messages (UTC, with the year)."""
+    day = datetime.fromtimestamp(turn.sent_at, UTC)
+    return f"### {day.day} {day:%b %Y}"
+
+
+def recalled_turn_line(turn: Turn) -> str:
+    """One recalled message: time, speaker, text on one line (its line breaks folded)."""
+    at = datetime.fromtimestamp(turn.sent_at, UTC)
+    name = " ".join(turn.author_name.split()) or "someone"
+    if turn.role == "assistant":
+        name = f"{name} (bot)"
+    return f"- {at:%H:%M} {name}: {' '.join(turn.text.split())}"
+
+
+def render_recalled_turns(turns: Sequence[Turn]) -> list[str]:
+    """The recalled messages under their heading, oldest first, grouped by day."""
+    if not turns:
+        return []
+    lines = [TURNS_HEADING]
+    day = ""
+    for turn in sorted(turns, key=lambda t: t.seq):
+        heading = day_heading(turn)
+        if heading != day:
+            lines.append(heading)
+            day = heading
+        lines.append(recalled_turn_line(turn))
+    return lines
 
 
 def fit_recall(recall: Recall, budget: int, tokenizer: Tokenizer) -> tuple[Recall, int]:

@@ -21,6 +21,11 @@ backends run it. Semantics every implementation keeps:
   (SQLite FTS5 BM25; PostgreSQL ``ts_rank`` over a GIN index) on the terms of
   ``memory.search_text``, within one channel only; it reads the archive index, never
   the turns, so its cost follows the number of matching episodes and facts.
+* Every stored turn (folded or not) is indexed too, in the same transaction as the write
+  that stores, edits or deletes it: ``search_turns`` ranks a channel's turns by full-text
+  relevance on the same terms, using only the query's rarer terms (``common.
+  pick_turn_terms``), so its cost follows the number of matching turns, not the channel's
+  length; ``turns_at`` reads turns by seq (a recalled turn's neighbours).
 """
 
 from __future__ import annotations
@@ -143,7 +148,8 @@ class MemoryStore(Protocol):
 
 @runtime_checkable
 class ArchiveStore(Protocol):
-    """The long-term archive: episodes, long-term facts and their search."""
+    """The long-term archive: episodes, long-term facts, and search over them and over
+    every stored turn."""
 
     async def add_fact(self, key: ChannelKey, fact: NewLongTermFact, *, now: float) -> LongTermFact:
         """Store one fact (``/remember``); creates the channel if needed."""
@@ -171,6 +177,16 @@ class ArchiveStore(Protocol):
         """Facts and episodes of this channel matching any of the ``query`` terms
         (``memory.search_text.query_terms``), most relevant first; current facts before
         superseded ones. No terms, no results."""
+
+    async def search_turns(
+        self, key: ChannelKey, query: Sequence[str], *, before_seq: int, limit: int = 40
+    ) -> list[Turn]:
+        """This channel's stored turns (folded or not) with ``seq < before_seq`` that match any
+        of the ``query`` terms (``memory.search_text.query_terms``), best first (BM25; ties:
+        newer first). No terms, or none that occurs, no results."""
+
+    async def turns_at(self, key: ChannelKey, seqs: Sequence[int]) -> list[Turn]:
+        """The channel's stored turns with these seqs, ascending; unknown seqs are skipped."""
 
 
 @runtime_checkable

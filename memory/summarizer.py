@@ -268,7 +268,7 @@ class Summarizer:
         tokenizer: Tokenizer,
         *,
         summary_tokens: int = 600,
-        timeout: float = 120.0,
+        timeout: float | None = 120.0,
         language_hint: str | None = None,
     ) -> None:
         if summary_tokens < 1:

@@ -7,7 +7,7 @@ replace only the unencodable code points with U+FFFD, so what was said stays rea
 
 from __future__ import annotations
 
-__all__ = ["clean_text"]
+__all__ = ["clean_text", "defuse"]
 
 _REPLACEMENT = "\ufffd"
 
@@ -22,3 +22,9 @@ def clean_text(text: str) -> str:
         # A valid surrogate *pair* written as two code points is joined; a lone one is replaced.
         text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return text
+
+
+def defuse(text: str) -> str:
+    """Neutralise the prompt's fence markers so remembered text cannot close or reopen the
+    memory fence (``bot.prompts``); views count text in this form."""
+    return text.replace("<<<", "‹‹‹").replace(">>>", "›››")

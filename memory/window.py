@@ -22,7 +22,15 @@ from dataclasses import dataclass, replace
 from memory.models import CarriedIdentifier, ChannelKey, MemoryView, SummaryState, Turn
 from memory.tokens import Tokenizer
 
-__all__ = ["TURN_OVERHEAD", "WindowPolicy", "build_view", "truncate_marked", "turn_cost"]
+__all__ = [
+    "TURN_OVERHEAD",
+    "WindowPolicy",
+    "build_view",
+    "fit_facts",
+    "pick_newest",
+    "truncate_marked",
+    "turn_cost",
+]
 
 TURN_OVERHEAD = 6
 """Tokens a turn's message costs beyond its content: framing (3), role (1) and slack for a
@@ -41,8 +49,9 @@ FACT_OVERHEAD = 3
 
 @dataclass(frozen=True, slots=True)
 class WindowPolicy:
-    """Compaction trigger and fold target. ``0`` disables a token limit, except that a
-    token window without ``keep_tokens`` folds down to half the window."""
+    """Compaction trigger and fold target. ``0`` disables a limit (``max_messages=0``: no
+    message count limit, a token window only), except that a token window without
+    ``keep_tokens`` folds down to half the window."""
 
     max_messages: int = 10
     keep_messages: int = 4
@@ -51,16 +60,31 @@ class WindowPolicy:
     max_fold_tokens: int = 8000
 
     def __post_init__(self) -> None:
-        if self.keep_messages < 0 or self.max_messages < 1:
-            raise ValueError("max_messages must be >= 1 and keep_messages >= 0")
-        if self.keep_messages >= self.max_messages:
+        if self.keep_messages < 0 or self.max_messages < 0:
+            raise ValueError("max_messages and keep_messages must be >= 0")
+        if not self.max_messages and not self.window_tokens:
+            raise ValueError("a window needs max_messages or window_tokens")
+        if self.max_messages and self.keep_messages >= self.max_messages:
             raise ValueError("keep_messages must be smaller than max_messages")
         if self.window_tokens and self.keep_tokens >= self.window_tokens:
             raise ValueError("keep_tokens must be smaller than window_tokens")
 
+    @classmethod
+    def for_budget(cls, budget: int, *, summary_tokens: int, window_share: float = 0.35,
+                   keep_share: float = 0.1) -> WindowPolicy:
+        """The default window, in tokens, derived from a reply's memory budget: compact when
+        the unsummarized turns pass ``window_share`` of what the summary leaves, fold down
+        to ``keep_share``. One call then folds a quarter of the budget, and every unfolded
+        turn fits the view's verbatim share (``memory.view.ViewSplit.recent_share``)."""
+        room = max(budget - summary_tokens, 40)
+        window = max(int(room * window_share), 20)
+        return cls(max_messages=0, keep_messages=0, window_tokens=window,
+                   keep_tokens=max(min(int(room * keep_share), window - 1), 1))
+
     def should_compact(self, count: int, tokens: int) -> bool:
         """True when the unfolded turns overflow the window."""
-        return count > self.max_messages or bool(self.window_tokens and tokens > self.window_tokens)
+        by_count = bool(self.max_messages) and count > self.max_messages
+        return by_count or bool(self.window_tokens and tokens > self.window_tokens)
 
     def fold_count(self, pending: Sequence[Turn]) -> int:
         """How many of the oldest ``pending`` turns one compaction should fold (maybe 0)."""
@@ -74,7 +98,7 @@ class WindowPolicy:
         n_keep = 0
         kept_tokens = 0
         for turn in reversed(pending):
-            if n_keep >= self.keep_messages:
+            if self.max_messages and n_keep >= self.keep_messages:
                 break
             if keep_tokens and kept_tokens + turn.tokens > keep_tokens:
                 break
@@ -106,9 +130,11 @@ def truncate_marked(text: str, max_tokens: int, tokenizer: Tokenizer) -> str:
     return tokenizer.truncate(marker.strip(), max_tokens)
 
 
-def _fit_facts(
+def fit_facts(
     facts: Sequence[CarriedIdentifier], summary: str, budget: int, tokenizer: Tokenizer
 ) -> tuple[tuple[CarriedIdentifier, ...], int]:
+    """The first of ``facts`` (in the given order) that fit ``budget``, skipping those whose
+    value ``summary`` (the text already in the prompt) shows; and their cost."""
     chosen: list[CarriedIdentifier] = []
     used = 0
     for fact in facts:  # already ordered by last mention, newest first
@@ -122,6 +148,34 @@ def _fit_facts(
     return tuple(chosen), used
 
 
+def pick_newest(
+    turns: Sequence[Turn], room: int, per_turn_cap: int, tokenizer: Tokenizer
+) -> tuple[list[Turn], int, bool]:
+    """The newest of ``turns`` (ascending) that fit ``room`` tokens, ascending, their cost,
+    and whether one was cut: a turn over ``per_turn_cap``, or the newest when it alone is
+    over ``room``, is cut with a marker instead of pushing everything out."""
+    picked: list[Turn] = []
+    used = 0
+    truncated = False
+    for turn in reversed(turns):
+        overhead = turn_cost(turn, tokenizer) - turn.tokens
+        left = room - used - overhead
+        if left <= 0:
+            break
+        cost = turn.tokens
+        if cost > per_turn_cap or (cost > left and not picked):
+            text = truncate_marked(turn.text, min(per_turn_cap, left), tokenizer)
+            turn = replace(turn, text=text, tokens=tokenizer.count(text))
+            cost = turn.tokens
+            truncated = True
+        if cost > left:
+            break
+        picked.append(turn)
+        used += cost + overhead
+    picked.reverse()
+    return picked, used, truncated
+
+
 def build_view(
     state: SummaryState,
     turns: Sequence[Turn],
@@ -130,8 +184,12 @@ def build_view(
     tokenizer: Tokenizer,
     facts_budget: int,
     max_turn_share: float = 0.5,
+    facts: Sequence[CarriedIdentifier] | None = None,
 ) -> MemoryView:
-    """Fit summary, facts and the newest of ``turns`` (ascending) into ``budget`` tokens."""
+    """Fit summary, facts and the newest of ``turns`` (ascending) into ``budget`` tokens.
+
+    ``facts`` orders the carried identifiers (default: the state's, newest mention first).
+    """
     budget = max(budget, 0)
     summary = state.text
     summary_tokens = tokenizer.count(summary)
@@ -139,34 +197,17 @@ def build_view(
         summary = truncate_marked(summary, budget, tokenizer)
         summary_tokens = tokenizer.count(summary)
     remaining = budget - summary_tokens
-    facts, facts_tokens = _fit_facts(state.facts, summary, min(facts_budget, remaining), tokenizer)
+    carried = state.facts if facts is None else facts
+    chosen, facts_tokens = fit_facts(carried, summary, min(facts_budget, remaining), tokenizer)
     remaining -= facts_tokens
 
     per_turn_cap = max(int(budget * max_turn_share), 1)
-    picked: list[Turn] = []
-    used = 0
-    truncated = False
-    for turn in reversed(turns):
-        overhead = turn_cost(turn, tokenizer) - turn.tokens
-        room = remaining - used - overhead
-        if room <= 0:
-            break
-        cost = turn.tokens
-        if cost > per_turn_cap or (cost > room and not picked):
-            text = truncate_marked(turn.text, min(per_turn_cap, room), tokenizer)
-            turn = replace(turn, text=text, tokens=tokenizer.count(text))
-            cost = turn.tokens
-            truncated = True
-        if cost > room:
-            break
-        picked.append(turn)
-        used += cost + overhead
-    picked.reverse()
+    picked, used, truncated = pick_newest(turns, remaining, per_turn_cap, tokenizer)
     return MemoryView(
         key=state.key,
         summary=summary,
         summary_tokens=summary_tokens,
-        facts=facts,
+        facts=chosen,
         facts_tokens=facts_tokens,
         turns=tuple(picked),
         turns_tokens=used,

@@ -34,9 +34,9 @@ _ids = itertools.count()
 
 @contextlib.asynccontextmanager
 async def runtime(tmp_path: Path, model: ArchiveModel, **env: str) -> AsyncIterator[Runtime]:
-    settings = load_settings(
-        {"DATABASE_URL": f"sqlite:///{tmp_path}/archive.db", "LLM_PROVIDER": "offline", **env}
-    )
+    # The message window (10 / 4): these tests count compactions and episodes by message.
+    settings = load_settings({"DATABASE_URL": f"sqlite:///{tmp_path}/archive.db",
+                              "LLM_PROVIDER": "offline", "MAX_HISTORY_MESSAGES": "10", **env})
     async with Runtime.open(settings, llm=model) as rt:  # type: ignore[arg-type]
         yield rt
 
@@ -111,8 +111,9 @@ async def test_superseded_fact_is_ranked_after_its_update_and_marked(tmp_path: P
 
         prompt = await ask(rt, model, "when is the deadline?")
         lines = prompt.splitlines()
-        [new] = [i for i, line in enumerate(lines) if "moved to Monday" in line]
-        [old] = [i for i, line in enumerate(lines) if "is Friday" in line]
+        # The fact lines (the messages that said them are recalled too, under their own heading)
+        [new] = [i for i, line in enumerate(lines) if "moved to Monday" in line and "[fact" in line]
+        [old] = [i for i, line in enumerate(lines) if "is Friday" in line and "[fact" in line]
         assert new < old
         assert "SUPERSEDED" in lines[old] and "SUPERSEDED" not in lines[new]
 

@@ -14,6 +14,7 @@ import pytest
 from bot.cli import main
 from bot.dbtools import CopyError, channel_checksum, copy_db
 from memory.models import CarriedIdentifier, ChannelKey, NewEpisode, NewLongTermFact
+from memory.search_text import query_terms
 from memory.stores.sqlite.store import SqliteStore
 from tests.harness.store_contract import new_turn
 
@@ -96,6 +97,16 @@ async def test_round_trip_sqlite_postgres_sqlite_is_identical(tmp_path: Path, pg
             assert friday.superseded_by == monday.id  # the link points at the copy
             (episode,) = await b.episodes(key)
             assert episode.speakers == ("Alice", "민수") and episode.text == "they planned"
+        # every copied turn is indexed for search: SQLite, its copy in PostgreSQL and the
+        # copy back give the same results
+        for key, question in ((KEYS[0], "message 1234, or 77?"), (KEYS[1], "message 17"),
+                              (KEYS[2], "메시지 주문 ORD-33"), (KEYS[0], "line two")):
+            terms = query_terms(question)
+            found = [await s.search_turns(key, terms, before_seq=10**6, limit=12)
+                     for s in (a, pg, b)]
+            assert found[0] and found[1] == found[0] == found[2], (key, question)
+            if key == KEYS[0] and "77" in question:
+                assert {t.text.split()[1] for t in found[0][:2]} == {"1234", "77"}
         hits = await b.search(KEYS[0], ["deadline"])  # the copies are searchable too
         assert hits.facts and hits.facts[0].text == "the deadline moved to Monday"
         # the copy is a live store: new turns continue after the copied seqs

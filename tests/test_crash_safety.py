@@ -4,7 +4,8 @@
 each message id after ``record()`` returned. We kill it at random moments (after a random
 number of output lines: mid-record, mid-summarizer call, around a commit), read what it
 managed to print, and check the file: SQLite's integrity check passes, every acknowledged
-turn is there exactly once, and summary, facts and fold pointer agree. The next run
+turn is there exactly once, summary, facts and fold pointer agree, and the turn search
+index (FTS5, kept by triggers in the same transactions) matches the turns exactly. The next run
 reopens the same file, so recovery after a crash is itself killed and checked.
 """
 
@@ -22,6 +23,7 @@ from pathlib import Path
 from memory.identifiers import contains_identifier, extract_identifiers
 from memory.models import ChannelKey
 from memory.stores.sqlite.store import SqliteStore
+from tests.harness.turn_index import assert_turn_index_matches_turns
 
 ROOT = Path(__file__).resolve().parent.parent
 TRIALS = int(os.environ.get("GISTBOT_CRASH_TRIALS", "60"))
@@ -122,6 +124,8 @@ def check_file(db: Path, acked: dict[tuple[str, str], int]) -> None:
                         )
         for key in acked:
             assert present.get(key) == 1, f"acknowledged turn {key} has {present.get(key)} copies"
+        # the turn search index (written by triggers in the same transaction) agrees
+        assert assert_turn_index_matches_turns(conn) == sum(present.values())
     finally:
         conn.close()
 
@@ -158,5 +162,10 @@ def final_check_through_the_store(db: Path, acked: dict[tuple[str, str], int]) -
                 assert {m for c, m in acked if c == channel} <= set(ids)
                 state, pending = await store.snapshot(key, limit=10**6)
                 assert pending == [t for t in turns if t.seq > state.folded_through]
+                # search agrees with a scan: each turn is found by its unique order number
+                for turn in turns[:: max(1, len(turns) // 50)]:
+                    number = turn.text.split("ORD-")[1].split()[0]
+                    found = await store.search_turns(key, [number], before_seq=10**9)
+                    assert found == [turn], (turn, found)
 
     asyncio.run(check())

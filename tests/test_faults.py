@@ -127,7 +127,8 @@ async def test_an_enormous_answer_is_cut_stored_and_sent_in_bounded_pieces(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING)
-    async with FakeOpenAI() as fake, runtime(tmp_path, fake) as rt:
+    # The message window: the huge answer alone must not start a compaction here.
+    async with FakeOpenAI() as fake, runtime(tmp_path, fake, MAX_HISTORY_MESSAGES="10") as rt:
         fake.push("paragraph of nonsense. " * 20_000)  # 460,000 characters
         reply = await rt.service.on_message(msg(1, "say a lot", mention=True))
         assert reply is not None and not reply.failed

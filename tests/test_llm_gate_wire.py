@@ -246,3 +246,31 @@ def test_concurrency_settings_must_be_at_least_one(variable: str, value: str) ->
 def test_concurrency_settings_must_be_integers() -> None:
     with pytest.raises(ConfigError, match="LLM_CONCURRENCY"):
         load_settings({"LLM_CONCURRENCY": "many"})
+
+
+async def test_summary_timeout_counts_from_its_slot_and_is_enforced_per_request(
+    llms: Callable[..., OpenAILLM],
+) -> None:
+    """``SUMMARY_TIMEOUT`` is the request's own: a summary that waited behind a reply longer
+    than it still gets its answer, and one whose model is slower than it times out."""
+    from bot.errors import LLMTimeout
+
+    async with FakeOpenAI(
+        responder=default_responder, latency=slow_summaries(0.0), max_concurrency=1
+    ) as fake:
+        llm = llms(fake, concurrency=1, summary_timeout=1.0)
+        fake.push(Text("a b c d", chunk_delay=0.4))  # a reply holding the slot ~1.6 s
+
+        async def read_stream() -> str:
+            return "".join([p async for p in llm.stream(REPLY, max_tokens=20, purpose="reply")])
+
+        streaming = asyncio.create_task(read_stream())
+        await until(lambda: len(fake.active) == 1)
+        started = time.monotonic()
+        answer = await llm.complete(SUMMARY, max_tokens=99, purpose="summary")
+        assert time.monotonic() - started > 1.0 and answer.text == "- Alice: ORD-7 is late"
+        await streaming
+    async with FakeOpenAI(responder=default_responder, latency=slow_summaries(3.0)) as fake:
+        llm = llms(fake, concurrency=1, summary_timeout=0.5)
+        with pytest.raises(LLMTimeout):
+            await llm.complete(SUMMARY, max_tokens=99, purpose="summary")

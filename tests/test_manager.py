@@ -698,3 +698,20 @@ async def test_a_burst_of_records_is_admitted_a_few_at_a_time(
     assert peak == 3
     for t in policy_safe:
         assert len(await store.inner.turns(t.key)) == 1
+
+
+async def test_a_preempted_summary_is_retried_soon_and_is_not_a_failure(
+    make_manager: MakeManager, store: SpyStore,
+    scripted: Callable[..., ScriptedModel], tok: TokenCounter,
+) -> None:
+    """A reply took the endpoint's slot (``Preempted``): compaction tries again after
+    ``lease_wait``, without counting a failure or backing off exponentially."""
+    from memory.errors import Preempted
+
+    model = scripted(Preempted("a reply needed the slot"), extractive(tok))
+    mgr = make_manager(model, retry_base=600.0, lease_wait=0.05)
+    await record_all(mgr, [say(i) for i in range(11)])
+    await asyncio.wait_for(mgr.wait_idle(), 10)  # a 600 s backoff would not finish
+    assert mgr.compaction_failures == 0
+    assert (await store.state(KEY)).folded_through == 7
+    model.assert_done()

@@ -349,3 +349,50 @@ async def test_hot_queries_use_indexes_on_a_long_history(
             # a range or point on the turns key, never "all of this channel's turns"
             assert re.search(r"Index Cond: \(\(channel_id = \S+\) AND \((seq|message_id) ",
                              plan), (sql, plan)
+
+
+# ---------------------------------------------------------------------------- turn search
+
+
+async def test_turns_of_version_3_are_indexed_at_open(
+    make_pg: MakeStore, admin: asyncpg.Connection, schema: str
+) -> None:
+    from memory.search_text import query_terms
+
+    await admin.execute(f'CREATE SCHEMA "{schema}"; SET search_path = "{schema}"')
+    for script in MIGRATIONS[:3]:
+        await admin.execute(script)
+    await admin.execute(
+        "CREATE TABLE schema_version (version integer NOT NULL);"
+        "INSERT INTO schema_version VALUES (3);"
+        "INSERT INTO channels (platform, workspace, channel, next_seq) "
+        "VALUES ('discord', 'g1', 'c1', 3);"
+        "INSERT INTO turns VALUES (1, 1, 'm1', 'user', 'a', 'A', 'order ORD-7731 late', 1, 5.0),"
+        " (1, 2, 'm2', 'user', 'a', 'A', '프로젝트 마감은 금요일', 1, 6.0)")
+    s = await make_pg()
+    assert [t.seq for t in await s.search_turns(KEY, query_terms("ORD-7731"), before_seq=9)] == [1]
+    assert [t.seq for t in await s.search_turns(KEY, query_terms("마감"), before_seq=9)] == [2]
+    assert await admin.fetchval("SELECT count(*) FROM turns WHERE terms IS NULL") == 0
+    # a turn an older replica wrote after the upgrade (no terms) is indexed at the next open
+    await admin.execute("INSERT INTO turns VALUES (1, 3, 'm3', 'user', 'a', 'A', '締切日', 1, 7.0)")
+    await s.close()
+    s = await make_pg()
+    assert [t.seq for t in await s.search_turns(KEY, query_terms("締切"), before_seq=9)] == [3]
+
+
+async def test_turn_search_uses_the_gin_index(
+    store: PostgresStore, admin: asyncpg.Connection, schema: str
+) -> None:
+    from memory.stores.postgres import turn_search
+
+    await store.record(new_turn(KEY, "seed", "zeppelin"))
+    await admin.execute(f'SET search_path = "{schema}"')
+    await admin.execute(
+        "INSERT INTO turns SELECT 1, g, 'h' || g, 'user', 'a', 'A', 'x', 1, g, "
+        "to_tsvector('simple', 'word' || g) FROM generate_series(2, 20001) g; ANALYZE")
+    plan = "\n".join(r[0] for r in await admin.fetch(
+        f"EXPLAIN {turn_search.SEARCH_TURNS}", 1, 30_000, "'word77'", 40))
+    assert "turns_terms" in plan and "Seq Scan" not in plan, plan
+    plan = "\n".join(r[0] for r in await admin.fetch(
+        f"EXPLAIN {turn_search.TURNS_AT}", 1, [3, 4]))
+    assert "Seq Scan" not in plan, plan

@@ -216,7 +216,7 @@ async def test_whole_service_runs_on_postgresql(tmp_path: Path) -> None:
     try:
         async with (
             FakeOpenAI(responder=default_responder) as fake,
-            runtime(tmp_path, fake, DATABASE_URL=f"{pg}#{schema}") as rt,
+            runtime(tmp_path, fake, DATABASE_URL=f"{pg}#{schema}", MAX_HISTORY_MESSAGES="10") as rt,
         ):
             assert type(rt.store).__name__ == "PostgresStore"
             for i in range(12):

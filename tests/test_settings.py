@@ -15,7 +15,8 @@ def test_defaults_are_offline_sqlite_console() -> None:
     assert s.provider == "offline"
     assert s.database_url == "sqlite:///gistbot.db"
     assert s.adapters == []
-    assert (s.max_history_messages, s.keep_recent_messages) == (10, 4)
+    assert (s.max_history_messages, s.keep_recent_messages) == (None, None)  # derived window
+    assert s.recall_tokens is None
 
 
 def test_key_or_base_url_selects_openai() -> None:

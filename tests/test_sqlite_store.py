@@ -13,11 +13,14 @@ from pathlib import Path
 import pytest
 
 from memory.errors import SchemaTooNewError, StoreBusyError, StoreOpenError
-from memory.models import CarriedIdentifier, ChannelKey
+from memory.models import CarriedIdentifier, ChannelKey, Turn
+from memory.search_text import query_terms
 from memory.store import Store
-from memory.stores.sqlite.schema import SCHEMA_VERSION
+from memory.stores.sqlite.schema import MIGRATIONS, SCHEMA_VERSION
 from memory.stores.sqlite.store import SqliteStore
+from memory.stores.sqlite.turn_search import register
 from tests.harness.store_contract import MakeStore, StoreContract, new_turn
+from tests.harness.turn_index import assert_turn_index_matches_turns
 
 KEY = ChannelKey("discord", "g1", "c1")
 
@@ -240,6 +243,7 @@ async def test_hot_queries_use_indexes(store: SqliteStore) -> None:
     assert len(statements) >= 12
 
     with sqlite3.connect(store.path) as conn:
+        register(conn)  # writes to turns run the search-index triggers, which call it
         for sql in statements:
             plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql)]
             for step in plan:
@@ -289,3 +293,85 @@ async def test_view_and_pending_cost_does_not_grow_with_history(tmp_path: Path) 
             )
         for s, b in zip(costs[small], costs[big], strict=True):
             assert b <= s * 1.2 + 5, costs
+
+
+# ---------------------------------------------------------------------------- turn search
+
+
+def _version_4_database(path: Path) -> None:
+    """A file as gistbot with schema version 4 (before turn search) left it, with turns."""
+    with sqlite3.connect(path, isolation_level=None) as conn:
+        for script in MIGRATIONS[:4]:
+            conn.executescript(script)
+        conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        conn.execute("INSERT INTO schema_version VALUES (4)")
+        conn.execute("INSERT INTO channels (platform, workspace, channel, next_seq, "
+                     "folded_through) VALUES ('discord', 'g1', 'c1', 4, 2)")
+        for seq, text in enumerate(["order ORD-7731 was charged twice", "프로젝트 마감은 금요일",
+                                    "nothing special"], start=1):
+            conn.execute("INSERT INTO turns VALUES (1, ?, ?, 'user', 'a', 'A', ?, 3, 5.0)",
+                         (seq, f"m{seq}", text))
+
+
+async def test_a_version_4_database_migrates_and_its_old_turns_become_searchable(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v4.db"
+    _version_4_database(path)
+    async with SqliteStore(path) as s:
+        [ord_turn] = await s.search_turns(KEY, query_terms("ORD-7731?"), before_seq=10)
+        assert (ord_turn.seq, ord_turn.message_id) == (1, "m1")
+        [korean] = await s.search_turns(KEY, query_terms("마감"), before_seq=10)
+        assert korean.seq == 2
+        new = await s.record(new_turn(KEY, "new", "charged again"))
+        found = await s.search_turns(KEY, query_terms("charged"), before_seq=10)
+        assert [t.seq for t in found] == [new.turn.seq, 1]
+    with sqlite3.connect(path) as conn:
+        register(conn)
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
+        assert assert_turn_index_matches_turns(conn) == 4
+
+
+async def test_turn_index_matches_the_turns_after_every_kind_of_write(
+    store: SqliteStore, tmp_path: Path
+) -> None:
+    other = ChannelKey("slack", "T", "C")
+    await asyncio.gather(*(store.record(new_turn(k, f"m{i}", f"word{i % 7} 회의 {i} ORD-{i}",
+                                                 sent_at=float(i)))
+                           for i in range(60) for k in (KEY, other)))
+    await store.import_turns(ChannelKey("d", "g", "copied"), [
+        Turn(ChannelKey("d", "g", "copied"), seq, f"c{seq}", "user", "a", "A",
+             f"imported {seq} 締切日", 1, 1.0) for seq in range(1, 40)])
+    for i in range(0, 60, 5):
+        await store.edit(KEY, f"m{i}", f"edited word{i} lighthouse", 2)
+    for i in range(1, 60, 6):
+        await store.delete(other, f"m{i}")
+    state = await store.state(KEY)
+    await store.commit_summary(KEY, expected_version=state.version, text="S",
+                               folded_through=40, facts=(), now=1.0)
+    assert await store.purge_folded_before(20.0) > 0
+    await store.reset(other)
+    with sqlite3.connect(store.path) as conn:
+        register(conn)
+        assert assert_turn_index_matches_turns(conn) == 40 + 39
+    lighthouse = await store.search_turns(KEY, query_terms("lighthouse"), before_seq=10**6)
+    assert sorted(t.message_id for t in lighthouse) == sorted(
+        f"m{i}" for i in range(20, 60, 5))
+
+
+async def test_turn_search_reads_one_rowid_range_and_turns_by_key(store: SqliteStore) -> None:
+    for i in range(30):
+        await store.record(new_turn(KEY, f"m{i}", f"alpha {i}"))
+    logs: list[str] = []
+    await _trace(store, logs)
+    await store.search_turns(KEY, ["alpha", "7"], before_seq=20)
+    await store.turns_at(KEY, [3, 4, 5])
+    statements = [s for s in logs if re.match(r"\s*SELECT", s, re.I)]
+    with sqlite3.connect(store.path) as conn:
+        plans = {sql: " | ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql))
+                 for sql in statements}
+    fts = [p for sql, p in plans.items() if "turns_fts MATCH" in sql]
+    assert fts and all("VIRTUAL TABLE INDEX" in p for p in fts), plans
+    for sql, plan in plans.items():
+        if "FROM turns " in sql:
+            assert "USING PRIMARY KEY (channel_id=? AND seq=?)" in plan, (sql, plan)

@@ -32,11 +32,14 @@ from memory.store import ChangeOutcome
 
 __all__ = [
     "CHANNEL_FACT_COLS",
+    "COMMON_TURN_DOCS",
     "EPISODE_COLS",
     "FACT_COLS",
     "HEADER_COLS",
     "NO_UPPER_SEQ",
     "TURN_COLS",
+    "TURN_QUERY_TERMS",
+    "TURN_TERMS_CHARS",
     "ArchiveCopy",
     "ChannelHeader",
     "EpisodeRow",
@@ -53,11 +56,14 @@ __all__ = [
     "episode_terms",
     "fact_terms",
     "fact_values",
+    "pick_turn_terms",
     "positive_ttl",
     "recorded",
     "refused_change",
     "schema_too_new",
     "stored_fact",
+    "turn_seqs",
+    "turn_terms",
     "wants_search",
 ]
 
@@ -303,6 +309,42 @@ def episode_terms(episode: NewEpisode) -> str:
 def fact_terms(fact: NewLongTermFact) -> str:
     """What the search index holds for a long-term fact."""
     return terms(fact.text)
+
+
+TURN_QUERY_TERMS = 8
+"""Most terms one turn search uses, the rarest first (``pick_turn_terms``)."""
+COMMON_TURN_DOCS = 2_000
+"""A term in more of the channel's turns than this is left out of a turn search: BM25
+would score every one of them on each reply, and a word that common tells turns apart
+less than the rarer terms beside it. Measured at 1,000,000 turns in one channel
+(``benchmarks/turn_recall.py``): 2,000 keeps the recall step's p99 near 13 ms (5,000: 21
+ms; 20,000: 57 ms) at the same known-item recall."""
+TURN_TERMS_CHARS = 100_000
+"""The indexed form of one turn is cut here: a PostgreSQL tsvector must stay under 1 MB,
+and a message longer than this (tens of thousands of words) is found by its beginning."""
+
+
+def turn_terms(text: str, author: str = "") -> str:
+    """What the search index holds for a turn (both backends index exactly this): its
+    speaker's name and its text, so "what did Melanie say about …" matches Melanie's
+    turns (speaker match) as well as the words."""
+    indexed = terms(f"{author} {text}" if author else text)
+    if len(indexed) > TURN_TERMS_CHARS:
+        indexed = indexed[:TURN_TERMS_CHARS].rsplit(" ", 1)[0]
+    return indexed
+
+
+def pick_turn_terms(query: Sequence[str], docs: Mapping[str, int]) -> list[str]:
+    """The query terms a turn search uses: those that occur (``docs``: term -> how many
+    stored turns hold it, 0 or missing when none), not more common than
+    ``COMMON_TURN_DOCS``, the rarest ``TURN_QUERY_TERMS`` (ties: the query's order)."""
+    useful = [t for t in dict.fromkeys(query) if 0 < docs.get(t, 0) <= COMMON_TURN_DOCS]
+    return sorted(useful, key=lambda t: docs[t])[:TURN_QUERY_TERMS]
+
+
+def turn_seqs(seqs: Iterable[int]) -> list[int]:
+    """Distinct positive seqs, ascending (what ``turns_at`` looks up)."""
+    return sorted({int(s) for s in seqs if int(s) > 0})
 
 
 def wants_search(query: Sequence[str], facts_limit: int, episodes_limit: int) -> bool:

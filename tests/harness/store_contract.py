@@ -20,7 +20,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from memory.models import CarriedIdentifier, ChannelKey, NewEpisode, NewLongTermFact, NewTurn, Role
+from memory.models import (
+    CarriedIdentifier,
+    ChannelKey,
+    NewEpisode,
+    NewLongTermFact,
+    NewTurn,
+    Role,
+    Turn,
+)
 from memory.search_text import query_terms
 from memory.store import Store
 from memory.text import clean_text
@@ -66,6 +74,11 @@ async def _fill(store: Store, key: ChannelKey, n: int, **kw: object) -> list[int
         res = await store.record(new_turn(key, f"{key.channel}-{i}", f"turn {i}", **kw))  # type: ignore[arg-type]
         seqs.append(res.turn.seq)
     return seqs
+
+
+def got_seqs(turns: list[Turn]) -> set[int]:
+    """The seqs of ``turns``."""
+    return {t.seq for t in turns}
 
 
 async def _fold(store: Store, key: ChannelKey, through: int, text: str = "S", **kw: object) -> None:
@@ -612,6 +625,115 @@ class StoreContract:
         assert await reopened.episodes(A) == episodes
         assert await reopened.list_facts(A) == facts
         assert (await reopened.search(A, query_terms("durable"))).facts == tuple(facts)
+
+    # -------------------------------------------------------------------- turn search
+
+    async def _history(self, store: Store, key: ChannelKey, n: int) -> Turn:
+        """A planted turn at seq 1, then ``n`` ordinary turns (imported in bulk, as copy-db
+        writes them), then one recorded live; return the planted turn."""
+        planted = (await store.record(new_turn(
+            key, "planted", "Refund for the customer charged twice: order ORD-7731, "
+            "the courier is Zyxquorp Logistics", sent_at=1_000.0,
+        ))).turn
+        filler = [
+            Turn(key, seq, f"f{seq}", "user", "bob", "Bob",
+                 f"standup notes {seq}: roadmap review on thursday, ticket ORD-{seq} moved",
+                 12, 1_000.0 + seq)
+            for seq in range(2, n + 2)
+        ]
+        for start in range(0, n, 1000):
+            assert await store.import_turns(key, filler[start : start + 1000]) == len(
+                filler[start : start + 1000])
+        await store.record(new_turn(key, "live", "roadmap looks good"))
+        return planted
+
+    async def test_search_turns_finds_a_turn_said_5000_turns_ago(self, store: Store) -> None:
+        planted = await self._history(store, A, 5_000)
+        now = (await store.turns(A, after_seq=5_000))[-1].seq + 1
+        for question in ("who was the courier, Zyxquorp?", "what happened to ORD-7731?",
+                         "the customer charged twice, what was the order?"):
+            found = await store.search_turns(A, query_terms(question), before_seq=now)
+            assert found and found[0] == planted, (question, found[:2])
+        # words in most of the 5,000 turns are too common to search by: alone, they recall
+        # nothing; beside a rare word, they do not outrank it
+        assert await store.search_turns(A, query_terms("roadmap thursday"), before_seq=now) == []
+        mixed = await store.search_turns(A, query_terms("roadmap thursday Zyxquorp standup"),
+                                         before_seq=now)
+        assert mixed == [planted]
+        assert await store.search_turns(A, [], before_seq=now) == []
+        assert await store.search_turns(A, query_terms("nothing like this"), before_seq=now) == []
+
+    async def test_search_turns_only_before_seq_and_ties_newest_first(self, store: Store) -> None:
+        seqs = [(await store.record(new_turn(A, f"s{i}", text))).turn.seq for i, text in
+                enumerate(["blue falcon", "unrelated words", "blue falcon", "blue falcon"])]
+        found = await store.search_turns(A, query_terms("falcon"), before_seq=seqs[3])
+        assert [t.seq for t in found] == [seqs[2], seqs[0]]
+        found = await store.search_turns(A, query_terms("falcon"), before_seq=seqs[3] + 1)
+        assert [t.seq for t in found] == [seqs[3], seqs[2], seqs[0]]
+        assert [t.seq for t in await store.search_turns(
+            A, query_terms("falcon"), before_seq=seqs[3] + 1, limit=1)] == [seqs[3]]
+        assert await store.search_turns(A, query_terms("falcon"), before_seq=seqs[0]) == []
+        assert await store.search_turns(A, query_terms("falcon"), before_seq=1) == []
+
+    async def test_search_turns_never_crosses_channels(self, store: Store) -> None:
+        a = (await store.record(new_turn(A, "x", "secret plan alpha"))).turn
+        b = (await store.record(new_turn(B, "x", "secret plan beta"))).turn
+        s = (await store.record(new_turn(SLACK, "x", "secret plan gamma"))).turn
+        query = query_terms("secret plan alpha beta gamma")
+        for key, turn in ((A, a), (B, b), (SLACK, s)):
+            assert await store.search_turns(key, query, before_seq=100) == [turn]
+            assert await store.turns_at(key, [1, 2, 3]) == [turn]
+        assert await store.search_turns(UNKNOWN, query, before_seq=100) == []
+        assert await store.turns_at(UNKNOWN, [1]) == []
+
+    async def test_search_turns_finds_korean_and_japanese_by_short_words(
+        self, store: Store
+    ) -> None:
+        ko = (await store.record(new_turn(A, "ko", "프로젝트 마감은 금요일입니다"))).turn
+        ja = (await store.record(new_turn(A, "ja", "締切日は月曜日です"))).turn
+        await store.record(new_turn(A, "en", "the deadline is friday"))
+        assert await store.search_turns(A, query_terms("마감 언제야?"), before_seq=10) == [ko]
+        assert await store.search_turns(A, query_terms("締切は？"), before_seq=10) == [ja]
+
+    async def test_turns_at_reads_by_seq_ascending(self, store: Store) -> None:
+        seqs = await _fill(store, A, 6)
+        await _fold(store, A, seqs[3])  # folded turns are read like the others
+        got = await store.turns_at(A, [seqs[4], seqs[1], seqs[1], 999, seqs[0]])
+        assert [t.seq for t in got] == [seqs[0], seqs[1], seqs[4]]
+        assert got == [t for t in await store.turns(A) if t.seq in got_seqs(got)]
+        assert await store.turns_at(A, []) == []
+        assert await store.turns_at(A, [0, -3, 999]) == []
+
+    async def test_turn_search_follows_edit_delete_reset_and_retention(self, store: Store) -> None:
+        async def hits(key: ChannelKey, text: str) -> list[str]:
+            found = await store.search_turns(key, query_terms(text), before_seq=1000)
+            return [t.message_id for t in found]
+
+        await store.record(new_turn(A, "old", "the launch codeword is walrus", sent_at=10.0))
+        await store.record(new_turn(A, "e", "we meet at the harbour", sent_at=20.0))
+        await store.record(new_turn(A, "d", "bring the umbrella", sent_at=20.0))
+        await store.record(new_turn(B, "b", "walrus harbour umbrella", sent_at=20.0))
+        assert await store.edit(A, "e", "we meet at the lighthouse", 5) == "updated"
+        assert await hits(A, "harbour") == [] and await hits(A, "lighthouse") == ["e"]
+        assert await store.delete(A, "d") == "deleted"
+        assert await hits(A, "umbrella") == []
+        await _fold(store, A, 2)
+        assert await store.purge_folded_before(15.0) == 1  # "old", folded and old enough
+        assert await hits(A, "walrus") == [] and await hits(A, "lighthouse") == ["e"]
+        await store.reset(A)
+        assert await hits(A, "lighthouse") == []
+        assert await hits(B, "walrus harbour umbrella") == ["b"]
+        again = await store.record(new_turn(A, "e", "the lighthouse again"))
+        assert await hits(A, "lighthouse") == ["e"]
+        assert await store.turns_at(A, [again.turn.seq]) == [again.turn]
+
+    async def test_turn_search_survives_close_and_reopen(
+        self, store: Store, make_store: MakeStore
+    ) -> None:
+        turn = (await store.record(new_turn(A, "k", "durable zeppelin"))).turn
+        await store.close()
+        reopened = await make_store()
+        assert await reopened.search_turns(A, query_terms("zeppelin"), before_seq=9) == [turn]
 
     # -------------------------------------------------------------------- leases, events
 

@@ -25,6 +25,7 @@ from memory.stores.postgres.queries import (
     insert_episode,
     locked_channel,
 )
+from memory.stores.postgres.turn_search import or_tsquery
 
 __all__ = [
     "add_fact",
@@ -47,8 +48,7 @@ def _episode(key: ChannelKey, row: Sequence[Any]) -> Episode:
 def tsquery(cid: int, query: Sequence[str]) -> str:
     """``'c<id>' & ('a' | 'b')``; terms are letters and digits only (``search_text``), and
     quotes are doubled anyway, so none is an operator."""
-    ors = " | ".join("'" + t.replace("'", "''").replace("\\", "") + "'" for t in query)
-    return f"'{channel_token(cid)}' & ({ors})"
+    return f"'{channel_token(cid)}' & ({or_tsquery(query)})"
 
 
 # ---------------------------------------------------------------------------- writes

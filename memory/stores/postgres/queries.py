@@ -41,6 +41,7 @@ from memory.stores.common import (
     fact_values,
     recorded,
     refused_change,
+    turn_terms,
 )
 
 Conn = Any  # asyncpg ships no type hints
@@ -63,20 +64,18 @@ CREATE_CHANNEL = (
     "INSERT INTO channels (platform, workspace, channel) VALUES ($1, $2, $3) "
     "ON CONFLICT (platform, workspace, channel) DO NOTHING"
 )
-INSERT_TURN = (
-    f"INSERT INTO turns (channel_id, {TURN_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
-    "ON CONFLICT (channel_id, message_id) DO NOTHING RETURNING seq"
-)
+_TURN_VALUES = (
+    f"INSERT INTO turns (channel_id, {TURN_COLS}, terms) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, to_tsvector('simple', $10))"
+)  # $10: common.turn_terms(text, author), the turn's search index entry
+INSERT_TURN = f"{_TURN_VALUES} ON CONFLICT (channel_id, message_id) DO NOTHING RETURNING seq"
 COMMIT_SUMMARY = (
     "UPDATE channels SET summary = $5, folded_through = $6, version = version + 1, "
     "last_compacted_at = $7, compactions = compactions + 1 "
     f"WHERE {_BY_KEY} AND version = $4 AND folded_through <= $6 AND next_seq > $6 RETURNING id"
 )
 # copy-db: seqs come from the source; re-importing is a no-op, so a copy can resume.
-IMPORT_TURN = (
-    f"INSERT INTO turns (channel_id, {TURN_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
-    "ON CONFLICT DO NOTHING"
-)
+IMPORT_TURN = f"{_TURN_VALUES} ON CONFLICT DO NOTHING"
 COUNT_TURNS = "SELECT count(*) FROM turns WHERE channel_id = $1"
 IMPORT_NEXT_SEQ = "UPDATE channels SET next_seq = greatest(next_seq, $2) WHERE id = $1"
 IMPORT_STATE = (
@@ -151,8 +150,12 @@ CLAIM_EVENT = (
 )
 SEQ_OF = "SELECT seq FROM turns WHERE channel_id = $1 AND message_id = $2"
 DELETE_TURN = "DELETE FROM turns WHERE channel_id = $1 AND seq = $2"
-EDIT_TURN = "UPDATE turns SET text = $3, tokens = $4 WHERE channel_id = $1 AND seq = $2"
+EDIT_TURN = (
+    "UPDATE turns SET text = $3, tokens = $4, terms = to_tsvector('simple', $5) "
+    "WHERE channel_id = $1 AND seq = $2"
+)
 BUMP_VERSION = "UPDATE channels SET version = version + 1 WHERE id = $1"
+AUTHOR_OF = "SELECT author_name FROM turns WHERE channel_id = $1 AND seq = $2"
 RESET_TURNS = "DELETE FROM turns WHERE channel_id = $1"
 RESET_FACTS = "DELETE FROM facts WHERE channel_id = $1"
 # Keeping the row and next_seq means seqs never repeat; the version bump voids compactions.
@@ -205,6 +208,11 @@ def count(status: str) -> int:
     return int(status.rsplit(" ", 1)[-1])
 
 
+def turn_values(cid: int, turn: Turn) -> tuple[Any, ...]:
+    """The parameters of ``INSERT_TURN`` / ``IMPORT_TURN`` for ``turn`` of channel ``cid``."""
+    return (cid, *TurnRow.of(turn), turn_terms(turn.text, turn.author_name))
+
+
 def by_key(key: ChannelKey) -> tuple[str, str, str]:
     """The (platform, workspace, channel) parameters ``$1, $2, $3`` of a statement."""
     return key.platform, key.workspace, key.channel
@@ -229,7 +237,7 @@ async def record(conn: Conn, turn: NewTurn) -> RecordResult:
                     bumped = await conn.fetchrow(BUMP_SEQ, *args)
                 cid, seq, folded_through = bumped
                 stored, result = recorded(turn, seq, folded_through)
-                if await conn.fetchval(INSERT_TURN, cid, *TurnRow.of(stored)) is None:
+                if await conn.fetchval(INSERT_TURN, *turn_values(cid, stored)) is None:
                     raise _Duplicate
         except _Duplicate:  # committed by another writer while we waited: read it
             continue
@@ -269,7 +277,9 @@ async def change(conn: Conn, key: ChannelKey, message_id: str, edit: TurnEdit | 
     if edit is None:
         await conn.execute(DELETE_TURN, cid, seq)
     else:
-        await conn.execute(EDIT_TURN, cid, seq, edit.text, edit.tokens)
+        author = await conn.fetchval(AUTHOR_OF, cid, seq)
+        indexed = turn_terms(edit.text, author)
+        await conn.execute(EDIT_TURN, cid, seq, edit.text, edit.tokens, indexed)
     await conn.execute(BUMP_VERSION, cid)
     return applied_change(edit)
 
@@ -331,7 +341,7 @@ async def import_turns(conn: Conn, key: ChannelKey, turns: Sequence[Turn]) -> in
     """Copy turns in with their seqs; existing seqs are kept. Returns how many were new."""
     cid = await locked_channel(conn, key)
     before = await conn.fetchval(COUNT_TURNS, cid)
-    await conn.executemany(IMPORT_TURN, [(cid, *TurnRow.of(t)) for t in turns])
+    await conn.executemany(IMPORT_TURN, [turn_values(cid, t) for t in turns])
     if turns:
         await conn.execute(IMPORT_NEXT_SEQ, cid, max(t.seq for t in turns) + 1)
     after = await conn.fetchval(COUNT_TURNS, cid)

@@ -110,6 +110,17 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX memory_facts_channel ON memory_facts (channel_id, id DESC);
     CREATE INDEX memory_facts_search ON memory_facts USING gin (search);
     """,
+    # 4: full-text search over every stored turn (``turn_search``). ``terms`` is
+    # to_tsvector('simple', <memory.search_text terms of the text>), written with the turn
+    # (record, edit, copy-db import) in the same statement; the GIN index serves the
+    # search. It is computed in Python (CJK bigrams), so rows stored before this step are
+    # NULL until ``turn_search.backfill`` indexes them in batches at open; the partial
+    # index finds them (and turns an older replica wrote during a rolling upgrade).
+    """
+    ALTER TABLE turns ADD COLUMN terms tsvector;
+    CREATE INDEX turns_terms ON turns USING gin (terms);
+    CREATE INDEX turns_unindexed ON turns (channel_id, seq) WHERE terms IS NULL;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

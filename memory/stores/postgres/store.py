@@ -52,7 +52,7 @@ from memory.stores.common import (
     positive_ttl,
     wants_search,
 )
-from memory.stores.postgres import archive, errors, queries
+from memory.stores.postgres import archive, errors, queries, turn_search
 from memory.stores.postgres.queries import Conn, by_key
 from memory.stores.postgres.schema import migrate, quote_schema
 
@@ -97,6 +97,9 @@ class PostgresStore:
             )
             async with self._pool.acquire() as conn:
                 await migrate(conn, self.schema)
+                indexed = await turn_search.backfill(conn)
+            if indexed:
+                log.info("indexed %d stored turns for search", indexed)
         except BaseException as e:
             await self.close()
             if isinstance(e, StoreOpenError) or not isinstance(e, errors.OPEN_FAILURES):
@@ -275,6 +278,19 @@ class PostgresStore:
             episodes_limit=episodes_limit, include_superseded=include_superseded,
         )
         return await self._tx(search, read=True)
+
+    async def search_turns(
+        self, key: ChannelKey, query: Sequence[str], *, before_seq: int, limit: int = 40
+    ) -> list[Turn]:
+        """``ts_rank`` over this channel's stored turns (see ``ArchiveStore.search_turns``)."""
+        return await self._tx(partial(
+            turn_search.search_turns, key=key, query=tuple(query), before_seq=before_seq,
+            limit=limit,
+        ), read=True)
+
+    async def turns_at(self, key: ChannelKey, seqs: Sequence[int]) -> list[Turn]:
+        """The channel's stored turns with these seqs, ascending (unknown ones skipped)."""
+        return await self._run(partial(turn_search.turns_at, key=key, seqs=tuple(seqs)))
 
     # ------------------------------------------------------------------ copy-db
 

@@ -28,6 +28,7 @@ __all__ = [
     "COMMON_TERM_DOCS",
     "RAREST_TERMS",
     "add_fact",
+    "channel_of",
     "delete_fact",
     "episodes",
     "insert_channel_fact",
@@ -58,7 +59,8 @@ def _channel_fact(key: ChannelKey, row: Sequence[Any]) -> LongTermFact:
     return stored._replace(source_seqs=seqs).channel_fact(key)
 
 
-def _channel_of(conn: sqlite3.Connection, key: ChannelKey) -> int | None:
+def channel_of(conn: sqlite3.Connection, key: ChannelKey) -> int | None:
+    """The channel's row id on a read connection; None for an unknown channel."""
     row = conn.execute(
         "SELECT id FROM channels WHERE platform = ? AND workspace = ? AND channel = ?",
         (key.platform, key.workspace, key.channel),
@@ -150,7 +152,7 @@ def list_facts(
     conn: sqlite3.Connection, key: ChannelKey, include_superseded: bool, limit: int
 ) -> list[LongTermFact]:
     """The channel's facts, newest first."""
-    cid = _channel_of(conn, key)
+    cid = channel_of(conn, key)
     if cid is None:
         return []
     rows = conn.execute(
@@ -164,7 +166,7 @@ def list_facts(
 
 def episodes(conn: sqlite3.Connection, key: ChannelKey, limit: int) -> list[Episode]:
     """The channel's newest episodes, newest first."""
-    cid = _channel_of(conn, key)
+    cid = channel_of(conn, key)
     if cid is None:
         return []
     rows = conn.execute(
@@ -200,7 +202,7 @@ def search(
     episodes_limit: int, include_superseded: bool,
 ) -> Recall:
     """FTS5 BM25 over this channel's facts and episodes, rarest query terms only."""
-    cid = _channel_of(conn, key)
+    cid = channel_of(conn, key)
     if cid is None:
         return Recall()
     rare_fact_terms = _rarest(conn, "memory_facts_vocab", query)

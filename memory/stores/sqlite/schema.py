@@ -7,7 +7,8 @@ by a newer gistbot and is refused (``SchemaTooNewError``) instead of being misre
 Every hot query is served by an index whose cost does not grow with history length:
 ``turns`` is clustered on ``(channel_id, seq)`` (WITHOUT ROWID), so "unfolded turns" and
 "newest N turns" are range scans from the end; ``(channel_id, message_id)`` makes ingestion
-idempotent; ``facts_recent`` orders facts by last mention.
+idempotent; ``facts_recent`` orders facts by last mention. Turn search reads ``turns_fts``
+by a rowid range of one channel (step 5).
 """
 
 from __future__ import annotations
@@ -112,9 +113,58 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE VIRTUAL TABLE episodes_vocab USING fts5vocab (episodes_fts, 'row');
     CREATE VIRTUAL TABLE memory_facts_vocab USING fts5vocab (memory_facts_fts, 'row');
     """,
+    # 5: full-text search over every stored turn (``turn_search``, which says why it looks
+    # like this). ``turns_fts`` is contentless: it indexes the terms of
+    # ``memory.search_text`` (CJK bigrams), which FTS5 could not read back from ``turns``.
+    # Its rowid is (channel_id << 32) | seq. Triggers keep it in step with every write to
+    # ``turns``: a new or edited turn's rowid goes to ``turns_unindexed`` and the writer
+    # indexes the queue at the end of its batch, before the COMMIT (``turn_search.drain``);
+    # a delete removes the entry at once. They call gistbot_terms(author_name, text), which every
+    # connection of the store registers before migrating. The last statements index the
+    # turns a database of version 4 already holds.
+    """
+    CREATE VIRTUAL TABLE turns_fts USING fts5 (
+        terms, content = '', tokenize = 'unicode61 remove_diacritics 0'
+    );
+    CREATE VIRTUAL TABLE turns_vocab USING fts5vocab (turns_fts, 'row');
+    CREATE TABLE turns_unindexed (id INTEGER PRIMARY KEY);
+    CREATE TRIGGER turns_fts_insert AFTER INSERT ON turns BEGIN
+        INSERT OR IGNORE INTO turns_unindexed (id) VALUES ((new.channel_id << 32) | new.seq);
+    END;
+    CREATE TRIGGER turns_fts_delete AFTER DELETE ON turns BEGIN
+        INSERT INTO turns_fts (turns_fts, rowid, terms)
+        SELECT 'delete', (old.channel_id << 32) | old.seq, gistbot_terms(old.author_name, old.text)
+        WHERE NOT EXISTS (
+            SELECT 1 FROM turns_unindexed WHERE id = (old.channel_id << 32) | old.seq
+        );
+        DELETE FROM turns_unindexed WHERE id = (old.channel_id << 32) | old.seq;
+    END;
+    CREATE TRIGGER turns_fts_update AFTER UPDATE OF text, author_name ON turns BEGIN
+        INSERT INTO turns_fts (turns_fts, rowid, terms)
+        SELECT 'delete', (old.channel_id << 32) | old.seq, gistbot_terms(old.author_name, old.text)
+        WHERE NOT EXISTS (
+            SELECT 1 FROM turns_unindexed WHERE id = (old.channel_id << 32) | old.seq
+        );
+        INSERT OR IGNORE INTO turns_unindexed (id) VALUES ((new.channel_id << 32) | new.seq);
+    END;
+    INSERT INTO turns_fts (rowid, terms)
+    SELECT (channel_id << 32) | seq, gistbot_terms(author_name, text) FROM turns;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _statements(script: str) -> list[str]:
+    """The statements of ``script``; a trigger body's ``;`` does not end its statement."""
+    out, pending = [], ""
+    for part in script.split(";"):
+        pending += part + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                out.append(pending)
+            pending = ""
+    return out
 
 
 def migrate(conn: sqlite3.Connection) -> None:
@@ -127,9 +177,8 @@ def migrate(conn: sqlite3.Connection) -> None:
     for version in range(current, SCHEMA_VERSION):
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for statement in MIGRATIONS[version].split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+            for statement in _statements(MIGRATIONS[version]):
+                conn.execute(statement)
             conn.execute("DELETE FROM schema_version")
             conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version + 1,))
             conn.execute("COMMIT")

@@ -39,7 +39,7 @@ from memory.models import (
 )
 from memory.store import ChangeOutcome, ResetResult
 from memory.stores.common import TurnEdit, positive_ttl, wants_search
-from memory.stores.sqlite import archive, queries
+from memory.stores.sqlite import archive, queries, turn_search
 from memory.stores.sqlite.schema import migrate
 from memory.stores.sqlite.writer import GroupCommitWriter, WriteTx, raw_connection, translate
 
@@ -106,8 +106,9 @@ class SqliteStore:
                 log.warning("SQLite refused WAL mode for %s; using %s", self.path, mode)
             await self._w.execute(f"PRAGMA synchronous = {self.synchronous}")
             await self._w.execute("PRAGMA foreign_keys = ON")
+            await self._register(self._w)  # the turns triggers call it; the migration too
             await self._w._execute(  # type: ignore[no-untyped-call]
-                lambda: migrate(raw_connection(self._w))
+                lambda: self._migrate(raw_connection(self._w))
             )
             if in_memory:
                 # A second connection would open a second, empty database. The writer's
@@ -117,13 +118,34 @@ class SqliteStore:
                 self._r = await aiosqlite.connect(self.path, isolation_level=None)
                 await self._r.execute(busy)
                 await self._r.execute("PRAGMA query_only = 1")
+                await self._register(self._r)
         except BaseException as e:
             await self.close()
             if not isinstance(e, sqlite3.DatabaseError):
                 raise
             raise _open_error(self.path, e) from e
-        self._writer = GroupCommitWriter(self._w, batch_size=self.batch_size)
+        self._writer = GroupCommitWriter(
+            self._w, batch_size=self.batch_size, before_commit=turn_search.drain
+        )
         self._writer.start()
+
+    @staticmethod
+    def _migrate(conn: sqlite3.Connection) -> None:
+        """Migrate, then index turns another tool queued (in one transaction)."""
+        migrate(conn)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            turn_search.drain(conn)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    @staticmethod
+    async def _register(conn: aiosqlite.Connection) -> None:
+        await conn._execute(  # type: ignore[no-untyped-call]
+            lambda: turn_search.register(raw_connection(conn))
+        )
 
     async def close(self) -> None:
         """Let queued writes finish, then close both connections. Idempotent."""
@@ -280,6 +302,16 @@ class SqliteStore:
         return await self._read(
             archive.search, key, query, facts_limit, episodes_limit, include_superseded
         )
+
+    async def search_turns(
+        self, key: ChannelKey, query: Sequence[str], *, before_seq: int, limit: int = 40
+    ) -> list[Turn]:
+        """FTS5 BM25 over this channel's stored turns (see ``ArchiveStore.search_turns``)."""
+        return await self._read(turn_search.search_turns, key, tuple(query), before_seq, limit)
+
+    async def turns_at(self, key: ChannelKey, seqs: Sequence[int]) -> list[Turn]:
+        """The channel's stored turns with these seqs, ascending (unknown ones skipped)."""
+        return await self._read(turn_search.turns_at, key, tuple(seqs))
 
     # ------------------------------------------------------------------ leases and claims
 

@@ -6,7 +6,8 @@ IMMEDIATE`` … ``COMMIT`` inside aiosqlite's worker thread (one thread hop per 
 per statement), then resolves each caller's future. A caller's ``run()`` returns only after
 the COMMIT that contains its operation, so acknowledged means durable; under load one fsync
 covers hundreds of operations. Each operation runs under its own SAVEPOINT, so one bad
-operation fails alone and the rest of the batch commits.
+operation fails alone and the rest of the batch commits. ``before_commit`` runs once per
+batch, after the operations and before the COMMIT (the store indexes new turns there).
 """
 
 from __future__ import annotations
@@ -97,9 +98,16 @@ class GroupCommitWriter:
     ``channel_ids`` caches channel row ids; an id enters it only once the batch that
     created the row has committed."""
 
-    def __init__(self, conn: aiosqlite.Connection, *, batch_size: int) -> None:
+    def __init__(
+        self,
+        conn: aiosqlite.Connection,
+        *,
+        batch_size: int,
+        before_commit: Callable[[sqlite3.Connection], object] | None = None,
+    ) -> None:
         self._conn = conn
         self.batch_size = batch_size
+        self.before_commit = before_commit
         self.channel_ids: dict[ChannelKey, int] = {}
         self._queue: asyncio.Queue[_Op | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
@@ -180,6 +188,8 @@ class GroupCommitWriter:
                     for key in list(tx.created)[known:]:
                         del tx.created[key]
                     results.append((False, e))
+            if self.before_commit is not None:  # outside every operation's savepoint
+                self.before_commit(conn)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:

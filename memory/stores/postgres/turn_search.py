@@ -1,0 +1,129 @@
+"""``PostgresStore``'s search over every stored turn: ``ts_rank`` over the GIN index of
+``turns.terms`` (schema step 4).
+
+``terms`` is ``to_tsvector('simple', common.turn_terms(text))``, written in the statement
+that stores or edits the turn, so the index is in step with the turns in every
+transaction. A query uses the rule of the SQLite store (``common.pick_turn_terms``): only terms that
+occur, the rarest first, none in more than ``COMMON_TURN_DOCS`` of the channel's turns.
+Each term's count is taken on the GIN index for this channel and ``seq < before_seq``, up
+to that bound (a ``LIMIT``), so a common term costs at most the bound; a term the planner's
+statistics (``pg_stats.most_common_elems``, kept by ANALYZE) already show to be more
+common than the bound is not counted at all.
+Rows stored before step 4 are indexed by ``backfill`` at open, in batches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from memory.models import ChannelKey, Turn
+from memory.stores import common
+from memory.stores.common import TURN_COLS, TurnRow, pick_turn_terms, turn_seqs, turn_terms
+from memory.stores.postgres.queries import CHANNEL_ID, Conn, by_key
+
+__all__ = ["BACKFILL_BATCH", "backfill", "or_tsquery", "search_turns", "turns_at"]
+
+BACKFILL_BATCH = 2000
+"""Turns indexed per transaction by ``backfill``."""
+
+UNINDEXED = (
+    "SELECT channel_id, seq, text, author_name FROM turns WHERE terms IS NULL LIMIT $1"
+)
+SET_TERMS = (
+    "UPDATE turns t SET terms = to_tsvector('simple', u.terms) "
+    "FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS u(channel_id, seq, terms) "
+    "WHERE t.channel_id = u.channel_id AND t.seq = u.seq AND t.terms IS NULL"
+)
+TERM_STATS = (
+    "SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples "
+    "FROM pg_stats s JOIN pg_namespace n ON n.nspname = s.schemaname "
+    "JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.tablename "
+    "WHERE s.schemaname = current_schema() AND s.tablename = 'turns' AND s.attname = 'terms'"
+)
+# How many of the channel's turns before a seq hold each term, counted up to a cap ($5).
+TERM_COUNTS = (
+    "SELECT q.term, (SELECT count(*) FROM (SELECT 1 FROM turns WHERE channel_id = $1 "
+    "AND seq < $2 AND terms @@ to_tsquery('simple', q.tsq) LIMIT $5) x) "
+    "FROM unnest($3::text[], $4::text[]) AS q(term, tsq)"
+)
+SEARCH_TURNS = (
+    f"SELECT {TURN_COLS} FROM turns, to_tsquery('simple', $3) q "
+    "WHERE channel_id = $1 AND seq < $2 AND terms @@ q "
+    "ORDER BY ts_rank(terms, q) DESC, seq DESC LIMIT $4"
+)
+TURNS_AT = (
+    f"SELECT {TURN_COLS} FROM turns WHERE channel_id = $1 AND seq = ANY($2::bigint[]) "
+    "ORDER BY seq"
+)
+
+
+def quoted(term: str) -> str:
+    """One term as a tsquery operand: quoted, so it is never an operator."""
+    return "'" + term.replace("'", "''").replace("\\", "") + "'"
+
+
+def or_tsquery(query: Sequence[str]) -> str:
+    """``'a' | 'b'``: a tsquery matching any of the terms."""
+    return " | ".join(quoted(t) for t in query)
+
+
+async def backfill(conn: Conn) -> int:
+    """Index the turns stored without ``terms`` (before schema step 4, or by an older
+    replica), one short transaction per batch; return how many."""
+    done = 0
+    while rows := await conn.fetch(UNINDEXED, BACKFILL_BATCH):
+        cids, seqs, texts = zip(
+            *((r[0], r[1], turn_terms(r[2], r[3])) for r in rows), strict=True
+        )
+        async with conn.transaction():
+            status = await conn.execute(SET_TERMS, list(cids), list(seqs), list(texts))
+        changed = int(status.rsplit(" ", 1)[-1])
+        if changed == 0:  # someone else is indexing the same rows: let them
+            break
+        done += changed
+    return done
+
+
+async def _docs(conn: Conn, cid: int, before_seq: int, query: Sequence[str]) -> dict[str, int]:
+    """term -> how many of the channel's turns before ``before_seq`` hold it, counted up to
+    ``COMMON_TURN_DOCS + 1``; a term the column's statistics already know to be more common
+    is not counted (that would read up to the cap of rows for nothing)."""
+    cap = common.COMMON_TURN_DOCS + 1
+    stats = await conn.fetchrow(TERM_STATS)
+    known: dict[str, float] = {}
+    if stats is not None and stats[0] is not None:
+        total = max(float(stats[2]), 0.0)
+        # most_common_elem_freqs ends with min, max and null-fraction entries: zip stops first
+        known = {t: f * total for t, f in zip(stats[0], stats[1], strict=False)}
+    docs = {t: cap for t in query if known.get(t, 0.0) >= cap}
+    rest = [t for t in dict.fromkeys(query) if t not in docs]
+    if rest:
+        rows = await conn.fetch(TERM_COUNTS, cid, before_seq, rest, [quoted(t) for t in rest],
+                                cap)
+        docs.update({r[0]: int(r[1]) for r in rows})
+    return docs
+
+
+async def search_turns(
+    conn: Conn, key: ChannelKey, query: Sequence[str], before_seq: int, limit: int
+) -> list[Turn]:
+    """``ts_rank`` over this channel's turns before ``before_seq``; ties: newer first."""
+    if not query or limit <= 0 or before_seq <= 1:
+        return []
+    cid = await conn.fetchval(CHANNEL_ID, *by_key(key))
+    if cid is None:
+        return []
+    picked = pick_turn_terms(query, await _docs(conn, int(cid), before_seq, query))
+    if not picked:
+        return []
+    rows = await conn.fetch(SEARCH_TURNS, cid, before_seq, or_tsquery(picked), limit)
+    return [TurnRow(*r).turn(key) for r in rows]
+
+
+async def turns_at(conn: Conn, key: ChannelKey, seqs: Sequence[int]) -> list[Turn]:
+    """The channel's stored turns with these seqs, ascending; unknown seqs are skipped."""
+    wanted = turn_seqs(seqs)
+    cid = await conn.fetchval(CHANNEL_ID, *by_key(key)) if wanted else None
+    if cid is None:
+        return []
+    return [TurnRow(*r).turn(key) for r in await conn.fetch(TURNS_AT, cid, wanted)]

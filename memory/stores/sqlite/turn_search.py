@@ -1,0 +1,130 @@
+"""``SqliteStore``'s search over every stored turn: FTS5 BM25 on ``turns_fts``.
+
+The index (schema step 5):
+
+* **Contentless FTS5**, rowid ``(channel_id << 32) | seq``. What it indexes is the terms of
+  ``memory.search_text`` (lower-cased words, CJK bigrams), not the stored text, so an
+  external-content table could not read it back from ``turns``, and a normal one would
+  store every turn twice. "This channel's turns before ``before_seq``" is one rowid range,
+  which FTS5 applies while it reads the doclists. Diacritics are kept, as PostgreSQL's
+  ``simple`` configuration does, so a vocabulary entry is the term itself.
+* **Kept by triggers on ``turns``**, so every path that writes turns (record, edit,
+  delete, ``/reset``, retention, copy-db import) keeps it in step inside its own
+  transaction: the index is part of the same group commit, and a crash leaves both or
+  neither. They call ``gistbot_terms(author_name, text)`` (``register``; deterministic), which every
+  connection of the store registers; a tool that writes ``turns`` outside gistbot must
+  register it too. A contentless table forgets a row when given its indexed values again
+  (FTS5's ``'delete'``), so ``gistbot_terms`` must never change meaning without a
+  migration that rebuilds ``turns_fts``.
+* **New and edited turns are queued** (``turns_unindexed``) and indexed by ``drain`` once
+  per writer batch, before its COMMIT. SQLite 3.40's FTS5 writes its pending terms to disk
+  at every savepoint, and the writer runs each operation under one (a trigger statement
+  too): indexing in the trigger itself wrote one FTS5 segment per turn and cut ``record()``
+  throughput by more than half; the queue makes it one segment per batch. Deletes
+  (rare) leave the index at once, or just the queue if the turn was never indexed.
+
+A query uses only the rarer terms that occur (``common.pick_turn_terms``), so BM25 scores
+the turns that carry a meaningful word, not most of a long channel. How many of the
+channel's turns before ``before_seq`` hold a term is counted in its rowid range and only up
+to ``COMMON_TURN_DOCS + 1``: ``turns_vocab``'s document counts read a term's whole doclist,
+which for a word in 700,000 turns took longer than the search itself (it stays, for
+inspection and the consistency tests). The matching rowids are ranked inside FTS5; the
+turns are then read by primary key.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from memory.models import ChannelKey, Turn
+from memory.stores import common
+from memory.stores.common import TURN_COLS, TurnRow, pick_turn_terms, turn_seqs, turn_terms
+from memory.stores.sqlite.archive import channel_of
+
+__all__ = ["SEQ_BITS", "drain", "register", "search_turns", "turns_at"]
+
+SEQ_BITS = 32
+"""Low bits of a ``turns_fts`` rowid that hold the seq (a channel stores < 2**32 turns)."""
+_SEQ_MASK = (1 << SEQ_BITS) - 1
+
+
+def register(conn: sqlite3.Connection) -> None:
+    """Give ``conn`` ``gistbot_terms(author_name, text)``, which the ``turns`` triggers
+    call (``common.turn_terms``: the speaker's name is indexed with the text)."""
+    conn.create_function(
+        "gistbot_terms", 2, lambda author, text: turn_terms(text, author), deterministic=True
+    )
+
+
+def drain(conn: sqlite3.Connection) -> int:
+    """Index the queued new and edited turns (in the caller's transaction); return how
+    many."""
+    if conn.execute("SELECT 1 FROM turns_unindexed LIMIT 1").fetchone() is None:
+        return 0
+    n = conn.execute(
+        "INSERT INTO turns_fts (rowid, terms) SELECT u.id, gistbot_terms(t.author_name, t.text) "
+        f"FROM turns_unindexed u JOIN turns t ON t.channel_id = u.id >> {SEQ_BITS} "
+        f"AND t.seq = u.id & {_SEQ_MASK}"
+    ).rowcount
+    conn.execute("DELETE FROM turns_unindexed")
+    return n
+
+
+def _read(conn: sqlite3.Connection, key: ChannelKey, cid: int, seqs: Sequence[int]) -> list[Turn]:
+    """The channel's turns with these seqs, by primary key, ascending."""
+    out: list[Turn] = []
+    for start in range(0, len(seqs), 500):  # stay under SQLite's parameter limit
+        chunk = seqs[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        rows = conn.execute(
+            f"SELECT {TURN_COLS} FROM turns WHERE channel_id = ? AND seq IN ({marks}) "
+            "ORDER BY seq",
+            (cid, *chunk),
+        ).fetchall()
+        out += [TurnRow(*r).turn(key) for r in rows]
+    return out
+
+
+def turns_at(conn: sqlite3.Connection, key: ChannelKey, seqs: Sequence[int]) -> list[Turn]:
+    """The channel's stored turns with these seqs, ascending; unknown seqs are skipped."""
+    wanted = turn_seqs(seqs)
+    cid = channel_of(conn, key) if wanted else None
+    return [] if cid is None else _read(conn, key, cid, wanted)
+
+
+_COUNT = (
+    "SELECT count(*) FROM (SELECT rowid FROM turns_fts WHERE turns_fts MATCH ? "
+    "AND rowid BETWEEN ? AND ? LIMIT ?)"
+)
+
+
+def _match(query: Sequence[str]) -> str:
+    """``"a" OR "b"``: each term quoted, so none is read as an FTS5 operator."""
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in query)
+
+
+def search_turns(
+    conn: sqlite3.Connection, key: ChannelKey, query: Sequence[str], before_seq: int, limit: int
+) -> list[Turn]:
+    """BM25 over this channel's turns before ``before_seq``; ties: newer first."""
+    cid = channel_of(conn, key)
+    if cid is None or not query or limit <= 0 or before_seq <= 1:
+        return []
+    low = cid << SEQ_BITS
+    high = low | min(before_seq - 1, _SEQ_MASK)
+    # How many of these turns hold each term, counted only up to the bound: reading a
+    # common term's whole doclist (as turns_vocab would) costs more than the search.
+    cap = common.COMMON_TURN_DOCS + 1
+    docs = {t: conn.execute(_COUNT, (_match([t]), low, high, cap)).fetchone()[0]
+            for t in dict.fromkeys(query)}
+    picked = pick_turn_terms(query, docs)
+    if not picked:
+        return []
+    rowids = [r for (r,) in conn.execute(
+        "SELECT rowid FROM turns_fts WHERE turns_fts MATCH ? AND rowid BETWEEN ? AND ? "
+        "ORDER BY bm25(turns_fts), rowid DESC LIMIT ?",
+        (_match(picked), low, high, limit),
+    )]
+    found = {t.seq: t for t in _read(conn, key, cid, sorted(r & _SEQ_MASK for r in rowids))}
+    return [found[r & _SEQ_MASK] for r in rowids if r & _SEQ_MASK in found]

@@ -1,0 +1,258 @@
+"""A reply's memory view that fills its budget: recent turns, relevant facts, recall.
+
+``B`` is what a reply may spend on memory (``CONTEXT_TOKENS − REPLY_TOKENS`` minus the
+system prompt and the fence framing). It is split, in this order:
+
+1. **The rolling summary**, whole (compaction bounds it by ``SUMMARY_TOKENS``; only a
+   summary larger than ``B`` is cut, with a marker). ``R`` is what remains.
+2. **The newest turns verbatim**, the triggering message first, up to ``recent_share``
+   (40%) of ``R``. A turn over half of ``B`` is cut with a marker.
+3. **Carried identifiers**, most relevant to the message first (``memory.relevance``), up
+   to ``max(FACTS_TOKENS, facts_share × R)``; those the summary or the verbatim turns
+   already show are skipped.
+4. **Recall**: everything left (or ``RECALL_TOKENS`` when set): long-term facts, then the
+   best-matching stored turns older than the verbatim ones — the best three with their
+   neighbours (±1 turn) — then matching episodes, the other matches, and the other
+   matches' neighbours (below 1,500 tokens of recall, every match before any
+   neighbour). Rendered inside the fence, grouped by day, with speaker and time.
+5. What recall leaves unused goes to older verbatim turns — unfolded ones, then the
+   newest folded ones — so a channel with little to recall still gets its whole budget
+   of conversation.
+
+So a larger ``CONTEXT_TOKENS`` buys more of everything, recall most; and the view never
+exceeds ``B``: every item is paid for as ``bot.prompts`` renders it (a line's tokens plus
+one for its line break; headings once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from memory.models import (
+    CarriedIdentifier,
+    Episode,
+    LongTermFact,
+    MemoryView,
+    Recall,
+    SummaryState,
+    Turn,
+)
+from memory.recall import (
+    RECALL_HEADING,
+    TURNS_HEADING,
+    day_heading,
+    episode_line,
+    fact_line,
+    recalled_turn_line,
+)
+from memory.text import defuse
+from memory.tokens import Tokenizer
+from memory.window import build_view, fit_facts, pick_newest, truncate_marked
+
+__all__ = ["ViewSplit", "compose_view", "verbatim_from"]
+
+_LINE = 1  # the line break after each rendered line
+_NOTHING = Recall()
+_WITH_NEIGHBOURS = 3  # best matches shown with the turns around them before anything else
+_NEIGHBOURS_ROOM = 1500
+"""Recall room below which every match comes before any neighbour: in a small budget a
+neighbour would displace a match."""
+
+
+@dataclass(frozen=True, slots=True)
+class ViewSplit:
+    """How a view divides its budget (see the module docstring)."""
+
+    recent_share: float = 0.4
+    facts_tokens: int = 300
+    facts_share: float = 0.1
+    recall_tokens: int | None = None
+    """``None``: recall gets everything left; ``0``: no recall; else at most this many."""
+    max_turn_share: float = 0.5
+    max_recalled_turn: int = 200
+    """Tokens at most one recalled message shows (longer ones are cut with a marker)."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.recent_share <= 1 or not 0 <= self.facts_share < 1:
+            raise ValueError("recent_share must be in (0, 1] and facts_share in [0, 1)")
+
+
+@dataclass(frozen=True, slots=True)
+class _Recent:
+    summary: str
+    summary_tokens: int
+    rest: int  # R
+    picked: list[Turn]
+    used: int
+    truncated: bool
+
+
+def _recent(
+    state: SummaryState, turns: Sequence[Turn], budget: int, tokenizer: Tokenizer, split: ViewSplit
+) -> _Recent:
+    summary = state.text
+    summary_tokens = tokenizer.count(summary)
+    if summary_tokens > budget:
+        summary = truncate_marked(summary, budget, tokenizer)
+        summary_tokens = tokenizer.count(summary)
+    rest = budget - summary_tokens
+    cap = max(int(budget * split.max_turn_share), 1)
+    # The triggering message first: it gets in whole up to half the budget, whatever the
+    # recent share; the turns before it share what the recent share leaves.
+    picked, used, truncated = pick_newest(turns[-1:], rest, cap, tokenizer)
+    if picked:
+        room = max(int(rest * split.recent_share) - used, 0)
+        more, more_used, more_cut = pick_newest(turns[:-1], room, cap, tokenizer)
+        picked, used, truncated = more + picked, used + more_used, truncated or more_cut
+    return _Recent(summary, summary_tokens, rest, picked, used, truncated)
+
+
+def verbatim_from(
+    state: SummaryState,
+    turns: Sequence[Turn],
+    *,
+    budget: int,
+    tokenizer: Tokenizer,
+    split: ViewSplit,
+) -> int | None:
+    """The seq of the oldest turn the view shows verbatim (recall searches below it)."""
+    part = _recent(state, turns, max(budget, 0), tokenizer, split)
+    return part.picked[0].seq if part.picked else None
+
+
+class _Budget:
+    """Running cost of the recall section, headings paid once."""
+
+    def __init__(self, room: int, tokenizer: Tokenizer) -> None:
+        self.room = room
+        self.used = 0
+        self.tokenizer = tokenizer
+        self.headings: set[str] = set()
+
+    def take(self, lines: Sequence[str], headings: Sequence[str] = ()) -> bool:
+        """Pay for ``lines`` plus any of ``headings`` not paid yet; False if they do not fit."""
+        new = [h for h in headings if h not in self.headings]
+        # A heading may follow a blank line: two breaks. Lines are paid as rendered.
+        cost = sum(self.tokenizer.count(h) + 2 * _LINE for h in new)
+        cost += sum(self.tokenizer.count(defuse(x)) + _LINE for x in lines)
+        if self.used + cost > self.room:
+            return False
+        self.used += cost
+        self.headings.update(new)
+        return True
+
+
+def _cut(turn: Turn, max_tokens: int, tokenizer: Tokenizer) -> Turn:
+    if turn.tokens <= max_tokens:
+        return turn
+    text = truncate_marked(turn.text, max_tokens, tokenizer)
+    return replace(turn, text=text, tokens=tokenizer.count(text))
+
+
+def _recall(
+    found: Recall,
+    nearby: Sequence[Turn],
+    shown: set[int],
+    room: int,
+    tokenizer: Tokenizer,
+    split: ViewSplit,
+) -> tuple[Recall, int]:
+    budget = _Budget(room, tokenizer)
+    facts: list[LongTermFact] = []
+    for fact in found.facts:
+        if budget.take([fact_line(fact)], [RECALL_HEADING]):
+            facts.append(fact)
+    by_seq = {t.seq: t for t in nearby}
+    turns: dict[int, Turn] = {}
+
+    def add(turn: Turn | None) -> None:
+        if turn is None or turn.seq in shown or turn.seq in turns:
+            return
+        turn = _cut(turn, split.max_recalled_turn, tokenizer)
+        if budget.take([recalled_turn_line(turn)], [TURNS_HEADING, day_heading(turn)]):
+            turns[turn.seq] = turn
+
+    def around(hit: Turn) -> list[Turn | None]:
+        return [by_seq.get(hit.seq - 1), by_seq.get(hit.seq + 1)]
+
+    hits = [t for t in found.turns if t.seq not in shown]
+    first = _WITH_NEIGHBOURS if room >= _NEIGHBOURS_ROOM else 0
+    for hit in hits[:first]:
+        for turn in (hit, *around(hit)):
+            add(turn)
+    episodes: list[Episode] = []
+    for episode in found.episodes:
+        if budget.take([episode_line(episode)], [RECALL_HEADING]):
+            episodes.append(episode)
+    for hit in hits[first:]:
+        add(hit)
+    for hit in hits:
+        for turn in around(hit):
+            add(turn)
+    ordered = tuple(sorted(turns.values(), key=lambda t: t.seq))
+    return Recall(tuple(facts), tuple(episodes), ordered), budget.used
+
+
+def compose_view(
+    state: SummaryState,
+    turns: Sequence[Turn],
+    *,
+    budget: int,
+    tokenizer: Tokenizer,
+    split: ViewSplit,
+    facts_order: Callable[[Sequence[CarriedIdentifier]], Sequence[CarriedIdentifier]] = list,
+    found: Recall = _NOTHING,
+    nearby: Sequence[Turn] = (),
+    earlier: Sequence[Turn] = (),
+) -> MemoryView:
+    """Fit summary, the newest of ``turns`` (ascending, the trigger last), the carried
+    identifiers (in ``facts_order``) and the recall ``found`` into ``budget`` tokens.
+
+    ``found.turns`` are search hits, best first; ``nearby`` holds the stored turns around
+    them (any order). Hits among the verbatim turns are skipped. ``earlier`` are stored
+    (folded) turns just before ``turns``, ascending: what recall leaves unused goes to the
+    newest of them, verbatim, after the older of ``turns``.
+    """
+    budget = max(budget, 0)
+    if split.recall_tokens == 0:  # no recall: the plain window, facts by relevance
+        return build_view(state, turns, budget=budget, tokenizer=tokenizer,
+                          facts_budget=split.facts_tokens, max_turn_share=split.max_turn_share,
+                          facts=facts_order(state.facts))
+    part = _recent(state, turns, budget, tokenizer, split)
+    left = part.rest - part.used
+    shown_text = "\n".join([part.summary, *(t.text for t in part.picked)])
+    facts_room = min(max(split.facts_tokens, int(part.rest * split.facts_share)), left)
+    facts, facts_tokens = fit_facts(facts_order(state.facts), shown_text, facts_room, tokenizer)
+    left -= facts_tokens
+    recall, recall_tokens = Recall(), 0
+    if split.recall_tokens != 0:
+        room = left if split.recall_tokens is None else min(left, split.recall_tokens)
+        shown = {t.seq for t in part.picked}
+        recall, recall_tokens = _recall(found, nearby, shown, room, tokenizer, split)
+        left -= recall_tokens
+    picked, used, truncated = part.picked, part.used, part.truncated
+    recalled = {t.seq for t in recall.turns}
+    older = [
+        t for t in (*earlier, *turns)
+        if picked and t.seq < picked[0].seq and t.seq not in recalled
+    ]
+    if older and left > 0:  # recall left room: more of the conversation, verbatim
+        cap = max(int(budget * split.max_turn_share), 1)
+        extra, extra_used, extra_cut = pick_newest(older, left, cap, tokenizer)
+        picked, used, truncated = extra + picked, used + extra_used, truncated or extra_cut
+    shown_seqs = {t.seq for t in picked} | recalled
+    return MemoryView(
+        key=state.key,
+        summary=part.summary,
+        summary_tokens=part.summary_tokens,
+        facts=facts,
+        facts_tokens=facts_tokens,
+        turns=tuple(picked),
+        turns_tokens=used,
+        dropped=sum(1 for t in turns if t.seq not in shown_seqs),
+        truncated=truncated,
+        version=state.version,
+        recall=recall,
+        recall_tokens=recall_tokens,
+    )

@@ -1,0 +1,83 @@
+"""The budget-derived defaults: the compaction window and the view split follow
+``CONTEXT_TOKENS``; ``MAX_HISTORY_MESSAGES`` / ``KEEP_RECENT_MESSAGES`` select the original
+sliding window; ``WINDOW_TOKENS`` / ``KEEP_TOKENS`` set a token window explicitly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bot.app import Runtime
+from bot.budget import memory_budget, view_split, window_policy
+from bot.errors import ConfigError
+from bot.messages import IncomingMessage
+from bot.settings import load_settings
+from memory.models import ChannelKey, Turn
+from memory.tokens import TokenCounter
+from memory.window import WindowPolicy
+
+TOK = TokenCounter("gpt-4o")
+KEY = ChannelKey("console", "local", "budget")
+
+
+def test_the_default_window_is_in_tokens_and_grows_with_the_budget() -> None:
+    small = window_policy(load_settings({"CONTEXT_TOKENS": "4096", "REPLY_TOKENS": "512"}), TOK)
+    large = window_policy(load_settings({"CONTEXT_TOKENS": "32000"}), TOK)
+    assert small.max_messages == 0 and large.max_messages == 0  # no message count limit
+    assert 0 < small.keep_tokens < small.window_tokens < large.window_tokens
+    budget = memory_budget(load_settings({}), TOK)
+    default = window_policy(load_settings({}), TOK)
+    assert default.window_tokens == int((budget - 600) * 0.35)
+
+
+def test_the_message_window_is_still_there_when_asked_for() -> None:
+    policy = window_policy(load_settings({"MAX_HISTORY_MESSAGES": "10"}), TOK)
+    assert (policy.max_messages, policy.keep_messages, policy.window_tokens) == (10, 4, 0)
+    policy = window_policy(load_settings({"KEEP_RECENT_MESSAGES": "2"}), TOK)
+    assert (policy.max_messages, policy.keep_messages) == (10, 2)
+    with pytest.raises(ConfigError, match="KEEP_RECENT_MESSAGES"):
+        load_settings({"MAX_HISTORY_MESSAGES": "5", "KEEP_RECENT_MESSAGES": "5"})
+
+
+def test_an_explicit_token_window_overrides_the_derived_one() -> None:
+    policy = window_policy(load_settings({"WINDOW_TOKENS": "900", "KEEP_TOKENS": "300"}), TOK)
+    assert (policy.max_messages, policy.window_tokens, policy.keep_tokens) == (0, 900, 300)
+
+
+def test_recall_tokens_unset_zero_or_a_cap() -> None:
+    assert view_split(load_settings({})).recall_tokens is None
+    assert view_split(load_settings({"RECALL_TOKENS": "0"})).recall_tokens == 0
+    assert view_split(load_settings({"RECALL_TOKENS": "700"})).recall_tokens == 700
+
+
+@given(st.lists(st.integers(1, 400), min_size=1, max_size=80), st.integers(200, 20000))
+def test_a_token_window_folds_down_to_its_target_and_never_spins(
+    sizes: list[int], budget: int
+) -> None:
+    policy = WindowPolicy.for_budget(budget, summary_tokens=100)
+    turns = [Turn(KEY, i + 1, f"m{i}", "user", "u", "U", "x", n, 0.0) for i, n in enumerate(sizes)]
+    n = policy.fold_count(turns)
+    if sum(sizes) <= policy.window_tokens:
+        assert n == 0
+    else:
+        assert n >= 1  # progress, always
+        folded, kept = sum(sizes[:n]), sum(sizes[n:])
+        # Down to the keep target, unless the per-call bound stopped the fold first.
+        assert kept <= policy.keep_tokens or folded + sizes[n] > policy.max_fold_tokens
+
+
+async def test_one_summary_call_folds_many_turns_by_default(tmp_path: Path) -> None:
+    settings = load_settings({"DATABASE_URL": f"sqlite:///{tmp_path}/b.db"})
+    async with Runtime.open(settings) as rt:
+        for i in range(600):
+            text = f"message {i}: we talked about the parcel to depot {i} and lunch plans"
+            await rt.service.on_message(
+                IncomingMessage(KEY, f"m{i}", "u1", "Dana", text, 1e9 + i)
+            )
+            await rt.memory.wait_idle()
+        state = await rt.store.state(KEY)
+    assert state.folded_through > 300
+    assert state.compactions <= 600 * 20 // 1000  # tens of turns per call, not 7
