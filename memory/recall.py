@@ -112,17 +112,18 @@ def recalled_turn_line(turn: Turn) -> str:
 
 
 def render_recalled_turns(turns: Sequence[Turn]) -> list[str]:
-    """The recalled messages under their heading, oldest first, grouped by day."""
+    """The recalled messages under their heading, grouped by day (each day once, oldest
+    first), in conversation order within a day."""
     if not turns:
         return []
     lines = [TURNS_HEADING]
-    day = ""
-    for turn in sorted(turns, key=lambda t: t.seq):
-        heading = day_heading(turn)
-        if heading != day:
-            lines.append(heading)
-            day = heading
-        lines.append(recalled_turn_line(turn))
+    by_day: dict[str, list[Turn]] = {}
+    for turn in sorted(turns, key=lambda t: (t.sent_at, t.seq)):
+        by_day.setdefault(day_heading(turn), []).append(turn)
+    # Each day once (a view pays for each day's heading once, whatever the seq order).
+    for heading, day in by_day.items():
+        lines.append(heading)
+        lines += [recalled_turn_line(t) for t in sorted(day, key=lambda t: t.seq)]
     return lines
 
 

@@ -158,3 +158,20 @@ def test_carried_identifiers_are_ranked_by_the_message_not_by_recency() -> None:
                         split=ViewSplit(facts_tokens=60),
                         facts_order=lambda f: rank_facts(f, weights))
     assert view.facts[0] == target
+
+
+def test_each_day_heading_is_rendered_once_even_when_times_go_back_and_forth() -> None:
+    """A bot reply stamped at another time than the message it answers (clock skew, a
+    replayed import) must not make the rendered block longer than what the view paid."""
+    from memory.recall import render_recalled_turns
+
+    old = [turn(i + 1, f"note {i} about the parcel", at=(i % 2) * 40 * DAY + i * 60)
+           for i in range(60)]
+    new = [turn(61, "parcel?")]
+    view = compose_view(SummaryState(KEY, folded_through=60), new, budget=1500, tokenizer=TOK,
+                        split=ViewSplit(), found=Recall(turns=tuple(old)), nearby=old)
+    lines = render_recalled_turns(view.recall.turns)
+    headings = [line for line in lines if line.startswith("### ")]
+    assert len(headings) == len(set(headings)) == 2
+    allowed = 1500 + fixed_overhead(SYSTEM, TOK)
+    assert wire_tokens(build_messages(SYSTEM, view)) <= allowed  # type: ignore[arg-type]
