@@ -258,8 +258,9 @@ async def run(cfg: Config, base_url: str, responder: Responder,
     b = runs[0].breakdown
     notes = [
         f"Budget: {cfg.prompt_budget} prompt tokens (CONTEXT_TOKENS {cfg.context_tokens} − "
-        f"REPLY_TOKENS {cfg.reply_tokens}); gistbot defaults otherwise (MAX_HISTORY_MESSAGES "
-        f"10, KEEP_RECENT_MESSAGES 4, SUMMARY_TOKENS {cfg.summary_tokens}, FACTS_TOKENS 300).",
+        f"REPLY_TOKENS {cfg.reply_tokens}); SUMMARY_TOKENS {cfg.summary_tokens}; gistbot "
+        "defaults otherwise (the token window derived from the budget, FACTS_TOKENS 300, "
+        "recall filling what is left).",
         "LangChain: ConversationSummaryBufferMemory, max_token_limit = gistbot's memory "
         f"budget − {cfg.summary_tokens} (its limit ignores its own summary), "
         "tiktoken_model_name gpt-4o; observed messages join its history, it prunes on save.",
