@@ -233,9 +233,12 @@ def compose_view(
         left -= recall_tokens
     picked, used, truncated = part.picked, part.used, part.truncated
     recalled = {t.seq for t in recall.turns}
+    # ``earlier`` may repeat the oldest of ``turns`` (both are read below the verbatim ones):
+    # one candidate per seq, ascending.
+    candidates = {t.seq: t for t in (*earlier, *turns)}
     older = [
-        t for t in (*earlier, *turns)
-        if picked and t.seq < picked[0].seq and t.seq not in recalled
+        candidates[seq] for seq in sorted(candidates)
+        if picked and seq < picked[0].seq and seq not in recalled
     ]
     if older and left > 0:  # recall left room: more of the conversation, verbatim
         cap = max(int(budget * split.max_turn_share), 1)

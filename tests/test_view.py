@@ -175,3 +175,14 @@ def test_each_day_heading_is_rendered_once_even_when_times_go_back_and_forth() -
     assert len(headings) == len(set(headings)) == 2
     allowed = 1500 + fixed_overhead(SYSTEM, TOK)
     assert wire_tokens(build_messages(SYSTEM, view)) <= allowed  # type: ignore[arg-type]
+
+
+def test_earlier_turns_that_repeat_unfolded_ones_are_shown_once() -> None:
+    """The store reads ``earlier`` below the oldest verbatim turn, which may include unfolded
+    turns the view already has: each must still appear once."""
+    turns = [turn(100 + i, "chat " * 60) for i in range(40)]
+    earlier = [turn(80 + i, f"older {i}") for i in range(40)]  # seqs 80..119 overlap 100..119
+    view = compose_view(SummaryState(KEY, folded_through=99), turns, budget=6000,
+                        tokenizer=TOK, split=ViewSplit(), earlier=earlier)
+    seqs = [t.seq for t in view.turns]
+    assert len(seqs) == len(set(seqs)) and seqs == sorted(seqs)
