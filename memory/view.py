@@ -64,7 +64,7 @@ neighbour would displace a match."""
 class ViewSplit:
     """How a view divides its budget (see the module docstring)."""
 
-    recent_share: float = 0.4
+    recent_share: float = 0.45
     facts_tokens: int = 300
     facts_share: float = 0.1
     recall_tokens: int | None = None
