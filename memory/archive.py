@@ -52,6 +52,7 @@ ForgetOutcome: TypeAlias = LongTermFact | list[LongTermFact] | None
 """``/forget``: the deleted fact, the candidates when several match (none deleted), or None."""
 
 RETENTION_INTERVAL = 3600.0
+_MAX_ID = 2**63 - 1  # the largest id SQLite INTEGER and PostgreSQL bigint hold
 """Seconds between retention passes."""
 
 
@@ -167,8 +168,11 @@ class Archive:
         """
         ref = ref.strip()
         digits = ref.removeprefix("#")
-        if digits.isdigit():
-            return await self.store.delete_fact(key, int(digits))
+        # ASCII only: str.isdigit() accepts "²" and other digits int() refuses. An id past
+        # both backends' 64-bit integer names no fact (and would overflow the query).
+        if digits.isascii() and digits.isdigit():
+            fact_id = int(digits)
+            return await self.store.delete_fact(key, fact_id) if fact_id <= _MAX_ID else None
         if not ref:
             return None
         matches = match_facts(await self.store.list_facts(key, limit=1000), ref)

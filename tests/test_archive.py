@@ -263,6 +263,30 @@ async def test_console_remember_memory_forget(tmp_path: Path) -> None:
         assert "Tell me what to remember" in out.getvalue()
 
 
+@pytest.mark.parametrize(
+    "ref", ["²", "#²", "٣", "99999999999999999999999", "#9223372036854775808", "1" * 400]
+)
+async def test_forget_with_an_odd_number_answers_in_one_line(tmp_path: Path, ref: str) -> None:
+    """``str.isdigit()`` accepts "²" (``int`` refuses it) and a number past 64 bits overflows
+    the database's integer: both are "no such fact", never an error."""
+    async with runtime(tmp_path, ArchiveModel()) as rt:
+        kept = await rt.memory.remember(KEY, "keep me")
+        result = await rt.service.forget(KEY, ref, allowed=True)
+        assert not result.ok and result.text.startswith("I have no fact matching")
+        assert "\n" not in result.text
+        assert [f.id for f in await rt.memory.facts(KEY)] == [kept.id]
+        out = io.StringIO()
+        console = ConsoleChat(rt.service, channel="c", user="u", stdin=io.StringIO(), stdout=out)
+        assert await console.handle(f"/forget {ref}")
+        assert "I have no fact matching" in out.getvalue()
+        assert "Traceback" not in out.getvalue() and "went wrong" not in out.getvalue()
+
+
+async def test_forget_by_the_largest_id_is_no_such_fact(tmp_path: Path) -> None:
+    async with runtime(tmp_path, ArchiveModel()) as rt:
+        assert not (await rt.service.forget(KEY, str(2**63 - 1), allowed=True)).ok
+
+
 @pytest.mark.parametrize("ref", ["", "  "])
 async def test_forget_without_a_reference_asks_which(tmp_path: Path, ref: str) -> None:
     async with runtime(tmp_path, ArchiveModel()) as rt:

@@ -105,3 +105,16 @@ async def test_remember_memory_forget_commands(h: Harness) -> None:
     calls = await h.fake.wait_for("response_url:forget", 2)
     assert calls[1].params["text"] == f"Forgot fact #{fact.id}: the standup moves to 9:30"
     assert await h.rt.memory.facts(KEY) == []
+
+
+async def test_forget_with_a_superscript_or_huge_number_answers_no_such_fact(h: Harness) -> None:
+    await h.command("/remember", user="U1", text="the standup moves to 9:30")
+    await h.fake.wait_for("response_url:remember")
+    await h.command("/forget", user="U2", text="²")
+    await h.command("/forget", user="U2", text="99999999999999999999999")
+    calls = await h.fake.wait_for("response_url:forget", 2)
+    assert sorted(c.params["text"] for c in calls) == [
+        "I have no fact matching '99999999999999999999999' here.",
+        "I have no fact matching '²' here.",
+    ]
+    assert len(await h.rt.memory.facts(KEY)) == 1
