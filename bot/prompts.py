@@ -7,20 +7,38 @@ are defused so user text can never close the fence and speak as the system. Item
 from the archive (long-term facts and episodes, ``memory.recall``) and stored messages found
 by search (verbatim, grouped by day) go inside the same fence under their own headings;
 superseded facts say so.
+
+Users' turns carry a ``[Name]: `` label (``memory.speakers``: names cleaned, a person never
+labelled as the bot), and small models imitate it: every reply began ``[root]: …``. So a
+reply's leading label is stripped (``strip_echoed_label``), and while streaming nothing is
+shown until the start is known not to be one (``settled_reply``). The chat message's
+``name`` field would carry the speaker without a label, but OpenAI accepts only
+``[A-Za-z0-9_-]{1,64}`` there (a display name with a space or an accent is a 400) and most
+open models' chat templates drop it, so the model would not know who spoke: labels stay.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from memory.completion import ChatMessage
 from memory.models import CarriedIdentifier, MemoryView, Recall, Turn
 from memory.recall import RECALL_HEADING, episode_line, fact_line, render_recalled_turns
+from memory.speakers import speaker_label
 from memory.text import defuse
 from memory.tokens import Tokenizer
 from memory.window import TURN_OVERHEAD
 
-__all__ = ["FENCE_CLOSE", "FENCE_OPEN", "build_messages", "fixed_overhead", "memory_block"]
+__all__ = [
+    "FENCE_CLOSE",
+    "FENCE_OPEN",
+    "build_messages",
+    "fixed_overhead",
+    "memory_block",
+    "settled_reply",
+    "strip_echoed_label",
+]
 
 FENCE_OPEN = "<<<MEMORY"
 FENCE_CLOSE = "MEMORY>>>"
@@ -64,7 +82,7 @@ def memory_block(
 def _turn_message(turn: Turn) -> ChatMessage:
     if turn.role == "assistant":
         return {"role": "assistant", "content": turn.text}
-    return {"role": "user", "content": f"[{turn.author_name}]: {turn.text}"}
+    return {"role": "user", "content": speaker_label(turn.author_name) + turn.text}
 
 
 def fixed_overhead(system_prompt: str, tokenizer: Tokenizer) -> int:
@@ -90,3 +108,28 @@ def build_messages(system_prompt: str, view: MemoryView) -> list[ChatMessage]:
     messages: list[ChatMessage] = [{"role": "system", "content": system}]
     messages += [_turn_message(t) for t in view.turns]
     return messages
+
+
+# "[Name]: " at the start (after blanks), as build_messages labels users' turns; up to
+# three in a row ("[gistbot]: [Bob]: …"). Not a Markdown reference definition
+# ("[1]: https://…"), which is content.
+_LABEL = re.compile(r"\s*\[[^\[\]\n]{1,80}\]:[ \t]*")
+_LABEL_PREFIX = re.compile(r"\s*(?:\[[^\[\]\n]{0,80}(?:\](?::[ \t]*)?)?)?\Z")
+_LINK_TARGET = re.compile(r"<|[A-Za-z][A-Za-z0-9+.-]*:/|/|#")
+
+
+def strip_echoed_label(text: str) -> str:
+    """``text`` without the speaker labels it starts with (see the module docstring)."""
+    for _ in range(3):
+        m = _LABEL.match(text)
+        if m is None or _LINK_TARGET.match(text, m.end()):
+            break
+        text = text[m.end():]
+    return text
+
+
+def settled_reply(text: str) -> str | None:
+    """What of a streamed reply's ``text`` so far may be shown: ``None`` while its start
+    could still become an echoed label, else the text without one."""
+    stripped = strip_echoed_label(text)
+    return None if _LABEL_PREFIX.match(stripped) else stripped

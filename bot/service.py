@@ -47,12 +47,13 @@ from bot.errors import (
 )
 from bot.llm import LLM
 from bot.messages import CommandResult, IncomingMessage, Reply
-from bot.prompts import build_messages, fixed_overhead
+from bot.prompts import build_messages, fixed_overhead, settled_reply, strip_echoed_label
 from memory.completion import ChatMessage
 from memory.errors import StoreError, SummaryRejected
 from memory.manager import MemoryManager
 from memory.models import ChannelKey, ChannelStats, LongTermFact, MemoryView, NewTurn
 from memory.recall import episode_spans, fact_line
+from memory.speakers import human_name
 
 __all__ = [
     "MAX_FACT_CHARS",
@@ -167,6 +168,10 @@ class ChatService:
         """(bot id, bot name) on ``platform``; the configured defaults until login."""
         return self._identities.get(platform, (self.config.bot_id, self.config.bot_name))
 
+    def _bot_names(self, platform: str) -> tuple[str, str]:
+        """Names a person may not be labelled with: the bot's here and the configured one."""
+        return self.identity(platform)[1], self.config.bot_name
+
     def should_reply(self, msg: IncomingMessage) -> bool:
         """Mentioned, DM'd, replied to, or in a channel configured to always reply."""
         return (
@@ -201,7 +206,7 @@ class ChatService:
                     msg.message_id,
                     "user",
                     msg.author_id,
-                    msg.author_name,
+                    human_name(msg.author_name, self._bot_names(msg.key.platform)),
                     cut(msg.text, limit),
                     0,
                     msg.sent_at,
@@ -292,14 +297,16 @@ class ChatService:
             completion = await self.llm.complete(
                 messages, max_tokens=self.config.reply_tokens, purpose="reply"
             )
-            return completion.text
+            return strip_echoed_label(completion.text) or completion.text
         parts: list[str] = []
         async for delta in self.llm.stream(
             messages, max_tokens=self.config.reply_tokens, purpose="reply"
         ):
             parts.append(delta)
-            await on_delta("".join(parts))
-        text = "".join(parts).strip()
+            shown = settled_reply("".join(parts))
+            if shown:  # None while the start may still be an echoed "[Name]: " label
+                await on_delta(shown)
+        text = strip_echoed_label("".join(parts)).strip()
         if not text:
             raise LLMError("empty streamed reply")
         return text

@@ -34,6 +34,7 @@ from memory.models import (
     NewTurn,
     RecordResult,
 )
+from memory.speakers import speaker_name
 from memory.store import ChangeOutcome, ResetResult
 from memory.summarizer import Summarizer
 from memory.text import clean_text
@@ -131,7 +132,7 @@ class MemoryManager:
     def prepare(self, turn: NewTurn) -> NewTurn:
         """Clean the text (NUL, lone surrogates) and count its tokens once, for the store."""
         text = clean_text(turn.text)
-        name = clean_text(turn.author_name)
+        name = speaker_name(clean_text(turn.author_name))
         return replace(turn, text=text, author_name=name, tokens=self.tokenizer.count(text))
 
     async def record(self, turn: NewTurn) -> RecordResult:

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 
 from memory.models import Episode, LongTermFact, Recall, Turn
 from memory.search_text import query_terms
+from memory.speakers import speaker_name
 from memory.tokens import Tokenizer
 
 __all__ = [
@@ -105,7 +106,7 @@ def day_heading(turn: Turn) -> str:
 def recalled_turn_line(turn: Turn) -> str:
     """One recalled message: time, speaker, text on one line (its line breaks folded)."""
     at = datetime.fromtimestamp(turn.sent_at, UTC)
-    name = " ".join(turn.author_name.split()) or "someone"
+    name = speaker_name(turn.author_name) or "someone"
     if turn.role == "assistant":
         name = f"{name} (bot)"
     return f"- {at:%H:%M} {name}: {' '.join(turn.text.split())}"

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from memory.models import CarriedIdentifier, ChannelKey, MemoryView, SummaryState, Turn
+from memory.speakers import speaker_label
 from memory.tokens import Tokenizer
 
 __all__ = [
@@ -40,7 +41,7 @@ counted per speaker (``turn_cost``), since a long name costs several tokens."""
 
 def turn_cost(turn: Turn, tokenizer: Tokenizer) -> int:
     """Tokens ``turn`` takes in a prompt, as ``bot.prompts`` renders it."""
-    label = tokenizer.count(f"[{turn.author_name}]: ") if turn.role == "user" else 0
+    label = tokenizer.count(speaker_label(turn.author_name)) if turn.role == "user" else 0
     return turn.tokens + label + TURN_OVERHEAD
 
 
