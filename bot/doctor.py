@@ -1,7 +1,9 @@
 """``gistbot doctor``: what is configured, what would start, and whether it works.
 
-Secrets are masked (first 3 and last 2 characters at most). Exit status 0 when the
-database and the LLM endpoint both answered, 1 otherwise.
+Secrets are masked: tokens and keys show their first 3 and last 2 characters at most, URLs
+their user name and host but no password, in the user info or in a query parameter
+(``bot.redact``). Exit status 0 when the database answered and the LLM endpoint serves the
+configured models, 1 otherwise, with one line naming what failed.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ from typing import TextIO
 from pydantic import SecretStr
 
 from bot.app import make_llm, make_store
+from bot.errors import ModelNotServed
 from bot.llm import UsageMeter
 from bot.logs import scrub
+from bot.redact import mask_url
 from bot.settings import Settings
 from memory.tokens import TokenCounter
 
@@ -33,9 +37,8 @@ def _describe(settings: Settings) -> list[tuple[str, str]]:
             shown = mask(value.get_secret_value())
         elif name == "system_prompt":
             shown = (value[:60] + "…") if len(value) > 60 else value
-        elif name == "database_url" and "@" in value:
-            scheme, _, rest = value.partition("://")
-            shown = f"{scheme}://***@{rest.split('@', 1)[1]}"
+        elif isinstance(value, str) and "://" in value:
+            shown = mask_url(value)  # a password in the user info or the query string
         else:
             shown = "(not set)" if value is None or value == [] else str(value)
         rows.append((name.upper(), shown))
@@ -67,6 +70,9 @@ async def doctor(settings: Settings, out: TextIO) -> int:
     try:
         described = await llm.probe()  # type: ignore[attr-defined]
         out.write(f"  llm        ok: {described}\n")
+    except ModelNotServed as e:
+        ok = False
+        out.write(f"  llm        FAILED: {scrub(str(e), settings.secrets())}\n")
     except Exception as e:
         ok = False
         # Endpoints quote the rejected key in their 401 body; never print it.

@@ -39,6 +39,7 @@ __all__ = [
     "LLMRateLimited",
     "LLMTimeout",
     "LLMUnavailable",
+    "ModelNotServed",
     "PermissionDenied",
     "is_context_length_error",
     "llm_error_from",
@@ -101,6 +102,15 @@ class ContextLengthExceeded(LLMError):
     """The prompt does not fit the model's context window; shrink ``CONTEXT_TOKENS``."""
 
     user_message = "That conversation is too long for my language model to read at once."
+
+
+class ModelNotServed(LLMError):
+    """The endpoint answers but does not list ``MODEL_NAME`` (or ``SUMMARY_MODEL_NAME``)."""
+
+    user_message = (
+        "My language model is not available on its server; an administrator needs to check "
+        "MODEL_NAME."
+    )
 
 
 class LLMAuthError(LLMError):

@@ -31,7 +31,7 @@ import openai
 from openai import NOT_GIVEN, AsyncOpenAI, AsyncStream, NotGiven, Omit, omit
 from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessageParam
 
-from bot.errors import LLMBadResponse, LLMError, llm_error_from
+from bot.errors import LLMBadResponse, LLMError, ModelNotServed, llm_error_from
 from bot.llm_gate import LLMGate
 from bot.thinking import ThinkFilter, strip_think
 from memory.completion import ChatMessage
@@ -324,10 +324,22 @@ class OpenAILLM:
                 [{"role": "user", "content": "Say OK."}], max_tokens=16, purpose="reply"
             )
             return f"{where}: answered with model {self.model}"
-        missing = [m for m in wanted if m not in ids]
+        missing = [(var, m) for var, m in self._model_settings() if m not in ids]
         if missing:
-            return f"{where}: reachable, {len(ids)} models, but not listed: {', '.join(missing)}"
+            served = ", ".join(sorted(ids)[:10]) + (", …" if len(ids) > 10 else "")
+            names = " and ".join(f"{var}={m}" for var, m in missing)
+            raise ModelNotServed(
+                f"{where} does not serve {names}; it serves {served}. "
+                "Set the model name to one it serves."
+            )
         return f"{where}: reachable, {len(ids)} models, using {', '.join(wanted)}"
+
+    def _model_settings(self) -> list[tuple[str, str]]:
+        """(setting, model) for the reply model and, if different, the summary model."""
+        pairs = [("MODEL_NAME", self.model)]
+        if self.summary_model != self.model:
+            pairs.append(("SUMMARY_MODEL_NAME", self.summary_model))
+        return pairs
 
     async def aclose(self) -> None:
         """Close the HTTP connection pool."""

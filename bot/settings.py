@@ -17,6 +17,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from bot.errors import ConfigError
+from bot.redact import url_secrets
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "Settings", "load_settings"]
 
@@ -260,7 +261,8 @@ class Settings(BaseSettings):
             self.slack_app_token,
             self.slack_signing_secret,
         ]
-        return [v.get_secret_value() for v in values if v is not None]
+        urls = url_secrets(self.database_url) + url_secrets(self.openai_base_url)
+        return [v.get_secret_value() for v in values if v is not None] + urls
 
 
 def _explain(err: ValidationError) -> str:

@@ -25,6 +25,7 @@ from bot.errors import (
     LLMRateLimited,
     LLMTimeout,
     LLMUnavailable,
+    ModelNotServed,
 )
 from bot.llm import LLM, Completion, OpenAILLM, Usage, UsageMeter
 from bot.offline_llm import OfflineLLM
@@ -167,7 +168,8 @@ async def test_switches_to_max_completion_tokens_when_rejected(
 
 async def test_probe_lists_models(fake: FakeOpenAI, make_llm: MakeLLM) -> None:
     assert "2 models" in await make_llm(summary_model="gpt-test-mini").probe()
-    assert "not listed: gpt-other" in await make_llm(model="gpt-other").probe()
+    with pytest.raises(ModelNotServed, match="MODEL_NAME=gpt-other; it serves gpt-test"):
+        await make_llm(model="gpt-other").probe()
     assert all(r.path == "/v1/models" for r in fake.requests)
 
 
