@@ -21,6 +21,7 @@ from adapters.claims import DeliveryClaims
 from adapters.console_adapter import ConsoleChat
 from adapters.discord import invite_url, run_discord
 from adapters.slack import run_slack
+from bot.env_check import typo_warnings
 from bot.errors import ConfigError, GistbotError
 from bot.logs import setup_logging
 from bot.settings import Settings, load_settings
@@ -166,6 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     command = args.command or "run"
     try:
+        for warning in typo_warnings(args.env_file):  # once, before anything else is said
+            print(f"warning: {warning}", file=sys.stderr)
         settings = load_settings(env_file=args.env_file)
         setup_logging(settings.log_level, settings.secrets())
         if command == "run":
