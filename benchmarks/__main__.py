@@ -1,8 +1,10 @@
-"""``python -m benchmarks [--quick] [--out DIR] [--endpoint URL --model NAME]``.
+"""``python -m benchmarks [--quick] [--out DIR | --update-results] [--endpoint URL --model NAME]``.
 
 Runs the scenarios of issue 7 against one loopback fake OpenAI server (replies 100 ms,
 summaries 2 s by default; deterministic answers, see ``benchmarks.responder``) and writes
-``results.md``, ``results.json`` and PNG plots to ``benchmarks/results/`` (or ``--out``):
+``results.md``, ``results.json`` and PNG plots to a new temporary folder (or ``--out DIR``;
+the committed ``benchmarks/results/`` only with ``--update-results``, so a trial run never
+overwrites the published numbers):
 
 1. prompt size and cost (``prompt_cost``)    2. reply latency under slow summaries (``latency``)
 3. ingest and view (``ingest``, reused)      4. scale: channels, RSS, event-loop lag (``scale``)
@@ -23,6 +25,7 @@ import contextlib
 import logging
 import shlex
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -46,7 +49,10 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
     """The run's ``Config`` from the command line."""
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="small sizes, short latencies (CI)")
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--out", type=Path, help="output folder (default: a new temporary one)")
+    where.add_argument("--update-results", action="store_true",
+                       help=f"write to the committed {DEFAULT_OUT.parent.name}/results/")
     p.add_argument("--endpoint", help="a real OpenAI-compatible base URL (scenario 5 only)")
     p.add_argument("--model", help="the real model's name (with --endpoint)")
     p.add_argument("--scenarios", default="1,2,3,4,5",
@@ -55,6 +61,10 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
     p.add_argument("--summary-latency", type=float, help="fake summary latency, seconds")
     p.add_argument("--turns", type=int, help="turns of the shipped conversation to replay")
     a = p.parse_args(argv)
+    if a.update_results:
+        a.out = DEFAULT_OUT
+    elif a.out is None:
+        a.out = Path(tempfile.mkdtemp(prefix="gistbot-benchmarks-"))
     if bool(a.endpoint) != bool(a.model):
         p.error("--endpoint and --model go together")
     overrides: dict[str, object] = {
