@@ -146,3 +146,70 @@ def test_to_incoming_translates_and_filters() -> None:
         mention(text="   "),
     ):
         assert to_incoming(TEAM, event, bot_user_id="UBOT", names=names) is None
+
+
+# Cases of the slackify-markdown package's own suite (tests/test_convert.py, itself ported
+# from the JavaScript slackify-markdown), as that converter answers them less its trailing
+# newline. Where gistbot answers differently on purpose, the case is in DIFFERENT below.
+SLACKIFY_CASES = [
+    ("hello world", "hello world"),
+    ("*h&ello>world<", "*h&amp;ello&gt;world&lt;"),
+    ("Use & to join, <tag>, and >symbol<.", "Use &amp; to join, &lt;tag&gt;, and &gt;symbol&lt;."),
+    ("**Bold** and _Italic_ with `inline code`.", "*Bold* and _Italic_ with `inline code`."),
+    ("**bold text**", "*bold text*"),
+    ("he**l**lo", "he*l*lo"),
+    ("*italic text*", "_italic text_"),
+    ("~~strike text~~", "~strike text~"),
+    ("**~~_AP-238: New Task for AP Project_~~**", "*~_AP-238: New Task for AP Project_~*"),
+    ("### **Step 1**: Description here", "*Step 1: Description here*"),
+    ("### **Step 1**", "*Step 1*"),
+    ("# **Test**: text", "*Test: text*"),
+    ("### Normal and **bold**", "*Normal and bold*"),
+    ("### *emphasized*", "*_emphasized_*"),
+    ("### ***bold italic***", "*_bold italic_*"),
+    ("[test](http://atlassian.com)", "<http://atlassian.com|test>"),
+    ("[](http://atlassian.com)", "<http://atlassian.com>"),
+    ("[Atlassian](https://www.atlassian.com?redirect=https%3A%2F%2Fwww.asana.com): /atlassian",
+     "<https://www.atlassian.com?redirect=https%3A%2F%2Fwww.asana.com|Atlassian>: /atlassian"),
+    ("![logo.png](https://bitbucket.org/repo/123/images/logo.png)",
+     "<https://bitbucket.org/repo/123/images/logo.png|logo.png>"),
+    ("![logo.png](https://bitbucket.org/repo/123/images/logo.png 'test')",
+     "<https://bitbucket.org/repo/123/images/logo.png|logo.png>"),
+    ("![](https://bitbucket.org/repo/123/images/logo.png)",
+     "<https://bitbucket.org/repo/123/images/logo.png>"),
+    ("hello `world`", "hello `world`"),
+    ("```\ncode block\n```", "```\ncode block\n```"),
+    ("```\ncode\n\n\nblock\n```", "```\ncode\n\n\nblock\n```"),
+    ("```javascript\ncode block\n```", "```\ncode block\n```"),
+    ("[x](https://en.wikipedia.org/wiki/Foo_(bar))", "<https://en.wikipedia.org/wiki/Foo_(bar)|x>"),
+]
+
+# Deliberate differences: ***x*** is bold around italic (slackify: "_*x*_"; Slack shows both
+# the same); a link to a path is not a Slack link, so it reads "label (path)"; lists keep
+# one space after the bullet; mentions are left to ``neutralise``.
+DIFFERENT = [
+    ("***bold+italic***", "*_bold+italic_*"),
+    ("[test](/atlassian)", "test (/atlassian)"),
+    ("* list\n* list", "• list\n• list"),
+    ("![logo.png](/relative-path-logo.png 'test')", "logo.png (/relative-path-logo.png)"),
+]
+
+
+@pytest.mark.parametrize(("markdown", "expected"), SLACKIFY_CASES + DIFFERENT)
+def test_to_mrkdwn_on_slackify_markdowns_cases(markdown: str, expected: str) -> None:
+    assert to_mrkdwn(markdown) == expected
+
+
+@pytest.mark.parametrize(
+    ("markdown", "expected"),
+    [
+        ("***both***", "*_both_*"),
+        ("a ***b*** c **d** *e*", "a *_b_* c *d* _e_"),
+        ("___both___", "*_both_*"),
+        ("[x](https://e.test/a_(b)) and snake_case", "<https://e.test/a_(b)|x> and snake_case"),
+        ("see [w](https://e.test/Foo_(bar)_baz) *now*",
+         "see <https://e.test/Foo_(bar)_baz|w> _now_"),
+    ],
+)
+def test_bold_italic_and_links_with_parentheses(markdown: str, expected: str) -> None:
+    assert to_mrkdwn(markdown) == expected

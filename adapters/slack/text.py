@@ -174,7 +174,13 @@ _BULLET = re.compile(r"^(\s*)[-*+]\s+(.*)$")
 _QUOTE = re.compile(r"^\s{0,3}>\s?(.*)$")
 _RULE = re.compile(r"^\s{0,3}([-*_])(?:\s*\1){2,}\s*$")
 _CODE_SPAN = re.compile(r"(`+)([^`\n]+?)\1")
-_LINK = re.compile(r"!?\[([^\]\n]+)\]\(\s*<?([^()\s<>]+)>?(?:\s+\"[^\"\n]*\")?\s*\)")
+# A link's target may hold balanced parentheses one level deep ("…/Foo_(bar)", as Wikipedia's
+# do); its optional title is in double or single quotes; an empty label shows the URL.
+_LINK = re.compile(
+    r"!?\[([^\]\n]*)\]\(\s*<?((?:[^()\s<>]|\([^()\s<>]*\))+)>?"
+    r"(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'))?\s*\)"
+)
+_BOLD_ITALIC = re.compile(r"\*\*\*(?=\S)(.+?)(?<=\S)\*\*\*|(?<!\w)___(?=\S)(.+?)(?<=\S)___(?!\w)")
 _BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*|(?<!\w)__(?=\S)(.+?)(?<=\S)__(?!\w)")
 _ITALIC = re.compile(r"(?<![\w*])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![\w*])")
 _STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
@@ -182,7 +188,10 @@ _STRONG = "\x01"  # stands for mrkdwn's bold "*" until single-star italics are c
 
 
 def _emphasis(escaped: str) -> str:
-    text = _BOLD.sub(lambda m: f"{_STRONG}{m.group(1) or m.group(2)}{_STRONG}", escaped)
+    # ***both*** first, as bold around italic ("*_both_*"): read as bold then italic it
+    # came out "*_both*_", which Slack shows with stray marks.
+    text = _BOLD_ITALIC.sub(lambda m: f"{_STRONG}_{m.group(1) or m.group(2)}_{_STRONG}", escaped)
+    text = _BOLD.sub(lambda m: f"{_STRONG}{m.group(1) or m.group(2)}{_STRONG}", text)
     text = _ITALIC.sub(r"_\1_", text)
     text = _STRIKE.sub(r"~\1~", text)
     return text.replace(_STRONG, "*")
@@ -195,8 +204,12 @@ def _prose(segment: str) -> str:
     for m in _LINK.finditer(segment):
         out.append(_emphasis(_escape(segment[pos : m.start()])))
         label, url = m.group(1), m.group(2)
-        if url.startswith(("http://", "https://", "mailto:")):
+        if url.startswith(("http://", "https://", "mailto:")) and not label.strip():
+            out.append(f"<{_escape(url)}>")
+        elif url.startswith(("http://", "https://", "mailto:")):
             out.append(f"<{_escape(url)}|{_emphasis(_escape(label.replace('|', '/')))}>")
+        elif not label.strip():
+            out.append(_escape(url))
         else:
             out.append(_emphasis(_escape(f"{label} ({url})")))
         pos = m.end()
