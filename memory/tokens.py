@@ -1,9 +1,10 @@
 """Token counting that works offline.
 
-tiktoken downloads its encoding files on first use, which fails without internet. The
-``bpe-openai`` package ships ``o200k_base`` and ``cl100k_base`` byte-identical (same sha256)
-to tiktoken's, gzipped; we unpack them into tiktoken's cache once (file name = sha1 of the
-URL tiktoken would download), then tiktoken never touches the network.
+tiktoken downloads its encoding files on first use, which fails without internet. gistbot
+ships ``o200k_base`` and ``cl100k_base`` itself, gzipped, in ``memory/encodings/`` (the one
+source: see its README); we unpack them into tiktoken's cache once (file name = sha1 of the
+URL tiktoken would download; content checked against tiktoken's sha256), then tiktoken never
+touches the network.
 
 Which encoding: ``o200k_base`` for current OpenAI models (gpt-4o, gpt-4.1, gpt-5, o-series),
 ``cl100k_base`` for gpt-4/gpt-3.5 and text-embedding-3. Unknown models (Llama, Qwen,
@@ -69,7 +70,7 @@ def ensure_offline_encodings() -> Path:
             target = cache / hashlib.sha1(url.encode()).hexdigest()
             if target.exists():
                 continue
-            packed = resources.files("bpe_openai.data").joinpath(f"{name}.tiktoken.gz")
+            packed = resources.files("memory").joinpath(f"encodings/{name}.tiktoken.gz")
             data = gzip.decompress(packed.read_bytes())
             if hashlib.sha256(data).hexdigest() != _SHA256[name]:
                 raise RuntimeError(f"bundled {name} encoding does not match tiktoken's hash")
