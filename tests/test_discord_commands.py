@@ -115,3 +115,17 @@ async def test_remember_memory_forget_commands_with_forget_needing_permission(
         assert done.json["content"] == f"Forgot fact #{fact.id}: the demo is on Thursday"
         assert await rt.memory.facts(GENERAL) == []
         assert discord_llm.chat_requests == []
+
+
+async def test_forget_with_a_superscript_or_huge_number_answers_no_such_fact(
+    tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI
+) -> None:
+    async with running(make_settings(tmp_path, discord_llm)) as (rt, _, _):
+        await followup_to(discord_fake, await discord_fake.interaction(
+            "remember", invoker=W.alice, channel_id=W.general, options={"text": "keep me"}))
+        for ref in ("²", "99999999999999999999999"):
+            answer = await followup_to(discord_fake, await discord_fake.interaction(
+                "forget", invoker=W.bob, channel_id=W.general, permissions=MANAGE_MESSAGES,
+                options={"fact": ref}))
+            assert answer.json["content"] == f"I have no fact matching {ref!r} here."
+        assert len(await rt.memory.facts(GENERAL)) == 1
