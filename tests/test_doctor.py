@@ -70,6 +70,10 @@ async def test_doctor_masks_passwords_in_urls_and_tokens(tmp_path: Path) -> None
         status = await doctor(settings, out)
     report = out.getvalue()
     assert [s for s in ALL if s in report] == []
+    secrets = settings.secrets()  # what every log line is scrubbed of (bot.logs.SecretFilter)
+    assert {DB_PASSWORD, QUERY_PASSWORD, SSL_PASSWORD, API_KEY_PARAM, ENDPOINT_PASSWORD} <= set(
+        secrets
+    )
     assert "postgresql://gist:***@127.0.0.1:9/test?password=***&sslpassword=***" in report
     assert "database   FAILED" in report and status == 1  # nothing listens on port 9
     assert "xox…kl" in report
