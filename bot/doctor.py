@@ -14,6 +14,7 @@ from bot.app import make_llm, make_store
 from bot.llm import UsageMeter
 from bot.logs import scrub
 from bot.settings import Settings
+from bot.wording import plural
 from memory.tokens import TokenCounter
 
 __all__ = ["doctor", "mask"]
@@ -56,7 +57,7 @@ async def doctor(settings: Settings, out: TextIO) -> int:
     try:
         await store.open()
         channels = await store.channels()
-        out.write(f"  database   ok: {len(channels)} channels stored\n")
+        out.write(f"  database   ok: {plural(len(channels), 'channel')} stored\n")
     except Exception as e:
         ok = False
         out.write(f"  database   FAILED: {scrub(str(e), settings.secrets())}\n")
