@@ -124,3 +124,41 @@ def test_counts_of_one_are_singular(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["--env-file", envf, "export", "--channel", "slack:T1:C1",
                  "-o", str(tmp_path / "x.jsonl")]) == 0
     assert "exported 1 turn of slack:T1:C1" in capsys.readouterr().err
+
+
+def test_unwritable_database_is_one_line_and_leaves_no_thread_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from memory.errors import StoreOpenError
+
+    (tmp_path / "adir.db").mkdir()  # a folder where the file should be: cannot be opened
+    failures: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: failures.append(args.exc_value))
+
+    async def open_it() -> None:
+        with pytest.raises(StoreOpenError, match="not writable"):
+            await SqliteStore(tmp_path / "adir.db").open()
+
+    def workers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if "_connection_worker_thread" in t.name]
+
+    for _ in range(5):
+        asyncio.run(open_it())
+        # aiosqlite's worker thread must be gone before the event loop is: a thread that
+        # outlives it reports to a closed loop ("Event loop is closed").
+        assert workers() == []
+    assert failures == []
+
+    env = console_env(tmp_path, DATABASE_URL=f"sqlite:///{tmp_path}/adir.db")
+    done = subprocess.run(
+        [sys.executable, "-m", "bot", "--env-file", str(tmp_path / "none.env"), "console"],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, cwd=tmp_path, env=env,
+        timeout=60, check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        f"gistbot: cannot open the database {tmp_path}/adir.db: the file or its folder is "
+        "not writable; fix permissions or DATABASE_URL"
+    ]
