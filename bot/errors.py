@@ -6,6 +6,7 @@
     ├── ConfigError                a setting is missing or wrong; the message names the
     │                              variable and the fix
     ├── PermissionDenied           the caller may not do this (e.g. ``/reset``)
+    ├── PlatformUnreachable        Discord or Slack could not be reached at start
     └── LLMError                   the language model call failed; nothing was stored
         ├── LLMTimeout             no answer within the timeout (after the SDK's retries)
         ├── LLMRateLimited         429 after the SDK's retries; ``retry_after`` if known
@@ -40,6 +41,7 @@ __all__ = [
     "LLMTimeout",
     "LLMUnavailable",
     "PermissionDenied",
+    "PlatformUnreachable",
     "is_context_length_error",
     "llm_error_from",
 ]
@@ -61,6 +63,15 @@ class PermissionDenied(GistbotError):
     """The caller is not allowed to run this command here."""
 
     user_message = "Sorry, you don't have permission to do that here."
+
+
+class PlatformUnreachable(GistbotError):
+    """Discord or Slack could not be reached when starting (network, DNS, proxy, outage).
+
+    Only at the first start: once connected, the adapters retry with backoff instead.
+    """
+
+    user_message = "I can't reach the chat platform right now."
 
 
 class LLMError(GistbotError):
