@@ -102,3 +102,18 @@ async def test_slack_unreachable_at_start_is_one_line(tmp_path: Path) -> None:
     message = str(info.value)
     assert message.startswith(f"cannot reach 127.0.0.1:{port} (")
     assert "\n" not in message and "check the network" in message
+
+
+async def test_discord_bad_token_at_start_is_one_line(
+    tmp_path: Path, discord_fake: FakeDiscord, capsys: pytest.CaptureFixture[str],
+    root_logging: None,
+) -> None:
+    discord_fake.token = "another-token"  # Discord answers 401 to ours
+    env = tmp_path / "discord.env"
+    env.write_text(f"DISCORD_TOKEN={TOKEN}\nOPENAI_BASE_URL=http://127.0.0.1:{closed_port()}/v1\n"
+                   f"DATABASE_URL=sqlite:///{tmp_path}/gistbot.db\nLOG_LEVEL=WARNING\n")
+    # main() runs its own event loop: in a thread, while this loop serves the fake.
+    assert await asyncio.to_thread(main, ["--env-file", str(env), "run"]) == 2
+    err = capsys.readouterr().err
+    (line,) = err.splitlines()
+    assert line.startswith("gistbot: DISCORD_TOKEN was rejected by Discord: copy a fresh token")
