@@ -4,8 +4,16 @@ Every line is a message addressed to the bot in one console channel (``--channel
 memory, compaction, ``/summary``, ``/reset``, ``/remember <text>``, ``/memory`` and
 ``/forget <fact id or text>`` behave exactly as on Discord or Slack (the operator at the
 terminal may reset and forget).
-Works interactively (prompt and a spinner while the model works) and with piped stdin
-(plain output, no control characters). End with ``/quit`` or end of input.
+
+Two modes, chosen by whether stdin and stdout are a terminal:
+
+- **Interactive**: a prompt-toolkit prompt (line editing, ↑/↓ history for the session,
+  Ctrl-D or ``/quit`` to leave) and a spinner while the model works. Log records are
+  printed above the prompt and above the spinner (``bot.logs.LiveLine``), never into them.
+- **Batch** (a file, a pipe or ``/dev/null`` on stdin): one message per line, only the
+  answers on stdout (no banner, no prompt, no control characters), exit at end of input.
+  Lines are read by a daemon thread, one at a time as they are wanted, so any kind of
+  stdin works and a blocked read never holds the process open at exit.
 """
 
 from __future__ import annotations
@@ -15,11 +23,13 @@ import contextlib
 import getpass
 import itertools
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Awaitable
 from typing import TextIO, TypeVar
 
+from bot.logs import LiveLine
 from bot.messages import IncomingMessage
 from bot.service import ChatService
 from memory.models import ChannelKey
@@ -49,42 +59,64 @@ class ConsoleChat:
         user: str | None = None,
         stdin: TextIO | None = None,
         stdout: TextIO | None = None,
+        live: LiveLine | None = None,
     ) -> None:
         self.service = service
         self.key = console_key(channel)
         self.user = user or _username()
         self.stdin = stdin or sys.stdin
         self.stdout = stdout or sys.stdout
-        self.interactive = self.stdin.isatty() and self.stdout.isatty()
+        self.live = live or LiveLine()
+        self.interactive = _isatty(self.stdin) and _isatty(self.stdout)
 
     def _print(self, text: str) -> None:
-        self.stdout.write(text + "\n")
-        self.stdout.flush()
-
-    async def _lines(self) -> asyncio.StreamReader:
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader()
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), self.stdin)
-        return reader
+        with self.live.above():
+            self.stdout.write(text + "\n")
+            self.stdout.flush()
 
     async def run(self, banner: str = "") -> None:
-        """Read lines until ``/quit`` or end of input."""
-        if banner:
-            self._print(banner)
-        self._print(HELP)
-        reader = await self._lines()
+        """Read messages until ``/quit`` or end of input."""
+        if self.interactive:
+            if banner:
+                self._print(banner)
+            self._print(HELP)
+            await self._interactive()
+        else:
+            await self._batch()
+
+    async def _interactive(self) -> None:
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.history import InMemoryHistory
+        from prompt_toolkit.patch_stdout import patch_stdout
+
+        session: PromptSession[str] = PromptSession(history=InMemoryHistory())
         while True:
-            if self.interactive:
-                self.stdout.write(f"{self.user}> ")
-                self.stdout.flush()
-            raw = await reader.readline()
-            if not raw:
-                break
-            line = raw.decode("utf-8", "replace").rstrip("\r\n")
-            if not line.strip():
-                continue
-            if not await self.handle(line):
-                break
+            try:
+                # Only while the prompt is up: records written meanwhile go above it.
+                with patch_stdout(raw=True):
+                    line = await session.prompt_async(f"{self.user}> ")
+            except (EOFError, KeyboardInterrupt):
+                return
+            if line.strip() and not await self.handle(line):
+                return
+
+    async def _batch(self) -> None:
+        loop = asyncio.get_running_loop()
+        lines: asyncio.Queue[str | None] = asyncio.Queue()
+        wanted = threading.Semaphore(0)
+        reader = threading.Thread(
+            target=_read_lines, args=(self.stdin, loop, lines, wanted), daemon=True,
+            name="console-stdin",
+        )
+        reader.start()
+        while True:
+            wanted.release()
+            line = await lines.get()
+            if line is None:
+                return
+            line = line.rstrip("\r\n")
+            if line.strip() and not await self.handle(line):
+                return
 
     async def handle(self, line: str) -> bool:
         """Act on one input line; return False to stop."""
@@ -121,7 +153,7 @@ class ConsoleChat:
         return True
 
     async def _busy(self, work: Awaitable[T]) -> T:
-        """Await ``work`` showing a spinner when interactive (nothing when piped)."""
+        """Await ``work`` showing a spinner when interactive (nothing in batch mode)."""
         task: asyncio.Future[T] = asyncio.ensure_future(work)
         if not self.interactive:
             return await task
@@ -132,14 +164,47 @@ class ConsoleChat:
             spinner.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await spinner
-            self.stdout.write("\r\x1b[K")
-            self.stdout.flush()
+            self.live.clear()
 
     async def _spin(self) -> None:
         for frame in itertools.cycle("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"):
-            self.stdout.write(f"\r{frame} thinking…")
-            self.stdout.flush()
+            self.live.show(self.stdout, f"{frame} thinking…")
             await asyncio.sleep(0.1)
+
+
+def _read_lines(
+    stdin: TextIO,
+    loop: asyncio.AbstractEventLoop,
+    lines: asyncio.Queue[str | None],
+    wanted: threading.Semaphore,
+) -> None:
+    """Read one line each time one is ``wanted``; ``None`` at end of input (or on an error
+    reading it, which ends the chat like end of input does)."""
+    raw = getattr(stdin, "buffer", None)
+    while True:
+        wanted.acquire()
+        line: str | None
+        try:
+            if raw is not None:
+                data = raw.readline()
+                line = data.decode("utf-8", "replace") if data else None
+            else:
+                line = stdin.readline() or None
+        except (OSError, ValueError):
+            line = None
+        try:
+            loop.call_soon_threadsafe(lines.put_nowait, line)
+        except RuntimeError:  # the loop is gone: the chat ended
+            return
+        if line is None:
+            return
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _username() -> str:

@@ -94,9 +94,18 @@ class Runtime:
     @classmethod
     @contextlib.asynccontextmanager
     async def open(
-        cls, settings: Settings, *, llm: LLM | None = None, start_background: bool = True
+        cls,
+        settings: Settings,
+        *,
+        llm: LLM | None = None,
+        start_background: bool = True,
+        warn_offline: bool = True,
     ) -> AsyncIterator[Runtime]:
-        """Build and start everything; close it all on exit, whatever happened."""
+        """Build and start everything; close it all on exit, whatever happened.
+
+        ``warn_offline=False`` when the caller tells the person itself that the model is
+        offline (the console's banner), so no log line says it again.
+        """
         tokenizer = TokenCounter(settings.model_name)
         meter = UsageMeter()
         model = llm or make_llm(settings, tokenizer, meter)
@@ -137,7 +146,7 @@ class Runtime:
             service = ChatService(memory, model, config)
             if start_background:
                 await memory.start()
-            if model.is_offline:
+            if model.is_offline and warn_offline:
                 log.warning(
                     "no language model configured: replying with the offline model "
                     "(set OPENAI_API_KEY or OPENAI_BASE_URL to use a real one)"

@@ -1,9 +1,11 @@
 """The ``gistbot`` command (also ``python -m bot``).
 
 ``run`` starts the adapters whose credentials are configured (none: the console chat);
-``console``, ``summary``, ``export``, ``doctor`` and ``discord-invite`` are the tools around
-it. Configuration errors print what to fix and exit with status 2; nothing prints a stack
-trace at a user unless ``LOG_LEVEL=DEBUG``.
+``console``, ``channels``, ``summary``, ``export``, ``doctor`` and ``discord-invite`` are the
+tools around it. Configuration errors print what to fix and exit with status 2; other
+failures a person can meet print one line and exit with status 1; nothing prints a stack
+trace at a user unless ``LOG_LEVEL=DEBUG``. Output into a closed pipe (``gistbot export |
+head``) ends quietly with status 141, as for any Unix filter killed by SIGPIPE.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import argparse
 import asyncio
 import json
 import logging
+import os
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -23,14 +27,40 @@ from adapters.discord import invite_url, run_discord
 from adapters.slack import run_slack
 from bot.env_check import typo_warnings
 from bot.errors import ConfigError, GistbotError
-from bot.logs import setup_logging
+from bot.logs import LiveLine, setup_logging
 from bot.settings import Settings, load_settings
+from bot.wording import plural
 from memory.errors import StoreError
 from memory.models import ChannelKey
+from memory.store import Store
 
-__all__ = ["main", "parse_channel"]
+__all__ = ["channel_spec", "main", "parse_channel", "version"]
 
 log = logging.getLogger("gistbot")
+SNOWFLAKE = re.compile(r"[0-9]{17,20}")
+SIGPIPE_STATUS = 128 + 13
+
+
+class UnknownChannel(GistbotError):
+    """``--channel`` names a channel the database has no memory of."""
+
+
+def version() -> str:
+    """The installed package's version (the source tree's when not installed)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("gistbot")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def channel_spec(key: ChannelKey) -> str:
+    """How ``--channel`` names ``key``: a console channel by name, any other in full."""
+    if key.platform == "console" and key.workspace == "local" and ":" not in key.channel:
+        return key.channel
+    return f"{key.platform}:{key.workspace}:{key.channel}"
 
 
 def parse_channel(spec: str) -> ChannelKey:
@@ -52,12 +82,22 @@ def _parser() -> argparse.ArgumentParser:
         description="Chat bot for Discord and Slack with summarizing memory. "
         "Configuration comes from environment variables and .env (see README).",
     )
+    p.add_argument("--version", action="version", version=f"gistbot {version()}")
     p.add_argument("--env-file", default=".env", help="settings file to read (default: .env)")
+    verbose = argparse.ArgumentParser(add_help=False)
+    verbose.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                         help="console chat: show INFO log lines too (default: warnings only)")
+    p.add_argument("-v", "--verbose", action="store_true", default=False,
+                   help=argparse.SUPPRESS)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    sub.add_parser("run", help="start the Discord/Slack adapters that are configured "
+    sub.add_parser("run", parents=[verbose],
+                   help="start the Discord/Slack adapters that are configured "
                    "(none configured: the console chat)")
-    c = sub.add_parser("console", help="chat with gistbot in this terminal (or pipe text in)")
+    c = sub.add_parser("console", parents=[verbose],
+                       help="chat with gistbot in this terminal (or pipe text in: one "
+                       "message per line, answers on stdout)")
     c.add_argument("--channel", default="general", help="console channel to talk in")
+    sub.add_parser("channels", help="list the channels in memory with their counts")
     s = sub.add_parser("summary", help="print a channel's summary and counts")
     s.add_argument("--channel", required=True,
                    help="console channel name, or platform:workspace:channel")
@@ -78,26 +118,44 @@ def _parser() -> argparse.ArgumentParser:
     cp.add_argument("--force", action="store_true",
                     help="replace channels in a non-empty target that differ from the source")
     d = sub.add_parser("discord-invite", help="print the OAuth2 URL that adds the bot to a server")
-    d.add_argument("--application-id", required=True, help="from the Developer Portal")
+    d.add_argument("--application-id", required=True,
+                   help="from the Developer Portal (General Information → Application ID)")
     return p
 
 
-async def _console(settings: Settings, channel: str) -> None:
+def _application_id(value: str) -> str:
+    value = value.strip()
+    if not SNOWFLAKE.fullmatch(value):
+        raise ConfigError(
+            f"--application-id {value!r} is not a Discord application ID: copy the number "
+            "(17 to 20 digits) from the Developer Portal, General Information → Application ID"
+        )
+    return value
+
+
+async def _console(settings: Settings, channel: str, live: LiveLine) -> None:
     from bot.app import Runtime
 
-    async with Runtime.open(settings) as rt:
-        model = "offline model (no LLM configured)" if rt.llm.is_offline else rt.llm.name
-        banner = f"gistbot console · channel {channel} · {settings.database_url} · {model}"
-        await ConsoleChat(rt.service, channel=channel).run(banner)
+    # The banner says the model is offline; no warning log line in the chat for it.
+    async with Runtime.open(settings, warn_offline=False) as rt:
+        model = (
+            "offline model (set OPENAI_API_KEY or OPENAI_BASE_URL for real answers)"
+            if rt.llm.is_offline else rt.llm.name
+        )
+        where = settings.database_url.partition("?")[0].partition("#")[0]
+        if "@" in where:  # user:password@host: show the host only
+            where = where.split("://", 1)[0] + "://…@" + where.rsplit("@", 1)[1]
+        banner = f"gistbot console · channel {channel} · {where} · {model}"
+        await ConsoleChat(rt.service, channel=channel, live=live).run(banner)
 
 
-async def _run(settings: Settings) -> None:
+async def _run(settings: Settings, live: LiveLine) -> None:
     from bot.app import Runtime
 
     adapters = settings.adapters
     if not adapters:
         log.info("no DISCORD_TOKEN or Slack tokens configured: starting the console chat")
-        await _console(settings, "general")
+        await _console(settings, "general", live)
         return
     async with Runtime.open(settings) as rt:
         jobs = []
@@ -110,10 +168,54 @@ async def _run(settings: Settings) -> None:
         await asyncio.gather(*jobs)
 
 
+async def _known(store: Store, key: ChannelKey, settings: Settings) -> None:
+    """Raise ``UnknownChannel`` unless the store has a row for ``key``."""
+    if key not in await store.channels():
+        raise UnknownChannel(
+            f"no channel {channel_spec(key)!r} in {_where(settings)}; "
+            "`gistbot channels` lists the ones in memory"
+        )
+
+
+def _where(settings: Settings) -> str:
+    """The database, for messages: the SQLite path, or the PostgreSQL host (no password)."""
+    url = settings.database_url
+    if url.startswith("sqlite:///"):
+        return url[len("sqlite:///"):]
+    return url.split("://", 1)[0] + "://" + url.rsplit("@", 1)[-1].split("/", 1)[0]
+
+
+async def _channels(settings: Settings, out: TextIO) -> int:
+    from bot.app import make_store
+
+    store = make_store(settings)
+    await store.open()
+    try:
+        keys = await store.channels()
+        rows = []
+        for key in keys:
+            stats = await store.stats(key)
+            facts = len(await store.list_facts(key, limit=1_000_000))
+            rows.append((channel_spec(key), stats.turns, stats.folded, stats.facts, facts))
+    finally:
+        await store.close()
+    if not rows:
+        print(f"No channels in memory yet ({_where(settings)}).", file=sys.stderr)
+        return 0
+    width = max(len("CHANNEL"), *(len(r[0]) for r in rows))
+    out.write(f"{'CHANNEL':<{width}}  MESSAGES  SUMMARIZED  CARRIED  LONG-TERM\n")
+    for name, turns, folded, carried, facts in rows:
+        out.write(f"{name:<{width}}  {turns:>8}  {folded:>10}  {carried:>7}  {facts:>9}\n")
+    out.flush()
+    print(f"{plural(len(rows), 'channel')} in {_where(settings)}", file=sys.stderr)
+    return len(rows)
+
+
 async def _summary(settings: Settings, key: ChannelKey, out: TextIO) -> None:
     from bot.app import Runtime
 
-    async with Runtime.open(settings, start_background=False) as rt:
+    async with Runtime.open(settings, start_background=False, warn_offline=False) as rt:
+        await _known(rt.store, key, settings)
         result = await rt.service.summary(key)
         out.write(result.text + "\n")
 
@@ -124,6 +226,7 @@ async def _export(settings: Settings, key: ChannelKey, out: TextIO) -> int:
     store = make_store(settings)
     await store.open()
     try:
+        await _known(store, key, settings)
         state = await store.state(key, facts_limit=1_000_000)
         header = {"type": "channel", **asdict(key), "summary": state.text,
                   "version": state.version, "folded_through": state.folded_through,
@@ -158,8 +261,9 @@ async def _copy(src: str, dst: str, *, force: bool, resume: bool) -> None:
             await target.close()
     finally:
         await source.close()
-    print(f"copied {report.copied_turns} turns in {report.channels} channels "
-          f"({report.skipped_channels} already there); counts and checksums verified")
+    print(f"copied {plural(report.copied_turns, 'turn')} in "
+          f"{plural(report.channels, 'channel')} ({report.skipped_channels} already there); "
+          "counts and checksums verified")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -169,43 +273,62 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for warning in typo_warnings(args.env_file):  # once, before anything else is said
             print(f"warning: {warning}", file=sys.stderr)
-        settings = load_settings(env_file=args.env_file)
-        setup_logging(settings.log_level, settings.secrets())
-        if command == "run":
-            asyncio.run(_run(settings))
-        elif command == "console":
-            asyncio.run(_console(settings, args.channel))
-        elif command == "summary":
-            asyncio.run(_summary(settings, parse_channel(args.channel), sys.stdout))
-        elif command == "export":
-            key = parse_channel(args.channel)
-            if args.output == "-":
-                n = asyncio.run(_export(settings, key, sys.stdout))
-            else:
-                with open(args.output, "w", encoding="utf-8") as fh:
-                    n = asyncio.run(_export(settings, key, fh))
-            print(f"exported {n} turns of {key}", file=sys.stderr)
-        elif command == "doctor":
-            from bot.doctor import doctor
-
-            return asyncio.run(doctor(settings, sys.stdout))
-        elif command == "migrate":
-            from bot.app import store_for_url
-            from bot.dbtools import migrate
-
-            url = args.url or settings.database_url
-            n = asyncio.run(migrate(store_for_url(url)))
-            print(f"schema is up to date ({n} channels stored)")
-        elif command == "copy-db":
-            asyncio.run(_copy(args.src, args.dst, force=args.force, resume=args.resume))
-        elif command == "discord-invite":
-            print(invite_url(args.application_id))
+        status = _dispatch(args, command)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+        return status
     except ConfigError as e:
         print(f"gistbot: {e}", file=sys.stderr)
         return 2
     except (GistbotError, StoreError) as e:
+        log.debug("the command failed", exc_info=e)
         print(f"gistbot: {e}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # The reader went away (`gistbot export | head`): stop quietly, like a Unix filter.
+        # Point stdout at /dev/null so the interpreter's final flush cannot fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return SIGPIPE_STATUS
     except KeyboardInterrupt:
         return 130
+
+
+def _dispatch(args: argparse.Namespace, command: str) -> int:
+    settings = load_settings(env_file=args.env_file)
+    chat = (command in ("run", "console") and not settings.adapters) or command == "console"
+    live = setup_logging(settings.log_level, settings.secrets(), console=chat,
+                         verbose=args.verbose)
+    if command == "run":
+        asyncio.run(_run(settings, live))
+    elif command == "console":
+        asyncio.run(_console(settings, args.channel, live))
+    elif command == "channels":
+        asyncio.run(_channels(settings, sys.stdout))
+    elif command == "summary":
+        asyncio.run(_summary(settings, parse_channel(args.channel), sys.stdout))
+    elif command == "export":
+        key = parse_channel(args.channel)
+        if args.output == "-":
+            n = asyncio.run(_export(settings, key, sys.stdout))
+            sys.stdout.flush()
+        else:
+            with open(args.output, "w", encoding="utf-8") as fh:
+                n = asyncio.run(_export(settings, key, fh))
+        print(f"exported {plural(n, 'turn')} of {channel_spec(key)}", file=sys.stderr)
+    elif command == "doctor":
+        from bot.doctor import doctor
+
+        return asyncio.run(doctor(settings, sys.stdout))
+    elif command == "migrate":
+        from bot.app import store_for_url
+        from bot.dbtools import migrate
+
+        url = args.url or settings.database_url
+        n = asyncio.run(migrate(store_for_url(url)))
+        print(f"schema is up to date ({plural(n, 'channel')} stored)")
+    elif command == "copy-db":
+        asyncio.run(_copy(args.src, args.dst, force=args.force, resume=args.resume))
+    elif command == "discord-invite":
+        print(invite_url(_application_id(args.application_id)))
     return 0

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from bot.errors import GistbotError
+from bot.wording import plural
 from memory.models import ChannelKey, Episode, LongTermFact, SummaryState
 from memory.store import Store
 
@@ -119,8 +120,8 @@ async def copy_db(
     existing = set(await target.channels())
     if existing and not (force or resume):
         raise CopyError(
-            f"the target already holds {len(existing)} channels; pass --resume to continue "
-            "a copy from this source, or --force to replace channels that differ"
+            f"the target already holds {plural(len(existing), 'channel')}; pass --resume to "
+            "continue a copy from this source, or --force to replace channels that differ"
         )
     for i, key in enumerate(keys, 1):
         report.channels += 1
@@ -138,13 +139,13 @@ async def copy_db(
             after = batch[-1].seq
         await target.import_state(await source.state(key, facts_limit=ALL_FACTS))
         await target.replace_archive(key, *await _archive(source, key))
-        progress(f"[{i}/{len(keys)}] {key}: {want[0]} turns")
+        progress(f"[{i}/{len(keys)}] {key}: {plural(want[0], 'turn')}")
     for key in keys:
         if await channel_checksum(source, key) != await channel_checksum(target, key):
             report.mismatched.append(str(key))
     if report.mismatched:
         raise CopyError(
-            f"verification failed for {len(report.mismatched)} channels "
+            f"verification failed for {plural(len(report.mismatched), 'channel')} "
             f"(e.g. {report.mismatched[0]}); the target differs from the source"
         )
     return report

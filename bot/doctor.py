@@ -18,6 +18,7 @@ from bot.llm import UsageMeter
 from bot.logs import scrub
 from bot.redact import mask_url
 from bot.settings import Settings
+from bot.wording import plural
 from memory.tokens import TokenCounter
 
 __all__ = ["doctor", "mask"]
@@ -59,7 +60,7 @@ async def doctor(settings: Settings, out: TextIO) -> int:
     try:
         await store.open()
         channels = await store.channels()
-        out.write(f"  database   ok: {len(channels)} channels stored\n")
+        out.write(f"  database   ok: {plural(len(channels), 'channel')} stored\n")
     except Exception as e:
         ok = False
         out.write(f"  database   FAILED: {scrub(str(e), settings.secrets())}\n")

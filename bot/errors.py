@@ -6,6 +6,7 @@
     ├── ConfigError                a setting is missing or wrong; the message names the
     │                              variable and the fix
     ├── PermissionDenied           the caller may not do this (e.g. ``/reset``)
+    ├── PlatformUnreachable        Discord or Slack could not be reached at start
     └── LLMError                   the language model call failed; nothing was stored
         ├── LLMTimeout             no answer within the timeout (after the SDK's retries)
         ├── LLMRateLimited         429 after the SDK's retries; ``retry_after`` if known
@@ -41,6 +42,7 @@ __all__ = [
     "LLMUnavailable",
     "ModelNotServed",
     "PermissionDenied",
+    "PlatformUnreachable",
     "is_context_length_error",
     "llm_error_from",
 ]
@@ -62,6 +64,15 @@ class PermissionDenied(GistbotError):
     """The caller is not allowed to run this command here."""
 
     user_message = "Sorry, you don't have permission to do that here."
+
+
+class PlatformUnreachable(GistbotError):
+    """Discord or Slack could not be reached when starting (network, DNS, proxy, outage).
+
+    Only at the first start: once connected, the adapters retry with backoff instead.
+    """
+
+    user_message = "I can't reach the chat platform right now."
 
 
 class LLMError(GistbotError):
@@ -146,6 +157,25 @@ def _retry_after(headers: Mapping[str, str] | None) -> float | None:
     return None
 
 
+def _endpoint(exc: Exception) -> str:
+    """The base URL a failed request went to (no credentials, query or API path)."""
+    from urllib.parse import urlsplit
+
+    request = getattr(exc, "request", None)
+    try:
+        url = urlsplit(str(request.url))  # type: ignore[union-attr]
+    except Exception:
+        return "(unknown URL)"
+    path = url.path
+    for api in ("/chat/completions", "/completions", "/models", "/embeddings"):
+        if path.endswith(api):
+            path = path[: -len(api)]
+            break
+    host = url.hostname or ""
+    port = f":{url.port}" if url.port else ""
+    return f"{url.scheme}://{host}{port}{path}"
+
+
 def llm_error_from(exc: Exception) -> LLMError:
     """The class above for an ``openai`` SDK exception that survived the SDK's retries.
 
@@ -156,7 +186,12 @@ def llm_error_from(exc: Exception) -> LLMError:
     if isinstance(exc, openai.APITimeoutError):
         return LLMTimeout("the model endpoint did not answer in time")
     if isinstance(exc, openai.APIConnectionError):
-        return LLMUnavailable(f"cannot connect to the model endpoint: {exc.__cause__!r}")
+        cause = exc.__cause__
+        why = f"{type(cause).__name__}: {cause}" if cause is not None else str(exc)
+        return LLMUnavailable(
+            f"cannot reach the model endpoint {_endpoint(exc)} ({why}): check OPENAI_BASE_URL "
+            "and that the server is running; `gistbot doctor` tests the connection"
+        )
     if isinstance(exc, openai.APIResponseValidationError | ValueError):
         return LLMBadResponse(f"unusable response from the model endpoint: {exc}")
     if not isinstance(exc, openai.APIError):
@@ -165,7 +200,10 @@ def llm_error_from(exc: Exception) -> LLMError:
     detail = f"HTTP {status}: {exc.message}" if status else exc.message
     body = exc.body if isinstance(exc.body, dict) else {}
     if status in (401, 403):
-        return LLMAuthError(f"the model endpoint rejected the credentials ({detail})")
+        return LLMAuthError(
+            f"the model endpoint rejected the credentials ({detail}): check OPENAI_API_KEY "
+            "and MODEL_NAME; `gistbot doctor` tests them"
+        )
     if isinstance(exc, openai.APIStatusError) and status == 429:
         retry_after = _retry_after(exc.response.headers)
         return LLMRateLimited(f"rate limited ({detail})", retry_after=retry_after)

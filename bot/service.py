@@ -48,6 +48,7 @@ from bot.errors import (
 from bot.llm import LLM
 from bot.messages import CommandResult, IncomingMessage, Reply
 from bot.prompts import build_messages, fixed_overhead, settled_reply, strip_echoed_label
+from bot.wording import plural
 from memory.completion import ChatMessage
 from memory.errors import StoreError, SummaryRejected
 from memory.manager import MemoryManager
@@ -118,8 +119,8 @@ def _when(ts: float | None) -> str:
 def footer(stats: ChannelStats) -> str:
     """The counts line under ``/summary``."""
     return (
-        f"Remembering {stats.turns} messages ({stats.folded} summarized, {stats.pending} "
-        f"verbatim) · {stats.facts} carried facts · last compaction: "
+        f"Remembering {plural(stats.turns, 'message')} ({stats.folded} summarized, "
+        f"{stats.pending} verbatim) · {plural(stats.facts, 'carried fact')} · last compaction: "
         f"{_when(stats.last_compacted_at)}"
     )
 
@@ -404,15 +405,15 @@ class ChatService:
             or result.channel_facts
         ):
             return CommandResult("There was nothing to forget: I had no memory of this channel.")
-        parts = [f"{result.turns} messages"]
+        parts = [plural(result.turns, "message")]
         if result.had_summary:
             parts.append("the summary")
         if result.facts:
-            parts.append(f"{result.facts} carried facts")
+            parts.append(plural(result.facts, "carried fact"))
         if result.episodes:
-            parts.append(f"{result.episodes} archived episodes")
+            parts.append(plural(result.episodes, "archived episode"))
         if result.channel_facts:
-            parts.append(f"{result.channel_facts} long-term facts")
+            parts.append(plural(result.channel_facts, "long-term fact"))
         return CommandResult(f"Done: I forgot {', '.join(parts)} from this channel.")
 
     async def edited(self, key: ChannelKey, message_id: str, text: str) -> None:

@@ -305,12 +305,17 @@ class Compactor:
         if committed:
             self.compactions += 1
             log.info(
-                "compacted %s: folded %d turns through seq %d (%d facts carried)",
+                "compacted %s: folded %s through seq %d (%s carried)",
                 key,
-                n,
+                _count(n, "turn"),
                 fold[-1].seq,
-                len(facts),
+                _count(len(facts), "fact"),
             )
         else:
             log.info("compaction of %s discarded: the channel changed meanwhile", key)
         return committed
+
+
+def _count(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless one ("1 fact", "2 facts"), for log lines."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -207,7 +207,7 @@ async def test_reset_removes_episodes_and_facts_of_that_channel_only(tmp_path: P
             await rt.service.on_message(msg("FACT: the office plant is called Fern", key=key))
             await chat(rt, 12, key=key)
         result = await rt.service.reset(KEY, allowed=True)
-        assert "archived episodes" in result.text and "long-term facts" in result.text
+        assert "1 archived episode," in result.text and "1 long-term fact " in result.text
         assert await rt.store.episodes(KEY) == [] and await rt.memory.facts(KEY) == []
         assert await rt.store.episodes(OTHER) and await rt.memory.facts(OTHER)
         assert "Fern" not in await ask(rt, model, "what is the plant called?")

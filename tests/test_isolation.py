@@ -120,7 +120,7 @@ async def test_discord_reset_permission_matrix(
         await watch.until(lambda: has_turns(rt, 1))
         text = await _reset(discord_fake, W.bob, perms)
         if allowed:
-            assert text == "Done: I forgot 1 messages from this channel."
+            assert text == "Done: I forgot 1 message from this channel."
             assert await turns(rt) == []
         else:
             assert f"You need the {needed.replace('_', ' ').title()} permission" in text
@@ -180,7 +180,7 @@ async def test_slack_reset_permission_matrix(h: Harness, user: str, allowed: boo
     await _note(h, "1700000000.000100")
     text = await _slack_reset(h, user)
     if allowed:
-        assert text == "Done: I forgot 1 messages from this channel."
+        assert text == "Done: I forgot 1 message from this channel."
         assert await h.turns() == []
     else:
         assert text.startswith("Only workspace admins and owners")

@@ -34,6 +34,7 @@ from adapters.discord.text import to_incoming as translate
 from adapters.replies import LiveThrottle
 from bot.messages import IncomingMessage
 from bot.service import ChatService
+from bot.wording import plural
 
 __all__ = ["GistbotClient"]
 
@@ -103,7 +104,8 @@ class GistbotClient(discord.AutoShardedClient):
 
     async def on_ready(self) -> None:
         """Log where the bot is."""
-        log.info("connected to Discord as %s in %d servers", self.user, len(self.guilds))
+        log.info("connected to Discord as %s in %s", self.user,
+                 plural(len(self.guilds), "server"))
 
     # ------------------------------------------------------------------ messages
 

@@ -3,16 +3,33 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any
+from urllib.parse import urlsplit
 
+import aiohttp
 import discord
 
 from adapters.discord.client import GistbotClient
 from adapters.discord.options import DiscordOptions
-from bot.errors import ConfigError
+from bot.errors import ConfigError, GistbotError, PlatformUnreachable
 from bot.service import ChatService
 
-__all__ = ["create_client", "serve"]
+__all__ = ["RETRY_BASE", "RETRY_MAX", "api_host", "create_client", "serve"]
+
+log = logging.getLogger(__name__)
+
+RETRY_BASE = 2.0  # seconds before the first reconnect after losing Discord
+RETRY_MAX = 300.0
+# Failures of the network or of Discord's side: worth retrying once the bot has connected.
+_NETWORK = (OSError, aiohttp.ClientError, asyncio.TimeoutError, discord.GatewayNotFound,
+            discord.DiscordServerError)
+# Gateway close codes that no retry fixes (the token, the shards, the intents).
+_FATAL_CLOSE = {4004: "the token was rejected", 4010: "invalid shard", 4011: "sharding required",
+                4012: "invalid API version", 4013: "invalid intents", 4014: "disallowed intents"}
+_BAD_TOKEN = ("DISCORD_TOKEN was rejected by Discord: copy a fresh token from the Developer "
+              "Portal (Bot → Reset Token)")
 
 
 def create_client(service: ChatService, options: DiscordOptions,
@@ -21,20 +38,63 @@ def create_client(service: ChatService, options: DiscordOptions,
     return GistbotClient(service, options, **client_options)
 
 
-async def serve(service: ChatService, options: DiscordOptions) -> None:
-    """Connect to Discord and serve until cancelled or the connection ends for good.
+def api_host() -> str:
+    """The host discord.py talks to (``discord.com``; the loopback fake in tests)."""
+    url = urlsplit(discord.http.Route.BASE)
+    return f"{url.hostname}:{url.port}" if url.port else str(url.hostname)
 
-    Raises ``ConfigError`` for a bad token or the Message Content intent not enabled in
-    the Developer Portal.
+
+def _brief(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+async def serve(service: ChatService, options: DiscordOptions) -> None:
+    """Connect to Discord and serve until cancelled.
+
+    At the first start, raises ``ConfigError`` for a bad token or the Message Content
+    intent not enabled in the Developer Portal, and ``PlatformUnreachable`` (one sentence:
+    "cannot reach discord.com …") when Discord cannot be reached. Once it has logged in,
+    discord.py resumes dropped gateway connections itself; if the client still gives up on
+    a network failure, a new one connects after a backoff (2 s doubling to 5 min) instead
+    of the bot exiting.
     """
-    client = create_client(service, options, **options.shards())
-    try:
-        async with client:
-            await client.start(options.token)
-    except discord.LoginFailure:
-        raise ConfigError("DISCORD_TOKEN was rejected by Discord: copy a fresh token from the "
-                          "Developer Portal (Bot → Reset Token)") from None
-    except discord.PrivilegedIntentsRequired:
-        raise ConfigError("Discord refused the Message Content intent: enable it in the "
-                          "Developer Portal (Bot → Privileged Gateway Intents → Message "
-                          "Content Intent)") from None
+    loop = asyncio.get_running_loop()
+    delay = RETRY_BASE
+    logged_in = False
+    while True:
+        client = create_client(service, options, **options.shards())
+        started = loop.time()
+        try:
+            async with client:
+                await client.start(options.token)
+            return  # closed on purpose
+        except discord.LoginFailure:
+            raise ConfigError(_BAD_TOKEN) from None
+        except discord.PrivilegedIntentsRequired:
+            raise ConfigError("Discord refused the Message Content intent: enable it in the "
+                              "Developer Portal (Bot → Privileged Gateway Intents → Message "
+                              "Content Intent)") from None
+        except discord.ConnectionClosed as e:
+            if e.code == 4004:
+                raise ConfigError(_BAD_TOKEN) from None
+            if e.code in _FATAL_CLOSE:
+                raise GistbotError(f"Discord closed the connection: {_FATAL_CLOSE[e.code]} "
+                                   f"(code {e.code})") from None
+            error: BaseException = e
+        except _NETWORK as e:
+            error = e
+        # A client that logged in keeps its user; one that never did ends the start here.
+        logged_in = logged_in or client.user is not None
+        if not logged_in:
+            raise PlatformUnreachable(
+                f"cannot reach {api_host()} ({_brief(error)}): check the network, DNS, proxy "
+                "or firewall, and https://discordstatus.com; once connected, gistbot "
+                "reconnects by itself"
+            ) from None
+        if loop.time() - started > RETRY_MAX:
+            delay = RETRY_BASE  # it had been up a while: a new blip starts a new backoff
+        log.warning("lost the connection to Discord (%s); reconnecting in %.0fs",
+                    _brief(error), delay)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, RETRY_MAX)

@@ -14,7 +14,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
+from urllib.parse import urlsplit
 
+import aiohttp
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -24,7 +26,7 @@ from adapters.slack.commands import COMMANDS, SlackCommands
 from adapters.slack.events import SlackEvents
 from adapters.slack.options import SlackOptions
 from adapters.slack.users import BotIdentity, UserDirectory
-from bot.errors import ConfigError
+from bot.errors import ConfigError, PlatformUnreachable
 from bot.service import ChatService
 
 __all__ = ["SlackAdapter", "build_app"]
@@ -67,6 +69,13 @@ class SlackAdapter:
                     raise ConfigError(
                         f"Slack rejected SLACK_BOT_TOKEN ({e.response.get('error')}); copy the "
                         "Bot User OAuth Token (xoxb-…) from the app's OAuth & Permissions page"
+                    ) from None
+                except (OSError, aiohttp.ClientError, TimeoutError) as e:
+                    host = urlsplit(self.client.base_url).netloc or "slack.com"
+                    detail = " ".join(str(e).split())
+                    raise PlatformUnreachable(
+                        f"cannot reach {host} ({type(e).__name__}: {detail}): check the "
+                        "network, DNS, proxy or firewall, and https://slack-status.com"
                     ) from None
                 ident = BotIdentity(
                     str(r.get("user_id") or ""),

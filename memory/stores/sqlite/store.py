@@ -12,6 +12,7 @@ Why it looks the way it does:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -50,6 +51,26 @@ log = logging.getLogger(__name__)
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 P = ParamSpec("P")
 T = TypeVar("T")
+
+
+async def _connect(path: Path | str) -> aiosqlite.Connection:
+    """``aiosqlite.connect``; on failure, wait until its worker thread has ended.
+
+    When the connect fails, aiosqlite queues the thread's stop without waiting for it; the
+    thread then reports the stop to the event loop. A command that exits right after the
+    failed open (an unwritable database) had closed that loop by then, and the thread died
+    with an "Event loop is closed" traceback. Joining it here, while the loop runs, ends it
+    cleanly.
+    """
+    conn = aiosqlite.connect(path, isolation_level=None)
+    try:
+        return await conn
+    except BaseException:
+        thread = getattr(conn, "_thread", None)
+        if thread is not None and thread.is_alive():
+            with contextlib.suppress(BaseException):
+                await asyncio.to_thread(thread.join, 10)
+        raise
 
 
 def _open_error(path: Path, exc: sqlite3.DatabaseError) -> StoreOpenError:
@@ -99,7 +120,7 @@ class SqliteStore:
                 ) from e
         busy = f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}"
         try:
-            self._w = await aiosqlite.connect(self.path, isolation_level=None)
+            self._w = await _connect(self.path)
             await self._w.execute(busy)
             mode = await self._w.execute_fetchall("PRAGMA journal_mode = WAL")
             if str(next(iter(mode))[0]).lower() != "wal":
@@ -115,7 +136,7 @@ class SqliteStore:
                 # thread runs each batch whole, so reads on it still see committed state.
                 self._r = self._w
             else:
-                self._r = await aiosqlite.connect(self.path, isolation_level=None)
+                self._r = await _connect(self.path)
                 await self._r.execute(busy)
                 await self._r.execute("PRAGMA query_only = 1")
                 await self._register(self._r)

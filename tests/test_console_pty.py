@@ -1,0 +1,151 @@
+"""The console as a person meets it: the real ``gistbot console`` in a pseudo-terminal
+(line editing, history, no log line in the chat, the spinner never overwritten, one-line
+errors) and with a file or ``/dev/null`` on stdin (batch mode)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from tests.fakes.openai_server import FakeOpenAI, Text, context_length_error, default_responder
+from tests.harness.console import (
+    USER,
+    Terminal,
+    batch,
+    closed_port,
+    console_env,
+    plain,
+)
+
+LOG_LINE = re.compile(r"\b(DEBUG|INFO|WARNING|ERROR)\b \S+: ")
+
+
+def stored_texts(tmp_path: Path, env: dict[str, str]) -> list[str]:
+    """The user turns stored in the console channel ``general``, via ``gistbot export``."""
+    out = batch(tmp_path, "export", "--channel", "general", stdin="/dev/null", env=env)
+    assert out.returncode == 0, out.stderr
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    return [r["text"] for r in rows if r["type"] == "turn" and r["role"] == "user"]
+
+
+async def test_left_arrow_edits_the_line_and_up_arrow_recalls_it(tmp_path: Path) -> None:
+    env = console_env(tmp_path)
+    term = Terminal(tmp_path, "console", env=env)
+    await term.prompt()
+    term.type("hello world")
+    term.type("\x1b[D" * 3)
+    term.type("X\r")
+    await term.expect("gistbot> ")
+    await term.prompt()
+    term.type("\x1b[A")  # ↑: the previous line, to send again
+    term.type("\r")
+    await term.expect("gistbot> ")
+    assert await term.quit() == 0
+    assert stored_texts(tmp_path, env) == ["hello woXrld", "hello woXrld"]
+    assert "^[[" not in plain(term.transcript)
+
+
+async def test_offline_model_chat_shows_no_log_line(tmp_path: Path) -> None:
+    term = Terminal(tmp_path, "console", env=console_env(tmp_path, LOG_LEVEL="INFO"))
+    for text in ("hello", "what do you remember?", "/summary"):
+        await term.prompt()
+        term.type(text + "\r")
+        await term.expect("gistbot> " if not text.startswith("/") else "Remembering")
+    assert await term.quit() == 0
+    shown = plain(term.transcript)
+    assert "offline model" in shown  # the banner says it once, not a log line
+    assert not LOG_LINE.search(shown), shown
+    assert "Remembering 4 messages" in shown
+
+
+async def test_real_sdk_chat_with_compaction_shows_no_log_line(tmp_path: Path) -> None:
+    async with FakeOpenAI(responder=default_responder) as fake:
+        env = console_env(tmp_path, OPENAI_BASE_URL=fake.base_url, MODEL_NAME="gpt-test",
+                          LOG_LEVEL="INFO", MAX_HISTORY_MESSAGES="4", KEEP_RECENT_MESSAGES="2")
+        term = Terminal(tmp_path, "console", env=env)
+        for i in range(6):
+            await term.say(f"note {i}: ticket TCK-{i} belongs to Mina")
+        assert await term.quit() == 0
+        assert len(fake.chat_requests) > 6  # the replies, and summaries in the background
+    shown = plain(term.transcript)
+    assert shown.count("gistbot> You said:") == 6
+    assert not LOG_LINE.search(shown), shown
+    assert "httpx" not in shown and "HTTP Request" not in shown
+
+
+async def test_a_warning_while_thinking_is_printed_above_the_spinner(tmp_path: Path) -> None:
+    # The first answer is "prompt too long": the service logs a WARNING while the spinner
+    # turns, compacts and asks again. The record must start on a cleared line, and the
+    # spinner must never have text written after it on its line.
+    async with FakeOpenAI(responder=default_responder, latency=lambda _: 0.3) as fake:
+        fake.push(context_length_error(), Text("second try worked"))
+        env = console_env(tmp_path, OPENAI_BASE_URL=fake.base_url, MODEL_NAME="gpt-test",
+                          LLM_MAX_RETRIES="0")
+        term = Terminal(tmp_path, "console", env=env)
+        await term.say("a message that is too long, the model says")
+        await term.expect("second try worked")
+        assert await term.quit() == 0
+    out = term.transcript
+    assert "thinking…" in out
+    assert "context length exceeded" in out
+    assert not re.search(r"thinking…[^\r\x1b]", out), out
+    line_start = out.index("WARNING bot.service: context length exceeded")
+    assert "\n" not in out[out.rfind("\x1b[K", 0, line_start) : line_start]
+    assert "thinking…" not in out[line_start : out.index("\n", line_start)]
+
+
+async def test_unreachable_model_is_one_line_naming_the_fix(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    env = console_env(tmp_path, OPENAI_BASE_URL=url, LLM_MAX_RETRIES="0")
+    term = Terminal(tmp_path, "console", env=env)
+    await term.say("is anyone there?")
+    assert await term.quit() == 0
+    shown = plain(term.transcript)
+    assert "The language model is unavailable" in shown
+    (error,) = [line for line in shown.splitlines() if "ERROR" in line]
+    assert f"cannot reach the model endpoint {url}" in error
+    assert "OPENAI_BASE_URL" in error and "gistbot doctor" in error
+    assert "Traceback" not in shown
+
+
+async def test_unreachable_model_traceback_at_debug(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    env = console_env(tmp_path, OPENAI_BASE_URL=url, LLM_MAX_RETRIES="0", LOG_LEVEL="DEBUG")
+    term = Terminal(tmp_path, "console", env=env)
+    await term.say("is anyone there?")
+    assert await term.quit() == 0
+    shown = plain(term.transcript)
+    assert "Traceback" in shown and "cannot reach the model endpoint" in shown
+
+
+def test_batch_mode_from_a_file(tmp_path: Path) -> None:
+    messages = tmp_path / "messages.txt"
+    messages.write_text("first question\n\nsecond question\n/summary\n", encoding="utf-8")
+    env = console_env(tmp_path)
+    done = batch(tmp_path, "console", stdin=messages, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("gistbot> ") == 2
+    assert "Remembering 4 messages" in done.stdout
+    assert "\x1b" not in done.stdout and "thinking" not in done.stdout
+    assert done.stderr == ""
+    assert stored_texts(tmp_path, env) == ["first question", "second question"]
+
+
+def test_batch_mode_from_dev_null(tmp_path: Path) -> None:
+    for command in ("console", "run"):
+        done = batch(tmp_path, command, stdin="/dev/null", env=console_env(tmp_path))
+        assert (done.returncode, done.stdout, done.stderr) == (0, "", ""), command
+
+
+def test_verbose_shows_info_lines(tmp_path: Path) -> None:
+    messages = tmp_path / "one.txt"
+    messages.write_text("".join(f"note {i}\n" for i in range(4)), encoding="utf-8")
+    # A window of two messages: the offline summarizer compacts, which is logged at INFO.
+    env = console_env(tmp_path, LOG_LEVEL="INFO", MAX_HISTORY_MESSAGES="2",
+                      KEEP_RECENT_MESSAGES="1")
+    quiet = batch(tmp_path, "console", stdin=messages, env=env)
+    loud = batch(tmp_path, "console", "--verbose", stdin=messages, env=env)
+    assert quiet.stderr == ""
+    assert "INFO memory.compaction: compacted" in loud.stderr
+    assert f"{USER}>" not in loud.stdout  # no prompt in batch mode
