@@ -460,6 +460,17 @@ class StoreContract:
         await _fill(store, B, 1)
         assert sorted(await store.channels()) == sorted([A, B, SLACK])
 
+    async def test_newest_message_ids_are_user_turns_newest_seq_first(self, store: Store) -> None:
+        assert await store.newest_message_ids(A) == []
+        for i in range(5):
+            await store.record(new_turn(A, f"u{i}"))
+            await store.record(new_turn(A, f"reply:u{i}", role="assistant"))
+        await store.record(new_turn(B, "other"))
+        await _fold(store, A, 6)  # folded turns still count: they were seen
+        assert await store.newest_message_ids(A, limit=3) == ["u4", "u3", "u2"]
+        assert await store.newest_message_ids(A) == ["u4", "u3", "u2", "u1", "u0"]
+        assert await store.newest_message_ids(UNKNOWN) == []
+
     # -------------------------------------------------------------------- retention
 
     async def test_purge_deletes_only_old_folded_turns(self, store: Store) -> None:

@@ -164,6 +164,11 @@ RESET_CHANNEL = (
     "last_compacted_at = NULL, compactions = 0 WHERE id = $1"
 )
 CHANNELS = "SELECT platform, workspace, channel FROM channels ORDER BY id"
+NEWEST_MESSAGE_IDS = (  # from the end of the (channel_id, seq) key, user turns only
+    "SELECT t.message_id FROM channels c JOIN turns t ON t.channel_id = c.id "
+    "WHERE c.platform = $1 AND c.workspace = $2 AND c.channel = $3 AND t.role = 'user' "
+    "ORDER BY t.seq DESC LIMIT $4"
+)
 
 # ---------------------------------------------------------------------------- archive
 INSERT_EPISODE = (

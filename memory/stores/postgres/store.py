@@ -239,6 +239,11 @@ class PostgresStore:
         """Every channel the store has a row for."""
         return [ChannelKey(*r) for r in await self._fetch(queries.CHANNELS)]
 
+    async def newest_message_ids(self, key: ChannelKey, *, limit: int = 20) -> list[str]:
+        """Message ids of the newest ``limit`` user turns, newest seq first."""
+        rows = await self._fetch(queries.NEWEST_MESSAGE_IDS, *by_key(key), limit)
+        return [str(r[0]) for r in rows]
+
     # ------------------------------------------------------------------ archive
 
     async def add_fact(self, key: ChannelKey, fact: NewLongTermFact, *, now: float) -> LongTermFact:

@@ -96,6 +96,20 @@ def channels(conn: sqlite3.Connection) -> list[ChannelKey]:
     return [ChannelKey(*r) for r in rows.fetchall()]
 
 
+def newest_message_ids(conn: sqlite3.Connection, key: ChannelKey, limit: int) -> list[str]:
+    """Message ids of the newest ``limit`` user turns, newest seq first (a range scan from
+    the end of the channel's clustered ``(channel_id, seq)`` key)."""
+    h = header(conn, key)
+    if h is None:
+        return []
+    rows = conn.execute(
+        "SELECT message_id FROM turns WHERE channel_id = ? AND role = 'user' "
+        "ORDER BY seq DESC LIMIT ?",
+        (h.id, limit),
+    )
+    return [r[0] for r in rows.fetchall()]
+
+
 # ---------------------------------------------------------------------------- turns
 
 

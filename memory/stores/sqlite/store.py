@@ -267,6 +267,10 @@ class SqliteStore:
         """Every channel the store has a row for."""
         return await self._read(queries.channels)
 
+    async def newest_message_ids(self, key: ChannelKey, *, limit: int = 20) -> list[str]:
+        """Message ids of the newest ``limit`` user turns, newest seq first."""
+        return await self._read(queries.newest_message_ids, key, limit)
+
     # ------------------------------------------------------------------ archive
 
     async def add_fact(self, key: ChannelKey, fact: NewLongTermFact, *, now: float) -> LongTermFact:
