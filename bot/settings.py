@@ -82,6 +82,7 @@ class Settings(BaseSettings):
     stream_replies: bool = False
     user_rate_limit: int = Field(20, ge=0)  # replies per user per minute; 0 = no limit
     max_input_chars: int = Field(40_000, ge=0)  # longer messages are cut; 0 = no limit
+    backfill_max_messages: int = Field(500, ge=0, le=100_000)  # per channel after downtime; 0 = off
 
     discord_token: SecretStr | None = None
     discord_guild_ids: CsvList = []

@@ -7,6 +7,7 @@ from typing import Any
 
 import discord
 
+from adapters.backfill import HistoryStore
 from adapters.discord.client import GistbotClient
 from adapters.discord.options import DiscordOptions
 from bot.errors import ConfigError
@@ -15,19 +16,21 @@ from bot.service import ChatService
 __all__ = ["create_client", "serve"]
 
 
-def create_client(service: ChatService, options: DiscordOptions,
-                  **client_options: Any) -> GistbotClient:
-    """A client for ``service`` (``client_options`` pass through to ``discord.Client``)."""
-    return GistbotClient(service, options, **client_options)
+def create_client(service: ChatService, options: DiscordOptions, *,
+                  history: HistoryStore | None = None, **client_options: Any) -> GistbotClient:
+    """A client for ``service`` (``client_options`` pass through to ``discord.Client``);
+    with ``history`` (the store) it backfills what it missed after downtime."""
+    return GistbotClient(service, options, history=history, **client_options)
 
 
-async def serve(service: ChatService, options: DiscordOptions) -> None:
+async def serve(service: ChatService, options: DiscordOptions,
+                history: HistoryStore | None = None) -> None:
     """Connect to Discord and serve until cancelled or the connection ends for good.
 
     Raises ``ConfigError`` for a bad token or the Message Content intent not enabled in
     the Developer Portal.
     """
-    client = create_client(service, options, **options.shards())
+    client = create_client(service, options, history=history, **options.shards())
     try:
         async with client:
             await client.start(options.token)
