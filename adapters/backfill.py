@@ -94,6 +94,15 @@ Fetch = Callable[[ChannelKey, str, int], Awaitable[Fetched | None]]
 Order = Callable[[str], tuple[int, ...] | None]  # platform id -> sort key (None: not one)
 
 
+def _any_of(
+    filters: Sequence[Callable[[ChannelKey], bool] | None],
+) -> Callable[[ChannelKey], bool] | None:
+    """One filter for coalesced triggers: None (every channel) if any of them is None."""
+    if any(f is None for f in filters):
+        return None
+    return lambda key: any(f(key) for f in filters if f is not None)
+
+
 class Backfiller:
     """Runs one platform's backfill in the background, single flight, coalescing triggers."""
 
@@ -147,10 +156,7 @@ class Backfiller:
         try:
             while self._again:
                 filters, self._again = self._again, []
-                if any(f is None for f in filters):
-                    await self.run(reason)
-                else:
-                    await self.run(reason, lambda k: any(f(k) for f in filters if f))
+                await self.run(reason, _any_of(filters))
                 reason = "again"
         except Exception:
             log.exception("%s backfill failed; the next start or reconnect tries again",
