@@ -124,6 +124,7 @@ class Backfiller:
         self._again: list[Callable[[ChannelKey], bool] | None] = []
         self._idle = asyncio.Event()
         self._idle.set()
+        self._ran = asyncio.Condition()
 
     @property
     def enabled(self) -> bool:
@@ -142,6 +143,12 @@ class Backfiller:
     async def wait_idle(self) -> None:
         """Until no run is in progress or pending (tests, shutdown)."""
         await self._idle.wait()
+
+    async def wait_runs(self, runs: int) -> None:
+        """Until ``runs`` runs have completed since the start, and none is pending."""
+        async with self._ran:
+            await self._ran.wait_for(lambda: self.runs >= runs)
+        await self.wait_idle()
 
     async def close(self) -> None:
         """Stop a run in progress (what it recorded stays; the rest is fetched next time)."""
@@ -176,6 +183,8 @@ class Backfiller:
                 reports.append(report)
                 self.last[key] = report
         self.runs += 1
+        async with self._ran:
+            self._ran.notify_all()
         new = sum(r.new for r in reports)
         skipped = sum(r.skipped for r in reports)
         log.info("%s backfill (%s) done: %d channels read, %d missed messages remembered, "

@@ -31,9 +31,7 @@ async def backfilled(client: GistbotClient, runs: int = 1, within: float = 10.0)
     bf = client.backfill
     assert bf is not None, "backfill is off"
     async with asyncio.timeout(within):
-        while bf.runs < runs:
-            await asyncio.sleep(0.01)
-        await bf.wait_idle()
+        await bf.wait_runs(runs)
 
 
 async def user_ids(rt: Runtime, key: Any = GENERAL) -> list[str]:
