@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +26,7 @@ from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 from tests.harness.discord import GENERAL, W, has_turns, make_settings, mention, running
 
+ROOT = Path(__file__).resolve().parent.parent
 THREAD = channel_key(W.guild_id, W.thread)
 DM = channel_key(None, W.dm_channel)
 
@@ -172,3 +177,60 @@ async def test_a_gateway_reconnect_backfills_what_the_connection_missed(
         after = await discord_fake.send_message(W.general, W.alice, "after")
         await watch.until(lambda: has_turns(rt, 5))
         assert (await user_ids(rt))[-1] == after["id"]
+
+
+async def test_sigkill_during_a_burst_then_restart_backfills_every_missed_message(
+    tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI
+) -> None:
+    fake = discord_fake
+    db = tmp_path / "gistbot.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.discord_child", str(db), fake.api_base,
+         str(fake.gateway_url)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    acked: list[bytes] = []
+
+    def read_acks() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            acked.append(line)
+
+    reader = asyncio.create_task(asyncio.to_thread(read_acks))
+    try:
+        await fake.wait_for(lambda f: f.connected, within=30)
+        sent = [await fake.send_message(W.general, W.alice, "first")]
+        killed = False
+        for i in range(300):  # a burst; the process dies in the middle of it
+            sent.append(await fake.send_message(W.general, (W.alice, W.bob)[i % 2], f"burst {i}"))
+            await asyncio.sleep(0.002)  # paced, so the kill lands while the child records
+            if not killed and len(acked) >= 50:  # some stored, more in flight
+                proc.send_signal(signal.SIGKILL)
+                killed = True
+        assert killed, f"the child acknowledged only {len(acked)} messages"
+    finally:
+        proc.kill()
+        await asyncio.to_thread(proc.wait)
+        await reader
+        proc.stdout.close()
+        proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL
+    for i in range(40):  # while it is down, mentions included
+        text = mention(f"down {i}") if i % 10 == 0 else f"down {i}"
+        sent.append(await fake.send_message(W.general, W.bob, text,
+                                            mentions=[W.bot_user] if i % 10 == 0 else []))
+    posts_before = len(fake.calls("POST", "/channels/"))
+
+    async with running(make_settings(tmp_path, discord_llm), backfill=True) as (rt, client, _):
+        await backfilled(client)
+        stored = await user_ids(rt)
+        report = client.backfill.last[GENERAL]  # type: ignore[union-attr]
+    print(f"acknowledged {len(acked)}, stored live before the kill: {341 - report.new}, "
+          f"backfilled: {report.new}")
+    assert report.new >= 40 and report.skipped == 0
+    assert sorted(stored, key=int) == [m["id"] for m in sent]  # every one, once
+    assert len(set(stored)) == len(stored) == 341
+    assert len(fake.calls("POST", "/channels/")) == posts_before  # none answered
+    assert not discord_llm.chat_requests

@@ -335,7 +335,10 @@ class FakeDiscord:
         frame = json.dumps({"op": 0, "t": event, "s": self._seq, "d": data})
         for ws in list(self._sockets):
             if not ws.closed:
-                await ws.send_str(frame)
+                try:
+                    await ws.send_str(frame)
+                except ConnectionResetError:  # the client died (a SIGKILL test): not sent
+                    self._sockets.remove(ws)
 
     async def send_message(self, channel_id: int, author: JSON, content: str, *,
                            deliver: bool = True, **kwargs: Any) -> JSON:
