@@ -12,7 +12,6 @@ import asyncio
 import logging
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -184,21 +183,20 @@ async def test_sigkill_during_a_burst_then_restart_backfills_every_missed_messag
 ) -> None:
     fake = discord_fake
     db = tmp_path / "gistbot.db"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.discord_child", str(db), fake.api_base,
-         str(fake.gateway_url)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.discord_child", str(db), fake.api_base,
+        str(fake.gateway_url), cwd=ROOT, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert proc.stdout is not None and proc.stderr is not None
     acked: list[bytes] = []
 
-    def read_acks() -> None:
+    async def read_acks() -> None:
         assert proc.stdout is not None
-        for line in proc.stdout:
+        async for line in proc.stdout:
             acked.append(line)
 
-    reader = asyncio.create_task(asyncio.to_thread(read_acks))
+    reader = asyncio.create_task(read_acks())
     try:
         await fake.wait_for(lambda f: f.connected, within=30)
         sent = [await fake.send_message(W.general, W.alice, "first")]
@@ -211,11 +209,12 @@ async def test_sigkill_during_a_burst_then_restart_backfills_every_missed_messag
                 killed = True
         assert killed, f"the child acknowledged only {len(acked)} messages"
     finally:
-        proc.kill()
-        await asyncio.to_thread(proc.wait)
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
         await reader
-        proc.stdout.close()
-        proc.stderr.close()
+        errors = await proc.stderr.read()
+    assert b"Traceback" not in errors, errors.decode()
     assert proc.returncode == -signal.SIGKILL
     for i in range(40):  # while it is down, mentions included
         text = mention(f"down {i}") if i % 10 == 0 else f"down {i}"
