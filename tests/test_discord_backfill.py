@@ -229,6 +229,8 @@ async def test_sigkill_during_a_burst_then_restart_backfills_every_missed_messag
     print(f"acknowledged {len(acked)}, stored live before the kill: {341 - report.new}, "
           f"backfilled: {report.new}")
     assert report.new >= 40 and report.skipped == 0
+    # Newest first, pages of 100, stopping at the first page that reaches the stored one.
+    assert len(history_reads(fake, W.general)) == report.new // 100 + 1
     assert sorted(stored, key=int) == [m["id"] for m in sent]  # every one, once
     assert len(set(stored)) == len(stored) == 341
     assert len(fake.calls("POST", "/channels/")) == posts_before  # none answered
