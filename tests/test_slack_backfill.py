@@ -23,8 +23,8 @@ from adapters.slack.backfill import slack_backfiller
 from bot.app import Runtime
 from bot.service import ChatService
 from bot.settings import load_settings
-from memory.models import NewTurn
-from tests.fakes.slack_api import FakeSlack, rate_limited
+from memory.models import ChannelKey, NewTurn
+from tests.fakes.slack_api import FakeSlack, api_error, rate_limited
 from tests.harness.slack import (
     KEY,
     FakeLLM,
@@ -199,3 +199,40 @@ async def test_socket_mode_backfills_on_start_and_after_every_reconnect(
                 await asyncio.wait_for(task, 10)
             assert not fake.calls_to("chat.postMessage") and llm.reply_calls == 0
             assert [t.role for t in await rt.store.turns(KEY)] == ["user"] * 4
+
+
+async def test_a_channel_the_bot_left_is_skipped_and_other_workspaces_are_not_read(
+    h: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="adapters.slack.backfill")
+    await last_seen(h)
+    other = NewTurn(ChannelKey("slack", "T0OTHER", "C1"), "1700000000.000001", "user", "U1",
+                    "Alice", "elsewhere", 2, 1_700_000_000.0)
+    await h.rt.store.record(other)
+    h.fake.script("conversations.history", api_error("not_in_channel"))
+    assert await (await backfiller(h)).run("test") == []
+    assert len(h.fake.calls_to("conversations.history")) == 1  # C1 of T0TEAM only
+    assert "skipping Slack channel C1 (not_in_channel)" in caplog.text
+
+
+async def test_http_mode_backfills_on_start(tmp_path: Path, llm: FakeLLM) -> None:
+    async with FakeSlack() as fake:
+        directory(fake)
+        settings = load_settings(environ=environ(tmp_path, PORT="0"), env_file=None)
+        async with Runtime.open(settings, llm=llm) as rt:
+            first = fake.post("C1", "U1", "last seen")
+            await rt.store.record(NewTurn(KEY, first["ts"], "user", "U1", "Alice",
+                                          first["text"], 2, float(first["ts"])))
+            missed = fake.post("C1", "U2", "<@UBOT> missed mention")
+            seen = Backfilled(rt.service)
+            stop = asyncio.Event()
+            task = asyncio.create_task(run_slack(
+                rt.service, rt.settings, claims_of(rt), client=web_client(settings, fake.api_url),
+                stop=stop, history=rt.store))
+            try:
+                await seen.until(1)
+            finally:
+                stop.set()
+                await asyncio.wait_for(task, 10)
+            assert [t.message_id for t in await rt.store.turns(KEY)] == [first["ts"], missed["ts"]]
+            assert not fake.calls_to("chat.postMessage") and llm.reply_calls == 0

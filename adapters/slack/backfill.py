@@ -24,6 +24,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from slack_sdk.errors import SlackApiError
 from slack_sdk.socket_mode.async_client import AsyncBaseSocketModeClient
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -37,6 +38,7 @@ __all__ = ["THREAD_LOOKBACK", "slack_backfiller", "trigger_on_reconnect", "ts_or
 
 log = logging.getLogger(__name__)
 
+GONE = frozenset({"not_in_channel", "channel_not_found", "is_archived", "thread_not_found"})
 THREAD_LOOKBACK = 100  # messages before the stored one whose threads are checked for replies
 PAGE = 200  # Slack's recommended page size for history reads
 Json = dict[str, Any]
@@ -76,10 +78,26 @@ def slack_backfiller(client: AsyncWebClient, me: BotIdentity, users: UserDirecto
         return is_conversation({"type": "message", **m}, me.user_id)
 
     async def fetch(key: ChannelKey, after: str, limit: int) -> Fetched | None:
-        since = ts_order(after)
-        if key.workspace != me.team_id or since is None:
+        if key.workspace != me.team_id or ts_order(after) is None:
             return None  # another workspace's channel
-        channel, cap = key.channel, limit + SKIP_COUNT_LIMIT
+        try:
+            return await read(key.channel, after, limit)
+        except SlackApiError as e:
+            error = str(e.response.get("error"))
+            if error in GONE:
+                log.info("backfill: skipping Slack channel %s (%s)", key.channel, error)
+                return None
+            if error == "missing_scope":
+                log.warning("backfill: Slack refused to read channel %s (missing_scope); add "
+                            "the channels:history, groups:history, im:history and "
+                            "mpim:history scopes (slack_manifest.yaml) and reinstall the app",
+                            key.channel)
+                return None
+            raise
+
+    async def read(channel: str, after: str, limit: int) -> Fetched:
+        since = ts_order(after) or ()
+        cap = limit + SKIP_COUNT_LIMIT
         top, more = await _pages(client.conversations_history, cap, channel=channel,
                                  oldest=after)
         before = await client.conversations_history(channel=channel, latest=after,
