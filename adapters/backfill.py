@@ -10,8 +10,12 @@ Rules this module keeps:
 
 * **Where it starts.** The cursor is the newest of the channel's last few stored user
   turns by platform order (``newest_message_ids``; replies ``reply:…`` are not platform
-  messages). A channel with no stored user turn is not backfilled: there is nothing to
-  continue from, and importing a channel's old history is not what downtime needs.
+  messages), unless an earlier backfill of the channel is still marked unfinished
+  (``begin_backfill``): a process killed mid-backfill, while newer live messages were
+  already stored, resumes from that mark instead of jumping over the hole. The mark is
+  cleared (``end_backfill``) once everything read is stored. A channel with no stored user
+  turn is not backfilled: there is nothing to continue from, and importing a channel's old
+  history is not what downtime needs.
 * **Bounded.** At most ``bound`` (``BACKFILL_MAX_MESSAGES``) messages per channel; when
   more were missed the **newest** are kept (they are what the conversation continues from)
   and the older ones are logged as skipped, with their count.
@@ -66,6 +70,16 @@ class HistoryStore(Protocol):
 
     async def newest_message_ids(self, key: ChannelKey, *, limit: int = 20) -> list[str]:
         """Message ids of the newest ``limit`` user turns, newest seq first."""
+
+    async def begin_backfill(self, key: ChannelKey, after_id: str) -> str:
+        """Durably mark a backfill of ``key`` starting after ``after_id``, unless one is
+        marked already (an interrupted one: it is returned, and resumed from)."""
+
+    async def end_backfill(self, key: ChannelKey, after_id: str) -> None:
+        """Clear the mark if it is still ``after_id``: everything read was stored."""
+
+    async def backfill_mark(self, key: ChannelKey) -> str | None:
+        """The mark in effect, if any."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,24 +213,33 @@ class Backfiller:
 
     async def channel(self, key: ChannelKey) -> ChannelReport | None:
         """Fetch and remember ``key``'s missed messages; None when it was not read."""
-        after = await self.cursor(key)
-        if after is None:
+        try:
+            return await self._channel(key)
+        except StoreError as e:
+            log.error("backfill of %s stopped on the store: %s; the next start or reconnect "
+                      "tries again", key, e)
             return None
+
+    async def _channel(self, key: ChannelKey) -> ChannelReport | None:
+        newest = await self.cursor(key)
+        if newest is None:
+            return None
+        # Marked before reading: if this process dies before all of it is stored, while
+        # newer live messages are, the next backfill still starts here.
+        after = await self.store.begin_backfill(key, newest)
         try:
             fetched = await self.fetch(key, after, self.bound)
         except Exception:
             log.warning("backfill of %s failed; nothing recorded for it, the next start or "
                         "reconnect tries again", key, exc_info=True)
             return None
-        if fetched is None:
+        if fetched is None:  # not this process's channel, or gone: nothing to resume
+            await self.store.end_backfill(key, after)
             return None
         new = 0
         for msg in fetched.messages:
-            try:
-                new += await self.service.backfilled(msg)
-            except StoreError as e:
-                log.error("backfill of %s stopped at message %s: %s", key, msg.message_id, e)
-                break
+            new += await self.service.backfilled(msg)  # StoreError: the mark stays
+        await self.store.end_backfill(key, after)
         report = ChannelReport(key, after, len(fetched.messages), new, fetched.skipped)
         if fetched.skipped:
             log.warning("backfill of %s: %d missed messages remembered (the newest %d); %s%d "

@@ -23,6 +23,7 @@ from adapters.slack.backfill import slack_backfiller
 from bot.app import Runtime
 from bot.service import ChatService
 from bot.settings import load_settings
+from memory.errors import StoreError
 from memory.models import ChannelKey, NewTurn
 from tests.fakes.slack_api import FakeSlack, api_error, rate_limited
 from tests.harness.slack import (
@@ -236,3 +237,27 @@ async def test_http_mode_backfills_on_start(tmp_path: Path, llm: FakeLLM) -> Non
                 await asyncio.wait_for(task, 10)
             assert [t.message_id for t in await rt.store.turns(KEY)] == [first["ts"], missed["ts"]]
             assert not fake.calls_to("chat.postMessage") and llm.reply_calls == 0
+
+
+async def test_a_backfill_cut_short_resumes_from_its_mark_not_from_a_newer_live_message(
+    h: Harness,
+) -> None:
+    first = await last_seen(h)
+    missed = [h.fake.post("C1", "U1", f"missed {i}") for i in range(5)]
+    store = h.rt.store
+    service_backfilled = h.rt.service.backfilled
+
+    async def dies(msg: Any) -> bool:  # the store goes away (or the process is killed)
+        raise StoreError("disk I/O error")
+
+    h.rt.service.backfilled = dies  # type: ignore[method-assign]
+    assert await (await backfiller(h)).run("start") == []
+    assert await store.backfill_mark(KEY) == first["ts"]  # durable: survives a restart
+    h.rt.service.backfilled = service_backfilled  # type: ignore[method-assign]
+    live = await last_seen(h, "a live message, newer than every missed one")
+
+    report = (await (await backfiller(h)).run("restart"))[0]
+
+    assert report.after == first["ts"]  # from the mark, not from the live message
+    assert await user_ts(h) == [first["ts"], live["ts"]] + [m["ts"] for m in missed]
+    assert await store.backfill_mark(KEY) is None
