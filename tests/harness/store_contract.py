@@ -489,6 +489,9 @@ class StoreContract:
         assert await marks.backfill_mark(A) is None
         assert await marks.backfill_mark(B) == "7"
         assert await marks.begin_backfill(A, "250") == "250"
+        await store.reset(A)  # forgotten: no later backfill re-reads from before the reset
+        assert await marks.backfill_mark(A) is None
+        assert await marks.backfill_mark(B) == "7"
 
     # -------------------------------------------------------------------- retention
 

@@ -3,7 +3,7 @@ started, until it has stored all it read (``adapters.backfill`` says why)."""
 
 from __future__ import annotations
 
-__all__ = ["BEGIN", "END", "GET"]
+__all__ = ["BEGIN", "CLEAR", "END", "GET"]
 
 _KEY = "platform = $1 AND workspace = $2 AND channel = $3"
 # The CTE's insert is invisible to the outer SELECT (one snapshot): exactly one row comes
@@ -16,3 +16,4 @@ BEGIN = (
 )
 END = f"DELETE FROM backfill_marks WHERE {_KEY} AND after_id = $4"
 GET = f"SELECT after_id FROM backfill_marks WHERE {_KEY}"
+CLEAR = f"DELETE FROM backfill_marks WHERE {_KEY}"  # /reset: forgotten is forgotten

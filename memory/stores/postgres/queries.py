@@ -43,6 +43,7 @@ from memory.stores.common import (
     refused_change,
     turn_terms,
 )
+from memory.stores.postgres import backfill_marks
 
 Conn = Any  # asyncpg ships no type hints
 
@@ -299,6 +300,7 @@ async def reset(conn: Conn, key: ChannelKey) -> ResetResult:
     facts = count(await conn.execute(RESET_FACTS, cid))
     episodes = count(await conn.execute(RESET_EPISODES, cid))
     channel_facts = count(await conn.execute(RESET_CHANNEL_FACTS, cid))
+    await conn.execute(backfill_marks.CLEAR, *by_key(key))
     await conn.execute(RESET_CHANNEL, cid)
     return ResetResult(turns=turns, had_summary=bool(locked["summary"]), facts=facts,
                        episodes=episodes, channel_facts=channel_facts)

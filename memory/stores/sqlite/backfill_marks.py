@@ -9,7 +9,7 @@ import time
 from memory.models import ChannelKey
 from memory.stores.sqlite.writer import WriteTx
 
-__all__ = ["begin", "end", "get"]
+__all__ = ["begin", "clear", "end", "get"]
 
 _KEY = "platform = ? AND workspace = ? AND channel = ?"
 
@@ -37,3 +37,10 @@ def get(conn: sqlite3.Connection, key: ChannelKey) -> str | None:
     row = conn.execute(f"SELECT after_id FROM backfill_marks WHERE {_KEY}",
                        (key.platform, key.workspace, key.channel)).fetchone()
     return None if row is None else str(row[0])
+
+
+def clear(conn: sqlite3.Connection, key: ChannelKey) -> None:
+    """Drop the channel's mark (``/reset``: a later backfill must not re-read forgotten
+    messages from a mark set before it)."""
+    conn.execute(f"DELETE FROM backfill_marks WHERE {_KEY}",
+                 (key.platform, key.workspace, key.channel))

@@ -41,6 +41,7 @@ from memory.stores.common import (
     recorded,
     refused_change,
 )
+from memory.stores.sqlite import backfill_marks
 from memory.stores.sqlite.archive import insert_channel_fact, insert_episode
 from memory.stores.sqlite.writer import WriteTx
 
@@ -296,6 +297,7 @@ def reset(tx: WriteTx, key: ChannelKey) -> ResetResult:
     conn.execute("DELETE FROM memory_facts_fts WHERE chan = ?", (chan,))
     episodes = conn.execute("DELETE FROM episodes WHERE channel_id = ?", (cid,)).rowcount
     channel_facts = conn.execute("DELETE FROM memory_facts WHERE channel_id = ?", (cid,)).rowcount
+    backfill_marks.clear(conn, key)
     # Keep the row (and next_seq) so seqs never repeat; the version bump voids any
     # compaction that read the old state.
     conn.execute(
