@@ -18,6 +18,7 @@ system messages are not conversation) and handed to ``ChatService.backfilled``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import discord
@@ -59,7 +60,7 @@ def _channel(client: discord.AutoShardedClient, key: ChannelKey) -> Any | None:
         cid, guild_id=guild.id)
 
 
-def on_shard(client: discord.AutoShardedClient, shard_id: int) -> Any:
+def on_shard(client: discord.AutoShardedClient, shard_id: int) -> Callable[[ChannelKey], bool]:
     """A filter: the channels whose events arrive on ``shard_id`` (DMs: shard 0)."""
 
     def accepts(key: ChannelKey) -> bool:
