@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TextIO, cast
 
+from adapters.backfill import HistoryStore
 from adapters.claims import DeliveryClaims
 from adapters.console_adapter import ConsoleChat
 from adapters.discord import invite_url, run_discord
@@ -159,12 +160,13 @@ async def _run(settings: Settings, live: LiveLine) -> None:
         return
     async with Runtime.open(settings) as rt:
         jobs = []
+        history = cast(HistoryStore, rt.store)  # backfill after downtime reads the cursor
         if "discord" in adapters:
-            jobs.append(run_discord(rt.service, settings))
+            jobs.append(run_discord(rt.service, settings, history))
         if "slack" in adapters:
             # Both stores implement the claims structurally (Store does not declare them).
             claims = cast(DeliveryClaims, rt.store)
-            jobs.append(run_slack(rt.service, settings, claims))
+            jobs.append(run_slack(rt.service, settings, claims, history=history))
         await asyncio.gather(*jobs)
 
 

@@ -238,6 +238,19 @@ class ChatService:
                       exc_info=e)
             return Reply(STORE_FAILED, failed=True)
 
+    async def backfilled(self, msg: IncomingMessage) -> bool:
+        """Remember a message missed while the bot was away (backfill); never answer it.
+
+        The same rules as a live message decide whether it is stored (``RECORD_MODE``,
+        ``MAX_INPUT_CHARS``), and the same message id makes it the same turn, so a live
+        delivery and a backfill of one message store it once. True when it was new.
+        """
+        if self.config.record_mode == "addressed" and not self.should_reply(msg):
+            return False
+        turn = NewTurn(msg.key, msg.message_id, "user", msg.author_id, msg.author_name,
+                       cut(msg.text, self.config.max_input_chars), 0, msg.sent_at)
+        return (await self.memory.record(turn)).created
+
     def _within_rate(self, msg: IncomingMessage) -> bool:
         """Count a reply for the author; False when that is over ``user_rate_limit``."""
         limit = self.config.user_rate_limit

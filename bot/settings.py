@@ -83,6 +83,7 @@ class Settings(BaseSettings):
     stream_replies: bool = False
     user_rate_limit: int = Field(20, ge=0)  # replies per user per minute; 0 = no limit
     max_input_chars: int = Field(40_000, ge=0)  # longer messages are cut; 0 = no limit
+    backfill_max_messages: int = 500  # missed messages read back per channel; 0 = off
 
     discord_token: SecretStr | None = None
     discord_guild_ids: CsvList = []
@@ -151,6 +152,16 @@ class Settings(BaseSettings):
     @classmethod
     def _summary_slots(cls, v: int) -> int:
         return _at_least_one(v, "background summary calls at once (default 8)")
+
+    @field_validator("backfill_max_messages")
+    @classmethod
+    def _backfill(cls, v: int) -> int:
+        if not 0 <= v <= 100_000:
+            raise ValueError(
+                f"must be between 0 (no backfill after downtime) and 100000, not {v}: it is "
+                "how many missed messages per channel are read back after a restart (default 500)"
+            )
+        return v
 
     @field_validator("openai_base_url")
     @classmethod

@@ -142,6 +142,10 @@ class MemoryStore(Protocol):
     async def channels(self) -> list[ChannelKey]:
         """Every channel with stored state."""
 
+    async def newest_message_ids(self, key: ChannelKey, *, limit: int = 20) -> list[str]:
+        """Message ids of the channel's newest ``limit`` user turns (folded or not), newest
+        seq first: where a backfill after downtime starts (platform ids, never replies)."""
+
     async def purge_folded_before(self, cutoff: float) -> int:
         """Delete folded turns sent before ``cutoff`` (retention); return how many."""
 

@@ -17,6 +17,7 @@ def test_defaults_are_offline_sqlite_console() -> None:
     assert s.adapters == []
     assert (s.max_history_messages, s.keep_recent_messages) == (None, None)  # derived window
     assert s.recall_tokens is None
+    assert s.backfill_max_messages == 500
 
 
 def test_key_or_base_url_selects_openai() -> None:
@@ -49,6 +50,8 @@ def test_key_or_base_url_selects_openai() -> None:
         ({"DATABASE_URL": "mysql://db"}, "DATABASE_URL", "sqlite:///"),
         ({"MAX_HISTORY_MESSAGES": "ten"}, "MAX_HISTORY_MESSAGES", "integer"),
         ({"PORT": "70000"}, "PORT", "65535"),
+        ({"BACKFILL_MAX_MESSAGES": "-1"}, "BACKFILL_MAX_MESSAGES", "0 (no backfill"),
+        ({"BACKFILL_MAX_MESSAGES": "lots"}, "BACKFILL_MAX_MESSAGES", "integer"),
         ({"LOG_LEVEL": "loud"}, "LOG_LEVEL", "INFO"),
         ({"SHARD_IDS": "0,1"}, "SHARD_IDS", "SHARD_COUNT"),
         ({"SHARD_COUNT": "2", "SHARD_IDS": "0,2"}, "SHARD_IDS", "between 0 and"),

@@ -4,6 +4,7 @@
 - ``options``: ``DiscordOptions`` from ``Settings``, the invite URL.
 - ``client``: ``GistbotClient``: messages, edits, deletions, sending, permissions.
 - ``commands``: the slash commands.
+- ``backfill``: reading back what was missed while the bot was away.
 - ``launch``: ``create_client`` and ``serve``.
 
 Importing this package does not import discord.py (an extra: ``gistbot[discord]``);
@@ -13,9 +14,14 @@ it is missing.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from bot.errors import ConfigError
 from bot.service import ChatService
 from bot.settings import Settings
+
+if TYPE_CHECKING:
+    from adapters.backfill import HistoryStore
 
 __all__ = ["invite_url", "run_discord"]
 
@@ -27,8 +33,10 @@ def _missing_library(error: ImportError) -> bool:
     return (error.name or "").split(".")[0] == "discord"
 
 
-async def run_discord(service: ChatService, settings: Settings) -> None:
-    """Serve Discord for ``service`` with the ``DISCORD_*`` settings until cancelled."""
+async def run_discord(service: ChatService, settings: Settings,
+                      history: HistoryStore | None = None) -> None:
+    """Serve Discord for ``service`` with the ``DISCORD_*`` settings until cancelled;
+    with ``history`` (the store) missed messages are backfilled after downtime."""
     try:
         from adapters.discord.launch import serve
         from adapters.discord.options import DiscordOptions
@@ -36,7 +44,7 @@ async def run_discord(service: ChatService, settings: Settings) -> None:
         if not _missing_library(e):
             raise
         raise ConfigError(_EXTRA) from None
-    await serve(service, DiscordOptions.from_settings(settings))
+    await serve(service, DiscordOptions.from_settings(settings), history)
 
 
 def invite_url(application_id: int | str) -> str:

@@ -19,6 +19,8 @@ from typing import Any
 import discord
 from discord import app_commands
 
+from adapters.backfill import Backfiller, HistoryStore
+from adapters.discord.backfill import discord_backfiller, on_shard
 from adapters.discord.commands import add_commands
 from adapters.discord.options import PERMISSION_NAMES, DiscordOptions
 from adapters.discord.text import (
@@ -72,7 +74,8 @@ class GistbotClient(discord.AutoShardedClient):
     them with ``shard_count=`` and ``shard_ids=`` (``DiscordOptions.shards``).
     """
 
-    def __init__(self, service: ChatService, options: DiscordOptions, **kwargs: Any) -> None:
+    def __init__(self, service: ChatService, options: DiscordOptions, *,
+                 history: HistoryStore | None = None, **kwargs: Any) -> None:
         # Only what the bot reads: servers and channels (names, permissions), messages in
         # them and in DMs, and their content (privileged: enable it in the Developer Portal).
         intents = discord.Intents(guilds=True, guild_messages=True, dm_messages=True,
@@ -84,6 +87,10 @@ class GistbotClient(discord.AutoShardedClient):
         self.tree = app_commands.CommandTree(self)
         self._warned: set[tuple[int, str]] = set()
         add_commands(self.tree, service, options)
+        # Backfill after downtime (adapters.backfill): needs the store's history cursor.
+        self.backfill: Backfiller | None = (
+            discord_backfiller(self, service, history, options.backfill_max_messages)
+            if history is not None and options.backfill_max_messages > 0 else None)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -106,6 +113,25 @@ class GistbotClient(discord.AutoShardedClient):
         """Log where the bot is."""
         log.info("connected to Discord as %s in %s", self.user,
                  plural(len(self.guilds), "server"))
+
+    async def on_shard_ready(self, shard_id: int) -> None:
+        """A shard has a new session (start, or after a lost one): read what it missed."""
+        self.start_backfill(f"shard {shard_id} ready", shard_id)
+
+    async def on_shard_resumed(self, shard_id: int) -> None:
+        """A shard resumed its session: read what it missed while disconnected."""
+        self.start_backfill(f"shard {shard_id} resumed", shard_id)
+
+    def start_backfill(self, reason: str, shard_id: int) -> None:
+        """Backfill the channels of ``shard_id`` in the background (no-op when off)."""
+        if self.backfill is not None:
+            self.backfill.trigger(reason, on_shard(self, shard_id))
+
+    async def close(self) -> None:
+        """Stop a backfill in progress, then disconnect."""
+        if self.backfill is not None:
+            await self.backfill.close()
+        await super().close()
 
     # ------------------------------------------------------------------ messages
 

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import discord
 
+from adapters.backfill import HistoryStore
 from adapters.discord.client import GistbotClient
 from adapters.discord.options import DiscordOptions
 from bot.errors import ConfigError, GistbotError, PlatformUnreachable
@@ -32,10 +33,11 @@ _BAD_TOKEN = ("DISCORD_TOKEN was rejected by Discord: copy a fresh token from th
               "Portal (Bot → Reset Token)")
 
 
-def create_client(service: ChatService, options: DiscordOptions,
-                  **client_options: Any) -> GistbotClient:
-    """A client for ``service`` (``client_options`` pass through to ``discord.Client``)."""
-    return GistbotClient(service, options, **client_options)
+def create_client(service: ChatService, options: DiscordOptions, *,
+                  history: HistoryStore | None = None, **client_options: Any) -> GistbotClient:
+    """A client for ``service`` (``client_options`` pass through to ``discord.Client``);
+    with ``history`` (the store) it backfills what it missed after downtime."""
+    return GistbotClient(service, options, history=history, **client_options)
 
 
 def api_host() -> str:
@@ -49,8 +51,10 @@ def _brief(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-async def serve(service: ChatService, options: DiscordOptions) -> None:
-    """Connect to Discord and serve until cancelled.
+async def serve(service: ChatService, options: DiscordOptions,
+                history: HistoryStore | None = None) -> None:
+    """Connect to Discord and serve until cancelled; with ``history`` (the store) each
+    connection backfills what was missed while down.
 
     At the first start, raises ``ConfigError`` for a bad token or the Message Content
     intent not enabled in the Developer Portal, and ``PlatformUnreachable`` (one sentence:
@@ -63,7 +67,7 @@ async def serve(service: ChatService, options: DiscordOptions) -> None:
     delay = RETRY_BASE
     logged_in = False
     while True:
-        client = create_client(service, options, **options.shards())
+        client = create_client(service, options, history=history, **options.shards())
         started = loop.time()
         try:
             async with client:

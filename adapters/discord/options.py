@@ -52,6 +52,7 @@ class DiscordOptions:
     stream_interval: float = 1.0  # seconds between edits of a streamed reply
     shard_count: int | None = None  # SHARD_COUNT: this process runs shard_ids of them
     shard_ids: tuple[int, ...] = ()  # SHARD_IDS (all when empty)
+    backfill_max_messages: int = 500  # per channel after downtime; 0 = no backfill
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DiscordOptions:
@@ -71,7 +72,8 @@ class DiscordOptions:
                               "use a name such as manage_messages or administrator")
         return cls(settings.discord_token.get_secret_value(), guild_ids, perm,
                    settings.stream_replies, shard_count=settings.shard_count or None,
-                   shard_ids=tuple(settings.shard_ids or ()))
+                   shard_ids=tuple(settings.shard_ids or ()),
+                   backfill_max_messages=settings.backfill_max_messages)
 
     def shards(self) -> dict[str, object]:
         """``shard_count``/``shard_ids`` for the client, when sharding is configured."""

@@ -7,6 +7,7 @@
 - ``commands``: the slash commands, through one handler.
 - ``app``: ``SlackAdapter`` (acknowledge first, work after) and ``build_app``.
 - ``web`` and ``transport``: the Web API client; HTTP mode and Socket Mode.
+- ``backfill``: reading back what was missed while the bot was away.
 - ``launch``: ``serve``.
 
 Importing this package does not import slack-bolt (an extra: ``gistbot[slack]``);
@@ -26,6 +27,8 @@ from bot.settings import Settings
 if TYPE_CHECKING:
     from slack_sdk.web.async_client import AsyncWebClient
 
+    from adapters.backfill import HistoryStore
+
 __all__ = ["run_slack"]
 
 _LIBRARIES = frozenset({"slack_bolt", "slack_sdk", "aiohttp"})
@@ -38,8 +41,10 @@ async def run_slack(
     *,
     client: AsyncWebClient | None = None,
     stop: asyncio.Event | None = None,
+    history: HistoryStore | None = None,
 ) -> None:
-    """Serve Slack for ``service`` with the ``SLACK_*`` settings until cancelled (or ``stop``)."""
+    """Serve Slack for ``service`` with the ``SLACK_*`` settings until cancelled (or ``stop``);
+    with ``history`` (the store) missed messages are backfilled after downtime."""
     try:
         from adapters.slack.launch import serve
         from adapters.slack.options import SlackOptions
@@ -48,4 +53,5 @@ async def run_slack(
             raise
         raise ConfigError("Slack support is not installed: pip install 'gistbot[slack]' "
                           "(or unset the SLACK_* tokens)") from None
-    await serve(service, SlackOptions.from_settings(settings), claims, client=client, stop=stop)
+    await serve(service, SlackOptions.from_settings(settings), claims, client=client, stop=stop,
+                history=history)

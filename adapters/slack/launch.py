@@ -8,15 +8,18 @@ import logging
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.backfill import Backfiller, HistoryStore
 from adapters.claims import DeliveryClaims
 from adapters.slack.app import SlackAdapter, build_app
+from adapters.slack.backfill import slack_backfiller, trigger_on_reconnect
 from adapters.slack.options import SlackOptions
 from adapters.slack.transport import connect_socket_mode, serve_http
+from adapters.slack.users import BotIdentity
 from adapters.slack.web import make_web_client
 from bot.errors import ConfigError
 from bot.service import ChatService
 
-__all__ = ["serve"]
+__all__ = ["make_backfill", "serve"]
 
 log = logging.getLogger(__name__)
 
@@ -28,10 +31,13 @@ async def serve(
     *,
     client: AsyncWebClient | None = None,
     stop: asyncio.Event | None = None,
+    history: HistoryStore | None = None,
 ) -> None:
     """Run the Slack adapter until cancelled (or ``stop`` is set).
 
-    Socket Mode when ``SLACK_APP_TOKEN`` is set, else HTTP mode on ``HOST:PORT``.
+    Socket Mode when ``SLACK_APP_TOKEN`` is set, else HTTP mode on ``HOST:PORT``. With
+    ``history`` (the store) missed messages are backfilled on start and on every Socket
+    Mode reconnect (``adapters.slack.backfill``).
     Raises ``ConfigError`` when the bot token is rejected or neither mode is configured.
     """
     if options.app_token is None and options.signing_secret is None:
@@ -42,15 +48,32 @@ async def serve(
     adapter = SlackAdapter(service, options, claims, client or make_web_client(options))
     me = await adapter.identify()
     app = build_app(adapter)
+    backfill = make_backfill(adapter, me, service, options, history)
     waiting = stop or asyncio.Event()  # never set: run until cancelled
     try:
         if options.app_token is not None:
-            async with connect_socket_mode(app, options.app_token, adapter.client):
+            async with connect_socket_mode(app, options.app_token, adapter.client) as handler:
                 log.info("Slack: connected in Socket Mode as @%s (team %s)", me.name, me.team_id)
+                if backfill is not None:
+                    await trigger_on_reconnect(handler.client, backfill)
+                    backfill.trigger("start")
                 await waiting.wait()
         else:
             async with serve_http(app, options.host, options.port) as url:
                 log.info("Slack: HTTP mode as @%s, listening on %s", me.name, url)
+                if backfill is not None:
+                    backfill.trigger("start")
                 await waiting.wait()
     finally:
+        if backfill is not None:
+            await backfill.close()
         await adapter.close()
+
+
+def make_backfill(adapter: SlackAdapter, me: BotIdentity, service: ChatService,
+                  options: SlackOptions, history: HistoryStore | None) -> Backfiller | None:
+    """The backfill after downtime, or None when off (no store, or the bound is 0)."""
+    if history is None or options.backfill_max_messages <= 0:
+        return None
+    return slack_backfiller(adapter.client, me, adapter.users, service, history,
+                            options.backfill_max_messages)

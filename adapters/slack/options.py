@@ -22,6 +22,7 @@ class SlackOptions:
     stream_interval: float = 1.0  # seconds between updates of a streamed reply
     host: str = "127.0.0.1"  # HTTP mode
     port: int = 3000
+    backfill_max_messages: int = 500  # per channel after downtime; 0 = no backfill
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SlackOptions:
@@ -39,4 +40,5 @@ class SlackOptions:
             stream_replies=settings.stream_replies,
             host=settings.host,
             port=settings.port,
+            backfill_max_messages=settings.backfill_max_messages,
         )

@@ -6,14 +6,18 @@ at it in tests only::
     monkeypatch.setattr(discord.http.Route, "BASE", fake.api_base)
     monkeypatch.setattr(discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", fake.gateway_url)
 
-The gateway sends HELLO, takes IDENTIFY, sends READY and a GUILD_CREATE per guild, and
-answers heartbeats. REST answers what the adapter uses: login, application info, the
-gateway URL and shard count (``/gateway/bot``, for ``AutoShardedClient``), command
-sync, messages (create/edit, JSON or multipart with files), typing, and interaction
-callbacks and follow-ups. Every REST call is recorded (method, path, query, JSON body,
-files, arrival time) and created or edited messages are echoed over the gateway like
-Discord does. Unknown routes answer 404 and are kept in ``unexpected``; leaving ``async
-with`` fails on them. Tests drive it with ``send_message``, ``edit_message``,
+The gateway sends HELLO, takes IDENTIFY, sends READY and a GUILD_CREATE per guild,
+answers heartbeats, and RESUME (``accept_resume``: RESUMED, else a new session); it can
+ask clients to reconnect (``request_reconnect``) or drop them (``drop_connections``).
+REST answers what the adapter uses: login, application info, the gateway URL and shard
+count (``/gateway/bot``, for ``AutoShardedClient``), command sync, messages (create/edit,
+JSON or multipart with files), channel history (``GET /channels/{id}/messages`` with
+``after``/``before``/``limit``, newest first as Discord pages it; ``rate_limits`` makes the
+next reads answer 429), typing, and interaction callbacks and follow-ups. Every REST call
+is recorded (method, path, query, JSON body, files, arrival time) and created or edited
+messages are echoed over the gateway like Discord does. Unknown routes answer 404 and are
+kept in ``unexpected``; leaving ``async with`` fails on them. Tests drive it with
+``send_message`` (``deliver=False``: only the history has it), ``edit_message``,
 ``delete_message`` and ``interaction``, and wait with ``wait_for``.
 
 The payload builders (``user``, ``guild_create``, ``message``…) are plain functions so unit
@@ -256,6 +260,9 @@ class FakeDiscord:
         self.forbidden_channels: set[int] = set()
         self.identifies: list[JSON] = []
         self.messages: dict[int, JSON] = {}
+        self.rate_limits = 0  # the next this many history reads answer 429 (retry_after)
+        self.retry_after = 0.05
+        self.accept_resume = False  # True: RESUME gets RESUMED; False: a new session
         self._sockets: list[web.WebSocketResponse] = []
         self._seq = 0
         self._changed = asyncio.Condition()
@@ -328,14 +335,19 @@ class FakeDiscord:
         frame = json.dumps({"op": 0, "t": event, "s": self._seq, "d": data})
         for ws in list(self._sockets):
             if not ws.closed:
-                await ws.send_str(frame)
+                try:
+                    await ws.send_str(frame)
+                except ConnectionResetError:  # the client died (a SIGKILL test): not sent
+                    self._sockets.remove(ws)
 
-    async def send_message(self, channel_id: int, author: JSON, content: str,
-                           **kwargs: Any) -> JSON:
-        """Someone posts a message; the clients get MESSAGE_CREATE."""
+    async def send_message(self, channel_id: int, author: JSON, content: str, *,
+                           deliver: bool = True, **kwargs: Any) -> JSON:
+        """Someone posts a message; the clients get MESSAGE_CREATE (not with ``deliver``
+        false: the event a disconnected client never sees; only the history has it)."""
         data = message(self.world, channel_id, author, content, **kwargs)
         self.messages[int(data["id"])] = data
-        await self.dispatch("MESSAGE_CREATE", data)
+        if deliver:
+            await self.dispatch("MESSAGE_CREATE", data)
         return data
 
     async def edit_message(self, data: JSON, content: str) -> JSON:
@@ -351,6 +363,26 @@ class FakeDiscord:
         if "guild_id" in data:
             event["guild_id"] = data["guild_id"]
         await self.dispatch("MESSAGE_DELETE", event)
+
+    async def drop_connections(self) -> None:
+        """Close every gateway connection, as a network blip or a Discord restart does."""
+        for ws in list(self._sockets):
+            self._sockets.remove(ws)
+            await ws.close()
+        await self._notify()
+
+    async def request_reconnect(self) -> None:
+        """Send RECONNECT (op 7): clients drop the connection and RESUME (see
+        ``accept_resume``) or identify anew."""
+        for ws in list(self._sockets):
+            self._sockets.remove(ws)
+            await ws.send_json({"op": 7, "d": None, "s": None, "t": None})
+        await self._notify()
+
+    def history(self, channel_id: int) -> list[JSON]:
+        """The channel's messages (people's and the bot's), oldest first."""
+        return sorted((m for m in self.messages.values()
+                       if int(m["channel_id"]) == channel_id), key=lambda m: int(m["id"]))
 
     async def interaction(self, name: str, *, invoker: JSON, channel_id: int,
                           permissions: int = EVERYONE_PERMISSIONS,
@@ -377,7 +409,10 @@ class FakeDiscord:
                     self.identifies.append(payload["d"])
                     self._sockets.append(ws)
                     await self._ready()
-                elif op == 6:  # RESUME: this fake keeps no sessions
+                elif op == 6 and self.accept_resume:  # RESUME: the session continues
+                    self._sockets.append(ws)
+                    await self.dispatch("RESUMED", {})
+                elif op == 6:  # RESUME refused: the client identifies anew
                     await ws.send_json({"op": 9, "d": False, "s": None, "t": None})
                 await self._notify()
         finally:
@@ -428,6 +463,10 @@ class FakeDiscord:
             self.unexpected.append(seen)
         if answer is None:
             return web.Response(status=status)
+        if status == 429:  # discord.py trusts a 429 only from behind Discord's proxy
+            return web.Response(status=429, body=json.dumps(answer).encode(), headers={
+                "Content-Type": "application/json", "Via": "1.1 google",
+                "Retry-After": str(answer["retry_after"]), "X-RateLimit-Scope": "user"})
         # discord.py parses JSON only when the Content-Type is exactly application/json.
         return web.Response(status=status, body=json.dumps(answer).encode(),
                             headers={"Content-Type": "application/json"})
@@ -456,6 +495,8 @@ class FakeDiscord:
                 return 204, None
             if route == ("POST", "channels", parts[1], "messages"):
                 return 200, await self._create(channel_id, r)
+            if route == ("GET", "channels", parts[1], "messages"):
+                return self._history(channel_id, r.query)
             if r.method == "PATCH" and parts[2] == "messages" and len(parts) == 4:
                 return await self._edit(int(parts[3]), r)
         if route[:2] == ("POST", "interactions") and parts[-1] == "callback":
@@ -492,6 +533,23 @@ class FakeDiscord:
         if self.echo_own_messages:
             await self.dispatch("MESSAGE_UPDATE", new)
         return 200, new
+
+    def _history(self, channel_id: int, query: Mapping[str, str]) -> tuple[int, Any]:
+        """Like Discord: at most ``limit`` (1-100) messages, newest first; with ``after``
+        the ones right after it, with ``before`` the ones right before it."""
+        if self.rate_limits > 0:
+            self.rate_limits -= 1
+            return 429, {"message": "You are being rate limited.", "global": False,
+                         "retry_after": self.retry_after}
+        limit = min(max(int(query.get("limit", "50")), 1), 100)
+        found = self.history(channel_id)
+        if "before" in query:
+            found = [m for m in found if int(m["id"]) < int(query["before"])][-limit:]
+        elif "after" in query:
+            found = [m for m in found if int(m["id"]) > int(query["after"])][:limit]
+        else:
+            found = found[-limit:]
+        return 200, list(reversed(found))
 
     def _webhook_message(self, r: Request) -> JSON:
         body = r.json or {}

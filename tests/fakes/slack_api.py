@@ -5,7 +5,9 @@ app over the wire:
 
 - ``/api/<method>`` (GET or POST; query, form or JSON parameters) answers ``auth.test``,
   ``chat.postMessage``, ``chat.update``, ``chat.delete``, ``chat.postEphemeral``,
-  ``users.info``, ``conversations.info`` and ``apps.connections.open`` like Slack does,
+  ``users.info``, ``conversations.info``, ``conversations.history``,
+  ``conversations.replies`` (what :meth:`FakeSlack.post` put in a channel, paged by
+  cursor) and ``apps.connections.open`` like Slack does,
   and checks the token (bot token for the Web API, app token for ``apps.connections.open``;
   a wrong one gets ``invalid_auth``).
 - ``/response/<name>`` accepts ``response_url`` posts (see :meth:`FakeSlack.response_url`).
@@ -43,6 +45,7 @@ JSON = dict[str, Any]
 KNOWN = (
     "auth.test", "chat.postMessage", "chat.update", "chat.delete", "chat.postEphemeral",
     "users.info", "conversations.info", "apps.connections.open",
+    "conversations.history", "conversations.replies",
 )  # fmt: skip
 
 
@@ -93,6 +96,7 @@ class FakeSlack:
         self.team_id, self.bot_user_id, self.bot_id, self.bot_name = (
             team_id, bot_user_id, bot_id, bot_name)  # fmt: skip
         self.users: dict[str, JSON] = {}
+        self.channels: defaultdict[str, list[JSON]] = defaultdict(list)  # history, by channel
         self.calls: list[Call] = []
         self.unexpected: list[Call] = []
         self.socket_received: list[JSON] = []
@@ -115,6 +119,26 @@ class FakeSlack:
             "is_owner": is_owner, "is_primary_owner": False, "is_bot": False,
             "profile": {"display_name": display_name, "real_name": real_name or display_name},
         }  # fmt: skip
+
+    def post(self, channel: str, user: str, text: str, *, thread_ts: str | None = None,
+             **extra: Any) -> JSON:
+        """Someone posts ``text`` (in a thread with ``thread_ts``): it is in the channel's
+        history, nothing is delivered. Returns the message (``ts`` is new)."""
+        ts = self._next_ts()
+        msg: JSON = {"type": "message", "user": user, "text": text, "ts": ts,
+                     "team": self.team_id, **extra}
+        if thread_ts is not None:
+            msg["thread_ts"] = thread_ts
+            parent = next(m for m in self.channels[channel] if m["ts"] == thread_ts)
+            parent.update(thread_ts=thread_ts, reply_count=parent.get("reply_count", 0) + 1,
+                          latest_reply=ts)
+        self.channels[channel].append(msg)
+        return msg
+
+    async def drop_sockets(self) -> None:
+        """Close every Socket Mode connection (the client reconnects)."""
+        for ws in list(self._sockets):
+            await ws.close()
 
     def script(self, method: str, *answers: Answer) -> None:
         """Answer the next calls of ``method`` with ``answers``, in order."""
@@ -264,6 +288,35 @@ class FakeSlack:
     def _next_ts(self) -> str:
         return f"1800000000.{next(self._ts):06d}"
 
+    def _read(self, method: str, p: JSON) -> JSON:
+        """A page of history (newest first, top-level messages and broadcasts) or of a
+        thread (parent first, then replies oldest first), like Slack."""
+        every = self.channels.get(str(p.get("channel")))
+        if every is None:
+            return {"ok": False, "error": "channel_not_found"}
+        inclusive = str(p.get("inclusive", "")).lower() in ("1", "true")
+
+        def within(m: JSON) -> bool:
+            ts, lo, hi = float(m["ts"]), p.get("oldest"), p.get("latest")
+            if lo is not None and (ts < float(lo) or (ts == float(lo) and not inclusive)):
+                return False
+            return hi is None or ts < float(hi) or (ts == float(hi) and inclusive)
+
+        if method == "conversations.history":
+            found = [m for m in reversed(every) if within(m) and (
+                m.get("thread_ts") in (None, m["ts"]) or m.get("subtype") == "thread_broadcast")]
+        else:
+            parent = p.get("ts")
+            thread = [m for m in every if parent in (m.get("thread_ts"), m["ts"])]
+            if not thread:
+                return {"ok": False, "error": "thread_not_found"}
+            found = thread[:1] + [m for m in thread[1:] if within(m)]
+        start = int(str(p.get("cursor") or "next:0").split(":")[1])
+        limit = int(p.get("limit") or 100)
+        page, rest = found[start:start + limit], found[start + limit:]
+        return {"ok": True, "messages": [dict(m) for m in page], "has_more": bool(rest),
+                "response_metadata": {"next_cursor": f"next:{start + limit}" if rest else ""}}
+
     def _default(self, call: Call) -> JSON:
         p = call.params
         expected = self.app_token if call.method == "apps.connections.open" else self.bot_token
@@ -296,6 +349,8 @@ class FakeSlack:
             cid = str(p.get("channel"))
             return {"ok": True, "channel": {"id": cid, "is_channel": cid.startswith("C"),
                                             "is_im": cid.startswith("D"), "is_member": True}}
+        if call.method in ("conversations.history", "conversations.replies"):
+            return self._read(call.method, p)
         if call.method == "apps.connections.open":
             return {"ok": True, "url": self.base_url.replace("http://", "ws://") + "/socket"}
         return {"ok": False, "error": "unknown_method"}

@@ -104,11 +104,15 @@ class Watch:
 
 
 @contextlib.asynccontextmanager
-async def running(settings: Settings) -> AsyncIterator[tuple[Runtime, GistbotClient, Watch]]:
-    """A runtime and a connected client that has seen READY; both closed on exit."""
+async def running(
+    settings: Settings, *, backfill: bool = False
+) -> AsyncIterator[tuple[Runtime, GistbotClient, Watch]]:
+    """A runtime and a connected client that has seen READY; both closed on exit. With
+    ``backfill`` the client reads back what it missed (given the store, as ``gistbot run``)."""
     async with Runtime.open(settings) as rt:
         watch = Watch(rt.service)
         client = create_client(rt.service, DiscordOptions.from_settings(rt.settings),
+                               history=rt.store if backfill else None,
                                guild_ready_timeout=0.05)
         async with client:
             task = asyncio.create_task(client.start(TOKEN))

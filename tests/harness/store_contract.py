@@ -17,9 +17,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import cast
 
 import pytest
 
+from adapters.backfill import HistoryStore
 from memory.models import (
     CarriedIdentifier,
     ChannelKey,
@@ -459,6 +461,37 @@ class StoreContract:
         await _fill(store, SLACK, 1)
         await _fill(store, B, 1)
         assert sorted(await store.channels()) == sorted([A, B, SLACK])
+
+    async def test_newest_message_ids_are_user_turns_newest_seq_first(self, store: Store) -> None:
+        assert await store.newest_message_ids(A) == []
+        for i in range(5):
+            await store.record(new_turn(A, f"u{i}"))
+            await store.record(new_turn(A, f"reply:u{i}", role="assistant"))
+        await store.record(new_turn(B, "other"))
+        await _fold(store, A, 6)  # folded turns still count: they were seen
+        assert await store.newest_message_ids(A, limit=3) == ["u4", "u3", "u2"]
+        assert await store.newest_message_ids(A) == ["u4", "u3", "u2", "u1", "u0"]
+        assert await store.newest_message_ids(UNKNOWN) == []
+
+    async def test_backfill_marks_keep_the_oldest_start_until_it_is_ended(
+        self, store: Store
+    ) -> None:
+        marks = cast(HistoryStore, store)
+        assert isinstance(store, HistoryStore)
+        await _fill(store, A, 1)
+        assert await marks.backfill_mark(A) is None
+        assert await marks.begin_backfill(A, "100") == "100"
+        assert await marks.begin_backfill(A, "250") == "100"  # a later start resumes from it
+        assert await marks.begin_backfill(B, "7") == "7"  # per channel
+        await marks.end_backfill(A, "250")  # not the mark in effect: kept
+        assert await marks.backfill_mark(A) == "100"
+        await marks.end_backfill(A, "100")
+        assert await marks.backfill_mark(A) is None
+        assert await marks.backfill_mark(B) == "7"
+        assert await marks.begin_backfill(A, "250") == "250"
+        await store.reset(A)  # forgotten: no later backfill re-reads from before the reset
+        assert await marks.backfill_mark(A) is None
+        assert await marks.backfill_mark(B) == "7"
 
     # -------------------------------------------------------------------- retention
 

@@ -43,6 +43,7 @@ from memory.stores.common import (
     refused_change,
     turn_terms,
 )
+from memory.stores.postgres import backfill_marks
 
 Conn = Any  # asyncpg ships no type hints
 
@@ -164,6 +165,11 @@ RESET_CHANNEL = (
     "last_compacted_at = NULL, compactions = 0 WHERE id = $1"
 )
 CHANNELS = "SELECT platform, workspace, channel FROM channels ORDER BY id"
+NEWEST_MESSAGE_IDS = (  # from the end of the (channel_id, seq) key, user turns only
+    "SELECT t.message_id FROM channels c JOIN turns t ON t.channel_id = c.id "
+    "WHERE c.platform = $1 AND c.workspace = $2 AND c.channel = $3 AND t.role = 'user' "
+    "ORDER BY t.seq DESC LIMIT $4"
+)
 
 # ---------------------------------------------------------------------------- archive
 INSERT_EPISODE = (
@@ -294,6 +300,7 @@ async def reset(conn: Conn, key: ChannelKey) -> ResetResult:
     facts = count(await conn.execute(RESET_FACTS, cid))
     episodes = count(await conn.execute(RESET_EPISODES, cid))
     channel_facts = count(await conn.execute(RESET_CHANNEL_FACTS, cid))
+    await conn.execute(backfill_marks.CLEAR, *by_key(key))
     await conn.execute(RESET_CHANNEL, cid)
     return ResetResult(turns=turns, had_summary=bool(locked["summary"]), facts=facts,
                        episodes=episodes, channel_facts=channel_facts)

@@ -121,6 +121,19 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX turns_terms ON turns USING gin (terms);
     CREATE INDEX turns_unindexed ON turns (channel_id, seq) WHERE terms IS NULL;
     """,
+    # 5: backfill marks (``backfill_marks``): where a channel's backfill after downtime
+    # started, kept until it has stored everything it read, so a process killed mid-backfill
+    # (while newer live messages were already stored) resumes from there, not past a hole.
+    """
+    CREATE TABLE IF NOT EXISTS backfill_marks (
+        platform text NOT NULL,
+        workspace text NOT NULL,
+        channel text NOT NULL,
+        after_id text NOT NULL,
+        set_at double precision NOT NULL,
+        PRIMARY KEY (platform, workspace, channel)
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -52,7 +52,7 @@ from memory.stores.common import (
     positive_ttl,
     wants_search,
 )
-from memory.stores.postgres import archive, errors, queries, turn_search
+from memory.stores.postgres import archive, backfill_marks, errors, queries, turn_search
 from memory.stores.postgres.queries import Conn, by_key
 from memory.stores.postgres.schema import migrate, quote_schema
 
@@ -238,6 +238,25 @@ class PostgresStore:
     async def channels(self) -> list[ChannelKey]:
         """Every channel the store has a row for."""
         return [ChannelKey(*r) for r in await self._fetch(queries.CHANNELS)]
+
+    async def newest_message_ids(self, key: ChannelKey, *, limit: int = 20) -> list[str]:
+        """Message ids of the newest ``limit`` user turns, newest seq first."""
+        rows = await self._fetch(queries.NEWEST_MESSAGE_IDS, *by_key(key), limit)
+        return [str(r[0]) for r in rows]
+
+    async def begin_backfill(self, key: ChannelKey, after_id: str) -> str:
+        """Mark a backfill starting after ``after_id`` unless one is marked; the mark."""
+        ((mark,),) = await self._fetch(backfill_marks.BEGIN, *by_key(key), after_id)
+        return str(mark)
+
+    async def end_backfill(self, key: ChannelKey, after_id: str) -> None:
+        """Clear the backfill mark if it is still ``after_id``."""
+        await self._fetch(backfill_marks.END, *by_key(key), after_id)
+
+    async def backfill_mark(self, key: ChannelKey) -> str | None:
+        """The channel's backfill mark, if one is set."""
+        rows = await self._fetch(backfill_marks.GET, *by_key(key))
+        return str(rows[0][0]) if rows else None
 
     # ------------------------------------------------------------------ archive
 

@@ -41,6 +41,7 @@ from memory.stores.common import (
     recorded,
     refused_change,
 )
+from memory.stores.sqlite import backfill_marks
 from memory.stores.sqlite.archive import insert_channel_fact, insert_episode
 from memory.stores.sqlite.writer import WriteTx
 
@@ -94,6 +95,20 @@ def channels(conn: sqlite3.Connection) -> list[ChannelKey]:
     """Every channel with a row."""
     rows = conn.execute("SELECT platform, workspace, channel FROM channels ORDER BY id")
     return [ChannelKey(*r) for r in rows.fetchall()]
+
+
+def newest_message_ids(conn: sqlite3.Connection, key: ChannelKey, limit: int) -> list[str]:
+    """Message ids of the newest ``limit`` user turns, newest seq first (a range scan from
+    the end of the channel's clustered ``(channel_id, seq)`` key)."""
+    h = header(conn, key)
+    if h is None:
+        return []
+    rows = conn.execute(
+        "SELECT message_id FROM turns WHERE channel_id = ? AND role = 'user' "
+        "ORDER BY seq DESC LIMIT ?",
+        (h.id, limit),
+    )
+    return [r[0] for r in rows.fetchall()]
 
 
 # ---------------------------------------------------------------------------- turns
@@ -282,6 +297,7 @@ def reset(tx: WriteTx, key: ChannelKey) -> ResetResult:
     conn.execute("DELETE FROM memory_facts_fts WHERE chan = ?", (chan,))
     episodes = conn.execute("DELETE FROM episodes WHERE channel_id = ?", (cid,)).rowcount
     channel_facts = conn.execute("DELETE FROM memory_facts WHERE channel_id = ?", (cid,)).rowcount
+    backfill_marks.clear(conn, key)
     # Keep the row (and next_seq) so seqs never repeat; the version bump voids any
     # compaction that read the old state.
     conn.execute(

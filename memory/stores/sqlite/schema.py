@@ -150,6 +150,19 @@ MIGRATIONS: tuple[str, ...] = (
     INSERT INTO turns_fts (rowid, terms)
     SELECT (channel_id << 32) | seq, gistbot_terms(author_name, text) FROM turns;
     """,
+    # 6: backfill marks (``backfill_marks``): where a channel's backfill after downtime
+    # started, kept until it has stored everything it read, so a process killed mid-backfill
+    # (while newer live messages were already stored) resumes from there, not past a hole.
+    """
+    CREATE TABLE IF NOT EXISTS backfill_marks (
+        platform TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        after_id TEXT NOT NULL,
+        set_at REAL NOT NULL,
+        PRIMARY KEY (platform, workspace, channel)
+    ) WITHOUT ROWID;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

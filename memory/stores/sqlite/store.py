@@ -40,7 +40,7 @@ from memory.models import (
 )
 from memory.store import ChangeOutcome, ResetResult
 from memory.stores.common import TurnEdit, positive_ttl, wants_search
-from memory.stores.sqlite import archive, queries, turn_search
+from memory.stores.sqlite import archive, backfill_marks, queries, turn_search
 from memory.stores.sqlite.schema import migrate
 from memory.stores.sqlite.writer import GroupCommitWriter, WriteTx, raw_connection, translate
 
@@ -287,6 +287,22 @@ class SqliteStore:
     async def channels(self) -> list[ChannelKey]:
         """Every channel the store has a row for."""
         return await self._read(queries.channels)
+
+    async def newest_message_ids(self, key: ChannelKey, *, limit: int = 20) -> list[str]:
+        """Message ids of the newest ``limit`` user turns, newest seq first."""
+        return await self._read(queries.newest_message_ids, key, limit)
+
+    async def begin_backfill(self, key: ChannelKey, after_id: str) -> str:
+        """Mark a backfill starting after ``after_id`` unless one is marked; the mark."""
+        return await self._write(backfill_marks.begin, key, after_id)
+
+    async def end_backfill(self, key: ChannelKey, after_id: str) -> None:
+        """Clear the backfill mark if it is still ``after_id``."""
+        await self._write(backfill_marks.end, key, after_id)
+
+    async def backfill_mark(self, key: ChannelKey) -> str | None:
+        """The channel's backfill mark, if one is set."""
+        return await self._read(backfill_marks.get, key)
 
     # ------------------------------------------------------------------ archive
 
