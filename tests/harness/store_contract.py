@@ -31,8 +31,8 @@ from memory.models import (
 )
 from memory.search_text import query_terms
 from memory.store import Store
-from tests.harness.owed_contract import OwedContract
 from memory.text import clean_text
+from tests.harness.owed_contract import OwedContract
 
 __all__ = ["MakeStore", "StoreContract", "new_turn"]
 
@@ -96,7 +96,8 @@ async def _fold(store: Store, key: ChannelKey, through: int, text: str = "S", **
 
 
 class StoreContract(OwedContract):
-    """The contract suite (replies owed: ``OwedContract``). Subclasses override ``make_store``; see the module docstring."""
+    """The contract suite (replies owed: ``OwedContract``). Subclasses override
+    ``make_store``; see the module docstring."""
 
     @pytest.fixture
     async def make_store(self) -> AsyncIterator[MakeStore]:

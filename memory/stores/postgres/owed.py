@@ -21,8 +21,8 @@ __all__ = [
     "RELEASE_OWED",
     "RENEW_OWED",
     "SETTLE_OWED",
-    "owed_row",
     "owe_values",
+    "owed_row",
 ]
 
 _NOW = "extract(epoch from clock_timestamp())"

@@ -21,7 +21,6 @@ from memory.models import (
     Turn,
 )
 from memory.store import ChangeOutcome, ResetResult
-from memory.stores.postgres import owed
 from memory.stores.common import (
     CHANNEL_FACT_COLS,
     EPISODE_COLS,
@@ -44,6 +43,7 @@ from memory.stores.common import (
     refused_change,
     turn_terms,
 )
+from memory.stores.postgres import owed
 
 Conn = Any  # asyncpg ships no type hints
 
