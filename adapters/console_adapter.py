@@ -18,10 +18,11 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable
-from typing import TextIO, TypeVar
+from typing import Any, TextIO, TypeVar
 
 from bot.messages import IncomingMessage
 from bot.service import ChatService
+from bot.shutdown import SHUTDOWN_APOLOGY
 from memory.models import ChannelKey
 
 __all__ = ["HELP", "ConsoleChat", "console_key"]
@@ -67,24 +68,46 @@ class ConsoleChat:
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), self.stdin)
         return reader
 
-    async def run(self, banner: str = "") -> None:
-        """Read lines until ``/quit`` or end of input."""
+    async def run(self, banner: str = "", *, stop: asyncio.Event | None = None,
+                  grace: float = 10.0) -> None:
+        """Read lines until ``/quit``, end of input or ``stop`` (SIGTERM/SIGINT): then a
+        reply in flight gets ``grace`` seconds before it is given up with an apology."""
         if banner:
             self._print(banner)
         self._print(HELP)
         reader = await self._lines()
-        while True:
-            if self.interactive:
-                self.stdout.write(f"{self.user}> ")
-                self.stdout.flush()
-            raw = await reader.readline()
-            if not raw:
-                break
-            line = raw.decode("utf-8", "replace").rstrip("\r\n")
-            if not line.strip():
-                continue
-            if not await self.handle(line):
-                break
+        stopping = asyncio.ensure_future((stop or asyncio.Event()).wait())
+        try:
+            while not stopping.done():
+                if self.interactive:
+                    self.stdout.write(f"{self.user}> ")
+                    self.stdout.flush()
+                reading = asyncio.ensure_future(reader.readline())
+                await asyncio.wait({reading, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                if not reading.done():
+                    reading.cancel()
+                    break
+                raw = reading.result()
+                if not raw:
+                    break
+                line = raw.decode("utf-8", "replace").rstrip("\r\n")
+                if line.strip() and not await self._handle_until(line, stopping, grace):
+                    break
+        finally:
+            stopping.cancel()
+
+    async def _handle_until(self, line: str, stopping: asyncio.Future[Any], grace: float) -> bool:
+        """``handle(line)``; once ``stopping``, it has ``grace`` seconds left to finish."""
+        handling = asyncio.ensure_future(self.handle(line))
+        await asyncio.wait({handling, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not handling.done():
+            done, _ = await asyncio.wait({handling}, timeout=grace)
+            if not done:
+                handling.cancel()
+                await asyncio.gather(handling, return_exceptions=True)
+                self._print(f"gistbot> {SHUTDOWN_APOLOGY}")
+                return False
+        return handling.result() and not stopping.done()
 
     async def handle(self, line: str) -> bool:
         """Act on one input line; return False to stop."""

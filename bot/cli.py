@@ -81,32 +81,42 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-async def _console(settings: Settings, channel: str) -> None:
+async def _console(settings: Settings, channel: str, stop: asyncio.Event | None = None) -> None:
     from bot.app import Runtime
+    from bot.shutdown import install_stop_signals, reply_grace
 
+    if stop is None:
+        stop = asyncio.Event()
+        install_stop_signals(stop)
     async with Runtime.open(settings) as rt:
         model = "offline model (no LLM configured)" if rt.llm.is_offline else rt.llm.name
         banner = f"gistbot console · channel {channel} · {settings.database_url} · {model}"
-        await ConsoleChat(rt.service, channel=channel).run(banner)
+        await ConsoleChat(rt.service, channel=channel).run(
+            banner, stop=stop, grace=reply_grace(settings.shutdown_grace_seconds))
 
 
 async def _run(settings: Settings) -> None:
     from bot.app import Runtime
+    from bot.shutdown import install_stop_signals
 
+    stop = asyncio.Event()  # SIGTERM/SIGINT: stop intake, finish replies in flight, exit 0
+    install_stop_signals(stop)
     adapters = settings.adapters
     if not adapters:
         log.info("no DISCORD_TOKEN or Slack tokens configured: starting the console chat")
-        await _console(settings, "general")
+        await _console(settings, "general", stop)
         return
     async with Runtime.open(settings) as rt:
         jobs = []
         if "discord" in adapters:
-            jobs.append(run_discord(rt.service, settings))
+            jobs.append(run_discord(rt.service, settings, stop))
         if "slack" in adapters:
             # Both stores implement the claims structurally (Store does not declare them).
             claims = cast(DeliveryClaims, rt.store)
-            jobs.append(run_slack(rt.service, settings, claims))
+            jobs.append(run_slack(rt.service, settings, claims, stop=stop))
         await asyncio.gather(*jobs)
+    if stop.is_set():
+        log.info("stopped cleanly")
 
 
 async def _summary(settings: Settings, key: ChannelKey, out: TextIO) -> None:

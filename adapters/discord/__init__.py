@@ -13,6 +13,8 @@ it is missing.
 
 from __future__ import annotations
 
+import asyncio
+
 from bot.errors import ConfigError
 from bot.service import ChatService
 from bot.settings import Settings
@@ -27,8 +29,10 @@ def _missing_library(error: ImportError) -> bool:
     return (error.name or "").split(".")[0] == "discord"
 
 
-async def run_discord(service: ChatService, settings: Settings) -> None:
-    """Serve Discord for ``service`` with the ``DISCORD_*`` settings until cancelled."""
+async def run_discord(service: ChatService, settings: Settings,
+                      stop: asyncio.Event | None = None) -> None:
+    """Serve Discord for ``service`` with the ``DISCORD_*`` settings until cancelled or
+    ``stop`` (then replies in flight get their share of ``SHUTDOWN_GRACE_SECONDS``)."""
     try:
         from adapters.discord.launch import serve
         from adapters.discord.options import DiscordOptions
@@ -36,7 +40,10 @@ async def run_discord(service: ChatService, settings: Settings) -> None:
         if not _missing_library(e):
             raise
         raise ConfigError(_EXTRA) from None
-    await serve(service, DiscordOptions.from_settings(settings))
+    from bot.shutdown import reply_grace
+
+    await serve(service, DiscordOptions.from_settings(settings), stop=stop,
+                grace=reply_grace(settings.shutdown_grace_seconds))
 
 
 def invite_url(application_id: int | str) -> str:

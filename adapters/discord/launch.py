@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import discord
@@ -21,8 +22,10 @@ def create_client(service: ChatService, options: DiscordOptions,
     return GistbotClient(service, options, **client_options)
 
 
-async def serve(service: ChatService, options: DiscordOptions) -> None:
-    """Connect to Discord and serve until cancelled or the connection ends for good.
+async def serve(service: ChatService, options: DiscordOptions, *,
+                stop: asyncio.Event | None = None, grace: float = 10.0) -> None:
+    """Connect to Discord and serve until cancelled, ``stop`` is set (then replies in flight
+    get ``grace`` seconds: ``GistbotClient.shutdown``) or the connection ends for good.
 
     Raises ``ConfigError`` for a bad token or the Message Content intent not enabled in
     the Developer Portal.
@@ -30,7 +33,18 @@ async def serve(service: ChatService, options: DiscordOptions) -> None:
     client = create_client(service, options, **options.shards())
     try:
         async with client:
-            await client.start(options.token)
+            running = asyncio.create_task(client.start(options.token))
+            stopping = asyncio.create_task((stop or asyncio.Event()).wait())
+            try:
+                await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                if not running.done():
+                    await client.shutdown(grace)
+                await running
+            finally:
+                stopping.cancel()
+                if not running.done():
+                    running.cancel()
+                    await asyncio.gather(running, return_exceptions=True)
     except discord.LoginFailure:
         raise ConfigError("DISCORD_TOKEN was rejected by Discord: copy a fresh token from the "
                           "Developer Portal (Bot → Reset Token)") from None

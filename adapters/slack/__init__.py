@@ -48,4 +48,7 @@ async def run_slack(
             raise
         raise ConfigError("Slack support is not installed: pip install 'gistbot[slack]' "
                           "(or unset the SLACK_* tokens)") from None
-    await serve(service, SlackOptions.from_settings(settings), claims, client=client, stop=stop)
+    from bot.shutdown import reply_grace
+
+    await serve(service, SlackOptions.from_settings(settings), claims, client=client, stop=stop,
+                grace=reply_grace(settings.shutdown_grace_seconds))

@@ -14,6 +14,7 @@ from adapters.slack.options import SlackOptions
 from adapters.slack.transport import connect_socket_mode, serve_http
 from adapters.slack.web import make_web_client
 from bot.errors import ConfigError
+from bot.owed import answer_missed_mentions
 from bot.service import ChatService
 
 __all__ = ["serve"]
@@ -28,11 +29,15 @@ async def serve(
     *,
     client: AsyncWebClient | None = None,
     stop: asyncio.Event | None = None,
+    grace: float = 10.0,
 ) -> None:
     """Run the Slack adapter until cancelled (or ``stop`` is set).
 
     Socket Mode when ``SLACK_APP_TOKEN`` is set, else HTTP mode on ``HOST:PORT``.
     Raises ``ConfigError`` when the bot token is rejected or neither mode is configured.
+    On ``stop`` the connection closes first (no new events: Slack re-delivers what it
+    could not hand over), then replies in flight get ``grace`` seconds (the rest end with
+    an apology and are answered after the restart).
     """
     if options.app_token is None and options.signing_secret is None:
         raise ConfigError(
@@ -43,6 +48,7 @@ async def serve(
     me = await adapter.identify()
     app = build_app(adapter)
     waiting = stop or asyncio.Event()  # never set: run until cancelled
+    missed = start_answering_missed(adapter)
     try:
         if options.app_token is not None:
             async with connect_socket_mode(app, options.app_token, adapter.client):
@@ -53,4 +59,13 @@ async def serve(
                 log.info("Slack: HTTP mode as @%s, listening on %s", me.name, url)
                 await waiting.wait()
     finally:
-        await adapter.close()
+        missed.cancel()
+        await asyncio.gather(missed, return_exceptions=True)
+        await adapter.close(within=grace)
+
+
+def start_answering_missed(adapter: SlackAdapter) -> asyncio.Task[None]:
+    """Startup hook: answer the mentions a crash left unanswered, then keep sweeping."""
+    return asyncio.get_running_loop().create_task(
+        answer_missed_mentions(adapter.service, "slack", adapter.events.deliver_owed)
+    )

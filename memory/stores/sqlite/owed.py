@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from memory.models import ChannelKey, OwedReply, Turn
 from memory.stores.sqlite.writer import WriteTx
@@ -26,10 +27,10 @@ _COLS = "platform, workspace, channel, message_id, seq, sent_at, route, attempts
 _KEY = "platform = ? AND workspace = ? AND channel = ? AND message_id = ?"
 
 
-def _row(row: Sequence[object]) -> OwedReply:
+def _row(row: Sequence[Any]) -> OwedReply:
     platform, workspace, channel, mid, seq, sent_at, route, attempts = row
-    return OwedReply(ChannelKey(str(platform), str(workspace), str(channel)), str(mid),
-                     int(seq), float(sent_at), str(route), int(attempts))  # type: ignore[arg-type]
+    return OwedReply(ChannelKey(platform, workspace, channel), mid, int(seq), float(sent_at),
+                     route, int(attempts))
 
 
 def owe(tx: WriteTx, stored: Turn, owner: str, claim_seconds: float, route: str) -> None:
