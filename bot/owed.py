@@ -37,6 +37,7 @@ __all__ = [
     "OwedReplies",
     "answer_missed_mentions",
     "answer_owed",
+    "stop_answering_missed",
     "sweep_missed",
 ]
 
@@ -150,7 +151,7 @@ async def answer_owed(service: ChatService, owed: OwedReply) -> Reply | None:
 
 
 async def sweep_missed(service: ChatService, platform: str, deliver: Deliver,
-                       *, limit: int = 20) -> int:
+                       *, limit: int = 20, stop: asyncio.Event | None = None) -> int:
     """Answer ``platform``'s owed mentions whose claim ran out; drop (and log) those too old
     or tried too often. Returns how many were answered."""
     owed = service.owed
@@ -170,7 +171,12 @@ async def sweep_missed(service: ChatService, platform: str, deliver: Deliver,
         return 0
     batch = await owed.ledger.claim_due(platform, owed.owner, owed.claim_seconds,
                                         since=now - owed.answer_missed_seconds, limit=limit)
-    for item in batch:
+    for n, item in enumerate(batch):
+        if stop is not None and stop.is_set():  # shutting down: the rest stay due
+            for rest in batch[n:]:
+                owed.answering(rest.key, rest.message_id)
+                await owed.finished(rest.key, rest.message_id, delivered=False)
+            break
         owed.answering(item.key, item.message_id)
         delivered = False
         try:
@@ -186,21 +192,22 @@ async def sweep_missed(service: ChatService, platform: str, deliver: Deliver,
             log.exception("answering the missed mention %s in %s failed", item.message_id,
                           item.key)
         finally:
-            await owed.finished(item.key, item.message_id, delivered=delivered)
+            await asyncio.shield(owed.finished(item.key, item.message_id, delivered=delivered))
     return answered
 
 
 async def answer_missed_mentions(service: ChatService, platform: str, deliver: Deliver,
                                  stop: asyncio.Event | None = None) -> None:
     """Startup hook of every adapter: answer the mentions a crash left unanswered now, then
-    keep sweeping (a dead replica's claims run out later) until cancelled or ``stop``."""
+    keep sweeping (a dead replica's claims run out later) until cancelled or ``stop`` (an
+    answer being delivered then is finished first: :func:`stop_answering_missed`)."""
     owed = service.owed
     if owed is None:
         return
     interval = max(0.5, min(5.0, owed.claim_seconds / 3))
     while stop is None or not stop.is_set():
         try:
-            while await sweep_missed(service, platform, deliver) > 0:
+            while await sweep_missed(service, platform, deliver, stop=stop) > 0:
                 pass
         except Exception:
             log.warning("sweeping %s for unanswered mentions failed", platform, exc_info=True)
@@ -209,3 +216,16 @@ async def answer_missed_mentions(service: ChatService, platform: str, deliver: D
         else:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), interval)
+
+
+async def stop_answering_missed(task: asyncio.Task[None] | None, stop: asyncio.Event,
+                                grace: float) -> None:
+    """Stop the sweep of :func:`answer_missed_mentions`: let a late answer being delivered
+    finish within ``grace`` seconds, then cancel (its debt is released either way)."""
+    stop.set()
+    if task is None or task is asyncio.current_task():
+        return
+    done, _ = await asyncio.wait({task}, timeout=grace)
+    if not done:
+        task.cancel()
+    await asyncio.gather(task, return_exceptions=True)

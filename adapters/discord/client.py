@@ -33,7 +33,7 @@ from adapters.discord.text import (
 from adapters.discord.text import to_incoming as translate
 from adapters.replies import LiveThrottle
 from bot.messages import IncomingMessage, Reply
-from bot.owed import answer_missed_mentions
+from bot.owed import answer_missed_mentions, stop_answering_missed
 from bot.service import ChatService
 from bot.shutdown import SHUTDOWN_APOLOGY
 from memory.models import OwedReply
@@ -87,6 +87,7 @@ class GistbotClient(discord.AutoShardedClient):
         self._warned: set[tuple[int, str]] = set()
         self._replying: set[asyncio.Task[Any]] = set()  # message handlers in flight
         self._missed: asyncio.Task[None] | None = None
+        self._sweeping = asyncio.Event()
         add_commands(self.tree, service, options)
 
     # ------------------------------------------------------------------ lifecycle
@@ -97,7 +98,7 @@ class GistbotClient(discord.AutoShardedClient):
             self.service.set_identity("discord", str(self.user.id), self.user.display_name)
         # Startup hook: answer the mentions a crash left unanswered, then keep sweeping.
         self._missed = asyncio.create_task(
-            answer_missed_mentions(self.service, "discord", self.deliver_owed))
+            answer_missed_mentions(self.service, "discord", self.deliver_owed, self._sweeping))
         targets: list[discord.Object | None] = [discord.Object(g) for g in self.options.guild_ids]
         for guild in targets or [None]:
             if guild is not None:
@@ -112,7 +113,7 @@ class GistbotClient(discord.AutoShardedClient):
     async def shutdown(self, grace: float) -> None:
         """Stop taking events (the gateway is closed), give replies in flight ``grace``
         seconds, end the rest with an apology (answered after the restart), then close."""
-        await self._stop_sweeping()
+        await self._stop_sweeping(grace)
         for shard in list(self.shards.values()):
             with contextlib.suppress(Exception):
                 await shard.disconnect()
@@ -130,11 +131,9 @@ class GistbotClient(discord.AutoShardedClient):
         await self._stop_sweeping()
         await super().close()
 
-    async def _stop_sweeping(self) -> None:
+    async def _stop_sweeping(self, grace: float = 0.0) -> None:
         task, self._missed = self._missed, None
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        await stop_answering_missed(task, self._sweeping, grace)
 
     async def on_ready(self) -> None:
         """Log where the bot is."""

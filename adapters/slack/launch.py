@@ -14,7 +14,7 @@ from adapters.slack.options import SlackOptions
 from adapters.slack.transport import connect_socket_mode, serve_http
 from adapters.slack.web import make_web_client
 from bot.errors import ConfigError
-from bot.owed import answer_missed_mentions
+from bot.owed import answer_missed_mentions, stop_answering_missed
 from bot.service import ChatService
 
 __all__ = ["serve"]
@@ -48,7 +48,8 @@ async def serve(
     me = await adapter.identify()
     app = build_app(adapter)
     waiting = stop or asyncio.Event()  # never set: run until cancelled
-    missed = start_answering_missed(adapter)
+    sweeping = asyncio.Event()
+    missed = start_answering_missed(adapter, sweeping)
     try:
         if options.app_token is not None:
             async with connect_socket_mode(app, options.app_token, adapter.client):
@@ -59,13 +60,12 @@ async def serve(
                 log.info("Slack: HTTP mode as @%s, listening on %s", me.name, url)
                 await waiting.wait()
     finally:
-        missed.cancel()
-        await asyncio.gather(missed, return_exceptions=True)
+        await stop_answering_missed(missed, sweeping, grace)
         await adapter.close(within=grace)
 
 
-def start_answering_missed(adapter: SlackAdapter) -> asyncio.Task[None]:
+def start_answering_missed(adapter: SlackAdapter, stop: asyncio.Event) -> asyncio.Task[None]:
     """Startup hook: answer the mentions a crash left unanswered, then keep sweeping."""
     return asyncio.get_running_loop().create_task(
-        answer_missed_mentions(adapter.service, "slack", adapter.events.deliver_owed)
+        answer_missed_mentions(adapter.service, "slack", adapter.events.deliver_owed, stop)
     )
