@@ -205,12 +205,18 @@ async def answer_missed_mentions(service: ChatService, platform: str, deliver: D
     if owed is None:
         return
     interval = max(0.5, min(5.0, owed.claim_seconds / 3))
+    first = True
     while stop is None or not stop.is_set():
+        answered = 0
         try:
-            while await sweep_missed(service, platform, deliver, stop=stop) > 0:
-                pass
+            while (n := await sweep_missed(service, platform, deliver, stop=stop)) > 0:
+                answered += n
         except Exception:
             log.warning("sweeping %s for unanswered mentions failed", platform, exc_info=True)
+        if first:  # the startup sweep; a dead replica's live claims are swept later
+            log.info("%s: %d mentions left unanswered before the start answered", platform,
+                     answered)
+            first = False
         if stop is None:
             await asyncio.sleep(interval)
         else:
