@@ -227,3 +227,54 @@ async def test_sigterm_as_pid_1_of_a_pid_namespace(tmp_path: Path) -> None:
     assert len(answers_to(slack, "You said: ")) == 1
     assert placeholders_left(slack) == 0
     assert [a for a in acked if a not in stored_ids(db)] == []
+
+
+async def test_slack_socket_mode_sigterm_with_a_reply_in_flight(tmp_path: Path) -> None:
+    db = tmp_path / "bot.db"
+    base = int(time.time())
+    async with FakeSlack() as slack, slow_replies(4.0) as llm:
+        directory(slack)
+        env = slack_env(f"sqlite:///{db}", slack, llm, SECRET, SLACK_APP_TOKEN=slack.app_token)
+        del env["SLACK_SIGNING_SECRET"]
+        async with bot_process(env) as bot:
+            await bot.wait_log("connected in Socket Mode")
+            events = [mention(f"plain {i}", ts=f"{base - 1}.{i:06d}", kind="message")
+                      for i in range(30)] + [mention(ts=f"{base}.000100")]
+            for n, event in enumerate(events):
+                await slack.socket_send({
+                    "envelope_id": f"env-{n}", "type": "events_api",
+                    "accepts_response_payload": False, "retry_attempt": 0, "retry_reason": "",
+                    "payload": event_body(event, event_id=f"Ev{n}"),
+                })  # fmt: skip
+            await llm.wait_for(lambda m: reply_requests(m) >= 1, within=20)
+            bot.send(SIGTERM)
+            code = await bot.wait(within=GRACE + 10)
+    acked = {m["envelope_id"] for m in slack.socket_received if "envelope_id" in m}
+    acked_ts = [str(e["ts"]) for n, e in enumerate(events) if f"env-{n}" in acked]
+    assert code == 0, bot.log
+    assert bot.stop_seconds < GRACE
+    assert len(acked_ts) == len(events)
+    assert [t for t in acked_ts if t not in stored_ids(db)] == []
+    assert len(answers_to(slack, "You said: ")) == 1
+    assert placeholders_left(slack) == 0
+    assert open_debts(db) == []
+
+
+async def test_console_sigterm_with_a_reply_in_flight_prints_it_and_exits_0(
+    tmp_path: Path,
+) -> None:
+    async with slow_replies(4.0) as llm:
+        env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'bot.db'}",
+               "OPENAI_BASE_URL": llm.base_url, "MODEL_NAME": "gpt-test",
+               "LLM_MAX_RETRIES": "0"}
+        async with bot_process(env, console=True) as bot:
+            assert bot.proc.stdin is not None and bot.proc.stdout is not None
+            bot.proc.stdin.write(b"what about order 1234?\n")
+            await bot.proc.stdin.drain()
+            await llm.wait_for(lambda m: reply_requests(m) >= 1, within=20)
+            bot.send(SIGTERM)
+            out = (await bot.proc.stdout.read()).decode()
+            code = await bot.wait(within=GRACE + 10)
+    assert code == 0, bot.log
+    assert "gistbot> You said: " in out and "what about order 1234?" in out
+    assert bot.stop_seconds < GRACE

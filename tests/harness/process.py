@@ -84,15 +84,16 @@ class BotProcess:
 
 
 @contextlib.asynccontextmanager
-async def bot_process(env: dict[str, str], *,
-                      prefix: Sequence[str] = ()) -> AsyncIterator[BotProcess]:
+async def bot_process(env: dict[str, str], *, prefix: Sequence[str] = (),
+                      console: bool = False) -> AsyncIterator[BotProcess]:
     """Start ``gistbot run`` with ``env`` (``prefix``: e.g. ``unshare …``); killed on exit
-    if the test left it running."""
+    if the test left it running. ``console``: stdin and stdout are pipes (the console chat
+    with no platform configured)."""
+    pipe, null = asyncio.subprocess.PIPE, asyncio.subprocess.DEVNULL
     proc = await asyncio.create_subprocess_exec(
         *prefix, sys.executable, "-m", "tests.bot_child", cwd=ROOT,
         env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), **env},
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
+        stdin=pipe if console else null, stdout=pipe if console else null, stderr=pipe,
     )
     bot = BotProcess(proc)
     try:
