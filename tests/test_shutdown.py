@@ -160,6 +160,7 @@ async def test_discord_sigterm_with_a_reply_in_flight_loses_nothing(tmp_path: Pa
             code = await bot.wait(within=GRACE + 10)
         answers = [r.json["content"] for r in discord.sent_to(W.general)
                    if "You said" in str((r.json or {}).get("content"))]
+    print(f"stopped {bot.stop_seconds:.2f} s after the signal, exit {code}")
     assert code == 0, bot.log
     assert bot.stop_seconds < GRACE, bot.log
     assert len(answers) == 1
@@ -180,6 +181,7 @@ async def test_a_reply_that_cannot_finish_gets_an_apology_and_is_answered_after_
         async with bot_process(env) as bot:
             acked = await slack_burst_then_signal(bot, slack, llm, SIGTERM)
             code = await bot.wait(within=10)
+        print(f"stopped {bot.stop_seconds:.2f} s after the signal, exit {code}")
         assert code == 0, bot.log
         assert answers_to(slack, SHUTDOWN_APOLOGY)  # the placeholder became an apology
         assert placeholders_left(slack) == 0
@@ -222,6 +224,7 @@ async def test_sigterm_as_pid_1_of_a_pid_namespace(tmp_path: Path) -> None:
             inner = _child_of(bot.proc.pid)
             acked = await slack_burst_then_signal(bot, slack, llm, SIGTERM, pid=inner)
             code = await bot.wait(within=GRACE + 10)  # unshare exits with the bot's status
+    print(f"stopped {bot.stop_seconds:.2f} s after the signal, exit {code}")
     assert code == 0, bot.log
     assert bot.stop_seconds < GRACE
     assert len(answers_to(slack, "You said: ")) == 1
@@ -251,6 +254,7 @@ async def test_slack_socket_mode_sigterm_with_a_reply_in_flight(tmp_path: Path) 
             code = await bot.wait(within=GRACE + 10)
     acked = {m["envelope_id"] for m in slack.socket_received if "envelope_id" in m}
     acked_ts = [str(e["ts"]) for n, e in enumerate(events) if f"env-{n}" in acked]
+    print(f"stopped {bot.stop_seconds:.2f} s after the signal, exit {code}")
     assert code == 0, bot.log
     assert bot.stop_seconds < GRACE
     assert len(acked_ts) == len(events)
@@ -275,6 +279,7 @@ async def test_console_sigterm_with_a_reply_in_flight_prints_it_and_exits_0(
             bot.send(SIGTERM)
             out = (await bot.proc.stdout.read()).decode()
             code = await bot.wait(within=GRACE + 10)
+    print(f"stopped {bot.stop_seconds:.2f} s after the signal, exit {code}")
     assert code == 0, bot.log
     assert "gistbot> You said: " in out and "what about order 1234?" in out
     assert bot.stop_seconds < GRACE
