@@ -283,3 +283,18 @@ async def test_console_sigterm_with_a_reply_in_flight_prints_it_and_exits_0(
     assert code == 0, bot.log
     assert "gistbot> You said: " in out and "what about order 1234?" in out
     assert bot.stop_seconds < GRACE
+
+
+@pytest.mark.parametrize(("name", "bad"), [
+    ("SHUTDOWN_GRACE_SECONDS", "0"), ("SHUTDOWN_GRACE_SECONDS", "soon"),
+    ("ANSWER_MISSED_SECONDS", "-1"), ("REPLY_CLAIM_SECONDS", "0.5"),
+])
+def test_bad_shutdown_and_restart_settings_name_the_variable(name: str, bad: str) -> None:
+    from bot.errors import ConfigError
+    from bot.settings import load_settings
+
+    with pytest.raises(ConfigError, match=name):
+        load_settings({name: bad}, env_file=None)
+    defaults = load_settings({}, env_file=None)
+    assert (defaults.shutdown_grace_seconds, defaults.answer_missed_seconds,
+            defaults.reply_claim_seconds) == (20, 300, 30)
