@@ -224,3 +224,27 @@ async def test_a_redelivery_while_the_dead_process_still_holds_the_claim_waits(
     await h.settle()
     assert posts(h.fake) == [] and h.llm.reply_calls == 0  # owed still, answered later
     assert await h.rt.store.claim_owed(KEY, ts, "dead-process", 30) is not None
+
+
+async def test_discord_answers_a_missed_mention_as_a_reply_to_it(
+    tmp_path: Path, discord_fake: object, discord_llm: object
+) -> None:
+    import discord
+
+    from tests.harness.discord import GENERAL, W, make_settings, running
+
+    fake, llm = discord_fake, discord_llm
+    settings = make_settings(tmp_path, llm)  # type: ignore[arg-type]
+    async with running(settings) as (rt, client, _):
+        mid = str(discord.utils.time_snowflake(discord.utils.utcnow()))
+        turn = NewTurn(GENERAL, mid, "user", str(W.alice["id"]), "Alice",
+                       "@gistbot what about order 1234?", 8, time.time())
+        await rt.store.record(replace(turn, due=ReplyDue("dead-process", 0.2)))
+        await asyncio.sleep(0.3)
+        assert await sweep_missed(rt.service, "discord", client.deliver_owed) == 1
+        [sent] = fake.sent_to(W.general)  # type: ignore[attr-defined]
+        assert str(sent.json["message_reference"]["message_id"]) == mid
+        assert "You said" in sent.json["content"]
+        assert sent.json["allowed_mentions"]["parse"] == []
+        assert await sweep_missed(rt.service, "discord", client.deliver_owed) == 0
+        assert await rt.store.claim_owed(GENERAL, mid, "x", 30) is None  # settled

@@ -203,12 +203,11 @@ class GistbotClient(discord.AutoShardedClient):
 
     async def deliver_owed(self, owed: OwedReply, reply: Reply) -> bool:
         """Deliver the late answer to a mention a crash left unanswered (``bot.owed``)."""
-        channel = self.get_channel(int(owed.key.channel))
-        if channel is None:
-            channel = await self.fetch_channel(int(owed.key.channel))
-        if not isinstance(channel, discord.abc.Messageable):
-            return False
-        trigger = channel.get_partial_message(int(owed.message_id))  # type: ignore[attr-defined]
+        channel: Any = self.get_channel(int(owed.key.channel))
+        if not isinstance(channel, discord.TextChannel | discord.Thread | discord.DMChannel):
+            guild = None if owed.key.workspace == "dm" else int(owed.key.workspace)
+            channel = self.get_partial_messageable(int(owed.key.channel), guild_id=guild)
+        trigger = channel.get_partial_message(int(owed.message_id))
         return await self._deliver(trigger, reply.text, None)
 
     async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
