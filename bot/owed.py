@@ -10,6 +10,10 @@ message is younger than ``ANSWER_MISSED_SECONDS``; older debts are dropped and l
 platform's re-delivery of such a message claims it too, so it is answered, not dropped as
 a duplicate. Claims are conditional updates in the database, so two replicas never both
 answer; a live claim is renewed every third of ``REPLY_CLAIM_SECONDS``.
+
+Other paths that record a mention nobody is answering yet (say, a backfill after downtime)
+record it with ``ReplyDue("", claim_seconds, route)``: unclaimed, so the next sweep answers
+it if it is young enough.
 """
 
 from __future__ import annotations
