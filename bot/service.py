@@ -219,13 +219,11 @@ class ChatService:
             log.error("could not record message %s in %s: %s", msg.message_id, msg.key, e,
                       exc_info=e)
             return Reply(STORE_FAILED, failed=True) if addressed else None
-        if not addressed:
-            return None
-        if not result.created:  # a re-delivery: answered already, unless its reply is owed
-            if self.owed is None or not await self.owed.redelivered(msg):
-                return None
-        elif due is not None:
-            self.owed.answering(msg.key, msg.message_id)  # type: ignore[union-attr]
+        owed = self.owed  # a re-delivery is answered only while its reply is still owed
+        if not addressed or not (result.created or (owed and await owed.redelivered(msg))):
+            return None  # not for us, or a re-delivery we answered (or are answering)
+        if due is not None and owed is not None and result.created:
+            owed.answering(msg.key, msg.message_id)
         if limit and len(msg.text) > limit:
             log.info("message %s in %s is %d characters (limit %d): stored cut, not answered",
                      msg.message_id, msg.key, len(msg.text), limit)
@@ -302,11 +300,9 @@ class ChatService:
             text = cut(text, MAX_REPLY_CHARS, "answer")
         bot_id, bot_name = self.identity(msg.key.platform)
         reply_id = f"reply:{msg.message_id}"
-        try:
-            stored = await self.memory.record(
-                NewTurn(msg.key, reply_id, "assistant", bot_id, bot_name, text, 0, time.time())
-            )
-            text = stored.turn.text  # answered before a crash: repeat what memory holds
+        try:  # answered before a crash: the stored text is repeated
+            text = (await self.memory.record(NewTurn(
+                msg.key, reply_id, "assistant", bot_id, bot_name, text, 0, time.time()))).turn.text
         except StoreError as e:  # the answer is still worth giving; memory lacks only it
             log.error("could not record the reply to %s in %s: %s", msg.message_id, msg.key,
                       e, exc_info=e)
