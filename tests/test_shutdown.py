@@ -298,3 +298,43 @@ def test_bad_shutdown_and_restart_settings_name_the_variable(name: str, bad: str
     defaults = load_settings({}, env_file=None)
     assert (defaults.shutdown_grace_seconds, defaults.answer_missed_seconds,
             defaults.reply_claim_seconds) == (20, 300, 30)
+
+
+@pytest.mark.parametrize(("summary_seconds", "committed"), [(1.0, True), (60.0, False)],
+                         ids=["commits", "abandons"])
+async def test_sigterm_lets_a_compaction_commit_or_abandon_cleanly(
+    tmp_path: Path, summary_seconds: float, committed: bool
+) -> None:
+    """A compaction in flight at SIGTERM commits if it finishes within its share of the grace
+    (a quarter, at most 5 s), else is cancelled having committed nothing; either way the
+    file is consistent and every message is stored."""
+    from tests.fakes.openai_server import default_responder, is_summary_request
+
+    db = tmp_path / "bot.db"
+    base = int(time.time())
+    llm = FakeOpenAI(responder=default_responder, strict=False,
+                     latency=lambda b: summary_seconds if is_summary_request(b) else 0.0)
+    async with FakeSlack() as slack, llm:
+        directory(slack)
+        env = slack_env(f"sqlite:///{db}", slack, llm, SECRET, MAX_HISTORY_MESSAGES="4",
+                        KEEP_RECENT_MESSAGES="2", SHUTDOWN_GRACE_SECONDS=str(GRACE))
+        async with bot_process(env) as bot:
+            url = (await bot.wait_log(r"listening on (\S+)")).group(1)
+            async with aiohttp.ClientSession() as http:
+                for i in range(8):
+                    event = mention(f"order ORD-{i} is late", ts=f"{base}.{i:06d}",
+                                    kind="message")
+                    assert await post_event(http, url, event, f"EvC{i}") == 200
+            await llm.wait_for(lambda m: any(is_summary_request(r.json or {})
+                                             for r in m.chat_requests), within=20)
+            bot.send(SIGTERM)
+            code = await bot.wait(within=GRACE + 10)
+    print(f"stopped {bot.stop_seconds:.2f} s after the signal, exit {code}")
+    assert code == 0, bot.log
+    assert bot.stop_seconds < GRACE
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        summary, folded = conn.execute("SELECT summary, folded_through FROM channels").fetchone()
+        stored = conn.execute("SELECT count(*) FROM turns").fetchone()[0]
+    assert stored == 8
+    assert (folded > 0 and "ORD-0" in summary) if committed else (folded, summary) == (0, "")
