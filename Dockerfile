@@ -39,6 +39,13 @@ ENV PATH=/opt/venv/bin:$PATH \
     DATABASE_URL=sqlite:////data/gistbot.db \
     HOST=0.0.0.0 \
     PORT=3000
+# tini is PID 1: it forwards SIGTERM to gistbot (which drains for SHUTDOWN_GRACE_SECONDS,
+# then exits 0) and reaps zombies. gistbot also handles SIGTERM itself, so `docker run
+# --init` or compose's `init: true` work too. The version is the base image's Debian one.
+# hadolint ignore=DL3008
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends tini \
+ && rm -rf /var/lib/apt/lists/*
 RUN groupadd --system --gid 10001 gistbot \
  && useradd --system --uid 10001 --gid gistbot --home-dir /data --no-create-home \
         --shell /usr/sbin/nologin gistbot \
@@ -58,4 +65,8 @@ EXPOSE 3000
 # call the LLM, which is too heavy and costly to run every minute.
 HEALTHCHECK --interval=60s --timeout=15s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import asyncio\nfrom bot.app import make_store\nfrom bot.settings import load_settings\nasync def main():\n    store = make_store(load_settings())\n    await store.open()\n    await store.close()\nasyncio.run(asyncio.wait_for(main(), 10))"]
+# docker stop sends this, waits (give it more than SHUTDOWN_GRACE_SECONDS: `docker stop -t
+# 30`, compose's stop_grace_period), then SIGKILLs.
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["tini", "-s", "--"]
 CMD ["gistbot", "run"]

@@ -27,11 +27,12 @@ import threading
 import time
 import uuid
 from collections.abc import Awaitable
-from typing import TextIO, TypeVar
+from typing import Any, TextIO, TypeVar
 
 from bot.logs import LiveLine
 from bot.messages import IncomingMessage
 from bot.service import ChatService
+from bot.shutdown import SHUTDOWN_APOLOGY
 from memory.models import ChannelKey
 
 __all__ = ["HELP", "ConsoleChat", "console_key"]
@@ -74,33 +75,45 @@ class ConsoleChat:
             self.stdout.write(text + "\n")
             self.stdout.flush()
 
-    async def run(self, banner: str = "") -> None:
-        """Read messages until ``/quit`` or end of input."""
-        if self.interactive:
-            if banner:
-                self._print(banner)
-            self._print(HELP)
-            await self._interactive()
-        else:
-            await self._batch()
+    async def run(self, banner: str = "", *, stop: asyncio.Event | None = None,
+                  grace: float = 10.0) -> None:
+        """Read messages until ``/quit``, end of input or ``stop`` (SIGTERM/SIGINT): then a
+        reply in flight gets ``grace`` seconds before it is given up with an apology."""
+        stopping = asyncio.ensure_future((stop or asyncio.Event()).wait())
+        try:
+            if self.interactive:
+                if banner:
+                    self._print(banner)
+                self._print(HELP)
+                await self._interactive(stopping, grace)
+            else:
+                await self._batch(stopping, grace)
+        finally:
+            stopping.cancel()
 
-    async def _interactive(self) -> None:
+    async def _interactive(self, stopping: asyncio.Future[Any], grace: float) -> None:
         from prompt_toolkit import PromptSession
         from prompt_toolkit.history import InMemoryHistory
         from prompt_toolkit.patch_stdout import patch_stdout
 
         session: PromptSession[str] = PromptSession(history=InMemoryHistory())
-        while True:
+        while not stopping.done():
             try:
                 # Only while the prompt is up: records written meanwhile go above it.
                 with patch_stdout(raw=True):
-                    line = await session.prompt_async(f"{self.user}> ")
+                    prompt = asyncio.ensure_future(session.prompt_async(f"{self.user}> "))
+                    await asyncio.wait({prompt, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                    if not prompt.done():  # a signal while waiting for input
+                        prompt.cancel()
+                        await asyncio.gather(prompt, return_exceptions=True)
+                        return
+                    line = prompt.result()
             except (EOFError, KeyboardInterrupt):
                 return
-            if line.strip() and not await self.handle(line):
+            if line.strip() and not await self._handle_until(line, stopping, grace):
                 return
 
-    async def _batch(self) -> None:
+    async def _batch(self, stopping: asyncio.Future[Any], grace: float) -> None:
         loop = asyncio.get_running_loop()
         lines: asyncio.Queue[str | None] = asyncio.Queue()
         wanted = threading.Semaphore(0)
@@ -109,14 +122,32 @@ class ConsoleChat:
             name="console-stdin",
         )
         reader.start()
-        while True:
+        while not stopping.done():
             wanted.release()
-            line = await lines.get()
+            getting = asyncio.ensure_future(lines.get())
+            await asyncio.wait({getting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not getting.done():
+                getting.cancel()
+                return
+            line = getting.result()
             if line is None:
                 return
             line = line.rstrip("\r\n")
-            if line.strip() and not await self.handle(line):
+            if line.strip() and not await self._handle_until(line, stopping, grace):
                 return
+
+    async def _handle_until(self, line: str, stopping: asyncio.Future[Any], grace: float) -> bool:
+        """``handle(line)``; once ``stopping``, it has ``grace`` seconds left to finish."""
+        handling = asyncio.ensure_future(self.handle(line))
+        await asyncio.wait({handling, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not handling.done():
+            done, _ = await asyncio.wait({handling}, timeout=grace)
+            if not done:
+                handling.cancel()
+                await asyncio.gather(handling, return_exceptions=True)
+                self._print(f"gistbot> {SHUTDOWN_APOLOGY}")
+                return False
+        return handling.result() and not stopping.done()
 
     async def handle(self, line: str) -> bool:
         """Act on one input line; return False to stop."""

@@ -20,8 +20,10 @@ from bot.budget import window_policy
 from bot.errors import ConfigError
 from bot.llm import LLM, OpenAILLM, UsageMeter
 from bot.offline_llm import OfflineLLM
+from bot.owed import OwedReplies
 from bot.service import ChatService, ServiceConfig
 from bot.settings import Settings
+from bot.shutdown import compaction_grace
 from memory.config import MemoryConfig
 from memory.manager import MemoryManager
 from memory.store import Store
@@ -143,9 +145,12 @@ class Runtime:
                 user_rate_limit=settings.user_rate_limit,
                 max_input_chars=settings.max_input_chars,
             )
-            service = ChatService(memory, model, config)
+            owed = OwedReplies(store, claim_seconds=settings.reply_claim_seconds,
+                               answer_missed_seconds=settings.answer_missed_seconds)
+            service = ChatService(memory, model, config, owed=owed)
             if start_background:
                 await memory.start()
+                owed.start()
             if model.is_offline and warn_offline:
                 log.warning(
                     "no language model configured: replying with the offline model "
@@ -154,7 +159,8 @@ class Runtime:
             try:
                 yield cls(settings, store, memory, model, service, meter)
             finally:
-                await memory.close()
+                await owed.close()
+                await memory.close(grace=compaction_grace(settings.shutdown_grace_seconds))
         finally:
             with contextlib.suppress(Exception):
                 aclose = getattr(model, "aclose", None)

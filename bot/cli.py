@@ -134,9 +134,14 @@ def _application_id(value: str) -> str:
     return value
 
 
-async def _console(settings: Settings, channel: str, live: LiveLine) -> None:
+async def _console(settings: Settings, channel: str, live: LiveLine,
+                   stop: asyncio.Event | None = None) -> None:
     from bot.app import Runtime
+    from bot.shutdown import install_stop_signals, reply_grace
 
+    if stop is None:
+        stop = asyncio.Event()
+        install_stop_signals(stop)
     # The banner says the model is offline; no warning log line in the chat for it.
     async with Runtime.open(settings, warn_offline=False) as rt:
         model = (
@@ -147,27 +152,33 @@ async def _console(settings: Settings, channel: str, live: LiveLine) -> None:
         if "@" in where:  # user:password@host: show the host only
             where = where.split("://", 1)[0] + "://…@" + where.rsplit("@", 1)[1]
         banner = f"gistbot console · channel {channel} · {where} · {model}"
-        await ConsoleChat(rt.service, channel=channel, live=live).run(banner)
+        await ConsoleChat(rt.service, channel=channel, live=live).run(
+            banner, stop=stop, grace=reply_grace(settings.shutdown_grace_seconds))
 
 
 async def _run(settings: Settings, live: LiveLine) -> None:
     from bot.app import Runtime
+    from bot.shutdown import install_stop_signals
 
+    stop = asyncio.Event()  # SIGTERM/SIGINT: stop intake, finish replies in flight, exit 0
+    install_stop_signals(stop)
     adapters = settings.adapters
     if not adapters:
         log.info("no DISCORD_TOKEN or Slack tokens configured: starting the console chat")
-        await _console(settings, "general", live)
+        await _console(settings, "general", live, stop)
         return
     async with Runtime.open(settings) as rt:
         jobs = []
         history = cast(HistoryStore, rt.store)  # backfill after downtime reads the cursor
         if "discord" in adapters:
-            jobs.append(run_discord(rt.service, settings, history))
+            jobs.append(run_discord(rt.service, settings, history, stop))
         if "slack" in adapters:
             # Both stores implement the claims structurally (Store does not declare them).
             claims = cast(DeliveryClaims, rt.store)
-            jobs.append(run_slack(rt.service, settings, claims, history=history))
+            jobs.append(run_slack(rt.service, settings, claims, history=history, stop=stop))
         await asyncio.gather(*jobs)
+    if stop.is_set():
+        log.info("stopped cleanly")
 
 
 async def _known(store: Store, key: ChannelKey, settings: Settings) -> None:

@@ -26,6 +26,7 @@ class IncomingMessage:
     mentions_bot: bool = False
     is_direct: bool = False
     reply_to_bot: bool = False
+    route: str = ""  # what the adapter needs to answer it later (Slack: the thread's ts)
 
 
 @dataclass(frozen=True, slots=True)

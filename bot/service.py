@@ -35,6 +35,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from bot.errors import (
     ContextLengthExceeded,
@@ -55,6 +56,9 @@ from memory.manager import MemoryManager
 from memory.models import ChannelKey, ChannelStats, LongTermFact, MemoryView, NewTurn
 from memory.recall import episode_spans, fact_line
 from memory.speakers import human_name
+
+if TYPE_CHECKING:
+    from bot.owed import OwedReplies
 
 __all__ = [
     "MAX_FACT_CHARS",
@@ -148,11 +152,13 @@ class ChatService:
     """The application core; adapters call it, it calls memory and the LLM."""
 
     def __init__(self, memory: MemoryManager, llm: LLM, config: ServiceConfig, *,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 owed: OwedReplies | None = None) -> None:
         self.memory = memory
         self.llm = llm
         self.config = config
         self.clock = clock
+        self.owed = owed  # replies owed to mentions, across crashes (bot.owed)
         self._identities: dict[str, tuple[str, str]] = {}
         # (platform, author id) -> times of recent replies, and whether they were told
         self._recent: dict[tuple[str, str], deque[float]] = {}
@@ -199,6 +205,7 @@ class ChatService:
         if self.config.record_mode == "addressed" and not addressed:
             return None
         limit = self.config.max_input_chars
+        due = self.owed.due(msg) if addressed and self.owed is not None else None
         # No await before record(): a channel's messages must be queued in arrival order.
         try:
             result = await self.memory.record(
@@ -211,28 +218,44 @@ class ChatService:
                     cut(msg.text, limit),
                     0,
                     msg.sent_at,
+                    due,
                 )
             )
         except StoreError as e:
             log.error("could not record message %s in %s: %s", msg.message_id, msg.key, e,
                       exc_info=e)
             return Reply(STORE_FAILED, failed=True) if addressed else None
-        if not addressed or not result.created:
-            return None  # not for us, or a re-delivery we already answered
+        owed = self.owed  # a re-delivery is answered only while its reply is still owed
+        if not addressed or not (result.created or (owed and await owed.redelivered(msg))):
+            return None  # not for us, or a re-delivery we answered (or are answering)
+        if due is not None and owed is not None and result.created:
+            owed.answering(msg.key, msg.message_id)
         if limit and len(msg.text) > limit:
             log.info("message %s in %s is %d characters (limit %d): stored cut, not answered",
                      msg.message_id, msg.key, len(msg.text), limit)
             return Reply(TOO_LONG.format(length=len(msg.text), limit=limit), failed=True)
         if not self._within_rate(msg):
             who = (msg.key.platform, msg.author_id)
-            if who in self._told:
-                return None  # told once this minute; stay quiet, the message is stored
+            if who in self._told:  # told once this minute; stay quiet, the message is stored
+                await self.delivered(msg, True)  # nothing is owed then
+                return None
             self._told.add(who)
             log.info("user %s on %s is over %d replies a minute", msg.author_id,
                      msg.key.platform, self.config.user_rate_limit)
             return Reply(RATE_LIMITED.format(limit=self.config.user_rate_limit), failed=True)
+        return await self.answer(msg, result.turn.seq, on_delta)
+
+    async def delivered(self, msg: IncomingMessage, ok: bool) -> None:
+        """The adapter's report on a reply: delivered (or nothing was to be sent), or not
+        (failed, or cut short by shutdown), so it is answered again later (``bot.owed``)."""
+        if self.owed is not None:
+            await self.owed.finished(msg.key, msg.message_id, delivered=ok)
+
+    async def answer(self, msg: IncomingMessage, seq: int,
+                     on_delta: DeltaSink | None = None) -> Reply:
+        """The reply to ``msg``, recorded as turn ``seq``; store failures become a sentence."""
         try:
-            return await self._reply(msg, result.turn.seq, on_delta)
+            return await self._reply(msg, seq, on_delta)
         except StoreError as e:
             log.error("reply to %s in %s failed on the store: %s", msg.message_id, msg.key, e,
                       exc_info=e)
@@ -296,10 +319,9 @@ class ChatService:
             text = cut(text, MAX_REPLY_CHARS, "answer")
         bot_id, bot_name = self.identity(msg.key.platform)
         reply_id = f"reply:{msg.message_id}"
-        try:
-            await self.memory.record(
-                NewTurn(msg.key, reply_id, "assistant", bot_id, bot_name, text, 0, time.time())
-            )
+        try:  # answered before a crash: the stored text is repeated
+            text = (await self.memory.record(NewTurn(
+                msg.key, reply_id, "assistant", bot_id, bot_name, text, 0, time.time()))).turn.text
         except StoreError as e:  # the answer is still worth giving; memory lacks only it
             log.error("could not record the reply to %s in %s: %s", msg.message_id, msg.key,
                       e, exc_info=e)

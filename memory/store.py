@@ -43,6 +43,7 @@ from memory.models import (
     NewEpisode,
     NewLongTermFact,
     NewTurn,
+    OwedReply,
     Recall,
     RecordResult,
     SummaryState,
@@ -56,6 +57,7 @@ __all__ = [
     "Lifecycle",
     "MemoryStore",
     "PortingStore",
+    "ReplyLedger",
     "ResetResult",
     "Store",
 ]
@@ -209,6 +211,47 @@ class LeaseStore(Protocol):
 
 
 @runtime_checkable
+class ReplyLedger(Protocol):
+    """Replies owed to addressed messages, so a crash or a failed delivery never leaves a
+    mention unanswered, and two replicas never both answer one.
+
+    A ``NewTurn`` with ``due`` set records its debt in the turn's own transaction (only when
+    the turn is created). The debt is claimed by one process at a time (``owner`` until
+    ``claimed_until``, on the database's clock); it is deleted when the answer was
+    delivered (``settle_owed``) or given up (``expire_owed``), so open debts stay few.
+    """
+
+    async def claim_owed(
+        self, key: ChannelKey, message_id: str, owner: str, claim_seconds: float
+    ) -> OwedReply | None:
+        """Claim this message's open debt for ``owner`` if nobody holds a live claim on it
+        (or ``owner`` itself does); None when nothing is owed or another holds it."""
+
+    async def claim_due(
+        self, platform: str, owner: str, claim_seconds: float, *, since: float, limit: int = 20
+    ) -> list[OwedReply]:
+        """Claim up to ``limit`` open debts of ``platform`` sent at or after ``since`` whose
+        claim ran out (oldest first), counting an attempt on each; one winner per debt."""
+
+    async def renew_owed(
+        self, owner: str, items: Sequence[tuple[ChannelKey, str]], claim_seconds: float
+    ) -> int:
+        """Extend ``owner``'s live claims on these debts; how many it still held."""
+
+    async def release_owed(self, key: ChannelKey, message_id: str, owner: str) -> bool:
+        """Give up ``owner``'s claim (the answer could not be delivered): due again now."""
+
+    async def settle_owed(self, key: ChannelKey, message_id: str) -> bool:
+        """The answer was delivered: delete the debt. False if none was open."""
+
+    async def expire_owed(
+        self, platform: str, *, before: float, max_attempts: int
+    ) -> list[OwedReply]:
+        """Delete and return ``platform``'s unclaimed debts sent before ``before`` or tried
+        ``max_attempts`` times: too old (or too broken) to answer now."""
+
+
+@runtime_checkable
 class PortingStore(Protocol):
     """Copying a whole database (``gistbot copy-db``); not for live traffic."""
 
@@ -234,5 +277,7 @@ class PortingStore(Protocol):
 
 
 @runtime_checkable
-class Store(Lifecycle, MemoryStore, ArchiveStore, LeaseStore, PortingStore, Protocol):
+class Store(
+    Lifecycle, MemoryStore, ArchiveStore, LeaseStore, PortingStore, ReplyLedger, Protocol
+):
     """Everything one backend class implements; callers ask for the narrower role they use."""

@@ -124,3 +124,20 @@ def test_dockerignore_keeps_secrets_and_databases_out() -> None:
     ignored = (ROOT / ".dockerignore").read_text().splitlines()
     for pattern in (".env", "*.db", ".venv", ".git"):
         assert pattern in ignored
+
+
+def test_stops_gracefully_on_sigterm_under_an_init() -> None:
+    final = _final_stage()
+    assert ("STOPSIGNAL", "SIGTERM") in final
+    [entrypoint] = [json.loads(args) for word, args in final if word == "ENTRYPOINT"]
+    assert entrypoint[0] == "tini" and entrypoint[-1] == "--"
+    runs = " ".join(args for word, args in final if word == "RUN")
+    assert "install -y --no-install-recommends tini" in runs
+
+
+def test_compose_gives_the_drain_its_time() -> None:
+    yaml = pytest.importorskip("yaml")
+    bot = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["gistbot"]
+    assert bot["init"] is True and bot["stop_signal"] == "SIGTERM"
+    grace = Settings.model_fields["shutdown_grace_seconds"].default
+    assert int(str(bot["stop_grace_period"]).rstrip("s")) > grace

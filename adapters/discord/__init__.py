@@ -14,6 +14,7 @@ it is missing.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from bot.errors import ConfigError
@@ -34,9 +35,11 @@ def _missing_library(error: ImportError) -> bool:
 
 
 async def run_discord(service: ChatService, settings: Settings,
-                      history: HistoryStore | None = None) -> None:
-    """Serve Discord for ``service`` with the ``DISCORD_*`` settings until cancelled;
-    with ``history`` (the store) missed messages are backfilled after downtime."""
+                      history: HistoryStore | None = None,
+                      stop: asyncio.Event | None = None) -> None:
+    """Serve Discord for ``service`` with the ``DISCORD_*`` settings until cancelled or
+    ``stop`` (then replies in flight get their share of ``SHUTDOWN_GRACE_SECONDS``); with
+    ``history`` (the store) missed messages are backfilled after downtime."""
     try:
         from adapters.discord.launch import serve
         from adapters.discord.options import DiscordOptions
@@ -44,7 +47,10 @@ async def run_discord(service: ChatService, settings: Settings,
         if not _missing_library(e):
             raise
         raise ConfigError(_EXTRA) from None
-    await serve(service, DiscordOptions.from_settings(settings), history)
+    from bot.shutdown import reply_grace
+
+    await serve(service, DiscordOptions.from_settings(settings), history, stop=stop,
+                grace=reply_grace(settings.shutdown_grace_seconds))
 
 
 def invite_url(application_id: int | str) -> str:

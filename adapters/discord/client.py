@@ -34,9 +34,12 @@ from adapters.discord.text import (
 )
 from adapters.discord.text import to_incoming as translate
 from adapters.replies import LiveThrottle
-from bot.messages import IncomingMessage
+from bot.messages import IncomingMessage, Reply
+from bot.owed import answer_missed_mentions, stop_answering_missed
 from bot.service import ChatService
 from bot.wording import plural
+from bot.shutdown import SHUTDOWN_APOLOGY
+from memory.models import OwedReply
 
 __all__ = ["GistbotClient"]
 
@@ -86,6 +89,9 @@ class GistbotClient(discord.AutoShardedClient):
         self.options = options
         self.tree = app_commands.CommandTree(self)
         self._warned: set[tuple[int, str]] = set()
+        self._replying: set[asyncio.Task[Any]] = set()  # message handlers in flight
+        self._missed: asyncio.Task[None] | None = None
+        self._sweeping = asyncio.Event()
         add_commands(self.tree, service, options)
         # Backfill after downtime (adapters.backfill): needs the store's history cursor.
         self.backfill: Backfiller | None = (
@@ -98,6 +104,9 @@ class GistbotClient(discord.AutoShardedClient):
         """Tell the service who the bot is, then register the slash commands."""
         if self.user is not None:
             self.service.set_identity("discord", str(self.user.id), self.user.display_name)
+        # Startup hook: answer the mentions a crash left unanswered, then keep sweeping.
+        self._missed = asyncio.create_task(
+            answer_missed_mentions(self.service, "discord", self.deliver_owed, self._sweeping))
         targets: list[discord.Object | None] = [discord.Object(g) for g in self.options.guild_ids]
         for guild in targets or [None]:
             if guild is not None:
@@ -108,6 +117,31 @@ class GistbotClient(discord.AutoShardedClient):
                 log.exception("could not register the slash commands %s; re-invite the bot "
                               "with the applications.commands scope (gistbot discord-invite)",
                               f"in server {guild.id}" if guild else "globally")
+
+    async def shutdown(self, grace: float) -> None:
+        """Stop taking events (the gateway is closed), give replies in flight ``grace``
+        seconds, end the rest with an apology (answered after the restart), then close."""
+        await self._stop_sweeping(grace)
+        for shard in list(self.shards.values()):
+            with contextlib.suppress(Exception):
+                await shard.disconnect()
+        pending = {t for t in self._replying if not t.done()}
+        if pending:
+            log.info("waiting up to %.0f s for %d replies in flight", grace, len(pending))
+            _, pending = await asyncio.wait(pending, timeout=grace)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        await self.close()
+
+    async def close(self) -> None:
+        """Stop answering missed mentions, then close the connection (discord.py)."""
+        await self._stop_sweeping()
+        await super().close()
+
+    async def _stop_sweeping(self, grace: float = 0.0) -> None:
+        task, self._missed = self._missed, None
+        await stop_answering_missed(task, self._sweeping, grace)
 
     async def on_ready(self) -> None:
         """Log where the bot is."""
@@ -152,19 +186,57 @@ class GistbotClient(discord.AutoShardedClient):
         incoming = self.to_incoming(message)
         if incoming is None:
             return
+        task = asyncio.current_task()
+        if task is not None:
+            self._replying.add(task)
         try:
             if not self.service.should_reply(incoming):
                 await self.service.on_message(incoming)
                 return
-            live = (_LiveReply(self, message, self.options.stream_interval)
-                    if self.options.stream_replies else None)
+            await self._answer(message, incoming)
+        except Exception:
+            log.exception("handling message %s in %s failed", message.id, incoming.key)
+        finally:
+            self._replying.discard(task)  # type: ignore[arg-type]
+
+    async def _answer(self, message: discord.Message, incoming: IncomingMessage) -> None:
+        live = (_LiveReply(self, message, self.options.stream_interval)
+                if self.options.stream_replies else None)
+        sending = False
+        try:
             async with self._typing(message.channel):
                 reply = await self.service.on_message(
                     incoming, on_delta=live.update if live else None)
             if reply is not None:
-                await self._deliver(message, reply.text, live.message if live else None)
-        except Exception:
-            log.exception("handling message %s in %s failed", message.id, incoming.key)
+                sending = True
+                ok = await self._deliver(message, reply.text, live.message if live else None)
+                await self.service.delivered(incoming, ok)
+        except asyncio.CancelledError:  # shutdown's grace ran out
+            if not sending:
+                await asyncio.shield(self._cut_short(message, incoming, live))
+            raise
+
+    async def _cut_short(self, message: discord.Message, incoming: IncomingMessage,
+                         live: _LiveReply | None) -> None:
+        """Say sorry instead of the answer; the debt is released, so the message is answered
+        after the restart (or by another replica)."""
+        try:
+            if live is not None and live.message is not None:
+                with contextlib.suppress(discord.HTTPException):
+                    await live.message.edit(content=SHUTDOWN_APOLOGY, allowed_mentions=NO_PINGS)
+            else:
+                await self.send_chunk(message, SHUTDOWN_APOLOGY, True)
+        finally:
+            await self.service.delivered(incoming, False)
+
+    async def deliver_owed(self, owed: OwedReply, reply: Reply) -> bool:
+        """Deliver the late answer to a mention a crash left unanswered (``bot.owed``)."""
+        channel: Any = self.get_channel(int(owed.key.channel))
+        if not isinstance(channel, discord.TextChannel | discord.Thread | discord.DMChannel):
+            guild = None if owed.key.workspace == "dm" else int(owed.key.workspace)
+            channel = self.get_partial_messageable(int(owed.key.channel), guild_id=guild)
+        trigger = channel.get_partial_message(int(owed.message_id))
+        return await self._deliver(trigger, reply.text, None)
 
     async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
         """An edited message updates its turn (embed previews are not edits)."""
@@ -187,8 +259,8 @@ class GistbotClient(discord.AutoShardedClient):
 
     # ------------------------------------------------------------------ sending
 
-    async def _deliver(self, trigger: discord.Message, text: str,
-                       live: discord.Message | None) -> None:
+    async def _deliver(self, trigger: discord.Message | discord.PartialMessage, text: str,
+                       live: discord.Message | None) -> bool:
         plan = plan_reply(text, limit=MESSAGE_LIMIT, max_messages=MAX_MESSAGES)
         for i, chunk in enumerate(plan.messages):
             last = i == len(plan.messages) - 1
@@ -201,9 +273,11 @@ class GistbotClient(discord.AutoShardedClient):
                     log.warning("could not finish a streamed reply; sending it anew",
                                 exc_info=True)
             if await self.send_chunk(trigger, chunk, i == 0, file) is None:
-                return
+                return False
+        return True
 
-    async def send_chunk(self, trigger: discord.Message, content: str, as_reply: bool,
+    async def send_chunk(self, trigger: discord.Message | discord.PartialMessage,
+                         content: str, as_reply: bool,
                          file: discord.File | None = None) -> discord.Message | None:
         """Send one message to the trigger's channel; ``None`` (logged) if Discord refused."""
         channel = trigger.channel

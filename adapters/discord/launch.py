@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 from urllib.parse import urlsplit
@@ -52,9 +53,11 @@ def _brief(error: BaseException) -> str:
 
 
 async def serve(service: ChatService, options: DiscordOptions,
-                history: HistoryStore | None = None) -> None:
-    """Connect to Discord and serve until cancelled; with ``history`` (the store) each
-    connection backfills what was missed while down.
+                history: HistoryStore | None = None, *,
+                stop: asyncio.Event | None = None, grace: float = 10.0) -> None:
+    """Connect to Discord and serve until cancelled or ``stop`` is set (then replies in
+    flight get ``grace`` seconds: ``GistbotClient.shutdown``); with ``history`` (the store)
+    each connection backfills what was missed while down.
 
     At the first start, raises ``ConfigError`` for a bad token or the Message Content
     intent not enabled in the Developer Portal, and ``PlatformUnreachable`` (one sentence:
@@ -63,6 +66,7 @@ async def serve(service: ChatService, options: DiscordOptions,
     a network failure, a new one connects after a backoff (2 s doubling to 5 min) instead
     of the bot exiting.
     """
+    waiting = stop or asyncio.Event()  # never set: run until cancelled
     loop = asyncio.get_running_loop()
     delay = RETRY_BASE
     logged_in = False
@@ -71,7 +75,8 @@ async def serve(service: ChatService, options: DiscordOptions,
         started = loop.time()
         try:
             async with client:
-                await client.start(options.token)
+                if await _run_until_stop(client, options.token, waiting, grace):
+                    return  # stopped on purpose (SIGTERM/SIGINT): replies drained
             return  # closed on purpose
         except discord.LoginFailure:
             raise ConfigError(_BAD_TOKEN) from None
@@ -100,5 +105,26 @@ async def serve(service: ChatService, options: DiscordOptions,
             delay = RETRY_BASE  # it had been up a while: a new blip starts a new backoff
         log.warning("lost the connection to Discord (%s); reconnecting in %.0fs",
                     _brief(error), delay)
-        await asyncio.sleep(delay)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(waiting.wait(), delay)  # a signal ends the wait
+        if waiting.is_set():
+            return
         delay = min(delay * 2, RETRY_MAX)
+
+
+async def _run_until_stop(client: GistbotClient, token: str, stop: asyncio.Event,
+                          grace: float) -> bool:
+    """Run ``client`` until it ends or ``stop`` is set; True when stopped on purpose."""
+    running = asyncio.create_task(client.start(token))
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not running.done():
+            await client.shutdown(grace)
+        await running
+    finally:
+        stopping.cancel()
+        if not running.done():
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
+    return stop.is_set()

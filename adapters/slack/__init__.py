@@ -53,5 +53,7 @@ async def run_slack(
             raise
         raise ConfigError("Slack support is not installed: pip install 'gistbot[slack]' "
                           "(or unset the SLACK_* tokens)") from None
+    from bot.shutdown import reply_grace
+
     await serve(service, SlackOptions.from_settings(settings), claims, client=client, stop=stop,
-                history=history)
+                history=history, grace=reply_grace(settings.shutdown_grace_seconds))

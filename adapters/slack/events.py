@@ -28,6 +28,7 @@ import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
@@ -47,7 +48,8 @@ from adapters.slack.users import BotIdentity, UserDirectory
 from adapters.slack.web import call
 from bot.messages import IncomingMessage, Reply
 from bot.service import ChatService
-from memory.models import ChannelKey
+from bot.shutdown import SHUTDOWN_APOLOGY
+from memory.models import ChannelKey, OwedReply
 
 __all__ = ["PLACEHOLDER", "SlackEvents"]
 
@@ -139,7 +141,31 @@ class SlackEvents:
     async def _answer(self, msg: IncomingMessage, channel: str, thread_ts: str) -> None:
         # The placeholder is posted meanwhile, not awaited first: the message must be recorded
         # before any later message of the channel (which skips this round trip).
+        msg = replace(msg, route=thread_ts)  # where a late answer goes (bot.owed)
         posting = asyncio.create_task(self._claim_and_post(msg, channel, thread_ts))
+        sending: list[bool] = []  # set once the answer is being posted
+        try:
+            await self._answer_with(msg, channel, thread_ts, posting, sending)
+        except asyncio.CancelledError:  # shutdown's grace ran out: never leave "thinking…"
+            if sending:  # (part of) the answer is out: count it as answered
+                await asyncio.shield(self.service.delivered(msg, True))
+            else:
+                await asyncio.shield(self._cut_short(msg, channel, posting))
+            raise
+
+    async def _cut_short(self, msg: IncomingMessage, channel: str,
+                         posting: asyncio.Task[str | None]) -> None:
+        """Replace the placeholder with an apology; the debt is released, so the message is
+        answered after the restart (or by another replica)."""
+        try:
+            placeholder = await posting
+            if placeholder is not None:
+                await self._update(channel, placeholder, SHUTDOWN_APOLOGY)
+        finally:
+            await self.service.delivered(msg, False)
+
+    async def _answer_with(self, msg: IncomingMessage, channel: str, thread_ts: str,
+                           posting: asyncio.Task[str | None], sending: list[bool]) -> None:
         sink: Callable[[str], Awaitable[None]] | None = None
         if self.options.stream_replies:
             throttle = LiveThrottle(self.options.stream_interval, shown_now=True)
@@ -164,12 +190,27 @@ class SlackEvents:
                     self.client.chat_delete(channel=channel, ts=placeholder),
                 )
             return
+        sending.append(True)
+        ok = await self.send_reply(channel, thread_ts, reply, placeholder)
+        await self.service.delivered(msg, ok)
+
+    async def send_reply(self, channel: str, thread_ts: str, reply: Reply,
+                         placeholder: str | None = None) -> bool:
+        """Post ``reply`` in the thread (into ``placeholder`` when there is one); whether
+        all of it was delivered."""
         chunks = format_reply(reply.text, self.users.known())
         first, rest = chunks[0], chunks[1:]
         if placeholder is None or not await self._update(channel, placeholder, first):
-            await self._post(channel, thread_ts, first)
+            if await self._post(channel, thread_ts, first) is None:
+                return False
+        ok = True
         for chunk in rest:
-            await self._post(channel, thread_ts, chunk)
+            ok = await self._post(channel, thread_ts, chunk) is not None and ok
+        return ok
+
+    async def deliver_owed(self, owed: OwedReply, reply: Reply) -> bool:
+        """Deliver the late answer to a mention a crash left unanswered (``bot.owed``)."""
+        return await self.send_reply(owed.key.channel, owed.route or owed.message_id, reply)
 
     async def _claim_and_post(
         self, msg: IncomingMessage, channel: str, thread_ts: str

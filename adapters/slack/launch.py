@@ -17,9 +17,10 @@ from adapters.slack.transport import connect_socket_mode, serve_http
 from adapters.slack.users import BotIdentity
 from adapters.slack.web import make_web_client
 from bot.errors import ConfigError
+from bot.owed import answer_missed_mentions, stop_answering_missed
 from bot.service import ChatService
 
-__all__ = ["make_backfill", "serve"]
+__all__ = ["make_backfill", "serve", "start_answering_missed"]
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,7 @@ async def serve(
     client: AsyncWebClient | None = None,
     stop: asyncio.Event | None = None,
     history: HistoryStore | None = None,
+    grace: float = 10.0,
 ) -> None:
     """Run the Slack adapter until cancelled (or ``stop`` is set).
 
@@ -39,6 +41,9 @@ async def serve(
     ``history`` (the store) missed messages are backfilled on start and on every Socket
     Mode reconnect (``adapters.slack.backfill``).
     Raises ``ConfigError`` when the bot token is rejected or neither mode is configured.
+    On ``stop`` the connection closes first (no new events: Slack re-delivers what it
+    could not hand over), then replies in flight get ``grace`` seconds (the rest end with
+    an apology and are answered after the restart).
     """
     if options.app_token is None and options.signing_secret is None:
         raise ConfigError(
@@ -50,6 +55,8 @@ async def serve(
     app = build_app(adapter)
     backfill = make_backfill(adapter, me, service, options, history)
     waiting = stop or asyncio.Event()  # never set: run until cancelled
+    sweeping = asyncio.Event()
+    missed = start_answering_missed(adapter, sweeping)
     try:
         if options.app_token is not None:
             async with connect_socket_mode(app, options.app_token, adapter.client) as handler:
@@ -67,7 +74,8 @@ async def serve(
     finally:
         if backfill is not None:
             await backfill.close()
-        await adapter.close()
+        await stop_answering_missed(missed, sweeping, grace)
+        await adapter.close(within=grace)
 
 
 def make_backfill(adapter: SlackAdapter, me: BotIdentity, service: ChatService,
@@ -77,3 +85,10 @@ def make_backfill(adapter: SlackAdapter, me: BotIdentity, service: ChatService,
         return None
     return slack_backfiller(adapter.client, me, adapter.users, service, history,
                             options.backfill_max_messages)
+
+
+def start_answering_missed(adapter: SlackAdapter, stop: asyncio.Event) -> asyncio.Task[None]:
+    """Startup hook: answer the mentions a crash left unanswered, then keep sweeping."""
+    return asyncio.get_running_loop().create_task(
+        answer_missed_mentions(adapter.service, "slack", adapter.events.deliver_owed, stop)
+    )

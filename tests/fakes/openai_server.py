@@ -184,6 +184,7 @@ class FakeOpenAI:
         self._closing = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self._seq = 0
+        self._arrived = asyncio.Condition()
         self.base_url = ""
 
     @property
@@ -238,7 +239,14 @@ class FakeOpenAI:
         headers = request.headers.copy()  # case-insensitive lookups, like HTTP
         seen = Request(request.method, request.path, body, headers, time.monotonic())
         self.requests.append(seen)
+        async with self._arrived:
+            self._arrived.notify_all()
         return seen
+
+    async def wait_for(self, done: Callable[[FakeOpenAI], bool], within: float = 10.0) -> None:
+        """Wait until ``done(self)`` holds, checked as each request arrives."""
+        async with asyncio.timeout(within), self._arrived:
+            await self._arrived.wait_for(lambda: done(self))
 
     async def _models(self, request: web.Request) -> web.Response:
         await self._record(request)

@@ -195,6 +195,12 @@ class FakeSlack:
         await self._wait(lambda: len(self.calls_to(method)) >= count, within, f"{count}× {method}")
         return self.calls_to(method)
 
+    async def wait_until(self, done: Callable[[], bool], within: float = 5.0,
+                         what: str = "a condition") -> None:
+        """Wait until ``done()`` holds, checked after every call (AssertionError after
+        ``within`` seconds)."""
+        await self._wait(done, within, what)
+
     async def wait_socket_ack(self, envelope_id: str, within: float = 5.0) -> JSON:
         """Wait for the client's acknowledgement of one envelope; the ack."""
 

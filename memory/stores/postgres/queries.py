@@ -44,6 +44,7 @@ from memory.stores.common import (
     turn_terms,
 )
 from memory.stores.postgres import backfill_marks
+from memory.stores.postgres import owed
 
 Conn = Any  # asyncpg ships no type hints
 
@@ -245,6 +246,10 @@ async def record(conn: Conn, turn: NewTurn) -> RecordResult:
                 stored, result = recorded(turn, seq, folded_through)
                 if await conn.fetchval(INSERT_TURN, *turn_values(cid, stored)) is None:
                     raise _Duplicate
+                if turn.due is not None:  # the reply it is owed, in the same transaction
+                    due = turn.due
+                    await conn.execute(owed.OWE, *owed.owe_values(
+                        stored, due.owner, due.claim_seconds, due.route))
         except _Duplicate:  # committed by another writer while we waited: read it
             continue
         return result

@@ -134,6 +134,24 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (platform, workspace, channel)
     );
     """,
+    # 6: replies owed to addressed messages (see the SQLite schema, step 7); claims use
+    # the database clock (epoch seconds), so replicas with skewed clocks agree.
+    """
+    CREATE TABLE IF NOT EXISTS owed_replies (
+        platform text NOT NULL,
+        workspace text NOT NULL,
+        channel text NOT NULL,
+        message_id text NOT NULL,
+        seq bigint NOT NULL,
+        sent_at double precision NOT NULL,
+        route text NOT NULL DEFAULT '',
+        owner text NOT NULL DEFAULT '',
+        claimed_until double precision NOT NULL DEFAULT 0,
+        attempts integer NOT NULL DEFAULT 0,
+        PRIMARY KEY (platform, workspace, channel, message_id)
+    );
+    CREATE INDEX IF NOT EXISTS owed_replies_due ON owed_replies (platform, claimed_until);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -39,6 +39,7 @@ from memory.models import (
     NewEpisode,
     NewLongTermFact,
     NewTurn,
+    OwedReply,
     Recall,
     RecordResult,
     SummaryState,
@@ -52,7 +53,7 @@ from memory.stores.common import (
     positive_ttl,
     wants_search,
 )
-from memory.stores.postgres import archive, backfill_marks, errors, queries, turn_search
+from memory.stores.postgres import archive, backfill_marks, errors, owed, queries, turn_search
 from memory.stores.postgres.queries import Conn, by_key
 from memory.stores.postgres.schema import migrate, quote_schema
 
@@ -341,6 +342,56 @@ class PostgresStore:
     async def release_lease(self, key: ChannelKey, owner: str) -> bool:
         """Give the lease back if ``owner`` holds it; False if it had expired and moved on."""
         return bool(await self._fetch(queries.RELEASE_LEASE, *by_key(key), owner))
+
+    # ------------------------------------------------------------------ owed replies
+
+    async def claim_owed(
+        self, key: ChannelKey, message_id: str, owner: str, claim_seconds: float
+    ) -> OwedReply | None:
+        """Claim this message's open debt (see ``ReplyLedger.claim_owed``)."""
+        rows = await self._fetch(owed.CLAIM_OWED, *owed.by_owed_key(key, message_id), owner,
+                                 positive_ttl(claim_seconds))
+        return owed.owed_row(rows[0]) if rows else None
+
+    async def claim_due(
+        self, platform: str, owner: str, claim_seconds: float, *, since: float, limit: int = 20
+    ) -> list[OwedReply]:
+        """Claim debts whose claim ran out (see ``ReplyLedger.claim_due``)."""
+        rows = await self._fetch(owed.CLAIM_DUE, platform, owner, positive_ttl(claim_seconds),
+                                 float(since), limit)
+        return sorted((owed.owed_row(r) for r in rows), key=lambda o: o.sent_at)
+
+    async def renew_owed(
+        self, owner: str, items: Sequence[tuple[ChannelKey, str]], claim_seconds: float
+    ) -> int:
+        """Extend ``owner``'s live claims."""
+        ttl = positive_ttl(claim_seconds)
+
+        async def run(conn: Conn) -> int:
+            held = 0
+            for key, mid in items:
+                status = await conn.execute(owed.RENEW_OWED, *owed.by_owed_key(key, mid),
+                                            owner, ttl)
+                held += int(status.split()[-1])
+            return held
+
+        return await self._tx(run) if items else 0
+
+    async def release_owed(self, key: ChannelKey, message_id: str, owner: str) -> bool:
+        """Make ``owner``'s claimed debt due again."""
+        sql = owed.RELEASE_OWED + " RETURNING seq"
+        return bool(await self._fetch(sql, *owed.by_owed_key(key, message_id), owner))
+
+    async def settle_owed(self, key: ChannelKey, message_id: str) -> bool:
+        """Delete a delivered debt."""
+        return bool(await self._fetch(owed.SETTLE_OWED, *owed.by_owed_key(key, message_id)))
+
+    async def expire_owed(
+        self, platform: str, *, before: float, max_attempts: int
+    ) -> list[OwedReply]:
+        """Delete and return debts too old or tried too often."""
+        rows = await self._fetch(owed.EXPIRE_OWED, platform, float(before), max_attempts)
+        return sorted((owed.owed_row(r) for r in rows), key=lambda o: o.sent_at)
 
     async def claim_event(self, event_id: str, ttl: float = 86400) -> bool:
         """True for the first claimer of a platform event id within ``ttl`` seconds: replicas

@@ -42,6 +42,7 @@ from memory.stores.common import (
     refused_change,
 )
 from memory.stores.sqlite import backfill_marks
+from memory.stores.sqlite import owed
 from memory.stores.sqlite.archive import insert_channel_fact, insert_episode
 from memory.stores.sqlite.writer import WriteTx
 
@@ -130,6 +131,8 @@ def record(tx: WriteTx, turn: NewTurn) -> RecordResult:
     ).fetchone()
     stored, result = recorded(turn, seq, folded_through)
     tx.conn.execute(_INSERT_TURN, (cid, *TurnRow.of(stored)))
+    if turn.due is not None:  # the reply it is owed, in the same transaction
+        owed.owe(tx, stored, turn.due.owner, turn.due.claim_seconds, turn.due.route)
     return result
 
 

@@ -163,6 +163,25 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (platform, workspace, channel)
     ) WITHOUT ROWID;
     """,
+    # 7: replies owed to addressed messages (``owed``): written with the turn, claimed by
+    # one process at a time, deleted once delivered or given up, so the table holds only
+    # open debts and a restart can answer what a crash left unanswered.
+    """
+    CREATE TABLE IF NOT EXISTS owed_replies (
+        platform TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        sent_at REAL NOT NULL,
+        route TEXT NOT NULL DEFAULT '',
+        owner TEXT NOT NULL DEFAULT '',
+        claimed_until REAL NOT NULL DEFAULT 0,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (platform, workspace, channel, message_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS owed_replies_due ON owed_replies (platform, claimed_until);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -33,6 +33,7 @@ from memory.models import (
     NewEpisode,
     NewLongTermFact,
     NewTurn,
+    OwedReply,
     Recall,
     RecordResult,
     SummaryState,
@@ -40,7 +41,7 @@ from memory.models import (
 )
 from memory.store import ChangeOutcome, ResetResult
 from memory.stores.common import TurnEdit, positive_ttl, wants_search
-from memory.stores.sqlite import archive, backfill_marks, queries, turn_search
+from memory.stores.sqlite import archive, backfill_marks, owed, queries, turn_search
 from memory.stores.sqlite.schema import migrate
 from memory.stores.sqlite.writer import GroupCommitWriter, WriteTx, raw_connection, translate
 
@@ -363,6 +364,45 @@ class SqliteStore:
     async def claim_event(self, event_id: str, ttl: float = 86400) -> bool:
         """True for the first claimer of ``event_id`` within ``ttl`` seconds."""
         return await self._write(queries.claim_event, event_id, positive_ttl(ttl))
+
+    # ------------------------------------------------------------------ owed replies
+
+    async def claim_owed(
+        self, key: ChannelKey, message_id: str, owner: str, claim_seconds: float
+    ) -> OwedReply | None:
+        """Claim this message's open debt (see ``ReplyLedger.claim_owed``)."""
+        return await self._write(owed.claim_owed, key, message_id, owner,
+                                 positive_ttl(claim_seconds))
+
+    async def claim_due(
+        self, platform: str, owner: str, claim_seconds: float, *, since: float, limit: int = 20
+    ) -> list[OwedReply]:
+        """Claim debts whose claim ran out (see ``ReplyLedger.claim_due``)."""
+        return await self._write(owed.claim_due, platform, owner, positive_ttl(claim_seconds),
+                                 since, limit)
+
+    async def renew_owed(
+        self, owner: str, items: Sequence[tuple[ChannelKey, str]], claim_seconds: float
+    ) -> int:
+        """Extend ``owner``'s live claims."""
+        if not items:
+            return 0
+        return await self._write(owed.renew_owed, owner, tuple(items),
+                                 positive_ttl(claim_seconds))
+
+    async def release_owed(self, key: ChannelKey, message_id: str, owner: str) -> bool:
+        """Make ``owner``'s claimed debt due again."""
+        return await self._write(owed.release_owed, key, message_id, owner)
+
+    async def settle_owed(self, key: ChannelKey, message_id: str) -> bool:
+        """Delete a delivered debt."""
+        return await self._write(owed.settle_owed, key, message_id)
+
+    async def expire_owed(
+        self, platform: str, *, before: float, max_attempts: int
+    ) -> list[OwedReply]:
+        """Delete and return debts too old or tried too often."""
+        return await self._write(owed.expire_owed, platform, before, max_attempts)
 
     # ------------------------------------------------------------------ copy-db
 

@@ -1,0 +1,80 @@
+"""PostgreSQL side of ``ReplyLedger``: replies owed to addressed messages (schema step 5).
+
+Claims are conditional ``UPDATE … RETURNING`` statements on the database clock: under READ
+COMMITTED a second replica's update waits for the first and re-checks the condition, so a
+debt has one winner; ``claim_due`` picks its rows ``FOR UPDATE SKIP LOCKED``, so replicas
+sweeping together split the work instead of queueing on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from memory.models import ChannelKey, OwedReply, Turn
+
+__all__ = [
+    "CLAIM_DUE",
+    "CLAIM_OWED",
+    "EXPIRE_OWED",
+    "OWE",
+    "RELEASE_OWED",
+    "RENEW_OWED",
+    "SETTLE_OWED",
+    "owe_values",
+    "owed_row",
+]
+
+_NOW = "extract(epoch from clock_timestamp())"
+_COLS = "platform, workspace, channel, message_id, seq, sent_at, route, attempts"
+_KEY = "platform = $1 AND workspace = $2 AND channel = $3 AND message_id = $4"
+
+OWE = (
+    "INSERT INTO owed_replies (platform, workspace, channel, message_id, seq, sent_at, route, "
+    f"owner, claimed_until) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, "
+    f"CASE WHEN $8 = '' THEN 0 ELSE {_NOW} + $9 END) ON CONFLICT DO NOTHING"
+)
+CLAIM_OWED = (
+    f"UPDATE owed_replies SET owner = $5, claimed_until = {_NOW} + $6, attempts = attempts + 1 "
+    f"WHERE {_KEY} AND (claimed_until <= {_NOW} OR owner = $5) RETURNING {_COLS}"
+)
+CLAIM_DUE = (
+    f"UPDATE owed_replies o SET owner = $2, claimed_until = {_NOW} + $3, "
+    "attempts = o.attempts + 1 FROM ("
+    "  SELECT platform, workspace, channel, message_id FROM owed_replies "
+    f"  WHERE platform = $1 AND claimed_until <= {_NOW} AND sent_at >= $4 "
+    "  ORDER BY sent_at LIMIT $5 FOR UPDATE SKIP LOCKED) d "
+    "WHERE (o.platform, o.workspace, o.channel, o.message_id) = "
+    "(d.platform, d.workspace, d.channel, d.message_id) "
+    "RETURNING o.platform, o.workspace, o.channel, o.message_id, o.seq, o.sent_at, o.route, "
+    "o.attempts"
+)
+RENEW_OWED = (
+    f"UPDATE owed_replies SET claimed_until = {_NOW} + $6 WHERE {_KEY} AND owner = $5 "
+    f"AND claimed_until > {_NOW}"
+)
+RELEASE_OWED = f"UPDATE owed_replies SET claimed_until = 0 WHERE {_KEY} AND owner = $5"
+SETTLE_OWED = f"DELETE FROM owed_replies WHERE {_KEY} RETURNING seq"
+EXPIRE_OWED = (
+    f"DELETE FROM owed_replies WHERE platform = $1 AND claimed_until <= {_NOW} "
+    f"AND (sent_at < $2 OR attempts >= $3) RETURNING {_COLS}"
+)
+
+
+def owe_values(stored: Turn, owner: str, claim_seconds: float, route: str) -> tuple[Any, ...]:
+    """The parameters of ``OWE`` for a just-created turn."""
+    k = stored.key
+    return (k.platform, k.workspace, k.channel, stored.message_id, stored.seq,
+            stored.sent_at, route, owner, float(claim_seconds))
+
+
+def owed_row(row: Sequence[Any]) -> OwedReply:
+    """An ``OwedReply`` from a row in ``_COLS`` order."""
+    platform, workspace, channel, mid, seq, sent_at, route, attempts = row
+    return OwedReply(ChannelKey(platform, workspace, channel), mid, int(seq), float(sent_at),
+                     route, int(attempts))
+
+
+def by_owed_key(key: ChannelKey, message_id: str) -> tuple[str, str, str, str]:
+    """``$1 … $4`` of the statements that name one debt."""
+    return key.platform, key.workspace, key.channel, message_id

@@ -1,0 +1,116 @@
+"""SQLite side of ``ReplyLedger``: replies owed to addressed messages (schema step 6).
+
+Writes run in the writer's batch transaction like every other write, so a claim is one
+conditional ``UPDATE`` and two processes sharing the file never both win it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from memory.models import ChannelKey, OwedReply, Turn
+from memory.stores.sqlite.writer import WriteTx
+
+__all__ = [
+    "claim_due",
+    "claim_owed",
+    "expire_owed",
+    "owe",
+    "release_owed",
+    "renew_owed",
+    "settle_owed",
+]
+
+_COLS = "platform, workspace, channel, message_id, seq, sent_at, route, attempts"
+_KEY = "platform = ? AND workspace = ? AND channel = ? AND message_id = ?"
+
+
+def _row(row: Sequence[Any]) -> OwedReply:
+    platform, workspace, channel, mid, seq, sent_at, route, attempts = row
+    return OwedReply(ChannelKey(platform, workspace, channel), mid, int(seq), float(sent_at),
+                     route, int(attempts))
+
+
+def owe(tx: WriteTx, stored: Turn, owner: str, claim_seconds: float, route: str) -> None:
+    """Record the debt of a just-created turn (called inside ``record``'s savepoint)."""
+    k = stored.key
+    until = time.time() + claim_seconds if owner else 0.0
+    tx.conn.execute(
+        "INSERT OR IGNORE INTO owed_replies (platform, workspace, channel, message_id, seq, "
+        "sent_at, route, owner, claimed_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (k.platform, k.workspace, k.channel, stored.message_id, stored.seq, stored.sent_at,
+         route, owner, until),
+    )
+
+
+def claim_owed(
+    tx: WriteTx, key: ChannelKey, message_id: str, owner: str, claim_seconds: float
+) -> OwedReply | None:
+    """Claim one debt if its claim ran out or is ``owner``'s own."""
+    now = time.time()
+    row = tx.conn.execute(
+        f"UPDATE owed_replies SET owner = ?, claimed_until = ?, attempts = attempts + 1 "
+        f"WHERE {_KEY} AND (claimed_until <= ? OR owner = ?) RETURNING {_COLS}",
+        (owner, now + claim_seconds, key.platform, key.workspace, key.channel, message_id,
+         now, owner),
+    ).fetchone()
+    return None if row is None else _row(row)
+
+
+def claim_due(
+    tx: WriteTx, platform: str, owner: str, claim_seconds: float, since: float, limit: int
+) -> list[OwedReply]:
+    """Claim the oldest debts of ``platform`` whose claim ran out, sent at or after ``since``."""
+    now = time.time()
+    rows = tx.conn.execute(
+        f"UPDATE owed_replies SET owner = ?, claimed_until = ?, attempts = attempts + 1 "
+        f"WHERE (platform, workspace, channel, message_id) IN ("
+        f"  SELECT platform, workspace, channel, message_id FROM owed_replies "
+        f"  WHERE platform = ? AND claimed_until <= ? AND sent_at >= ? "
+        f"  ORDER BY sent_at LIMIT ?) RETURNING {_COLS}",
+        (owner, now + claim_seconds, platform, now, since, limit),
+    ).fetchall()
+    return sorted((_row(r) for r in rows), key=lambda o: o.sent_at)
+
+
+def renew_owed(
+    tx: WriteTx, owner: str, items: Sequence[tuple[ChannelKey, str]], claim_seconds: float
+) -> int:
+    """Extend ``owner``'s live claims on ``items``."""
+    now = time.time()
+    held = 0
+    for key, mid in items:
+        held += tx.conn.execute(
+            f"UPDATE owed_replies SET claimed_until = ? WHERE {_KEY} AND owner = ? "
+            f"AND claimed_until > ?",
+            (now + claim_seconds, key.platform, key.workspace, key.channel, mid, owner, now),
+        ).rowcount
+    return held
+
+
+def release_owed(tx: WriteTx, key: ChannelKey, message_id: str, owner: str) -> bool:
+    """Make ``owner``'s claimed debt due again now."""
+    return tx.conn.execute(
+        f"UPDATE owed_replies SET claimed_until = 0 WHERE {_KEY} AND owner = ?",
+        (key.platform, key.workspace, key.channel, message_id, owner),
+    ).rowcount == 1
+
+
+def settle_owed(tx: WriteTx, key: ChannelKey, message_id: str) -> bool:
+    """Delete a delivered debt."""
+    return tx.conn.execute(
+        f"DELETE FROM owed_replies WHERE {_KEY}",
+        (key.platform, key.workspace, key.channel, message_id),
+    ).rowcount == 1
+
+
+def expire_owed(tx: WriteTx, platform: str, before: float, max_attempts: int) -> list[OwedReply]:
+    """Delete and return unclaimed debts that are too old or were tried too often."""
+    rows = tx.conn.execute(
+        f"DELETE FROM owed_replies WHERE platform = ? AND claimed_until <= ? "
+        f"AND (sent_at < ? OR attempts >= ?) RETURNING {_COLS}",
+        (platform, time.time(), before, max_attempts),
+    ).fetchall()
+    return sorted((_row(r) for r in rows), key=lambda o: o.sent_at)
