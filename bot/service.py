@@ -1,5 +1,5 @@
-"""``ChatService``: what happens on a message, on ``/summary``, ``/reset``, ``/remember``,
-``/memory`` and ``/forget``.
+"""``ChatService``: what happens on a message (the memory commands ``/summary``, ``/reset``,
+``/remember``, ``/memory`` and ``/forget`` are its ``MemoryCommands`` part).
 
 A message is recorded first (so it is never lost, whatever the model does), then, if the bot
 is addressed, the reply is built from a committed memory view read *through that message's
@@ -34,27 +34,20 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from bot.errors import (
     ContextLengthExceeded,
-    LLMAuthError,
-    LLMBadResponse,
     LLMError,
-    LLMRateLimited,
-    LLMTimeout,
-    LLMUnavailable,
 )
 from bot.llm import LLM
-from bot.messages import CommandResult, IncomingMessage, Reply
+from bot.memory_commands import MAX_FACT_CHARS, MemoryCommands, digest_failure, footer
+from bot.messages import IncomingMessage, Reply
 from bot.prompts import build_messages, fixed_overhead, settled_reply, strip_echoed_label
-from bot.wording import plural
 from memory.completion import ChatMessage
-from memory.errors import StoreError, SummaryRejected
+from memory.errors import StoreError
 from memory.manager import MemoryManager
-from memory.models import ChannelKey, ChannelStats, LongTermFact, MemoryView, NewTurn
-from memory.recall import episode_spans, fact_line
+from memory.models import ChannelKey, MemoryView, NewTurn
 from memory.speakers import human_name
 
 if TYPE_CHECKING:
@@ -69,6 +62,8 @@ __all__ = [
     "ChatService",
     "ServiceConfig",
     "cut",
+    "digest_failure",
+    "footer",
 ]
 
 log = logging.getLogger(__name__)
@@ -84,8 +79,6 @@ RATE_LIMITED = (
     "You're asking me faster than I can answer (at most {limit} replies a minute). I still "
     "remember what you write; please ask again in a minute."
 )
-MAX_FACT_CHARS = 1000  # a pinned fact is a statement, not a document
-MEMORY_LIST_LIMIT = 50
 STORE_FAILED = (
     "Sorry, I couldn't save your message just now, so I can't answer it. "
     "Please try again in a moment."
@@ -114,41 +107,7 @@ class ServiceConfig:
     max_input_chars: int = 0  # 0 = no limit
 
 
-def _when(ts: float | None) -> str:
-    if ts is None:
-        return "never"
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def footer(stats: ChannelStats) -> str:
-    """The counts line under ``/summary``."""
-    return (
-        f"Remembering {plural(stats.turns, 'message')} ({stats.folded} summarized, "
-        f"{stats.pending} verbatim) · {plural(stats.facts, 'carried fact')} · last compaction: "
-        f"{_when(stats.last_compacted_at)}"
-    )
-
-
-def _listed(fact: LongTermFact) -> str:
-    line = fact_line(fact)
-    extra = [x for x in ("pinned" if fact.pinned else "", fact.author) if x]
-    return f"{line} ({', '.join(extra)})" if extra else line
-
-
-def digest_failure(error: BaseException | None) -> str:
-    """What ``/summary`` says when the summary model failed: what actually happened."""
-    if isinstance(error, TimeoutError | LLMTimeout):
-        return "The summary model did not answer in time"
-    if isinstance(error, SummaryRejected | LLMBadResponse):
-        return "The summary model's answer was unusable"
-    if isinstance(error, LLMUnavailable | LLMRateLimited):
-        return "The summary model could not be reached"
-    if isinstance(error, LLMAuthError):
-        return "The summary model refused the request (check the API key)"
-    return "The summary model failed"
-
-
-class ChatService:
+class ChatService(MemoryCommands):
     """The application core; adapters call it, it calls memory and the LLM."""
 
     def __init__(self, memory: MemoryManager, llm: LLM, config: ServiceConfig, *,
@@ -351,105 +310,6 @@ class ChatService:
     def _failure(msg: IncomingMessage, error: LLMError) -> Reply:
         log.error("reply in %s failed: %s", msg.key, error, exc_info=error)
         return Reply(error.user_message, failed=True)
-
-    async def summary(self, key: ChannelKey) -> CommandResult:
-        """``/summary``: the conversation so far (stored state unchanged) and counts."""
-        digest = await self.memory.digest(key)
-        if digest.empty:
-            return CommandResult("Nothing to summarize yet: I have no messages from this channel.")
-        note = ""
-        if not digest.fresh:
-            note = f"\n_({digest_failure(digest.error)}; this is the stored summary.)_"
-        earlier = ""
-        if digest.episodes:
-            spans = episode_spans(list(reversed(digest.episodes)))
-            earlier = f"\n\nEarlier: {spans} (UTC)"
-        return CommandResult(
-            f"{digest.text.strip()}{note}{earlier}\n\n— {footer(digest.stats)}"
-        )
-
-    async def remember(self, key: ChannelKey, text: str, *, author: str = "") -> CommandResult:
-        """``/remember <text>``: pin a long-term fact (anyone may)."""
-        text = text.strip()
-        if not text:
-            return CommandResult("Tell me what to remember: /remember <text>.", ok=False)
-        if len(text) > MAX_FACT_CHARS:
-            return CommandResult(
-                f"That is too long to pin as a fact (at most {MAX_FACT_CHARS:,} characters).",
-                ok=False,
-            )
-        fact = await self.memory.remember(key, text, author=author)
-        return CommandResult(f"Remembered as fact #{fact.id}: {fact.text}")
-
-    async def memory_list(self, key: ChannelKey) -> CommandResult:
-        """``/memory``: the channel's long-term facts (the adapter shows it to the caller only)."""
-        facts = await self.memory.facts(key, limit=MEMORY_LIST_LIMIT + 1)
-        if not facts:
-            return CommandResult(
-                "I have no long-term facts for this channel yet. Pin one with /remember <text>."
-            )
-        lines = [_listed(f) for f in facts[:MEMORY_LIST_LIMIT]]
-        more = (
-            f"\n(only the newest {MEMORY_LIST_LIMIT} are shown)"
-            if len(facts) > MEMORY_LIST_LIMIT
-            else ""
-        )
-        return CommandResult(
-            "Long-term facts of this channel (newest first; /forget <id> removes one):\n"
-            + "\n".join(lines)
-            + more
-        )
-
-    async def forget(
-        self, key: ChannelKey, ref: str, *, allowed: bool, refusal: str | None = None
-    ) -> CommandResult:
-        """``/forget <fact id or text>``: remove one fact; same permission as ``/reset``."""
-        if not allowed:
-            return CommandResult(
-                refusal or "You are not allowed to change this channel's memory.", ok=False
-            )
-        if not ref.strip():
-            return CommandResult("Which fact? /forget <id or text> (see /memory).", ok=False)
-        out = await self.memory.forget(key, ref)
-        if out is None:
-            return CommandResult(f"I have no fact matching {ref.strip()!r} here.", ok=False)
-        if isinstance(out, list):
-            ids = ", ".join(f"#{f.id}" for f in out[:10])
-            return CommandResult(
-                f"Several facts match ({ids}); say which one by id: /forget <id>.", ok=False
-            )
-        return CommandResult(f"Forgot fact #{out.id}: {out.text}")
-
-    async def reset(
-        self, key: ChannelKey, *, allowed: bool, refusal: str | None = None
-    ) -> CommandResult:
-        """``/reset``: forget the channel if the caller may; say what was deleted.
-
-        ``refusal`` lets the adapter say who may reset on its platform.
-        """
-        if not allowed:
-            return CommandResult(
-                refusal or "You are not allowed to reset this channel's memory.", ok=False
-            )
-        result = await self.memory.reset(key)
-        if not (
-            result.turns
-            or result.had_summary
-            or result.facts
-            or result.episodes
-            or result.channel_facts
-        ):
-            return CommandResult("There was nothing to forget: I had no memory of this channel.")
-        parts = [plural(result.turns, "message")]
-        if result.had_summary:
-            parts.append("the summary")
-        if result.facts:
-            parts.append(plural(result.facts, "carried fact"))
-        if result.episodes:
-            parts.append(plural(result.episodes, "archived episode"))
-        if result.channel_facts:
-            parts.append(plural(result.channel_facts, "long-term fact"))
-        return CommandResult(f"Done: I forgot {', '.join(parts)} from this channel.")
 
     async def edited(self, key: ChannelKey, message_id: str, text: str) -> None:
         """A platform edit: update the turn if it is not summarized yet."""

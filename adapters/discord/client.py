@@ -37,8 +37,8 @@ from adapters.replies import LiveThrottle
 from bot.messages import IncomingMessage, Reply
 from bot.owed import answer_missed_mentions, stop_answering_missed
 from bot.service import ChatService
-from bot.wording import plural
 from bot.shutdown import SHUTDOWN_APOLOGY
+from bot.wording import plural
 from memory.models import OwedReply
 
 __all__ = ["GistbotClient"]
@@ -135,8 +135,11 @@ class GistbotClient(discord.AutoShardedClient):
         await self.close()
 
     async def close(self) -> None:
-        """Stop answering missed mentions, then close the connection (discord.py)."""
+        """Stop answering missed mentions and a backfill in progress, then close the
+        connection (discord.py)."""
         await self._stop_sweeping()
+        if self.backfill is not None:
+            await self.backfill.close()
         await super().close()
 
     async def _stop_sweeping(self, grace: float = 0.0) -> None:
@@ -160,12 +163,6 @@ class GistbotClient(discord.AutoShardedClient):
         """Backfill the channels of ``shard_id`` in the background (no-op when off)."""
         if self.backfill is not None:
             self.backfill.trigger(reason, on_shard(self, shard_id))
-
-    async def close(self) -> None:
-        """Stop a backfill in progress, then disconnect."""
-        if self.backfill is not None:
-            await self.backfill.close()
-        await super().close()
 
     # ------------------------------------------------------------------ messages
 

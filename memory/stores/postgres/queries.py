@@ -43,8 +43,7 @@ from memory.stores.common import (
     refused_change,
     turn_terms,
 )
-from memory.stores.postgres import backfill_marks
-from memory.stores.postgres import owed
+from memory.stores.postgres import backfill_marks, owed
 
 Conn = Any  # asyncpg ships no type hints
 

@@ -41,8 +41,7 @@ from memory.stores.common import (
     recorded,
     refused_change,
 )
-from memory.stores.sqlite import backfill_marks
-from memory.stores.sqlite import owed
+from memory.stores.sqlite import backfill_marks, owed
 from memory.stores.sqlite.archive import insert_channel_fact, insert_episode
 from memory.stores.sqlite.writer import WriteTx
 
