@@ -33,7 +33,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from bot.errors import (
@@ -221,16 +221,26 @@ class ChatService(MemoryCommands):
             return Reply(STORE_FAILED, failed=True)
 
     async def backfilled(self, msg: IncomingMessage) -> bool:
-        """Remember a message missed while the bot was away (backfill); never answer it.
+        """Remember a message missed while the bot was away (backfill); never answer it
+        here. An addressed one younger than ``ANSWER_MISSED_SECONDS`` is recorded with an
+        unclaimed debt, which the missed-mention sweep answers once (issue 14, item 3).
 
         The same rules as a live message decide whether it is stored (``RECORD_MODE``,
         ``MAX_INPUT_CHARS``), and the same message id makes it the same turn, so a live
         delivery and a backfill of one message store it once. True when it was new.
         """
-        if self.config.record_mode == "addressed" and not self.should_reply(msg):
+        addressed = self.should_reply(msg)
+        if self.config.record_mode == "addressed" and not addressed:
             return False
-        turn = NewTurn(msg.key, msg.message_id, "user", msg.author_id, msg.author_name,
-                       cut(msg.text, self.config.max_input_chars), 0, msg.sent_at)
+        due = None
+        if addressed and self.owed is not None and self.owed.young(msg.sent_at):
+            # A mention posted while the bot was down is owed a reply like one a crash left
+            # unanswered: recorded unclaimed, so the sweep (``bot.owed``) answers it once.
+            due = self.owed.due(msg)
+            due = replace(due, owner="") if due is not None else None
+        name = human_name(msg.author_name, self._bot_names(msg.key.platform))
+        turn = NewTurn(msg.key, msg.message_id, "user", msg.author_id, name,
+                       cut(msg.text, self.config.max_input_chars), 0, msg.sent_at, due)
         return (await self.memory.record(turn)).created
 
     def _within_rate(self, msg: IncomingMessage) -> bool:

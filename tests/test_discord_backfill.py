@@ -49,7 +49,9 @@ def history_reads(fake: FakeDiscord, channel_id: int) -> list[Any]:
 async def test_messages_posted_while_down_are_remembered_once_and_not_answered(
     tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI
 ) -> None:
-    settings = make_settings(tmp_path, discord_llm)
+    # ANSWER_MISSED_SECONDS=0: a missed mention is too old to answer, so none is (the young
+    # ones are answered once: the SIGKILL test below).
+    settings = make_settings(tmp_path, discord_llm, ANSWER_MISSED_SECONDS="0")
     fake = discord_fake
     async with running(settings, backfill=True) as (rt, client, watch):
         await backfilled(client)  # nothing remembered yet: no channel is read
@@ -222,10 +224,18 @@ async def test_sigkill_during_a_burst_then_restart_backfills_every_missed_messag
                                             mentions=[W.bot_user] if i % 10 == 0 else []))
     posts_before = len(fake.calls("POST", "/channels/"))
 
+    mentions = {m["id"] for i, m in enumerate(sent[-40:]) if i % 10 == 0}
     async with running(make_settings(tmp_path, discord_llm), backfill=True) as (rt, client, _):
         await backfilled(client)
         stored = await user_ids(rt)
         report = client.backfill.last[GENERAL]  # type: ignore[union-attr]
+        # The 4 mentions posted while down are young (ANSWER_MISSED_SECONDS=300): each is
+        # answered once by the missed-mention sweep, as a reply to it.
+        await fake.wait_for(
+            lambda f: len(f.calls("POST", "/channels/")) >= posts_before + len(mentions),
+            within=30)
+        await asyncio.sleep(1.0)  # a second answer to any of them would show by now
+        answers = fake.calls("POST", "/channels/")[posts_before:]
     print(f"acknowledged {len(acked)}, stored live before the kill: {341 - report.new}, "
           f"backfilled: {report.new}")
     assert report.new >= 40 and report.skipped == 0
@@ -233,5 +243,8 @@ async def test_sigkill_during_a_burst_then_restart_backfills_every_missed_messag
     assert len(history_reads(fake, W.general)) == report.new // 100 + 1
     assert sorted(stored, key=int) == [m["id"] for m in sent]  # every one, once
     assert len(set(stored)) == len(stored) == 341
-    assert len(fake.calls("POST", "/channels/")) == posts_before  # none answered
-    assert not discord_llm.chat_requests
+    assert len(answers) == len(mentions) == 4  # only the mentions, each once
+    replied_to = {str((a.json or {}).get("message_reference", {}).get("message_id"))
+                  for a in answers}
+    assert replied_to == mentions
+    assert len(discord_llm.chat_requests) == 4

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -116,9 +117,13 @@ def slack_backfiller(client: AsyncWebClient, me: BotIdentity, users: UserDirecto
         ids |= {u for m in kept for u in mentioned_users(str(m.get("text") or ""))}
         names = await users.names(i for i in ids if i != me.user_id)
         names[me.user_id] = me.name
-        messages = [to_incoming(me.team_id, {"type": "message", **m, "channel": channel},
-                                bot_user_id=me.user_id, names=names) for m in kept]
-        return Fetched([m for m in messages if m is not None], skipped, more)
+        messages = []
+        for m in kept:
+            msg = to_incoming(me.team_id, {"type": "message", **m, "channel": channel},
+                              bot_user_id=me.user_id, names=names)
+            if msg is not None:  # a late answer (a young mention) goes to its thread
+                messages.append(replace(msg, route=str(m.get("thread_ts") or m["ts"])))
+        return Fetched(messages, skipped, more)
 
     return Backfiller("slack", service, store, fetch, ts_order, bound=bound)
 
