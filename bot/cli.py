@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import TextIO, cast
+from typing import TYPE_CHECKING, TextIO, cast
 
 from adapters.claims import DeliveryClaims
 from adapters.console_adapter import ConsoleChat
@@ -26,6 +27,9 @@ from bot.logs import setup_logging
 from bot.settings import Settings, load_settings
 from memory.errors import StoreError
 from memory.models import ChannelKey
+
+if TYPE_CHECKING:
+    from bot.app import Runtime
 
 __all__ = ["main", "parse_channel"]
 
@@ -84,7 +88,7 @@ def _parser() -> argparse.ArgumentParser:
 async def _console(settings: Settings, channel: str) -> None:
     from bot.app import Runtime
 
-    async with Runtime.open(settings) as rt:
+    async with Runtime.open(settings) as rt, _admin(rt):
         model = "offline model (no LLM configured)" if rt.llm.is_offline else rt.llm.name
         banner = f"gistbot console · channel {channel} · {settings.database_url} · {model}"
         await ConsoleChat(rt.service, channel=channel).run(banner)
@@ -98,7 +102,7 @@ async def _run(settings: Settings) -> None:
         log.info("no DISCORD_TOKEN or Slack tokens configured: starting the console chat")
         await _console(settings, "general")
         return
-    async with Runtime.open(settings) as rt:
+    async with Runtime.open(settings) as rt, _admin(rt):
         jobs = []
         if "discord" in adapters:
             jobs.append(run_discord(rt.service, settings))
@@ -107,6 +111,18 @@ async def _run(settings: Settings) -> None:
             claims = cast(DeliveryClaims, rt.store)
             jobs.append(run_slack(rt.service, settings, claims))
         await asyncio.gather(*jobs)
+
+
+def _admin(rt: Runtime) -> contextlib.AbstractAsyncContextManager[object]:
+    """The admin server when ``ADMIN_PORT`` is set (``bot.admin``), else nothing."""
+    if rt.settings.admin_port is None:
+        return contextlib.nullcontext()
+    try:
+        from bot.admin.server import admin_server
+    except ImportError as e:
+        raise ConfigError(f"ADMIN_PORT needs the admin extra ({e.name} is missing): "
+                          "pip install 'gistbot[admin]'") from e
+    return admin_server(rt)
 
 
 async def _summary(settings: Settings, key: ChannelKey, out: TextIO) -> None:
@@ -167,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = args.command or "run"
     try:
         settings = load_settings(env_file=args.env_file)
-        setup_logging(settings.log_level, settings.secrets())
+        setup_logging(settings.log_level, settings.secrets(), fmt=settings.log_format)
         if command == "run":
             asyncio.run(_run(settings))
         elif command == "console":

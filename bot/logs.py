@@ -42,10 +42,15 @@ class SecretFilter(logging.Filter):
         return True
 
 
-def setup_logging(level: str, secrets: Sequence[str] = ()) -> None:
-    """Log to stderr at ``level`` with secrets scrubbed from every handler's output."""
+def setup_logging(level: str, secrets: Sequence[str] = (), *, fmt: str = "text") -> None:
+    """Log to stderr at ``level`` with secrets scrubbed from every handler's output;
+    ``fmt="json"`` writes one JSON object per line (``bot.json_logs``)."""
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    if fmt == "json":
+        from bot.json_logs import JsonFormatter
+
+        handler.setFormatter(JsonFormatter())
     handler.addFilter(SecretFilter(secrets))
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -47,6 +47,7 @@ from bot.errors import (
 )
 from bot.llm import LLM
 from bot.messages import CommandResult, IncomingMessage, Reply
+from bot.observe import NullObserver, ServiceObserver, bind_request
 from bot.prompts import build_messages, fixed_overhead
 from memory.completion import ChatMessage
 from memory.errors import StoreError, SummaryRejected
@@ -155,6 +156,7 @@ class ChatService:
         # (platform, author id) -> times of recent replies, and whether they were told
         self._recent: dict[tuple[str, str], deque[float]] = {}
         self._told: set[tuple[str, str]] = set()
+        self.observer: ServiceObserver = NullObserver()  # the admin server's metrics
 
     def set_identity(self, platform: str, bot_id: str, bot_name: str) -> None:
         """Record who the bot is on ``platform`` (after login), for its assistant turns.
@@ -162,6 +164,7 @@ class ChatService:
         Per platform, because one process may run Discord and Slack at once.
         """
         self._identities[platform] = (bot_id, bot_name)
+        self.observer.connected(platform)
 
     def identity(self, platform: str) -> tuple[str, str]:
         """(bot id, bot name) on ``platform``; the configured defaults until login."""
@@ -193,6 +196,7 @@ class ChatService:
         if self.config.record_mode == "addressed" and not addressed:
             return None
         limit = self.config.max_input_chars
+        bind_request(msg.key, msg.message_id)
         # No await before record(): a channel's messages must be queued in arrival order.
         try:
             result = await self.memory.record(
@@ -208,9 +212,12 @@ class ChatService:
                 )
             )
         except StoreError as e:
+            self.observer.store_error(type(e).__name__)
             log.error("could not record message %s in %s: %s", msg.message_id, msg.key, e,
                       exc_info=e)
             return Reply(STORE_FAILED, failed=True) if addressed else None
+        if result.created:
+            self.observer.recorded(msg.key, "user")
         if not addressed or not result.created:
             return None  # not for us, or a re-delivery we already answered
         if limit and len(msg.text) > limit:
@@ -228,6 +235,7 @@ class ChatService:
         try:
             return await self._reply(msg, result.turn.seq, on_delta)
         except StoreError as e:
+            self.observer.store_error(type(e).__name__)
             log.error("reply to %s in %s failed on the store: %s", msg.message_id, msg.key, e,
                       exc_info=e)
             return Reply(STORE_FAILED, failed=True)
@@ -255,7 +263,9 @@ class ChatService:
 
     async def _reply(self, msg: IncomingMessage, seq: int, on_delta: DeltaSink | None) -> Reply:
         budget = self.memory_budget()
+        started = time.monotonic()
         view = await self.memory.view(msg.key, budget, through_seq=seq, recall=True)
+        self.observer.recalled(msg.key, time.monotonic() - started)
         try:
             text = await self._generate(view, on_delta)
         except ContextLengthExceeded:
@@ -268,9 +278,12 @@ class ChatService:
             try:
                 text = await self._generate(view, on_delta)
             except LLMError as e:
+                self.observer.replied(msg.key, time.monotonic() - started, view.tokens, seq, True)
                 return self._failure(msg, e)
         except LLMError as e:
+            self.observer.replied(msg.key, time.monotonic() - started, view.tokens, seq, True)
             return self._failure(msg, e)
+        self.observer.replied(msg.key, time.monotonic() - started, view.tokens, seq, False)
         if len(text) > MAX_REPLY_CHARS:
             log.warning("the model's answer in %s was %d characters; cut to %d",
                         msg.key, len(text), MAX_REPLY_CHARS)
@@ -281,7 +294,9 @@ class ChatService:
             await self.memory.record(
                 NewTurn(msg.key, reply_id, "assistant", bot_id, bot_name, text, 0, time.time())
             )
+            self.observer.recorded(msg.key, "assistant")
         except StoreError as e:  # the answer is still worth giving; memory lacks only it
+            self.observer.store_error(type(e).__name__)
             log.error("could not record the reply to %s in %s: %s", msg.message_id, msg.key,
                       e, exc_info=e)
         return Reply(text, truncated_memory=view.dropped > 0 or view.truncated)
