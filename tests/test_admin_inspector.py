@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bot.messages import IncomingMessage
-from memory.models import ChannelKey, NewLongTermFact
+from memory.models import ChannelKey
 from tests.harness.admin import TOKEN, Admin, admin, csrf_of, fill, ref
 
 KEY = ChannelKey("discord", "g1", "general")

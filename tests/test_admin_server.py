@@ -63,8 +63,9 @@ async def test_readyz_waits_for_every_configured_platform(tmp_path: Path) -> Non
 
 
 async def test_readyz_reports_a_failing_model_endpoint(tmp_path: Path) -> None:
-    async with FakeOpenAI(responder=default_responder) as fake, admin(tmp_path, OPENAI_BASE_URL=fake.base_url,
-                                            MODEL_NAME="gpt-test", LLM_MAX_RETRIES="0") as a:
+    async with FakeOpenAI(responder=default_responder) as fake, admin(
+        tmp_path, OPENAI_BASE_URL=fake.base_url, MODEL_NAME="gpt-test", LLM_MAX_RETRIES="0",
+    ) as a:
         fake.push(Error(500, {"error": {"message": "down"}}))
         await fill(a.rt, KEY, 1, mention_every=1)
         status, body = await _get(f"{a.url}/readyz")
@@ -87,8 +88,8 @@ async def test_metrics_count_real_traffic_without_channel_labels(tmp_path: Path)
     lines = text.splitlines()
 
     def value(prefix: str) -> float:
-        found = [ln for ln in lines if ln.startswith(prefix + " ") or ln.startswith(prefix + "{")
-                 and ln.split(" ")[0] == prefix]
+        found = [ln for ln in lines if ln.startswith(prefix + " ") or (ln.startswith(prefix + "{")
+                 and ln.split(" ")[0] == prefix)]
         assert found, f"{prefix} missing"
         return float(found[0].rsplit(" ", 1)[1])
 
