@@ -143,7 +143,10 @@ async def _export(settings: Settings, key: ChannelKey, out: TextIO) -> int:
         header = {"type": "channel", **asdict(key), "summary": state.text,
                   "version": state.version, "folded_through": state.folded_through,
                   "last_compacted_at": state.last_compacted_at,
-                  "facts": [asdict(f) for f in state.facts]}
+                  "facts": [asdict(f) for f in state.facts],
+                  "summary_history": [
+                      {k: v for k, v in asdict(h).items() if k != "key"}
+                      for h in await store.summary_history_of(key, limit=1_000_000)]}
         out.write(json.dumps(header, ensure_ascii=False) + "\n")
         count, after = 0, 0
         while batch := await store.turns(key, after_seq=after, limit=1000):

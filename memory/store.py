@@ -251,6 +251,10 @@ class InspectStore(Protocol):
     async def channel_overview(self) -> list[ChannelOverview]:
         """Every channel's counts (turns, pending, last activity, oldest pending)."""
 
+    async def replace_history(self, key: ChannelKey, versions: Sequence[SummaryVersion]) -> None:
+        """Set the channel's summary history to copies of ``versions``, oldest id first
+        (``gistbot copy-db``; the target assigns new ids). Idempotent."""
+
 
 @runtime_checkable
 class Store(Lifecycle, MemoryStore, ArchiveStore, LeaseStore, PortingStore, InspectStore,

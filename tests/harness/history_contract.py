@@ -128,3 +128,15 @@ class HistoryContract:
         ra = {r.key: r for r in await store.channel_overview()}[A]
         assert (ra.turns, ra.pending, ra.last_activity, ra.oldest_pending_at) == (0, 0, None,
                                                                                   None)
+
+    async def test_replace_history_copies_versions(self, store: Store) -> None:
+        a = await _turns(store, A, 3)
+        assert await _commit(store, A, a[0], "one", 1.0)
+        assert await _commit(store, A, a[1], "two", 2.0)
+        versions = await store.summary_history_of(A)
+        await store.replace_history(B, versions)
+        await store.replace_history(B, versions)  # idempotent
+        copied = await store.summary_history_of(B)
+        assert [(v.text, v.version, v.first_seq, v.last_seq, v.committed_at, v.source)
+                for v in copied] == [(v.text, v.version, v.first_seq, v.last_seq,
+                                      v.committed_at, v.source) for v in versions]

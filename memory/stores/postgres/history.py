@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from memory.history import ChannelOverview, SummarySource, SummaryVersion
@@ -14,7 +15,7 @@ from memory.models import ChannelKey
 from memory.stores.postgres import queries
 from memory.stores.postgres.queries import Conn, by_key
 
-__all__ = ["append", "commit_with_history", "edit_summary", "history", "overview"]
+__all__ = ["append", "commit_with_history", "edit_summary", "history", "overview", "replace"]
 
 _BY_KEY = "platform = $1 AND workspace = $2 AND channel = $3"
 _APPEND = (
@@ -88,3 +89,18 @@ async def overview(conn: Conn) -> list[ChannelOverview]:
     """Every channel's counts; the pending ones read only the unfolded range."""
     rows = await conn.fetch(_OVERVIEW)
     return [ChannelOverview(ChannelKey(r[0], r[1], r[2]), *r[3:]) for r in rows]
+
+
+async def replace(conn: Conn, key: ChannelKey, versions: Sequence[SummaryVersion]) -> None:
+    """Set the channel's history to copies of ``versions`` (``copy-db``; new ids)."""
+    cid = await conn.fetchval(f"SELECT id FROM channels WHERE {_BY_KEY}", *by_key(key))
+    if cid is None:
+        await conn.execute(queries.CREATE_CHANNEL, *by_key(key))
+        cid = await conn.fetchval(f"SELECT id FROM channels WHERE {_BY_KEY}", *by_key(key))
+    await conn.execute("DELETE FROM summary_history WHERE channel_id = $1", cid)
+    await conn.executemany(
+        "INSERT INTO summary_history (channel_id, version, text, first_seq, last_seq, "
+        "committed_at, source, author) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        [(cid, v.version, v.text, v.first_seq, v.last_seq, v.committed_at, v.source, v.author)
+         for v in sorted(versions, key=lambda v: v.id)],
+    )

@@ -204,6 +204,10 @@ class PostgresStore:
         """Counts of every channel (the inspector's list, the compaction-lag gauges)."""
         return await self._tx(history.overview, read=True)
 
+    async def replace_history(self, key: ChannelKey, versions: Sequence[SummaryVersion]) -> None:
+        """Set the channel's summary history to copies of ``versions`` (``copy-db``)."""
+        await self._tx(partial(history.replace, key=key, versions=tuple(versions)))
+
     async def edit(self, key: ChannelKey, message_id: str, text: str, tokens: int) -> ChangeOutcome:
         """Replace an unfolded turn's text; a folded turn is left as summarized."""
         edit = TurnEdit(text, tokens)

@@ -8,12 +8,13 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 
 from memory.history import ChannelOverview, SummarySource, SummaryVersion
 from memory.models import ChannelKey
 from memory.stores.sqlite.writer import WriteTx
 
-__all__ = ["append", "edit_summary", "history", "overview"]
+__all__ = ["append", "edit_summary", "history", "overview", "replace"]
 
 _COLS = "id, version, text, first_seq, last_seq, committed_at, source, author"
 
@@ -78,3 +79,15 @@ def overview(conn: sqlite3.Connection) -> list[ChannelOverview]:
         "c.last_compacted_at, c.version FROM channels c ORDER BY c.id"
     ).fetchall()
     return [ChannelOverview(ChannelKey(r[0], r[1], r[2]), *r[3:]) for r in rows]
+
+
+def replace(tx: WriteTx, key: ChannelKey, versions: Sequence[SummaryVersion]) -> None:
+    """Set the channel's history to copies of ``versions`` (``copy-db``; new ids)."""
+    cid = tx.new_channel_id(key)
+    tx.conn.execute("DELETE FROM summary_history WHERE channel_id = ?", (cid,))
+    tx.conn.executemany(
+        "INSERT INTO summary_history (channel_id, version, text, first_seq, last_seq, "
+        "committed_at, source, author) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [(cid, v.version, v.text, v.first_seq, v.last_seq, v.committed_at, v.source, v.author)
+         for v in sorted(versions, key=lambda v: v.id)],
+    )

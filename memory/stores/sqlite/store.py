@@ -239,6 +239,10 @@ class SqliteStore:
         """Counts of every channel (the inspector's list, the compaction-lag gauges)."""
         return await self._read(history.overview)
 
+    async def replace_history(self, key: ChannelKey, versions: Sequence[SummaryVersion]) -> None:
+        """Set the channel's summary history to copies of ``versions`` (``copy-db``)."""
+        await self._write(history.replace, key, tuple(versions))
+
     async def edit(self, key: ChannelKey, message_id: str, text: str, tokens: int) -> ChangeOutcome:
         """Replace an unfolded turn's text; a folded turn is left as summarized."""
         return await self._write(queries.change, key, message_id, TurnEdit(text, tokens))
