@@ -10,8 +10,8 @@ fails the command. A target that already holds channels is refused unless ``--re
 The checksum covers what a user would call the memory: every turn's fields, the summary,
 the fold pointer, version, counters, carried facts, episodes and long-term facts (with their
 supersede links) and the summary history. It does not cover database ids of episodes,
-long-term facts and history versions (the target assigns its own) nor the internal seq counter (``next_seq``), which the target derives from
-the copied seqs.
+long-term facts and history versions (the target assigns its own) nor the internal seq
+counter (``next_seq``), which the target derives from the copied seqs.
 """
 
 from __future__ import annotations
