@@ -221,7 +221,6 @@ class Compactor:
     def _failed(self, key: ChannelKey, error: Exception) -> float:
         """Count a failed attempt; the delay before the next one (exponential, capped)."""
         self.compaction_failures += 1
-        self._tell("rejected" if isinstance(error, SummaryRejected) else "failed")
         n = self._failures.get(key, 0) + 1
         self._failures[key] = n
         delay: float = min(self.config.retry_base * 2 ** (n - 1), self.config.retry_max)
@@ -247,6 +246,11 @@ class Compactor:
         renew = asyncio.create_task(self._renew_lease(key))
         try:
             return await self._fold(key, force=force)
+        except Preempted:
+            raise  # gave the endpoint to a reply: not a failure
+        except Exception as e:
+            self._tell("rejected" if isinstance(e, SummaryRejected) else "failed")
+            raise
         finally:
             renew.cancel()
             try:

@@ -167,3 +167,26 @@ def test_json_log_lines_carry_channel_and_request_id() -> None:
         log_context.reset(token)
     assert line["message"] == "hello x" and line["level"] == "INFO"
     assert line["channel"] == "discord:g1:secret-channel-4242" and line["request_id"] == "msg-77"
+
+
+@pytest.mark.parametrize(("answer", "outcome"), [
+    ("I'm sorry, but I cannot summarize this conversation.", "rejected"),
+    (Error(500, {"error": {"message": "down"}}), "failed"),
+])
+async def test_failed_and_rejected_compactions_are_counted(
+    tmp_path: Path, answer: object, outcome: str
+) -> None:
+    async with FakeOpenAI(responder=default_responder) as fake, admin(
+        tmp_path, OPENAI_BASE_URL=fake.base_url, MODEL_NAME="gpt-test", LLM_MAX_RETRIES="0",
+        MAX_HISTORY_MESSAGES="50", KEEP_RECENT_MESSAGES="4",
+    ) as a:
+        await fill(a.rt, KEY, 10)  # under the window: no background compaction
+        fake.push(answer)  # type: ignore[arg-type]
+        with pytest.raises(Exception):  # noqa: B017 - either error class is the point
+            await a.rt.memory.compact_now(KEY, force=True)
+        assert await a.rt.memory.compact_now(KEY, force=True)  # the next one commits
+        _, text = await _get(f"{a.url}/metrics")
+    assert f'gistbot_compactions_total{{outcome="{outcome}"}} 1.0' in text
+    assert 'gistbot_compactions_total{outcome="committed"} 1.0' in text
+    other = "failed" if outcome == "rejected" else "rejected"
+    assert f'gistbot_compactions_total{{outcome="{other}"}}' not in text
