@@ -195,7 +195,10 @@ async def test_channel_page_shows_memory_search_and_plot(tmp_path: Path) -> None
         await a.login()
         page = await a.page(KEY)
         assert "<svg" in page and "prompt memory tokens per reply" in page
-        assert "4 replies" in page
+        last = a.server.metrics.prompt_points(KEY)[-1]
+        full = sum(t.tokens for t in await a.rt.store.turns(KEY) if t.seq <= last.seq)
+        assert (f"4 replies; the last sent {last.prompt_tokens:,} memory tokens where the "
+                f"full history was {full:,}") in page
         assert "ORD-7781" in page
         found = await a.page(KEY, q="ORD-7781")
         assert "the password reset for ORD-7781" in found

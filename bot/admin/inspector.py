@@ -35,7 +35,7 @@ __all__ = ["Inspector"]
 log = logging.getLogger("gistbot.admin")
 LIST_LIMIT = 500
 RECENT_TURNS = 50
-FULL_HISTORY_SCAN = 50_000  # turns read to price "the full history" for the plot
+FULL_HISTORY_SCAN = 200_000  # at most this many turns are read to price the full history
 
 
 def when(ts: float | None) -> str:
@@ -229,11 +229,12 @@ class Inspector:
             return prompt_plot([])
         upto, full, after, running = max(p.seq for p in points), {}, 0, 0
         wanted = sorted({p.seq for p in points})
-        i = 0
-        while after < upto and after < FULL_HISTORY_SCAN * 4:
+        i = read = 0
+        while after < upto and read < FULL_HISTORY_SCAN:
             batch = await self.store.turns(key, after_seq=after, limit=1000)
             if not batch:
                 break
+            read += len(batch)
             for t in batch:
                 while i < len(wanted) and wanted[i] < t.seq:
                     full[wanted[i]] = running
