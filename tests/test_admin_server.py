@@ -190,3 +190,15 @@ async def test_failed_and_rejected_compactions_are_counted(
     assert 'gistbot_compactions_total{outcome="committed"} 1.0' in text
     other = "failed" if outcome == "rejected" else "rejected"
     assert f'gistbot_compactions_total{{outcome="{other}"}}' not in text
+
+
+async def test_summary_history_setting_bounds_the_store(tmp_path: Path) -> None:
+    settings = load_settings({"DATABASE_URL": f"sqlite:///{tmp_path}/h.db",
+                              "SUMMARY_HISTORY": "2", "MAX_HISTORY_MESSAGES": "4",
+                              "KEEP_RECENT_MESSAGES": "1"})
+    async with Runtime.open(settings) as rt:
+        for i in range(0, 30, 3):
+            await fill(rt, KEY, 3, start=i)
+            await rt.memory.wait_idle()
+        assert rt.memory.compactions >= 3
+        assert len(await rt.store.summary_history_of(KEY)) == 2
