@@ -116,6 +116,7 @@ class Metrics:
         self.last_model_error: tuple[float, str] | None = None
         self.platforms_up: set[str] = set()
         self.last_tick: float | None = None
+        self.last_lag = 0.0
         self.lag_refreshed: float | None = None
         self._plots: OrderedDict[ChannelKey, deque[PromptPoint]] = OrderedDict()
         self._plot_channels, self._plot_points = plot_channels, plot_points
@@ -211,5 +212,6 @@ class Metrics:
             await asyncio.sleep(interval)
             lag = max(0.0, loop.time() - started - interval)
             self.loop_lag.set(lag)
+            self.last_lag = lag
             self.loop_lag_hist.observe(lag)
             self.last_tick = self.clock()

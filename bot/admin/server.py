@@ -37,7 +37,6 @@ log = logging.getLogger("gistbot.admin")
 LAG_REFRESH = 15.0
 STORE_TIMEOUT = 2.0
 PROBE = ChannelKey("admin", "readyz", "probe")  # read, never written
-disable_created_metrics()  # type: ignore[no-untyped-call]  # the *_created series only double what Prometheus scrapes
 
 
 class AdminServer:
@@ -46,6 +45,8 @@ class AdminServer:
     def __init__(self, rt: Runtime, *, host: str, port: int, inspector: bool,
                  token: str | None, metrics: Metrics | None = None) -> None:
         self.rt, self.host, self.requested_port = rt, host, port
+        # The *_created series only repeat what Prometheus knows from the first scrape.
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.metrics = metrics or Metrics()
         self.port = 0
         self.inspector: Inspector | None = None
@@ -104,7 +105,7 @@ class AdminServer:
         age = None if m.last_tick is None else max(0.0, m.clock() - m.last_tick)
         ok = age is None or age < 10.0
         body = {"status": "ok" if ok else "stalled", "loop_tick_age_seconds": age,
-                "loop_lag_seconds": m.loop_lag._value.get()}
+                "loop_lag_seconds": m.last_lag}
         return web.json_response(body, status=200 if ok else 503)
 
     async def readyz(self, request: web.Request) -> web.Response:
