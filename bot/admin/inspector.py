@@ -223,7 +223,7 @@ class Inspector:
         seqs = range(max(1, newest - RECENT_TURNS + 1), newest + 1)
         return sorted(await self.store.turns_at(key, list(seqs)), key=lambda t: -t.seq)
 
-    async def _plot(self, key: ChannelKey) -> Any:
+    async def _plot(self, key: ChannelKey) -> str:
         points = self.metrics.prompt_points(key)
         if not points:
             return prompt_plot([])

@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-from markupsafe import Markup
-
 __all__ = ["prompt_plot"]
 
 W, H, PAD_L, PAD_B, PAD_T, PAD_R = 720, 240, 64, 28, 16, 16
@@ -17,11 +15,14 @@ def _path(points: Sequence[tuple[float, float]]) -> str:
     return " ".join(f"{'M' if i == 0 else 'L'}{x:.1f},{y:.1f}" for i, (x, y) in enumerate(points))
 
 
-def prompt_plot(rows: Sequence[tuple[int, int, int]]) -> Markup:
-    """``rows`` are (seq, prompt tokens, full-history tokens) per reply, oldest first."""
+def prompt_plot(rows: Sequence[tuple[int, int, int]]) -> str:
+    """``rows`` are (seq, prompt tokens, full-history tokens) per reply, oldest first.
+
+    The markup is safe to insert unescaped (the template marks it ``|safe``): every text in
+    it is a number or passed through ``html.escape``."""
     if not rows:
-        return Markup('<p class="muted">No replies since the bot started: the chart fills '
-                      "as it answers.</p>")
+        return ('<p class="muted">No replies since the bot started: the chart fills as it '
+                "answers.</p>")
     top = max(max(r[1], r[2]) for r in rows) or 1
     lo, hi = rows[0][0], rows[-1][0]
     span = max(1, hi - lo)
@@ -56,4 +57,4 @@ def prompt_plot(rows: Sequence[tuple[int, int, int]]) -> Markup:
         f'<text x="{PAD_L + 8}" y="{PAD_T + 26}" font-size="12" fill="#dc2626">'
         f"- - full history up to that message</text></svg>"
     )
-    return Markup(svg)
+    return svg

@@ -1,7 +1,7 @@
 """The inspector's pages: Jinja2 templates with autoescaping on, inline CSS, no script and
 no external asset (it works without a CDN or a network). Every value is escaped by the
 template engine; the only markup built in Python is the plot's SVG (``bot.admin.plot``),
-which escapes its own text and is marked safe explicitly."""
+which escapes its own text and is inserted with ``|safe``."""
 
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ compaction or other change happened since this page was loaded</span></form>
 {{ hidden }}
 <label><input type="checkbox" name="confirm" value="yes"> really</label>
 <button>Reset channel (forget everything)</button></form>
-<h2>Prompt tokens per reply</h2>{{ plot }}
+<h2>Prompt tokens per reply</h2>{{ plot|safe }}
 <h2>Summary history</h2>
 {% for v in history %}<details{% if loop.first %} open{% endif %}><summary>version
 {{ v.version }} · {{ v.when }} · {{ v.source }}{% if v.author %} by {{ v.author }}{% endif %} ·
