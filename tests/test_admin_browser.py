@@ -16,6 +16,7 @@ from memory.models import ChannelKey
 from tests.harness.admin import TOKEN, admin, fill
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+expect.set_options(timeout=30_000)  # a loaded CI machine; the default 5 s is for speed
 KEY = ChannelKey("discord", "g1", "launch-planning")
 
 
