@@ -46,7 +46,10 @@ class ServiceObserver(Protocol):
         """A store operation failed with an error of class ``kind``."""
 
     def connected(self, platform: str) -> None:
-        """The platform's adapter logged in."""
+        """The platform's adapter logged in, or its link came back."""
+
+    def disconnected(self, platform: str) -> None:
+        """The platform's link dropped (the adapter reconnects by itself)."""
 
 
 class NullObserver:
@@ -66,4 +69,7 @@ class NullObserver:
         """Nothing."""
 
     def connected(self, platform: str) -> None:
+        """Nothing."""
+
+    def disconnected(self, platform: str) -> None:
         """Nothing."""

@@ -104,6 +104,15 @@ class GistbotClient(discord.AutoShardedClient):
     async def on_ready(self) -> None:
         """Log where the bot is."""
         log.info("connected to Discord as %s in %d servers", self.user, len(self.guilds))
+        self.service.observer.connected("discord")
+
+    async def on_disconnect(self) -> None:
+        """Not ready while the gateway link is down (discord.py reconnects by itself)."""
+        self.service.observer.disconnected("discord")
+
+    async def on_resumed(self) -> None:
+        """The gateway session resumed: ready again."""
+        self.service.observer.connected("discord")
 
     # ------------------------------------------------------------------ messages
 

@@ -108,8 +108,8 @@ class Metrics:
                               registry=r)
         self.loop_lag_hist = Histogram("gistbot_event_loop_lag_seconds_hist", "Event-loop lag",
                                        buckets=FAST_BUCKETS, registry=r)
-        self.connected_gauge = Gauge("gistbot_platform_connected", "1 once the platform adapter "
-                                     "logged in", ["platform"], registry=r)
+        self.connected_gauge = Gauge("gistbot_platform_connected", "1 while the platform adapter "
+                                     "is logged in and connected", ["platform"], registry=r)
         self.admin_actions = Counter("gistbot_admin_actions", "Inspector actions by action and "
                                      "outcome", ["action", "outcome"], registry=r)
         self.last_model_ok: float | None = None
@@ -197,6 +197,11 @@ class Metrics:
         """``ServiceObserver``: an adapter logged in."""
         self.platforms_up.add(platform)
         self.connected_gauge.labels(platform_label(platform)).set(1)
+
+    def disconnected(self, platform: str) -> None:
+        """``ServiceObserver``: an adapter's link dropped."""
+        self.platforms_up.discard(platform)
+        self.connected_gauge.labels(platform_label(platform)).set(0)
 
     def prompt_points(self, key: ChannelKey) -> list[PromptPoint]:
         """The channel's recent reply prompt sizes, oldest first."""
