@@ -16,6 +16,7 @@ from memory.errors import StoreError
 from memory.models import ChannelKey, NewTurn
 from memory.store import Store
 from memory.stores.sqlite import schema as sqlite_schema
+from memory.stores.sqlite import turn_search
 from memory.stores.sqlite.store import SqliteStore
 
 KEY = ChannelKey("discord", "g1", "c1")
@@ -53,17 +54,25 @@ async def test_sqlite_commit_rolls_back_without_its_history_row(tmp_path: Path) 
 
 
 async def test_sqlite_migration_adds_history_to_an_older_file(tmp_path: Path) -> None:
+    """A file at the version before the history step (built by the earlier steps, wherever
+    the step sits among later ones) keeps its data and gains the history."""
+    step = next(i for i, m in enumerate(sqlite_schema.MIGRATIONS) if "summary_history" in m)
     path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    turn_search.register(conn)
+    conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    for script in sqlite_schema.MIGRATIONS[:step]:
+        for statement in sqlite_schema._statements(script):
+            conn.execute(statement)
+    conn.execute("INSERT INTO schema_version (version) VALUES (?)", (step,))
+    conn.execute("INSERT INTO channels (platform, workspace, channel, summary, version) "
+                 "VALUES ('discord', 'g1', 'c1', 'kept', 3)")
+    conn.close()
     async with SqliteStore(path) as store:
-        await _seed(store)
-    with sqlite3.connect(path) as conn:  # back to the previous schema version
-        conn.execute("DROP TABLE summary_history")
-        conn.execute("UPDATE schema_version SET version = ?",
-                     (sqlite_schema.SCHEMA_VERSION - 1,))
-    async with SqliteStore(path) as store:
-        assert len(await store.turns(KEY)) == 4
         state = await store.state(KEY)
-        assert await store.commit_summary(KEY, expected_version=state.version, text="s",
+        assert (state.text, state.version) == ("kept", 3)
+        await _seed(store)
+        assert await store.commit_summary(KEY, expected_version=3, text="s",
                                           folded_through=2, facts=(), now=1.0)
         assert [v.text for v in await store.summary_history_of(KEY)] == ["s"]
 
