@@ -60,11 +60,11 @@ USER 10001:10001
 VOLUME /data
 # Only Slack HTTP mode listens; Discord and Slack Socket Mode connect out.
 EXPOSE 3000
-# Healthy = the configured settings load and the database opens (and is migrated): the
-# same thing the bot needs at start, in well under a second. `gistbot doctor` would also
-# call the LLM, which is too heavy and costly to run every minute.
+# Healthy = with ADMIN_PORT set, the admin server's /healthz answers 200 (the process and
+# its event loop are alive); without it, the settings load and the database opens (and is
+# migrated). Both take well under a second; `gistbot doctor` would also call the LLM.
 HEALTHCHECK --interval=60s --timeout=15s --start-period=30s --retries=3 \
-    CMD ["python", "-c", "import asyncio\nfrom bot.app import make_store\nfrom bot.settings import load_settings\nasync def main():\n    store = make_store(load_settings())\n    await store.open()\n    await store.close()\nasyncio.run(asyncio.wait_for(main(), 10))"]
+    CMD ["python", "-m", "bot.admin.healthcheck"]
 # docker stop sends this, waits (give it more than SHUTDOWN_GRACE_SECONDS: `docker stop -t
 # 30`, compose's stop_grace_period), then SIGKILLs.
 STOPSIGNAL SIGTERM

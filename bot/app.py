@@ -38,11 +38,13 @@ log = logging.getLogger(__name__)
 
 def make_store(settings: Settings) -> Store:
     """The store ``DATABASE_URL`` asks for (SQLite by default)."""
-    return store_for_url(
+    store = store_for_url(
         settings.database_url,
         synchronous=settings.sqlite_synchronous,
         pool_size=settings.database_pool_size,
     )
+    store.summary_history = settings.summary_history  # type: ignore[attr-defined]
+    return store
 
 
 def store_for_url(url: str, *, synchronous: str = "FULL", pool_size: int = 10) -> Store:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -19,7 +20,7 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import TextIO, cast
+from typing import TYPE_CHECKING, TextIO, cast
 
 from adapters.backfill import HistoryStore
 from adapters.claims import DeliveryClaims
@@ -34,6 +35,9 @@ from bot.wording import plural
 from memory.errors import StoreError
 from memory.models import ChannelKey
 from memory.store import Store
+
+if TYPE_CHECKING:
+    from bot.app import Runtime
 
 __all__ = ["channel_spec", "main", "parse_channel", "version"]
 
@@ -143,7 +147,7 @@ async def _console(settings: Settings, channel: str, live: LiveLine,
         stop = asyncio.Event()
         install_stop_signals(stop)
     # The banner says the model is offline; no warning log line in the chat for it.
-    async with Runtime.open(settings, warn_offline=False) as rt:
+    async with Runtime.open(settings, warn_offline=False) as rt, _admin(rt):
         model = (
             "offline model (set OPENAI_API_KEY or OPENAI_BASE_URL for real answers)"
             if rt.llm.is_offline else rt.llm.name
@@ -167,7 +171,7 @@ async def _run(settings: Settings, live: LiveLine) -> None:
         log.info("no DISCORD_TOKEN or Slack tokens configured: starting the console chat")
         await _console(settings, "general", live, stop)
         return
-    async with Runtime.open(settings) as rt:
+    async with Runtime.open(settings) as rt, _admin(rt):
         jobs = []
         history = cast(HistoryStore, rt.store)  # backfill after downtime reads the cursor
         if "discord" in adapters:
@@ -224,6 +228,18 @@ async def _channels(settings: Settings, out: TextIO) -> int:
     return len(rows)
 
 
+def _admin(rt: Runtime) -> contextlib.AbstractAsyncContextManager[object]:
+    """The admin server when ``ADMIN_PORT`` is set (``bot.admin``), else nothing."""
+    if rt.settings.admin_port is None:
+        return contextlib.nullcontext()
+    try:
+        from bot.admin.server import admin_server
+    except ImportError as e:
+        raise ConfigError(f"ADMIN_PORT needs the admin extra ({e.name} is missing): "
+                          "pip install 'gistbot[admin]'") from e
+    return admin_server(rt)
+
+
 async def _summary(settings: Settings, key: ChannelKey, out: TextIO) -> None:
     from bot.app import Runtime
 
@@ -244,7 +260,10 @@ async def _export(settings: Settings, key: ChannelKey, out: TextIO) -> int:
         header = {"type": "channel", **asdict(key), "summary": state.text,
                   "version": state.version, "folded_through": state.folded_through,
                   "last_compacted_at": state.last_compacted_at,
-                  "facts": [asdict(f) for f in state.facts]}
+                  "facts": [asdict(f) for f in state.facts],
+                  "summary_history": [
+                      {k: v for k, v in asdict(h).items() if k != "key"}
+                      for h in await store.summary_history_of(key, limit=1_000_000)]}
         out.write(json.dumps(header, ensure_ascii=False) + "\n")
         count, after = 0, 0
         while batch := await store.turns(key, after_seq=after, limit=1000):
@@ -311,7 +330,7 @@ def _dispatch(args: argparse.Namespace, command: str) -> int:
     settings = load_settings(env_file=args.env_file)
     chat = (command in ("run", "console") and not settings.adapters) or command == "console"
     live = setup_logging(settings.log_level, settings.secrets(), console=chat,
-                         verbose=args.verbose)
+                         verbose=args.verbose, fmt=settings.log_format)
     if command == "run":
         asyncio.run(_run(settings, live))
     elif command == "console":

@@ -9,9 +9,9 @@ fails the command. A target that already holds channels is refused unless ``--re
 
 The checksum covers what a user would call the memory: every turn's fields, the summary,
 the fold pointer, version, counters, carried facts, episodes and long-term facts (with their
-supersede links). It does not cover database ids of episodes and long-term facts (the target
-assigns its own) nor the internal seq counter (``next_seq``), which the target derives from
-the copied seqs.
+supersede links) and the summary history. It does not cover database ids of episodes,
+long-term facts and history versions (the target assigns its own) nor the internal seq
+counter (``next_seq``), which the target derives from the copied seqs.
 """
 
 from __future__ import annotations
@@ -70,6 +70,10 @@ async def channel_checksum(store: Store, key: ChannelKey) -> tuple[int, str]:
         after = batch[-1].seq
     for row in await _archive_rows(store, key):
         digest.update(json.dumps(row, sort_keys=True, ensure_ascii=False).encode())
+    for version in await store.summary_history_of(key, limit=ALL_FACTS):
+        row = asdict(version)
+        del row["key"], row["id"]
+        digest.update(json.dumps({"history": row}, sort_keys=True, ensure_ascii=False).encode())
     return count, digest.hexdigest()
 
 
@@ -139,6 +143,7 @@ async def copy_db(
             after = batch[-1].seq
         await target.import_state(await source.state(key, facts_limit=ALL_FACTS))
         await target.replace_archive(key, *await _archive(source, key))
+        await target.replace_history(key, await source.summary_history_of(key, limit=ALL_FACTS))
         progress(f"[{i}/{len(keys)}] {key}: {plural(want[0], 'turn')}")
     for key in keys:
         if await channel_checksum(source, key) != await channel_checksum(target, key):

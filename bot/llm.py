@@ -108,6 +108,7 @@ class UsageRecord:
     usage: Usage
     latency: float
     ok: bool = True
+    error: str = ""  # the failure's kind (an ``LLMError`` class name) when not ``ok``
 
 
 @dataclass(slots=True)
@@ -129,6 +130,8 @@ class UsageMeter:
     keep: int = 1000
     records: deque[UsageRecord] = field(init=False)
     _totals: dict[str, PurposeTotals] = field(init=False, default_factory=dict)
+    # Called with every record (the admin server's metrics); must not raise.
+    listeners: list[Callable[[UsageRecord], None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.records = deque(maxlen=self.keep)
@@ -137,9 +140,9 @@ class UsageMeter:
         """Note a successful call."""
         self._add(UsageRecord(purpose, model, usage, latency))
 
-    def record_error(self, purpose: str, model: str, latency: float) -> None:
-        """Note a failed call (after the SDK's retries)."""
-        self._add(UsageRecord(purpose, model, Usage(), latency, ok=False))
+    def record_error(self, purpose: str, model: str, latency: float, error: str = "") -> None:
+        """Note a failed call (after the SDK's retries); ``error`` names its kind."""
+        self._add(UsageRecord(purpose, model, Usage(), latency, ok=False, error=error))
 
     def totals(self) -> dict[str, PurposeTotals]:
         """A copy of the totals, keyed by purpose."""
@@ -152,6 +155,8 @@ class UsageMeter:
         t.prompt_tokens += rec.usage.prompt_tokens
         t.completion_tokens += rec.usage.completion_tokens
         t.latency += rec.latency
+        for listener in self.listeners:
+            listener(rec)
 
 
 def _check_purpose(purpose: str) -> None:
@@ -253,8 +258,8 @@ class OpenAILLM:
             except (openai.OpenAIError, ValueError) as exc:  # ValueError: body not JSON
                 raise llm_error_from(exc) from exc
             text = _text_of(response)
-        except LLMError:
-            self._record(purpose, model, started, None)
+        except LLMError as e:
+            self._record(purpose, model, started, None, type(e).__name__)
             raise
         answered = Completion(text, _usage(response.usage), response.model or model)
         self._record(purpose, answered.model, started, answered.usage)
@@ -303,8 +308,8 @@ class OpenAILLM:
                 yield tail
             if not sent:
                 raise LLMBadResponse("the stream carried no text (or only reasoning)")
-        except LLMError:
-            self._record(purpose, model, started, None)
+        except LLMError as e:
+            self._record(purpose, model, started, None, type(e).__name__)
             raise
         self._record(purpose, model, started, usage)
 
@@ -369,11 +374,12 @@ class OpenAILLM:
     def _limits(self, limit: int) -> tuple[_Limit, _Limit]:
         return (limit, omit) if self._token_param == "max_tokens" else (omit, limit)
 
-    def _record(self, purpose: str, model: str, started: float, usage: Usage | None) -> None:
+    def _record(self, purpose: str, model: str, started: float, usage: Usage | None,
+                error: str = "") -> None:
         if self._meter is None:
             return
         if usage is None:
-            self._meter.record_error(purpose, model, time.monotonic() - started)
+            self._meter.record_error(purpose, model, time.monotonic() - started, error)
         else:
             self._meter.record(purpose, model, usage, time.monotonic() - started)
 

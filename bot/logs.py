@@ -180,12 +180,14 @@ class TerminalHandler(logging.Handler):
 
 
 def setup_logging(
-    level: str, secrets: Sequence[str] = (), *, console: bool = False, verbose: bool = False
+    level: str, secrets: Sequence[str] = (), *, console: bool = False, verbose: bool = False,
+    fmt: str = "text",
 ) -> LiveLine:
     """Log to stderr with secrets scrubbed; return the live line the console draws on.
 
     ``console``: the terminal is a chat, so only WARNING and above are shown unless
     ``verbose`` or ``level`` is DEBUG. Tracebacks of expected failures only at DEBUG.
+    ``fmt="json"`` writes one JSON object per line (``bot.json_logs``).
     """
     live = LiveLine()
     handler = TerminalHandler(live)
@@ -197,6 +199,10 @@ def setup_logging(
     handler.setFormatter(
         OneLineFormatter(FORMAT, tracebacks=numeric <= logging.DEBUG, secrets=secrets)
     )
+    if fmt == "json":
+        from bot.json_logs import JsonFormatter
+
+        handler.setFormatter(JsonFormatter())
     handler.addFilter(SecretFilter(secrets))
     root = logging.getLogger()
     root.handlers[:] = [handler]

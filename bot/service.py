@@ -43,6 +43,7 @@ from bot.errors import (
 from bot.llm import LLM
 from bot.memory_commands import MAX_FACT_CHARS, MemoryCommands, digest_failure, footer
 from bot.messages import IncomingMessage, Reply
+from bot.observe import NullObserver, ServiceObserver, bind_request
 from bot.prompts import build_messages, fixed_overhead, settled_reply, strip_echoed_label
 from memory.completion import ChatMessage
 from memory.errors import StoreError
@@ -122,6 +123,7 @@ class ChatService(MemoryCommands):
         # (platform, author id) -> times of recent replies, and whether they were told
         self._recent: dict[tuple[str, str], deque[float]] = {}
         self._told: set[tuple[str, str]] = set()
+        self.observer: ServiceObserver = NullObserver()  # the admin server's metrics
 
     def set_identity(self, platform: str, bot_id: str, bot_name: str) -> None:
         """Record who the bot is on ``platform`` (after login), for its assistant turns.
@@ -129,6 +131,7 @@ class ChatService(MemoryCommands):
         Per platform, because one process may run Discord and Slack at once.
         """
         self._identities[platform] = (bot_id, bot_name)
+        self.observer.connected(platform)
 
     def identity(self, platform: str) -> tuple[str, str]:
         """(bot id, bot name) on ``platform``; the configured defaults until login."""
@@ -164,6 +167,7 @@ class ChatService(MemoryCommands):
         if self.config.record_mode == "addressed" and not addressed:
             return None
         limit = self.config.max_input_chars
+        bind_request(msg.key, msg.message_id)
         due = self.owed.due(msg) if addressed and self.owed is not None else None
         # No await before record(): a channel's messages must be queued in arrival order.
         try:
@@ -181,9 +185,12 @@ class ChatService(MemoryCommands):
                 )
             )
         except StoreError as e:
+            self.observer.store_error(type(e).__name__)
             log.error("could not record message %s in %s: %s", msg.message_id, msg.key, e,
                       exc_info=e)
             return Reply(STORE_FAILED, failed=True) if addressed else None
+        if result.created:
+            self.observer.recorded(msg.key, "user")
         owed = self.owed  # a re-delivery is answered only while its reply is still owed
         if not addressed or not (result.created or (owed and await owed.redelivered(msg))):
             return None  # not for us, or a re-delivery we answered (or are answering)
@@ -216,6 +223,7 @@ class ChatService(MemoryCommands):
         try:
             return await self._reply(msg, seq, on_delta)
         except StoreError as e:
+            self.observer.store_error(type(e).__name__)
             log.error("reply to %s in %s failed on the store: %s", msg.message_id, msg.key, e,
                       exc_info=e)
             return Reply(STORE_FAILED, failed=True)
@@ -266,7 +274,9 @@ class ChatService(MemoryCommands):
 
     async def _reply(self, msg: IncomingMessage, seq: int, on_delta: DeltaSink | None) -> Reply:
         budget = self.memory_budget()
+        started = time.monotonic()
         view = await self.memory.view(msg.key, budget, through_seq=seq, recall=True)
+        self.observer.recalled(msg.key, time.monotonic() - started)
         try:
             text = await self._generate(view, on_delta)
         except ContextLengthExceeded:
@@ -279,9 +289,12 @@ class ChatService(MemoryCommands):
             try:
                 text = await self._generate(view, on_delta)
             except LLMError as e:
+                self.observer.replied(msg.key, time.monotonic() - started, view.tokens, seq, True)
                 return self._failure(msg, e)
         except LLMError as e:
+            self.observer.replied(msg.key, time.monotonic() - started, view.tokens, seq, True)
             return self._failure(msg, e)
+        self.observer.replied(msg.key, time.monotonic() - started, view.tokens, seq, False)
         if len(text) > MAX_REPLY_CHARS:
             log.warning("the model's answer in %s was %d characters; cut to %d",
                         msg.key, len(text), MAX_REPLY_CHARS)
@@ -291,7 +304,9 @@ class ChatService(MemoryCommands):
         try:  # answered before a crash: the stored text is repeated
             text = (await self.memory.record(NewTurn(
                 msg.key, reply_id, "assistant", bot_id, bot_name, text, 0, time.time()))).turn.text
+            self.observer.recorded(msg.key, "assistant")
         except StoreError as e:  # the answer is still worth giving; memory lacks only it
+            self.observer.store_error(type(e).__name__)
             log.error("could not record the reply to %s in %s: %s", msg.message_id, msg.key,
                       e, exc_info=e)
         return Reply(text, truncated_memory=view.dropped > 0 or view.truncated)

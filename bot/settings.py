@@ -103,6 +103,13 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(3000, ge=0, le=65535)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["text", "json"] = "text"
+    # The admin server (bot.admin): off unless ADMIN_PORT is set; loopback unless ADMIN_HOST.
+    admin_port: int | None = Field(None, ge=0, le=65535)
+    admin_host: str = "127.0.0.1"
+    admin_inspector: bool = False  # the memory inspector page; needs ADMIN_TOKEN
+    admin_token: SecretStr | None = None
+    summary_history: int = Field(20, ge=0, le=1000)  # summary versions kept per channel
 
     _csv_fields = field_validator(
         "always_reply_channels",
@@ -116,6 +123,11 @@ class Settings(BaseSettings):
     @classmethod
     def _upper(cls, v: Any) -> Any:
         return v.upper() if isinstance(v, str) else v
+
+    @field_validator("log_format", mode="before")
+    @classmethod
+    def _lower(cls, v: Any) -> Any:
+        return v.strip().lower() if isinstance(v, str) else v
 
     @field_validator(
         "openai_api_key",
@@ -132,6 +144,8 @@ class Settings(BaseSettings):
         "keep_recent_messages",
         "recall_tokens",
         "summary_tokens",
+        "admin_port",
+        "admin_token",
         mode="before",
     )
     @classmethod
@@ -231,9 +245,22 @@ class Settings(BaseSettings):
                 "SLACK_BOT_TOKEN is set but neither SLACK_APP_TOKEN (Socket Mode) nor "
                 "SLACK_SIGNING_SECRET (HTTP mode) is; set one of them"
             )
+        problems += self._admin_problems()
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def _admin_problems(self) -> list[str]:
+        """The inspector changes memory, so it is never on without a strong token."""
+        if not self.admin_inspector:
+            return []
+        token = self.admin_token.get_secret_value() if self.admin_token else ""
+        if self.admin_port is None:
+            return ["ADMIN_INSPECTOR=true needs ADMIN_PORT (the admin server's port, e.g. 9464)"]
+        if len(token) < 16 or _PLACEHOLDER.match(token):
+            return ["ADMIN_INSPECTOR=true needs ADMIN_TOKEN, a random secret of at least 16 "
+                    "characters (e.g. python -c 'import secrets; print(secrets.token_urlsafe())')"]
+        return []
 
     # ------------------------------------------------------------------ derived
 
@@ -277,6 +304,7 @@ class Settings(BaseSettings):
             self.slack_bot_token,
             self.slack_app_token,
             self.slack_signing_secret,
+            self.admin_token,
         ]
         urls = url_secrets(self.database_url) + url_secrets(self.openai_base_url)
         return [v.get_secret_value() for v in values if v is not None] + urls

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from memory.config import VIEW_TURN_LIMIT, MemoryConfig
-from memory.errors import Preempted
+from memory.errors import Preempted, SummaryRejected
 from memory.models import ChannelKey, LongTermFact, NewEpisode, NewLongTermFact, RecordResult, Turn
 from memory.store import LeaseStore, MemoryStore
 from memory.summarizer import Summarizer
@@ -56,7 +56,10 @@ class Compactor:
     """Folds overflowing channels into their summaries in the background, one task each.
 
     ``compactions`` and ``compaction_failures`` count commits and failed attempts of this
-    process (a discarded result is neither).
+    process (a discarded result is neither). ``on_outcome``, when set, hears each attempt's
+    outcome: ``committed``, ``discarded`` (the version moved), ``rejected`` (the summary
+    failed its checks) or ``failed`` — the application counts them (``memory`` knows no
+    metrics library).
     """
 
     def __init__(
@@ -82,6 +85,14 @@ class Compactor:
         self._closed = False
         self.compactions = 0
         self.compaction_failures = 0
+        self.on_outcome: Callable[[str], None] | None = None
+
+    def _tell(self, outcome: str) -> None:
+        if self.on_outcome is not None:
+            try:
+                self.on_outcome(outcome)
+            except Exception:  # an observer must never break compaction
+                log.debug("compaction observer failed", exc_info=True)
 
     # ------------------------------------------------------------------ scheduling
 
@@ -235,6 +246,11 @@ class Compactor:
         renew = asyncio.create_task(self._renew_lease(key))
         try:
             return await self._fold(key, force=force)
+        except Preempted:
+            raise  # gave the endpoint to a reply: not a failure
+        except Exception as e:
+            self._tell("rejected" if isinstance(e, SummaryRejected) else "failed")
+            raise
         finally:
             renew.cancel()
             try:
@@ -302,6 +318,7 @@ class Compactor:
             episode=episode,
             channel_facts=new_facts,
         )
+        self._tell("committed" if committed else "discarded")
         if committed:
             self.compactions += 1
             log.info(

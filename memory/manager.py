@@ -106,6 +106,10 @@ class MemoryManager:
         """Compaction attempts of this process that failed (and were retried)."""
         return self._compaction.compaction_failures
 
+    def observe_compactions(self, callback: Callable[[str], None] | None) -> None:
+        """Hear each compaction's outcome (``Compactor.on_outcome``): metrics, not logic."""
+        self._compaction.on_outcome = callback
+
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:

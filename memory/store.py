@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
+from memory.history import ChannelOverview, SummaryVersion
 from memory.models import (
     CarriedIdentifier,
     ChannelKey,
@@ -53,6 +54,7 @@ from memory.models import (
 __all__ = [
     "ArchiveStore",
     "ChangeOutcome",
+    "InspectStore",
     "LeaseStore",
     "Lifecycle",
     "MemoryStore",
@@ -277,7 +279,33 @@ class PortingStore(Protocol):
 
 
 @runtime_checkable
+class InspectStore(Protocol):
+    """The operator's inspector: summary history, an operator's summary edit, overviews."""
+
+    async def edit_summary(
+        self, key: ChannelKey, *, expected_version: int, text: str, now: float, author: str = ""
+    ) -> bool:
+        """Replace the summary text if ``version`` is unchanged (the check ``commit_summary``
+        makes, so a concurrent compaction is never overwritten); bump the version and record
+        the new text in the summary history. The fold pointer and facts stay."""
+
+    async def summary_history_of(self, key: ChannelKey, *, limit: int = 50
+                                 ) -> list[SummaryVersion]:
+        """The channel's kept summary versions, newest first. ``commit_summary`` and
+        ``edit_summary`` add one in their own transaction and keep the newest
+        ``summary_history`` (a constructor setting); ``reset`` deletes them."""
+
+    async def channel_overview(self) -> list[ChannelOverview]:
+        """Every channel's counts (turns, pending, last activity, oldest pending)."""
+
+    async def replace_history(self, key: ChannelKey, versions: Sequence[SummaryVersion]) -> None:
+        """Set the channel's summary history to copies of ``versions``, oldest id first
+        (``gistbot copy-db``; the target assigns new ids). Idempotent."""
+
+
+@runtime_checkable
 class Store(
-    Lifecycle, MemoryStore, ArchiveStore, LeaseStore, PortingStore, ReplyLedger, Protocol
+    Lifecycle, MemoryStore, ArchiveStore, LeaseStore, PortingStore, ReplyLedger, InspectStore,
+    Protocol
 ):
     """Everything one backend class implements; callers ask for the narrower role they use."""

@@ -67,6 +67,9 @@ async def seed(path: Path) -> None:
             await store.add_fact(key, later, now=1300.0)
             pin = NewLongTermFact("pinned: use `gistctl`", (), "Bob", pinned=True)
             await store.add_fact(key, pin, now=1400.0)
+            edited = (await store.state(key)).version  # an operator's edit: history version 2
+            assert await store.edit_summary(key, expected_version=edited, text="edited",
+                                            now=1500.0, author="10.0.0.1")
             await store.delete(key, "m30")  # a gap in the seqs
 
 
@@ -97,6 +100,11 @@ async def test_round_trip_sqlite_postgres_sqlite_is_identical(tmp_path: Path, pg
             assert friday.superseded_by == monday.id  # the link points at the copy
             (episode,) = await b.episodes(key)
             assert episode.speakers == ("Alice", "민수") and episode.text == "they planned"
+            history = [(v.version, v.text, v.first_seq, v.last_seq, v.source, v.author)
+                       for v in await b.summary_history_of(key)]
+            assert history == [(v.version, v.text, v.first_seq, v.last_seq, v.source, v.author)
+                               for v in await a.summary_history_of(key)]
+            assert [h[4] for h in history] == ["edit", "compaction"]
         # every copied turn is indexed for search: SQLite, its copy in PostgreSQL and the
         # copy back give the same results
         for key, question in ((KEYS[0], "message 1234, or 77?"), (KEYS[1], "message 17"),

@@ -4,6 +4,7 @@ needed; nothing here builds the image."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -83,22 +84,49 @@ def test_tiktoken_encodings_are_unpacked_at_build_time() -> None:
     assert "ensure_offline_encodings()" in runs
 
 
-def test_healthcheck_opens_the_configured_database(tmp_path: Path) -> None:
+def _healthcheck_command() -> list[str]:
     checks = [args for word, args in _final_stage() if word == "HEALTHCHECK"]
     assert len(checks) == 1
-    command = json.loads(checks[0][checks[0].index("CMD") + 3:])
-    assert command[:2] == ["python", "-c"]
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT),
-           "DATABASE_URL": f"sqlite:///{tmp_path / 'data' / 'gistbot.db'}"}
-    ok = subprocess.run([sys.executable, "-c", command[2]], cwd=tmp_path, env=env,
-                        capture_output=True, text=True, timeout=60, check=False)
+    command: list[str] = json.loads(checks[0][checks[0].index("CMD") + 3:])
+    assert command[:3] == ["python", "-m", "bot.admin.healthcheck"]
+    return command
+
+
+def _check(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = _healthcheck_command()
+    full = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), **env}
+    return subprocess.run([sys.executable, *command[1:], *args], cwd=cwd, env=full,
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_healthcheck_opens_the_configured_database(tmp_path: Path) -> None:
+    env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'data' / 'gistbot.db'}"}
+    ok = _check(env, tmp_path)
     assert ok.returncode == 0, ok.stderr
     assert (tmp_path / "data" / "gistbot.db").exists()
     (tmp_path / "blocker").write_text("a file where a folder should be")
     env["DATABASE_URL"] = f"sqlite:///{tmp_path / 'blocker' / 'db.sqlite'}"
-    bad = subprocess.run([sys.executable, "-c", command[2]], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=60, check=False)
+    bad = _check(env, tmp_path)
     assert bad.returncode != 0 and "StoreOpenError" in bad.stderr
+
+
+async def test_healthcheck_asks_the_admin_server_when_it_is_on(tmp_path: Path) -> None:
+    from tests.harness.admin import admin
+
+    async with admin(tmp_path) as a:
+        env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'a.db'}",
+               "ADMIN_PORT": str(a.server.port)}
+        alive = await asyncio.to_thread(_check, env, tmp_path)
+        assert alive.returncode == 0, alive.stderr
+        assert json.loads(alive.stdout)["status"] == "ok"
+        ready = await asyncio.to_thread(_check, env, tmp_path, "--ready")
+        assert ready.returncode == 0 and json.loads(ready.stdout)["status"] == "ready"
+        await a.rt.store.close()  # the store stops answering: not ready, still alive
+        unready = await asyncio.to_thread(_check, env, tmp_path, "--ready")
+        assert unready.returncode == 1 and "not ready" in unready.stderr
+        assert (await asyncio.to_thread(_check, env, tmp_path)).returncode == 0
+    gone = _check(env, tmp_path)  # the bot is down: the admin server does not answer
+    assert gone.returncode == 1 and "not reachable" in gone.stderr
 
 
 def test_env_example_lists_every_setting() -> None:
@@ -118,6 +146,9 @@ def test_compose_runs_gistbot_against_postgres() -> None:
     assert bot["environment"]["DATABASE_URL"].startswith("postgresql://")
     assert "@postgres:5432/" in bot["environment"]["DATABASE_URL"]
     assert bot["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert bot["environment"]["ADMIN_PORT"] == "9464"
+    assert bot["healthcheck"]["test"] == ["CMD", "python", "-m", "bot.admin.healthcheck",
+                                          "--ready"]
 
 
 def test_dockerignore_keeps_secrets_and_databases_out() -> None:

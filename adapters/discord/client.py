@@ -150,6 +150,15 @@ class GistbotClient(discord.AutoShardedClient):
         """Log where the bot is."""
         log.info("connected to Discord as %s in %s", self.user,
                  plural(len(self.guilds), "server"))
+        self.service.observer.connected("discord")
+
+    async def on_disconnect(self) -> None:
+        """Not ready while the gateway link is down (discord.py reconnects by itself)."""
+        self.service.observer.disconnected("discord")
+
+    async def on_resumed(self) -> None:
+        """The gateway session resumed: ready again."""
+        self.service.observer.connected("discord")
 
     async def on_shard_ready(self, shard_id: int) -> None:
         """A shard has a new session (start, or after a lost one): read what it missed."""

@@ -34,6 +34,7 @@ from memory.models import (
 from memory.search_text import query_terms
 from memory.store import Store
 from memory.text import clean_text
+from tests.harness.history_contract import HistoryContract
 from tests.harness.owed_contract import OwedContract
 
 __all__ = ["MakeStore", "StoreContract", "new_turn"]
@@ -97,9 +98,9 @@ async def _fold(store: Store, key: ChannelKey, through: int, text: str = "S", **
     assert ok
 
 
-class StoreContract(OwedContract):
-    """The contract suite (replies owed: ``OwedContract``). Subclasses override
-    ``make_store``; see the module docstring."""
+class StoreContract(OwedContract, HistoryContract):
+    """The contract suite (replies owed: ``OwedContract``; summary history:
+    ``HistoryContract``). Subclasses override ``make_store``; see the module docstring."""
 
     @pytest.fixture
     async def make_store(self) -> AsyncIterator[MakeStore]:

@@ -305,6 +305,7 @@ async def reset(conn: Conn, key: ChannelKey) -> ResetResult:
     episodes = count(await conn.execute(RESET_EPISODES, cid))
     channel_facts = count(await conn.execute(RESET_CHANNEL_FACTS, cid))
     await conn.execute(backfill_marks.CLEAR, *by_key(key))
+    await conn.execute("DELETE FROM summary_history WHERE channel_id = $1", cid)
     await conn.execute(RESET_CHANNEL, cid)
     return ResetResult(turns=turns, had_summary=bool(locked["summary"]), facts=facts,
                        episodes=episodes, channel_facts=channel_facts)

@@ -152,6 +152,22 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX IF NOT EXISTS owed_replies_due ON owed_replies (platform, claimed_until);
     """,
+    # 7: summary history for the operator's inspector (``history``): every committed
+    # summary, written in the commit's own transaction, pruned to SUMMARY_HISTORY per channel.
+    """
+    CREATE TABLE IF NOT EXISTS summary_history (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        channel_id bigint NOT NULL REFERENCES channels(id),
+        version bigint NOT NULL,
+        text text NOT NULL,
+        first_seq bigint NOT NULL,
+        last_seq bigint NOT NULL,
+        committed_at double precision NOT NULL,
+        source text NOT NULL,
+        author text NOT NULL DEFAULT ''
+    );
+    CREATE INDEX IF NOT EXISTS summary_history_channel ON summary_history (channel_id, id DESC);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 import asyncpg
 
 from memory.errors import StoreError, StoreOpenError
+from memory.history import DEFAULT_SUMMARY_HISTORY, ChannelOverview, SummaryVersion
 from memory.models import (
     CarriedIdentifier,
     ChannelKey,
@@ -53,7 +54,15 @@ from memory.stores.common import (
     positive_ttl,
     wants_search,
 )
-from memory.stores.postgres import archive, backfill_marks, errors, owed, queries, turn_search
+from memory.stores.postgres import (
+    archive,
+    backfill_marks,
+    errors,
+    history,
+    owed,
+    queries,
+    turn_search,
+)
 from memory.stores.postgres.queries import Conn, by_key
 from memory.stores.postgres.schema import migrate, quote_schema
 
@@ -76,7 +85,9 @@ class PostgresStore:
         schema: str = "public",
         connect_timeout: float = 10.0,
         application_name: str = "gistbot",
+        summary_history: int = DEFAULT_SUMMARY_HISTORY,
     ) -> None:
+        self.summary_history = summary_history
         quote_schema(schema)  # fail early on a bad name
         self.dsn, self.schema, self.min_size, self.max_size = dsn, schema, min_size, max_size
         self.connect_timeout, self.application_name = connect_timeout, application_name
@@ -178,10 +189,33 @@ class PostgresStore:
         """Atomically install a summary if the channel's version is still ``expected_version``,
         with the episode and facts of this compaction (all or nothing)."""
         return await self._tx(partial(
-            queries.commit_summary, key=key, expected_version=expected_version, text=text,
+            history.commit_with_history, key=key, keep=self.summary_history,
+            expected_version=expected_version, text=text,
             folded_through=folded_through, facts=tuple(facts), now=now, episode=episode,
             channel_facts=channel_facts,
         ))
+
+    async def edit_summary(
+        self, key: ChannelKey, *, expected_version: int, text: str, now: float, author: str = ""
+    ) -> bool:
+        """Replace the summary text if the version is unchanged (a new history version)."""
+        return await self._tx(partial(
+            history.edit_summary, key=key, expected_version=expected_version, text=text,
+            now=now, author=author, keep=self.summary_history,
+        ))
+
+    async def summary_history_of(self, key: ChannelKey, *, limit: int = 50
+                                 ) -> list[SummaryVersion]:
+        """The channel's kept summary versions, newest first."""
+        return await self._tx(partial(history.history, key=key, limit=limit), read=True)
+
+    async def channel_overview(self) -> list[ChannelOverview]:
+        """Counts of every channel (the inspector's list, the compaction-lag gauges)."""
+        return await self._tx(history.overview, read=True)
+
+    async def replace_history(self, key: ChannelKey, versions: Sequence[SummaryVersion]) -> None:
+        """Set the channel's summary history to copies of ``versions`` (``copy-db``)."""
+        await self._tx(partial(history.replace, key=key, versions=tuple(versions)))
 
     async def edit(self, key: ChannelKey, message_id: str, text: str, tokens: int) -> ChangeOutcome:
         """Replace an unfolded turn's text; a folded turn is left as summarized."""

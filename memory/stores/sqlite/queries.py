@@ -41,7 +41,7 @@ from memory.stores.common import (
     recorded,
     refused_change,
 )
-from memory.stores.sqlite import backfill_marks, owed
+from memory.stores.sqlite import backfill_marks, history, owed
 from memory.stores.sqlite.archive import insert_channel_fact, insert_episode
 from memory.stores.sqlite.writer import WriteTx
 
@@ -248,12 +248,16 @@ def summary_state(
 def commit_summary(
     tx: WriteTx, key: ChannelKey, expected_version: int, text: str, folded_through: int,
     facts: Sequence[CarriedIdentifier], now: float, episode: NewEpisode | None,
-    channel_facts: Sequence[NewLongTermFact],
+    channel_facts: Sequence[NewLongTermFact], history_keep: int = 0,
 ) -> bool:
-    """Install the summary if the version is unchanged, with its episode and facts."""
+    """Install the summary if the version is unchanged, with its episode, facts and the
+    summary history row (``history.append``)."""
     cid = tx.channel_id(key, create=False)
     if cid is None:
         return False
+    (was_folded,) = tx.conn.execute(
+        "SELECT folded_through FROM channels WHERE id = ?", (cid,)
+    ).fetchone()
     cur = tx.conn.execute(
         "UPDATE channels SET summary = ?, folded_through = ?, version = version + 1, "
         "last_compacted_at = ?, compactions = compactions + 1 "
@@ -267,6 +271,8 @@ def commit_summary(
         insert_episode(tx.conn, cid, episode)
     for fact in channel_facts:
         insert_channel_fact(tx.conn, cid, fact, now)
+    history.append(tx.conn, cid, text, was_folded + 1, folded_through, now, "compaction", "",
+                   history_keep)
     return True
 
 
@@ -300,6 +306,7 @@ def reset(tx: WriteTx, key: ChannelKey) -> ResetResult:
     episodes = conn.execute("DELETE FROM episodes WHERE channel_id = ?", (cid,)).rowcount
     channel_facts = conn.execute("DELETE FROM memory_facts WHERE channel_id = ?", (cid,)).rowcount
     backfill_marks.clear(conn, key)
+    conn.execute("DELETE FROM summary_history WHERE channel_id = ?", (cid,))
     # Keep the row (and next_seq) so seqs never repeat; the version bump voids any
     # compaction that read the old state.
     conn.execute(

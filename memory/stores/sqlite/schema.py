@@ -182,6 +182,22 @@ MIGRATIONS: tuple[str, ...] = (
     ) WITHOUT ROWID;
     CREATE INDEX IF NOT EXISTS owed_replies_due ON owed_replies (platform, claimed_until);
     """,
+    # 8: summary history for the operator's inspector (``history``): every committed
+    # summary, written in the commit's own transaction, pruned to SUMMARY_HISTORY per channel.
+    """
+    CREATE TABLE IF NOT EXISTS summary_history (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        channel_id INTEGER NOT NULL REFERENCES channels(id),
+        version INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        first_seq INTEGER NOT NULL,
+        last_seq INTEGER NOT NULL,
+        committed_at REAL NOT NULL,
+        source TEXT NOT NULL,
+        author TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX IF NOT EXISTS summary_history_channel ON summary_history (channel_id, id DESC);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -24,6 +24,7 @@ from typing import Concatenate, Literal, ParamSpec, TypeVar
 import aiosqlite
 
 from memory.errors import StoreError, StoreOpenError
+from memory.history import DEFAULT_SUMMARY_HISTORY, ChannelOverview, SummaryVersion
 from memory.models import (
     CarriedIdentifier,
     ChannelKey,
@@ -41,7 +42,7 @@ from memory.models import (
 )
 from memory.store import ChangeOutcome, ResetResult
 from memory.stores.common import TurnEdit, positive_ttl, wants_search
-from memory.stores.sqlite import archive, backfill_marks, owed, queries, turn_search
+from memory.stores.sqlite import archive, backfill_marks, history, owed, queries, turn_search
 from memory.stores.sqlite.schema import migrate
 from memory.stores.sqlite.writer import GroupCommitWriter, WriteTx, raw_connection, translate
 
@@ -97,8 +98,10 @@ class SqliteStore:
         busy_timeout: float = 5.0,
         synchronous: Synchronous = "FULL",
         batch_size: int = 512,
+        summary_history: int = DEFAULT_SUMMARY_HISTORY,
     ) -> None:
         self.path = Path(path)
+        self.summary_history = summary_history
         self.busy_timeout = busy_timeout
         self.synchronous = synchronous
         self.batch_size = batch_size
@@ -238,8 +241,29 @@ class SqliteStore:
         with the episode and facts of this compaction (all or nothing)."""
         return await self._write(
             queries.commit_summary, key, expected_version, text, folded_through, tuple(facts),
-            now, episode, tuple(channel_facts),
+            now, episode, tuple(channel_facts), self.summary_history,
         )
+
+    async def edit_summary(
+        self, key: ChannelKey, *, expected_version: int, text: str, now: float, author: str = ""
+    ) -> bool:
+        """Replace the summary text if the version is unchanged (a new history version)."""
+        return await self._write(
+            history.edit_summary, key, expected_version, text, now, author, self.summary_history
+        )
+
+    async def summary_history_of(self, key: ChannelKey, *, limit: int = 50
+                                 ) -> list[SummaryVersion]:
+        """The channel's kept summary versions, newest first."""
+        return await self._read(history.history, key, limit)
+
+    async def channel_overview(self) -> list[ChannelOverview]:
+        """Counts of every channel (the inspector's list, the compaction-lag gauges)."""
+        return await self._read(history.overview)
+
+    async def replace_history(self, key: ChannelKey, versions: Sequence[SummaryVersion]) -> None:
+        """Set the channel's summary history to copies of ``versions`` (``copy-db``)."""
+        await self._write(history.replace, key, tuple(versions))
 
     async def edit(self, key: ChannelKey, message_id: str, text: str, tokens: int) -> ChangeOutcome:
         """Replace an unfolded turn's text; a folded turn is left as summarized."""
