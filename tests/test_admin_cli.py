@@ -48,7 +48,8 @@ async def test_gistbot_run_serves_the_admin_server(tmp_path: Path) -> None:
                         f"ADMIN_INSPECTOR=true\nADMIN_TOKEN={TOKEN}\nLOG_FORMAT=json\n")
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "--env-file", str(env_file), "run", cwd=tmp_path, env=env,
+        sys.executable, "-m", "bot", "--env-file", str(env_file), "run", "--verbose",
+        cwd=tmp_path, env=env,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
