@@ -120,6 +120,44 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE turns ADD COLUMN terms tsvector;
     CREATE INDEX turns_terms ON turns USING gin (terms);
     CREATE INDEX turns_unindexed ON turns (channel_id, seq) WHERE terms IS NULL;
+    """,    # per-channel settings, their change log, the version replicas poll, daily token usage
+    """
+    CREATE TABLE IF NOT EXISTS channel_settings (
+        platform text NOT NULL,
+        workspace text NOT NULL,
+        channel text NOT NULL,
+        name text NOT NULL,
+        value text NOT NULL,
+        updated_by text NOT NULL,
+        updated_at double precision NOT NULL,
+        PRIMARY KEY (platform, workspace, channel, name)
+    );
+    CREATE TABLE IF NOT EXISTS settings_changes (
+        id bigserial PRIMARY KEY,
+        platform text NOT NULL,
+        workspace text NOT NULL,
+        channel text NOT NULL,
+        name text NOT NULL,
+        value text,
+        actor text NOT NULL,
+        at double precision NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS settings_changes_scope
+        ON settings_changes (platform, workspace, channel, id);
+    CREATE TABLE IF NOT EXISTS settings_version (
+        id integer PRIMARY KEY CHECK (id = 1),
+        version bigint NOT NULL
+    );
+    INSERT INTO settings_version (id, version) VALUES (1, 0) ON CONFLICT DO NOTHING;
+    CREATE TABLE IF NOT EXISTS token_usage (
+        day text NOT NULL,
+        platform text NOT NULL,
+        workspace text NOT NULL,
+        user_id text NOT NULL,
+        tokens bigint NOT NULL DEFAULT 0,
+        notified boolean NOT NULL DEFAULT false,
+        PRIMARY KEY (day, platform, workspace, user_id)
+    );
     """,
 )
 
