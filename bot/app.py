@@ -17,11 +17,14 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from bot.budget import window_policy
+from bot.channel_config import ChannelConfig, Defaults
 from bot.errors import ConfigError
 from bot.llm import LLM, OpenAILLM, UsageMeter
 from bot.offline_llm import OfflineLLM
+from bot.quota import Quota
 from bot.service import ChatService, ServiceConfig
 from bot.settings import Settings
+from bot.summary_route import SummaryRouter
 from memory.config import MemoryConfig
 from memory.manager import MemoryManager
 from memory.store import Store
@@ -103,6 +106,9 @@ class Runtime:
         store = make_store(settings)
         await store.open()
         try:
+            # per-channel settings and quotas (bot.channel_config, bot.quota)
+            channels = ChannelConfig(store, Defaults.from_settings(settings))
+            quota = Quota(store)
             summarizer = Summarizer(
                 model,
                 tokenizer,
@@ -111,6 +117,7 @@ class Runtime:
                 # its slot; the offline model needs none. No outer timeout that would count
                 # the wait behind replies.
                 timeout=None,
+                router=SummaryRouter(model, channels, quota),
             )
             policy = window_policy(settings, tokenizer)
             memory = MemoryManager(
@@ -134,9 +141,10 @@ class Runtime:
                 user_rate_limit=settings.user_rate_limit,
                 max_input_chars=settings.max_input_chars,
             )
-            service = ChatService(memory, model, config)
+            service = ChatService(memory, model, config, channels=channels, quota=quota)
             if start_background:
                 await memory.start()
+                await channels.start()
             if model.is_offline:
                 log.warning(
                     "no language model configured: replying with the offline model "
@@ -145,6 +153,7 @@ class Runtime:
             try:
                 yield cls(settings, store, memory, model, service, meter)
             finally:
+                await channels.close()
                 await memory.close()
         finally:
             with contextlib.suppress(Exception):

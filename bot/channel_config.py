@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from bot.messages import IncomingMessage
 from bot.settings import Settings
 from memory.channel_settings import SERVER, Setting, server_scope
 from memory.errors import StoreError
@@ -41,6 +42,7 @@ __all__ = [
     "Defaults",
     "Invalid",
     "Key",
+    "answers",
     "validate",
 ]
 
@@ -242,7 +244,9 @@ class ChannelConfig:
         assert self.store is not None
         return resolve(key, await self.store.scope_settings(key), self.defaults)
 
-    async def put(self, scope: ChannelKey, name: str, value: str | None, *, actor: str) -> str | None:
+    async def put(
+        self, scope: ChannelKey, name: str, value: str | None, *, actor: str
+    ) -> str | None:
         """Set (validated; returns the stored form) or with None unset ``name`` in ``scope``
         (a channel, or ``server_scope``), log who did it, and drop the cache."""
         if self.store is None:
@@ -303,3 +307,12 @@ class ChannelConfig:
 def scope_of(key: ChannelKey, server: bool) -> ChannelKey:
     """The scope a command acts on: the channel, or its server."""
     return server_scope(key) if server else key
+
+
+def answers(msg: IncomingMessage, settings: ChannelSettings) -> bool:
+    """Whether ``msg`` gets a reply under its channel's ``reply_mode``: ``off`` never
+    (remember only), ``all`` always, ``mentions`` when mentioned, DM'd or replied to."""
+    if settings.reply_mode == "off":
+        return False
+    return (settings.reply_mode == "all" or msg.mentions_bot or msg.is_direct
+            or msg.reply_to_bot)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from bot.channel_config import ChannelSettings
+from bot.messages import Reply
 from memory.channel_settings import UsageKey
 from memory.errors import StoreError
 from memory.models import ChannelKey
@@ -154,9 +155,13 @@ class Quota:
         except StoreError:
             return False
 
-    def notice(self, verdict: Verdict) -> str:
-        """What the person is told."""
-        return OVER_QUOTA.format(what=verdict.whose, limit=verdict.limit)
+    async def refused(self, verdict: Verdict, key: ChannelKey, user_id: str) -> Reply | None:
+        """The private notice for a refused reply the first time today, else nothing."""
+        log.info("%s in %s is over %s daily token limit", user_id, key, verdict.whose)
+        if not await self.first_notice(verdict, key, user_id):
+            return None
+        text = OVER_QUOTA.format(what=verdict.whose, limit=verdict.limit)
+        return Reply(text, failed=True, private=True)
 
     async def usage(self, key: ChannelKey, user_id: str) -> dict[UsageKey, int]:
         """Today's counts of the person and their server."""

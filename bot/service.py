@@ -25,6 +25,10 @@ Limits and faults, each with one defined outcome (SECURITY.md):
   send it ephemerally); ``/forget`` needs the same permission as ``/reset``.
 * A model answer longer than ``MAX_REPLY_CHARS`` (a broken endpoint; ``REPLY_TOKENS`` keeps
   a working one far below) is cut with a marker.
+* Each channel's settings (``bot.channel_config``; ``/config``, ``bot.config_command``)
+  choose its persona, model, reply mode and what is recorded: ``record off`` stores nothing
+  and answers from the message alone; replies are held to daily token quotas
+  (``bot.quota``).
 """
 
 from __future__ import annotations
@@ -34,25 +38,21 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
-from bot.errors import (
-    ContextLengthExceeded,
-    LLMAuthError,
-    LLMBadResponse,
-    LLMError,
-    LLMRateLimited,
-    LLMTimeout,
-    LLMUnavailable,
-)
+from bot.channel_config import ChannelConfig, ChannelSettings, Defaults, answers
+from bot.config_command import Caller, ConfigRequest, run_config
+from bot.errors import ContextLengthExceeded, LLMError
 from bot.llm import LLM
 from bot.messages import CommandResult, IncomingMessage, Reply
 from bot.prompts import build_messages, fixed_overhead
+from bot.quota import Quota
+from bot.service_text import digest_failure, footer, listed
+from bot.usage_tab import open_tab
 from memory.completion import ChatMessage
-from memory.errors import StoreError, SummaryRejected
+from memory.errors import StoreError
 from memory.manager import MemoryManager
-from memory.models import ChannelKey, ChannelStats, LongTermFact, MemoryView, NewTurn
-from memory.recall import episode_spans, fact_line
+from memory.models import ChannelKey, MemoryView, NewTurn, Turn
+from memory.recall import episode_spans
 
 __all__ = [
     "MAX_FACT_CHARS",
@@ -84,6 +84,7 @@ STORE_FAILED = (
     "Sorry, I couldn't save your message just now, so I can't answer it. "
     "Please try again in a moment."
 )
+RECORD_OFF = "Recording is off in this channel (record off): I store nothing said here."
 
 
 def cut(text: str, limit: int, what: str = "message") -> str:
@@ -108,49 +109,20 @@ class ServiceConfig:
     max_input_chars: int = 0  # 0 = no limit
 
 
-def _when(ts: float | None) -> str:
-    if ts is None:
-        return "never"
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def footer(stats: ChannelStats) -> str:
-    """The counts line under ``/summary``."""
-    return (
-        f"Remembering {stats.turns} messages ({stats.folded} summarized, {stats.pending} "
-        f"verbatim) · {stats.facts} carried facts · last compaction: "
-        f"{_when(stats.last_compacted_at)}"
-    )
-
-
-def _listed(fact: LongTermFact) -> str:
-    line = fact_line(fact)
-    extra = [x for x in ("pinned" if fact.pinned else "", fact.author) if x]
-    return f"{line} ({', '.join(extra)})" if extra else line
-
-
-def digest_failure(error: BaseException | None) -> str:
-    """What ``/summary`` says when the summary model failed: what actually happened."""
-    if isinstance(error, TimeoutError | LLMTimeout):
-        return "The summary model did not answer in time"
-    if isinstance(error, SummaryRejected | LLMBadResponse):
-        return "The summary model's answer was unusable"
-    if isinstance(error, LLMUnavailable | LLMRateLimited):
-        return "The summary model could not be reached"
-    if isinstance(error, LLMAuthError):
-        return "The summary model refused the request (check the API key)"
-    return "The summary model failed"
-
-
 class ChatService:
     """The application core; adapters call it, it calls memory and the LLM."""
 
     def __init__(self, memory: MemoryManager, llm: LLM, config: ServiceConfig, *,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 channels: ChannelConfig | None = None, quota: Quota | None = None) -> None:
         self.memory = memory
         self.llm = llm
         self.config = config
         self.clock = clock
+        self.channels = channels or ChannelConfig(None, Defaults(
+            config.system_prompt, "", "", (), config.record_mode,
+            frozenset(config.always_reply_channels)))
+        self.quota = quota or Quota(None)
         self._identities: dict[str, tuple[str, str]] = {}
         # (platform, author id) -> times of recent replies, and whether they were told
         self._recent: dict[tuple[str, str], deque[float]] = {}
@@ -176,9 +148,13 @@ class ChatService:
             or msg.key.channel in self.config.always_reply_channels
         )
 
-    def memory_budget(self) -> int:
+    async def will_reply(self, msg: IncomingMessage) -> bool:
+        """Whether ``msg`` gets a reply, under its channel's ``reply_mode`` setting."""
+        return answers(msg, await self.channels.get(msg.key))
+
+    def memory_budget(self, persona: str | None = None) -> int:
         """Tokens left for summary, facts and turns once the fixed parts are paid for."""
-        fixed = fixed_overhead(self.config.system_prompt, self.memory.tokenizer)
+        fixed = fixed_overhead(persona or self.config.system_prompt, self.memory.tokenizer)
         return self.config.context_tokens - self.config.reply_tokens - fixed
 
     async def on_message(
@@ -189,11 +165,16 @@ class ChatService:
         With ``on_delta`` the reply is streamed: it is called with the text so far as it
         grows (the adapter decides how often to show it).
         """
-        addressed = self.should_reply(msg)
-        if self.config.record_mode == "addressed" and not addressed:
+        # Never suspends once the channel's settings are cached; a first look-up is single-
+        # flight, so the channel's messages still reach record() in arrival order.
+        settings = await self.channels.get(msg.key)
+        addressed = answers(msg, settings)
+        if settings.record == "off":  # privacy: nothing of this channel is stored
+            return await self._answer(msg, None, on_delta, settings) if addressed else None
+        if settings.record == "addressed" and not addressed:
             return None
         limit = self.config.max_input_chars
-        # No await before record(): a channel's messages must be queued in arrival order.
+        # No other await before record(): messages must be queued in arrival order.
         try:
             result = await self.memory.record(
                 NewTurn(
@@ -226,7 +207,7 @@ class ChatService:
                      msg.key.platform, self.config.user_rate_limit)
             return Reply(RATE_LIMITED.format(limit=self.config.user_rate_limit), failed=True)
         try:
-            return await self._reply(msg, result.turn.seq, on_delta)
+            return await self._answer(msg, result.turn.seq, on_delta, settings)
         except StoreError as e:
             log.error("reply to %s in %s failed on the store: %s", msg.message_id, msg.key, e,
                       exc_info=e)
@@ -253,12 +234,37 @@ class ChatService:
                 self._told.discard(key)
         return True
 
-    async def _reply(self, msg: IncomingMessage, seq: int, on_delta: DeltaSink | None) -> Reply:
-        budget = self.memory_budget()
-        view = await self.memory.view(msg.key, budget, through_seq=seq, recall=True)
+    async def _answer(self, msg: IncomingMessage, seq: int | None, on_delta: DeltaSink | None,
+                      settings: ChannelSettings) -> Reply | None:
+        """``_reply`` within the daily quotas, charged what the provider reported."""
+        async with self.quota.reply(msg.key, msg.author_id, settings,
+                                    direct=msg.is_direct) as (verdict, spend):
+            if not verdict.allowed:
+                return await self.quota.refused(verdict, msg.key, msg.author_id)
+            with open_tab() as tab:
+                try:
+                    return await self._reply(msg, seq, on_delta, settings)
+                finally:
+                    spend(tab.total)
+
+    async def _reply(self, msg: IncomingMessage, seq: int | None, on_delta: DeltaSink | None,
+                     settings: ChannelSettings) -> Reply:
+        """The model's answer; ``seq`` None: the message is not stored (``record off``), so
+        the answer sees that message alone and is not stored either."""
+        budget = self.memory_budget(settings.persona)
+        persona, model = settings.persona, settings.chosen("model")
+        if seq is None:
+            lone = Turn(msg.key, 0, msg.message_id, "user", msg.author_id, msg.author_name,
+                        cut(msg.text, self.config.max_input_chars), 0, msg.sent_at)
+            view = MemoryView(msg.key, "", 0, (), 0, (lone,), 0)
+        else:
+            view = await self.memory.view(msg.key, budget, through_seq=seq, recall=True)
         try:
-            text = await self._generate(view, on_delta)
+            text = await self._generate(view, on_delta, persona, model)
         except ContextLengthExceeded:
+            if seq is None:
+                return Reply(TOO_LONG.format(length=len(msg.text), limit=len(msg.text) // 2),
+                             failed=True)
             log.warning("context length exceeded in %s; compacting and retrying once", msg.key)
             try:
                 await self.memory.compact_now(msg.key, force=True)
@@ -266,7 +272,7 @@ class ChatService:
                 log.warning("forced compaction of %s failed", msg.key, exc_info=True)
             view = await self.memory.view(msg.key, budget // 2, through_seq=seq, recall=True)
             try:
-                text = await self._generate(view, on_delta)
+                text = await self._generate(view, on_delta, persona, model)
             except LLMError as e:
                 return self._failure(msg, e)
         except LLMError as e:
@@ -277,6 +283,8 @@ class ChatService:
             text = cut(text, MAX_REPLY_CHARS, "answer")
         bot_id, bot_name = self.identity(msg.key.platform)
         reply_id = f"reply:{msg.message_id}"
+        if seq is None:
+            return Reply(text)
         try:
             await self.memory.record(
                 NewTurn(msg.key, reply_id, "assistant", bot_id, bot_name, text, 0, time.time())
@@ -286,16 +294,18 @@ class ChatService:
                       e, exc_info=e)
         return Reply(text, truncated_memory=view.dropped > 0 or view.truncated)
 
-    async def _generate(self, view: MemoryView, on_delta: DeltaSink | None) -> str:
-        messages: list[ChatMessage] = build_messages(self.config.system_prompt, view)
+    async def _generate(self, view: MemoryView, on_delta: DeltaSink | None, persona: str,
+                        model: str | None) -> str:
+        messages: list[ChatMessage] = build_messages(persona, view)
+        extra = {"model": model} if model else {}  # only when the channel chose one
         if on_delta is None:
             completion = await self.llm.complete(
-                messages, max_tokens=self.config.reply_tokens, purpose="reply"
+                messages, max_tokens=self.config.reply_tokens, purpose="reply", **extra
             )
             return completion.text
         parts: list[str] = []
         async for delta in self.llm.stream(
-            messages, max_tokens=self.config.reply_tokens, purpose="reply"
+            messages, max_tokens=self.config.reply_tokens, purpose="reply", **extra
         ):
             parts.append(delta)
             await on_delta("".join(parts))
@@ -311,9 +321,11 @@ class ChatService:
 
     async def summary(self, key: ChannelKey) -> CommandResult:
         """``/summary``: the conversation so far (stored state unchanged) and counts."""
+        off = (await self.channels.get(key)).record == "off"
         digest = await self.memory.digest(key)
         if digest.empty:
-            return CommandResult("Nothing to summarize yet: I have no messages from this channel.")
+            return CommandResult(RECORD_OFF if off else
+                                 "Nothing to summarize yet: I have no messages from this channel.")
         note = ""
         if not digest.fresh:
             note = f"\n_({digest_failure(digest.error)}; this is the stored summary.)_"
@@ -321,9 +333,15 @@ class ChatService:
         if digest.episodes:
             spans = episode_spans(list(reversed(digest.episodes)))
             earlier = f"\n\nEarlier: {spans} (UTC)"
+        head = f"_{RECORD_OFF} What follows is from before it was turned off._\n\n" if off else ""
         return CommandResult(
-            f"{digest.text.strip()}{note}{earlier}\n\n— {footer(digest.stats)}"
+            f"{head}{digest.text.strip()}{note}{earlier}\n\n— {footer(digest.stats)}"
         )
+
+    async def configure(self, key: ChannelKey, request: ConfigRequest, caller: Caller
+                     ) -> CommandResult:
+        """``/config``: see ``bot.config_command`` (answered to the caller only)."""
+        return await run_config(key, request, caller, self.channels, self.quota)
 
     async def remember(self, key: ChannelKey, text: str, *, author: str = "") -> CommandResult:
         """``/remember <text>``: pin a long-term fact (anyone may)."""
@@ -345,7 +363,7 @@ class ChatService:
             return CommandResult(
                 "I have no long-term facts for this channel yet. Pin one with /remember <text>."
             )
-        lines = [_listed(f) for f in facts[:MEMORY_LIST_LIMIT]]
+        lines = [listed(f) for f in facts[:MEMORY_LIST_LIMIT]]
         more = (
             f"\n(only the newest {MEMORY_LIST_LIMIT} are shown)"
             if len(facts) > MEMORY_LIST_LIMIT
