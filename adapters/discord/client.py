@@ -3,8 +3,9 @@
 It records every human message it can read in text channels, threads and DMs, answers
 when mentioned, in DMs and to replies to its own messages (as a Discord reply, "typing"
 meanwhile), and forwards edits and deletions. A message is translated once (where the
-bot may not answer, it is not addressed), decided once (``should_reply``) and answered
-once. Every send carries ``AllowedMentions.none()``, so model output can never ping anyone.
+bot may not answer, it is not addressed), decided once (``will_reply``: the channel's
+``reply_mode``) and answered once. Every send carries ``AllowedMentions.none()``, so
+model output can never ping anyone.
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ class GistbotClient(discord.AutoShardedClient):
         if incoming is None:
             return
         try:
-            if not self.service.should_reply(incoming):
+            if not await self.service.will_reply(incoming):  # the channel's reply_mode
                 await self.service.on_message(incoming)
                 return
             live = (_LiveReply(self, message, self.options.stream_interval)
@@ -133,7 +134,9 @@ class GistbotClient(discord.AutoShardedClient):
             async with self._typing(message.channel):
                 reply = await self.service.on_message(
                     incoming, on_delta=live.update if live else None)
-            if reply is not None:
+            if reply is not None and reply.private:  # e.g. the quota notice: a DM
+                await self._tell_privately(message, reply.text, live.message if live else None)
+            elif reply is not None:
                 await self._deliver(message, reply.text, live.message if live else None)
         except Exception:
             log.exception("handling message %s in %s failed", message.id, incoming.key)
@@ -174,6 +177,17 @@ class GistbotClient(discord.AutoShardedClient):
                                 exc_info=True)
             if await self.send_chunk(trigger, chunk, i == 0, file) is None:
                 return
+
+    async def _tell_privately(self, trigger: discord.Message, text: str,
+                              live: discord.Message | None) -> None:
+        """A direct message to the author (Discord has no private message in a channel)."""
+        if live is not None:
+            with contextlib.suppress(discord.HTTPException):
+                await live.delete()
+        try:
+            await trigger.author.send(text, allowed_mentions=NO_PINGS)
+        except discord.HTTPException:
+            log.warning("could not DM %s (direct messages closed?)", trigger.author.id)
 
     async def send_chunk(self, trigger: discord.Message, content: str, as_reply: bool,
                          file: discord.File | None = None) -> discord.Message | None:

@@ -118,7 +118,7 @@ class SlackEvents:
         msg = to_incoming(team, event, bot_user_id=me.user_id, names=names)
         if msg is None:
             return
-        if not self.service.should_reply(msg):
+        if not await self.service.will_reply(msg):  # the channel's reply_mode
             await self.service.on_message(msg)
             return
         await self._answer(msg, str(event["channel"]), str(event.get("thread_ts") or event["ts"]))
@@ -163,6 +163,13 @@ class SlackEvents:
                     f"chat.delete in {channel}",
                     self.client.chat_delete(channel=channel, ts=placeholder),
                 )
+            return
+        if reply.private:  # e.g. the quota notice: only the author sees it
+            if placeholder is not None:
+                await call(f"chat.delete in {channel}",
+                           self.client.chat_delete(channel=channel, ts=placeholder))
+            await call(f"chat.postEphemeral in {channel}", self.client.chat_postEphemeral(
+                channel=channel, user=msg.author_id, text=reply.text, thread_ts=thread_ts))
             return
         chunks = format_reply(reply.text, self.users.known())
         first, rest = chunks[0], chunks[1:]
