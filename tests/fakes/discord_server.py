@@ -352,6 +352,19 @@ class FakeDiscord:
             event["guild_id"] = data["guild_id"]
         await self.dispatch("MESSAGE_DELETE", event)
 
+    async def autocomplete(self, name: str, *, invoker: JSON, channel_id: int,
+                           options: Mapping[str, Any], focused: str) -> JSON:
+        """Someone types into option ``focused`` of ``name``: an autocomplete interaction
+        (type 4); the bot answers on its callback with type 8 and the choices."""
+        data = interaction_payload(self.world, name, invoker=invoker, channel_id=channel_id,
+                                   permissions=EVERYONE_PERMISSIONS, options=options)
+        data["type"] = 4
+        for option in data["data"]["options"]:
+            if option["name"] == focused:
+                option["focused"] = True
+        await self.dispatch("INTERACTION_CREATE", data)
+        return data
+
     async def interaction(self, name: str, *, invoker: JSON, channel_id: int,
                           permissions: int = EVERYONE_PERMISSIONS,
                           options: Mapping[str, Any] | None = None) -> JSON:
