@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from bot.channel_config import ChannelConfig
 from bot.llm import LLM, Completion
 from bot.quota import Quota
+from bot.usage_tab import open_tab
 from memory.completion import ChatMessage, SummaryRoute
 from memory.models import ChannelKey
 
@@ -34,10 +35,14 @@ class ChannelModel:
     ) -> Completion:
         """One summary call; its tokens go on the server's count."""
         extra = {"model": self.model} if self.model else {}
-        done = await self.llm.complete(messages, max_tokens=max_tokens, purpose=purpose, **extra)
-        if not self.llm.is_offline:
-            await self.quota.charge_server(self.key, done.usage.total)
-        return done
+        with open_tab() as tab:  # what the provider reported (the offline model: nothing)
+            try:
+                return await self.llm.complete(
+                    messages, max_tokens=max_tokens, purpose=purpose, **extra
+                )
+            finally:
+                if tab.total:
+                    await self.quota.charge_server(self.key, tab.total)
 
 
 class SummaryRouter:
