@@ -155,6 +155,7 @@ class Runtime:
             finally:
                 await channels.close()
                 await memory.close()
+                await quota.close()  # after the last summary: its count is written too
         finally:
             with contextlib.suppress(Exception):
                 aclose = getattr(model, "aclose", None)

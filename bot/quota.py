@@ -13,6 +13,12 @@ has at most one reply in flight per limited account that the database does not y
 the overshoot is at most one request per replica. The cost is that, while a limit is set,
 one process answers one person (or, with a server limit, one server) at a time.
 
+Counting costs a database write. Where a limit applies it is written before the next reply
+of that account may start (that is what enforces the limit); where none does, counts are
+added up in memory and written once a second (``FLUSH_EVERY``) and at close, so a reply
+without a limit costs no extra commit. ``/config usage`` adds this process's unwritten
+counts.
+
 A person past their quota is told once per day (claimed in the database, so once across
 replicas too) and only privately; their messages are still remembered.
 """
@@ -35,10 +41,11 @@ from memory.errors import StoreError
 from memory.models import ChannelKey
 from memory.store import SettingsStore
 
-__all__ = ["OVER_QUOTA", "Quota", "Verdict", "utc_day"]
+__all__ = ["FLUSH_EVERY", "OVER_QUOTA", "Quota", "Verdict", "utc_day"]
 
 log = logging.getLogger(__name__)
 
+FLUSH_EVERY = 1.0  # seconds between writes of counts no limit is waiting for
 OVER_QUOTA = (
     "You have used {what} daily allowance of tokens ({limit:,}). I still remember what you "
     "write here; I can answer again after 00:00 UTC."
@@ -67,6 +74,8 @@ class Quota:
                  clock: Callable[[], float] = time.time) -> None:
         self.store, self.clock = store, clock
         self._locks = weakref.WeakValueDictionary[UsageKey, asyncio.Lock]()
+        self._pending: dict[tuple[str, UsageKey], int] = {}  # unwritten, unlimited counts
+        self._flusher: asyncio.Task[None] | None = None
 
     def day(self) -> str:
         """Today, UTC."""
@@ -115,8 +124,10 @@ class Quota:
             try:
                 yield verdict, spend
             finally:
-                if spent[0] > 0:
+                if spent[0] > 0 and limited:
                     await self._add(accounts, spent[0])
+                elif spent[0] > 0:
+                    self._later(accounts, spent[0])
 
     async def _check(self, limited: dict[UsageKey, int]) -> Verdict:
         if not limited or self.store is None:
@@ -140,10 +151,41 @@ class Quota:
         except StoreError:
             log.error("could not count %d tokens for %s", tokens, accounts, exc_info=True)
 
+    def _later(self, accounts: list[UsageKey], tokens: int) -> None:
+        """Count ``tokens`` for accounts without a limit at the next flush."""
+        day = self.day()
+        for account in accounts:
+            self._pending[(day, account)] = self._pending.get((day, account), 0) + tokens
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_soon())
+
+    async def _flush_soon(self) -> None:
+        await asyncio.sleep(FLUSH_EVERY)
+        await self.flush()
+
+    async def flush(self) -> None:
+        """Write the counts added up in memory."""
+        pending, self._pending = self._pending, {}
+        for (day, account), tokens in pending.items():
+            if self.store is not None:
+                try:
+                    await self.store.add_tokens(day, [account], tokens)
+                except StoreError:
+                    log.error("could not count %d tokens for %s", tokens, account, exc_info=True)
+
+    async def close(self) -> None:
+        """Stop the flush timer and write what is pending."""
+        if self._flusher is not None and not self._flusher.done():
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+        await self.flush()
+
     async def charge_server(self, key: ChannelKey, tokens: int) -> None:
-        """Count a summary's tokens against ``key``'s server."""
-        if key.platform != "console":
-            await self._add([UsageKey(key.platform, key.workspace)], tokens)
+        """Count a summary's tokens against ``key``'s server (summaries are never refused,
+        so the count may wait for the next flush)."""
+        if key.platform != "console" and self.store is not None:
+            self._later([UsageKey(key.platform, key.workspace)], tokens)
 
     async def first_notice(self, verdict: Verdict, key: ChannelKey, user_id: str) -> bool:
         """True the first time today this person is refused (tell them once, privately)."""
@@ -167,4 +209,6 @@ class Quota:
         """Today's counts of the person and their server."""
         if self.store is None:
             return {}
-        return await self.store.tokens_used(self.day(), self.accounts(key, user_id, direct=False))
+        day = self.day()
+        used = await self.store.tokens_used(day, self.accounts(key, user_id, direct=False))
+        return {a: n + self._pending.get((day, a), 0) for a, n in used.items()}

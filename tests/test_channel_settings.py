@@ -150,8 +150,10 @@ async def test_summary_language_and_model_and_their_tokens_count_for_the_server(
         [digest] = bodies(fake, summary=True)
         assert digest["model"] == "gpt-big"
         assert "write the summary in Korean" in str(digest["messages"])
-        used = await rt.store.tokens_used(rt.service.quota.day(), [UsageKey("test", "w1")])
-        assert used[UsageKey("test", "w1")] > 0
+        server = UsageKey("test", "w1")
+        assert (await rt.service.quota.usage(KEY, "alice"))[server] > 0  # counted in memory
+        await rt.service.quota.flush()  # written within FLUSH_EVERY; here at once
+        assert (await rt.store.tokens_used(rt.service.quota.day(), [server]))[server] > 0
         await rt.service.summary(OTHER)  # nothing there; the other channel is untouched
         await rt.service.on_message(msg(2, "hello", key=OTHER))
         await rt.service.summary(OTHER)
@@ -245,3 +247,19 @@ async def test_a_change_through_one_replica_is_honoured_by_the_other_within_5_s(
         reply = await two.service.on_message(IncomingMessage(
             KEY, "m9", "bob", "Bob", "anyone?", time.time()))
         assert reply is not None and "anyone?" in reply.text
+
+
+async def test_usage_without_a_limit_is_written_by_close_at_the_latest(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    async with runtime(tmp_path, fake) as rt:
+        await rt.service.on_message(msg(1, "hello", mention=True))
+        day = rt.service.quota.day()
+        shown = await rt.service.configure(KEY, setting("usage"), Caller("alice", "Alice"))
+        assert "(no limit)" in shown.text and "you: 0 " not in shown.text
+    from memory.stores.sqlite.store import SqliteStore
+
+    async with SqliteStore(tmp_path / "t.db") as store:
+        alice, server = UsageKey("test", "w1", "alice"), UsageKey("test", "w1")
+        used = await store.tokens_used(day, [alice, server])
+        assert used[alice] > 0 and used[server] == used[alice]
