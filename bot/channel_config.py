@@ -217,32 +217,56 @@ class ChannelConfig:
     def __init__(self, store: SettingsStore | None, defaults: Defaults, *, poll: float = 1.0,
                  clock: Callable[[], float] = time.time) -> None:
         self.store, self.defaults, self.poll, self.clock = store, defaults, poll, clock
-        self._cache: dict[ChannelKey, asyncio.Future[ChannelSettings]] = {}
+        self._cache: dict[ChannelKey, ChannelSettings] = {}
+        self._locks: dict[ChannelKey, asyncio.Lock] = {}
+        self._waiting: dict[ChannelKey, int] = {}
+        self._generation = 0
         self._version: int | None = None
         self._poller: asyncio.Task[None] | None = None
 
-    async def get(self, key: ChannelKey) -> ChannelSettings:
-        """The settings in force in ``key`` (defaults when the store cannot be read)."""
+    def peek(self, key: ChannelKey) -> ChannelSettings | None:
+        """The cached settings of ``key``, without waiting (None when not cached)."""
         if self.store is None:
             return resolve(key, (), self.defaults)
-        future = self._cache.get(key)
-        if future is None:
-            if len(self._cache) >= MAX_CACHED:
-                self._cache.clear()
-            future = asyncio.ensure_future(self._load(key))
-            self._cache[key] = future
+        return self._cache.get(key)
+
+    async def get(self, key: ChannelKey) -> ChannelSettings:
+        """The settings in force in ``key`` (defaults when the store cannot be read).
+
+        Cached and nobody waiting: returns without suspending. Otherwise callers queue on
+        the channel's lock (FIFO) and the first loads once, so callers resume in the order
+        they called: a channel's messages keep their order (``ChatService.on_message``).
+        """
+        hit = self.peek(key)
+        if hit is not None and not self._waiting.get(key):
+            return hit
+        self._waiting[key] = self._waiting.get(key, 0) + 1
         try:
-            return await asyncio.shield(future) if not future.done() else future.result()
-        except StoreError:
-            if self._cache.get(key) is future:
-                del self._cache[key]
-            log.warning("could not read the settings of %s; using the defaults", key,
-                        exc_info=True)
-            return resolve(key, (), self.defaults)
+            async with self._locks.setdefault(key, asyncio.Lock()):
+                hit = self._cache.get(key)
+                if hit is None:
+                    hit = await self._load(key)
+                return hit
+        finally:
+            self._waiting[key] -= 1
+            if not self._waiting[key]:
+                del self._waiting[key]
+                self._locks.pop(key, None)
 
     async def _load(self, key: ChannelKey) -> ChannelSettings:
         assert self.store is not None
-        return resolve(key, await self.store.scope_settings(key), self.defaults)
+        generation = self._generation
+        try:
+            loaded = resolve(key, await self.store.scope_settings(key), self.defaults)
+        except StoreError:
+            log.warning("could not read the settings of %s; using the defaults", key,
+                        exc_info=True)
+            return resolve(key, (), self.defaults)
+        if generation == self._generation:  # not invalidated meanwhile
+            if len(self._cache) >= MAX_CACHED:
+                self._cache.clear()
+            self._cache[key] = loaded
+        return loaded
 
     async def put(
         self, scope: ChannelKey, name: str, value: str | None, *, actor: str
@@ -268,6 +292,7 @@ class ChannelConfig:
 
     def invalidate(self) -> None:
         """Forget every cached channel (a setting changed here or elsewhere)."""
+        self._generation += 1
         self._cache.clear()
 
     async def check(self) -> bool:

@@ -165,9 +165,9 @@ class ChatService:
         With ``on_delta`` the reply is streamed: it is called with the text so far as it
         grows (the adapter decides how often to show it).
         """
-        # Never suspends once the channel's settings are cached; a first look-up is single-
-        # flight, so the channel's messages still reach record() in arrival order.
-        settings = await self.channels.get(msg.key)
+        # Cached (the adapter's will_reply just looked): no suspension. Else ChannelConfig
+        # queues callers per channel in order, so messages reach record() in arrival order.
+        settings = self.channels.peek(msg.key) or await self.channels.get(msg.key)
         addressed = answers(msg, settings)
         if settings.record == "off":  # privacy: nothing of this channel is stored
             return await self._answer(msg, None, on_delta, settings) if addressed else None

@@ -255,3 +255,51 @@ async def test_concurrent_first_lookups_read_the_store_once(tmp_path: Path) -> N
         assert reads == 2
     finally:
         await store.close()
+
+
+async def test_messages_arriving_while_settings_load_are_recorded_in_arrival_order(
+    tmp_path: Path
+) -> None:
+    """A channel's first messages wait for its settings; whatever the timing (arriving
+    before, during or just after the load), they must reach the store in arrival order."""
+    from bot.messages import IncomingMessage
+    from bot.service import ChatService, ServiceConfig
+    from memory.manager import MemoryManager
+    from memory.summarizer import Summarizer
+    from memory.tokens import TokenCounter
+    from tests.fakes.models import ScriptedModel
+
+    store = SqliteStore(tmp_path / "s.db")
+    await store.open()
+    real = store.scope_settings
+
+    async def slow(key: ChannelKey) -> list[Setting]:
+        for _ in range(3):  # a load that spans a few turns of the event loop
+            await asyncio.sleep(0)
+        return await real(key)
+
+    store.scope_settings = slow  # type: ignore[method-assign]
+    tok = TokenCounter("gpt-4o")
+    model = ScriptedModel()
+    memory = MemoryManager(store, Summarizer(model, tok), tok)
+    service = ChatService(memory, model, ServiceConfig("Be nice."),  # type: ignore[arg-type]
+                          channels=ChannelConfig(store, DEFAULTS))
+
+    async def arrive(i: int) -> None:  # what the Discord and Slack adapters do
+        m = IncomingMessage(KEY, f"m{i:03}", "u", "U", f"message {i}", time.time())
+        if not await service.will_reply(m):
+            await service.on_message(m)
+
+    try:
+        tasks = []
+        for i in range(60):
+            tasks.append(asyncio.create_task(arrive(i)))
+            await asyncio.sleep(0)  # one arrival per turn of the loop
+            if i % 20 == 19:
+                service.channels.invalidate()  # a change elsewhere: loads again
+        await asyncio.gather(*tasks)
+        ids = [t.message_id for t in await store.turns(KEY)]
+        assert ids == [f"m{i:03}" for i in range(60)]
+    finally:
+        await memory.close()
+        await store.close()
