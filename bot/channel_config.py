@@ -280,6 +280,8 @@ class ChannelConfig:
         if value is None and name not in KEYS:
             raise Invalid(f"There is no setting {name!r}; the settings are: {', '.join(KEYS)}.")
         await self.store.put_setting(scope, name, stored, actor=actor, now=self.clock())
+        log.info("setting %s of %s %s by %s", name, scope,
+                 "unset" if stored is None else "changed", actor)
         self.invalidate()
         return stored
 

@@ -251,8 +251,12 @@ class ChatService:
                      settings: ChannelSettings) -> Reply:
         """The model's answer; ``seq`` None: the message is not stored (``record off``), so
         the answer sees that message alone and is not stored either."""
-        budget = self.memory_budget(settings.persona)
         persona, model = settings.persona, settings.chosen("model")
+        budget, floor = self.memory_budget(persona), self.memory_budget() // 2
+        if budget < floor:  # a channel's long persona may not crowd out the conversation
+            tok = self.memory.tokenizer
+            persona = tok.truncate(persona, max(0, tok.count(persona) - (floor - budget)))
+            budget = floor
         if seq is None:
             lone = Turn(msg.key, 0, msg.message_id, "user", msg.author_id, msg.author_name,
                         cut(msg.text, self.config.max_input_chars), 0, msg.sent_at)

@@ -263,3 +263,19 @@ async def test_usage_without_a_limit_is_written_by_close_at_the_latest(
         alice, server = UsageKey("test", "w1", "alice"), UsageKey("test", "w1")
         used = await store.tokens_used(day, [alice, server])
         assert used[alice] > 0 and used[server] == used[alice]
+
+
+async def test_a_long_persona_in_a_small_context_is_cut_not_the_conversation(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    small = {"CONTEXT_TOKENS": "600", "REPLY_TOKENS": "100", "SUMMARY_TOKENS": "100",
+             "FACTS_TOKENS": "0"}
+    async with runtime(tmp_path, fake, **small) as rt:
+        persona = "You are a pirate. " + "Arr. " * 390
+        await rt.service.configure(KEY, setting("set", "persona", persona), ADMIN)
+        reply = await rt.service.on_message(msg(1, "where is the treasure?", mention=True))
+        assert reply is not None and "where is the treasure?" in reply.text
+        [body] = reply_bodies(fake)
+        system = body["messages"][0]["content"]  # type: ignore[index]
+        assert system.startswith("You are a pirate.") and len(system) < len(persona)
+        assert body["messages"][-1]["content"] == "[Alice]: where is the treasure?"  # type: ignore[index]
