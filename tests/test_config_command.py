@@ -165,3 +165,20 @@ async def test_slack_quota_notice_is_ephemeral_and_the_message_is_remembered(
         assert len(h.fake.calls_to("chat.delete")) == len(placeholders)  # nothing left public
         assert not h.fake.calls_to("chat.update")
         assert [t.text for t in await h.turns()][-1].endswith("are you there?")
+
+
+async def test_discord_quota_notice_is_a_direct_message(
+    tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI
+) -> None:
+    from tests.harness.discord import has_turns, mention
+
+    settings = make_settings(tmp_path, discord_llm, DAILY_TOKENS_PER_USER="10")
+    async with running(settings) as (rt, _, watch):
+        day = rt.service.quota.day()
+        await rt.store.add_tokens(day, [UsageKey("discord", str(W.guild_id), W.alice["id"])], 10)
+        await discord_fake.send_message(W.general, W.alice, mention("are you there?"))
+        [notice] = await discord_fake.wait_for(lambda f: f.sent_to(W.dm_channel))
+        assert "00:00 UTC" in notice.json["content"]
+        await watch.until(lambda: has_turns(rt, 1))  # remembered all the same
+        assert discord_fake.sent_to(W.general) == []  # nothing said in the channel
+        assert discord_llm.chat_requests == []

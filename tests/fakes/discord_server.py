@@ -451,6 +451,9 @@ class FakeDiscord:
         route = (r.method, *parts)
         if route == ("GET", "users", "@me"):
             return 200, w.bot_user
+        if route == ("POST", "users", "@me", "channels"):  # open a DM (only Alice has one)
+            return 200, {"id": str(w.dm_channel), "type": 1, "recipients": [w.alice],
+                         "last_message_id": None}
         if route == ("GET", "gateway", "bot"):
             limit = {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}
             return 200, {"url": str(self.gateway_url), "shards": 1, "session_start_limit": limit}
