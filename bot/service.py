@@ -25,10 +25,8 @@ Limits and faults, each with one defined outcome (SECURITY.md):
   send it ephemerally); ``/forget`` needs the same permission as ``/reset``.
 * A model answer longer than ``MAX_REPLY_CHARS`` (a broken endpoint; ``REPLY_TOKENS`` keeps
   a working one far below) is cut with a marker.
-* Each channel's settings (``bot.channel_config``; ``/config``, ``bot.config_command``)
-  choose its persona, model, reply mode and what is recorded: ``record off`` stores nothing
-  and answers from the message alone; replies are held to daily token quotas
-  (``bot.quota``).
+* Channel settings (``bot.channel_config``, ``/config``) pick persona, model, reply and
+  record modes (``record off``: nothing stored); daily token quotas: ``bot.quota``.
 """
 
 from __future__ import annotations
@@ -123,6 +121,7 @@ class ChatService:
             config.system_prompt, "", "", (), config.record_mode,
             frozenset(config.always_reply_channels)))
         self.quota = quota or Quota(None)
+        self._decided: dict[tuple[ChannelKey, str], ChannelSettings] = {}
         self._identities: dict[str, tuple[str, str]] = {}
         # (platform, author id) -> times of recent replies, and whether they were told
         self._recent: dict[tuple[str, str], deque[float]] = {}
@@ -149,8 +148,13 @@ class ChatService:
         )
 
     async def will_reply(self, msg: IncomingMessage) -> bool:
-        """Whether ``msg`` gets a reply, under its channel's ``reply_mode`` setting."""
-        return answers(msg, await self.channels.get(msg.key))
+        """Whether ``msg`` gets a reply (its channel's ``reply_mode``); ``on_message`` reuses
+        the settings found, as waiting twice could let a later message overtake it."""
+        settings = await self.channels.get(msg.key)
+        if len(self._decided) > 10_000:
+            self._decided.clear()
+        self._decided[(msg.key, msg.message_id)] = settings
+        return answers(msg, settings)
 
     def memory_budget(self, persona: str | None = None) -> int:
         """Tokens left for summary, facts and turns once the fixed parts are paid for."""
@@ -165,9 +169,10 @@ class ChatService:
         With ``on_delta`` the reply is streamed: it is called with the text so far as it
         grows (the adapter decides how often to show it).
         """
-        # Cached (the adapter's will_reply just looked): no suspension. Else ChannelConfig
-        # queues callers per channel in order, so messages reach record() in arrival order.
-        settings = self.channels.peek(msg.key) or await self.channels.get(msg.key)
+        # From will_reply, or cached: no suspension. Else ChannelConfig queues callers per
+        # channel in order, so messages reach record() in arrival order.
+        settings = (self._decided.pop((msg.key, msg.message_id), None)
+                    or self.channels.peek(msg.key) or await self.channels.get(msg.key))
         addressed = answers(msg, settings)
         if settings.record == "off":  # privacy: nothing of this channel is stored
             return await self._answer(msg, None, on_delta, settings) if addressed else None
