@@ -1,9 +1,9 @@
 """The console adapter: chat with gistbot in a terminal, or pipe a conversation through it.
 
 Every line is a message addressed to the bot in one console channel (``--channel``), so
-memory, compaction, ``/summary``, ``/reset``, ``/remember <text>``, ``/memory`` and
-``/forget <fact id or text>`` behave exactly as on Discord or Slack (the operator at the
-terminal may reset and forget).
+memory, compaction, ``/summary``, ``/reset``, ``/remember <text>``, ``/memory``,
+``/forget <fact id or text>`` and ``/config …`` behave exactly as on Discord or Slack (the
+operator at the terminal may reset, forget and change settings).
 
 Two modes, chosen by whether stdin and stdout are a terminal:
 
@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Awaitable
 from typing import Any, TextIO, TypeVar
 
+from bot.config_command import Caller, parse_config
 from bot.logs import LiveLine
 from bot.messages import IncomingMessage
 from bot.service import ChatService
@@ -39,7 +40,8 @@ __all__ = ["HELP", "ConsoleChat", "console_key"]
 
 T = TypeVar("T")
 HELP = (
-    "Commands: /summary  /reset  /remember <text>  /memory  /forget <id or text>  /help  /quit"
+    "Commands: /summary  /reset  /remember <text>  /memory  /forget <id or text>  /config …"
+    "  /help  /quit"
     "   (anything else is a message to gistbot)"
 )
 
@@ -154,6 +156,14 @@ class ConsoleChat:
         command = line.strip().lower()
         word, _, rest = line.strip().partition(" ")
         word = word.lower()
+        if word == "/config":  # the operator at the terminal may change everything
+            parsed = parse_config(rest)
+            if isinstance(parsed, str):
+                self._print(parsed)
+                return True
+            caller = Caller(self.user, self.user, may_channel=True, may_server=True)
+            self._print((await self.service.configure(self.key, parsed, caller)).text)
+            return True
         if word in ("/remember", "/forget"):
             if word == "/remember":
                 result = await self.service.remember(self.key, rest, author=self.user)

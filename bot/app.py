@@ -17,13 +17,16 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from bot.budget import window_policy
+from bot.channel_config import ChannelConfig, Defaults
 from bot.errors import ConfigError
 from bot.llm import LLM, OpenAILLM, UsageMeter
 from bot.offline_llm import OfflineLLM
 from bot.owed import OwedReplies
+from bot.quota import Quota
 from bot.service import ChatService, ServiceConfig
 from bot.settings import Settings
 from bot.shutdown import compaction_grace
+from bot.summary_route import SummaryRouter
 from memory.config import MemoryConfig
 from memory.manager import MemoryManager
 from memory.store import Store
@@ -116,6 +119,9 @@ class Runtime:
         store = make_store(settings)
         await store.open()
         try:
+            # per-channel settings and quotas (bot.channel_config, bot.quota)
+            channels = ChannelConfig(store, Defaults.from_settings(settings))
+            quota = Quota(store)
             summarizer = Summarizer(
                 model,
                 tokenizer,
@@ -124,6 +130,7 @@ class Runtime:
                 # its slot; the offline model needs none. No outer timeout that would count
                 # the wait behind replies.
                 timeout=None,
+                router=SummaryRouter(model, channels, quota),
             )
             policy = window_policy(settings, tokenizer)
             memory = MemoryManager(
@@ -149,9 +156,11 @@ class Runtime:
             )
             owed = OwedReplies(store, claim_seconds=settings.reply_claim_seconds,
                                answer_missed_seconds=settings.answer_missed_seconds)
-            service = ChatService(memory, model, config, owed=owed)
+            service = ChatService(memory, model, config, owed=owed, channels=channels,
+                                  quota=quota)
             if start_background:
                 await memory.start()
+                await channels.start()
                 owed.start()
             if model.is_offline and warn_offline:
                 log.warning(
@@ -162,7 +171,9 @@ class Runtime:
                 yield cls(settings, store, memory, model, service, meter)
             finally:
                 await owed.close()
+                await channels.close()
                 await memory.close(grace=compaction_grace(settings.shutdown_grace_seconds))
+                await quota.close()  # after the last summary: its count is written too
         finally:
             with contextlib.suppress(Exception):
                 aclose = getattr(model, "aclose", None)

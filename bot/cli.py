@@ -251,6 +251,7 @@ async def _summary(settings: Settings, key: ChannelKey, out: TextIO) -> None:
 
 async def _export(settings: Settings, key: ChannelKey, out: TextIO) -> int:
     from bot.app import make_store
+    from bot.dbtools import settings_rows
 
     store = make_store(settings)
     await store.open()
@@ -273,6 +274,8 @@ async def _export(settings: Settings, key: ChannelKey, out: TextIO) -> int:
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
             count += len(batch)
             after = batch[-1].seq
+        for extra in await settings_rows(store, key):  # /config settings and their log
+            out.write(json.dumps(extra, ensure_ascii=False) + "\n")
         return count
     finally:
         await store.close()

@@ -11,7 +11,9 @@ The checksum covers what a user would call the memory: every turn's fields, the 
 the fold pointer, version, counters, carried facts, episodes and long-term facts (with their
 supersede links) and the summary history. It does not cover database ids of episodes,
 long-term facts and history versions (the target assigns its own) nor the internal seq
-counter (``next_seq``), which the target derives from the copied seqs.
+counter (``next_seq``), which the target derives from the copied seqs. The per-channel
+settings and their change log (``/config``) are copied whole after the channels and
+compared too; daily token counts are not copied (they only matter for the day they count).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from bot.wording import plural
 from memory.models import ChannelKey, Episode, LongTermFact, SummaryState
 from memory.store import Store
 
-__all__ = ["CopyReport", "channel_checksum", "copy_db", "migrate"]
+__all__ = ["CopyReport", "channel_checksum", "copy_db", "migrate", "settings_rows"]
 
 PAGE = 1000
 ALL_FACTS = 10**9
@@ -145,12 +147,29 @@ async def copy_db(
         await target.replace_archive(key, *await _archive(source, key))
         await target.replace_history(key, await source.summary_history_of(key, limit=ALL_FACTS))
         progress(f"[{i}/{len(keys)}] {key}: {plural(want[0], 'turn')}")
+    await target.import_settings(*await source.all_settings())
     for key in keys:
         if await channel_checksum(source, key) != await channel_checksum(target, key):
             report.mismatched.append(str(key))
+    if await source.all_settings() != await target.all_settings():
+        report.mismatched.append("settings (/config)")
     if report.mismatched:
         raise CopyError(
             f"verification failed for {plural(len(report.mismatched), 'channel')} "
             f"(e.g. {report.mismatched[0]}); the target differs from the source"
         )
     return report
+
+
+async def settings_rows(store: Store, key: ChannelKey) -> list[dict[str, object]]:
+    """``export``'s lines for the settings of ``key``'s channel and server and their log."""
+    rows: list[dict[str, object]] = []
+    for s in await store.scope_settings(key):
+        scope = "server" if s.scope.channel == "" else "channel"
+        rows.append({"type": "setting", "scope": scope, "name": s.name, "value": s.value,
+                     "updated_by": s.updated_by, "updated_at": s.updated_at})
+    for c in reversed(await store.setting_changes(key, limit=ALL_FACTS)):
+        scope = "server" if c.scope.channel == "" else "channel"
+        rows.append({"type": "setting_change", "scope": scope, "name": c.name,
+                     "value": c.value, "actor": c.actor, "at": c.at})
+    return rows

@@ -54,7 +54,10 @@ async def doctor(settings: Settings, out: TextIO) -> int:
         out.write(f"  {name:<26} {shown}\n")
     adapters = settings.adapters or ["console (no platform tokens set)"]
     out.write(f"\nAdapters that would start: {', '.join(adapters)}\n")
-    out.write(f"LLM provider: {settings.provider}\n\nChecks:\n")
+    out.write(f"LLM provider: {settings.provider}\n")
+    allowed = ", ".join(settings.model_allowlist)
+    out.write(f"Models /config may choose (ALLOWED_MODELS): {allowed}\n")
+    out.write("\nChecks:\n")
 
     store = make_store(settings)
     try:

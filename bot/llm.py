@@ -34,6 +34,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletio
 from bot.errors import LLMBadResponse, LLMError, ModelNotServed, llm_error_from
 from bot.llm_gate import LLMGate
 from bot.thinking import ThinkFilter, strip_think
+from bot.usage_tab import note_usage
 from memory.completion import ChatMessage
 
 __all__ = [
@@ -83,17 +84,21 @@ class Completion:
 @runtime_checkable
 class LLM(Protocol):
     """What the bot needs from a language model. ``purpose`` is ``"reply"``, ``"summary"``
-    (compaction) or ``"digest"`` (``/summary``); implementations may route by it."""
+    (compaction) or ``"digest"`` (``/summary``); implementations may route by it. ``model``
+    overrides the configured model for this one request (a channel's setting); callers
+    pass it only when a channel chose one."""
 
     name: str
     is_offline: bool
 
     async def complete(
-        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str,
+        model: str | None = None,
     ) -> Completion: ...
 
     def stream(
-        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str,
+        model: str | None = None,
     ) -> AsyncIterator[str]:
         """Text deltas, reasoning removed. Raises ``LLMError`` like ``complete``."""
         ...
@@ -224,17 +229,20 @@ class OpenAILLM:
         on_openai = urlsplit(self.base_url).hostname == "api.openai.com"
         self._token_param = "max_completion_tokens" if on_openai else "max_tokens"
 
-    def model_for(self, purpose: str) -> str:
-        """The model that serves ``purpose``."""
+    def model_for(self, purpose: str, model: str | None = None) -> str:
+        """The model that serves ``purpose`` (``model`` when a channel chose one)."""
         _check_purpose(purpose)
+        if model:
+            return model
         return self.summary_model if purpose in _SUMMARY_PURPOSES else self.model
 
     async def complete(
-        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str,
+        model: str | None = None,
     ) -> Completion:
         """One chat completion, reasoning removed. Raises ``LLMError`` subclasses, and
         ``Preempted`` for a summary that gave its slot to a reply."""
-        model = self.model_for(purpose)
+        model = self.model_for(purpose, model)
         return await self.gate.run(
             purpose, lambda: self._complete(messages, max_tokens, purpose, model)
         )
@@ -266,11 +274,12 @@ class OpenAILLM:
         return answered
 
     async def stream(
-        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str,
+        model: str | None = None,
     ) -> AsyncIterator[str]:
         """Text deltas as they arrive, reasoning removed even when a tag spans chunks. The
         stream holds its gate slot until it ends (or is closed)."""
-        model = self.model_for(purpose)
+        model = self.model_for(purpose, model)
         pieces = self._stream(messages, max_tokens, purpose, model)
         async with self.gate.hold(purpose), contextlib.aclosing(pieces):
             async for piece in pieces:
@@ -376,6 +385,8 @@ class OpenAILLM:
 
     def _record(self, purpose: str, model: str, started: float, usage: Usage | None,
                 error: str = "") -> None:
+        if usage is not None:
+            note_usage(usage.prompt_tokens, usage.completion_tokens)
         if self._meter is None:
             return
         if usage is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from bot.channel_config import ChannelConfig
 from bot.errors import LLMAuthError, LLMBadResponse, LLMRateLimited, LLMTimeout, LLMUnavailable
 from bot.messages import CommandResult
 from bot.wording import plural
@@ -18,8 +19,9 @@ from memory.manager import MemoryManager
 from memory.models import ChannelKey, ChannelStats, LongTermFact
 from memory.recall import episode_spans, fact_line
 
-__all__ = ["MAX_FACT_CHARS", "MemoryCommands", "digest_failure", "footer"]
+__all__ = ["MAX_FACT_CHARS", "RECORD_OFF", "MemoryCommands", "digest_failure", "footer"]
 
+RECORD_OFF = "Recording is off in this channel (record off): I store nothing said here."
 MAX_FACT_CHARS = 1000  # a pinned fact is a statement, not a document
 MEMORY_LIST_LIMIT = 50
 
@@ -62,12 +64,16 @@ class MemoryCommands:
     """``/summary``, ``/remember``, ``/memory``, ``/forget``, ``/reset`` over ``memory``."""
 
     memory: MemoryManager
+    channels: ChannelConfig  # /summary says when the channel records nothing
 
     async def summary(self, key: ChannelKey) -> CommandResult:
-        """``/summary``: the conversation so far (stored state unchanged) and counts."""
+        """``/summary``: the conversation so far (stored state unchanged) and counts; with
+        ``record off`` it says that nothing said here is stored."""
+        off = (await self.channels.get(key)).record == "off"
         digest = await self.memory.digest(key)
         if digest.empty:
-            return CommandResult("Nothing to summarize yet: I have no messages from this channel.")
+            return CommandResult(RECORD_OFF if off else
+                                 "Nothing to summarize yet: I have no messages from this channel.")
         note = ""
         if not digest.fresh:
             note = f"\n_({digest_failure(digest.error)}; this is the stored summary.)_"
@@ -75,8 +81,9 @@ class MemoryCommands:
         if digest.episodes:
             spans = episode_spans(list(reversed(digest.episodes)))
             earlier = f"\n\nEarlier: {spans} (UTC)"
+        head = f"_{RECORD_OFF} What follows is from before it was turned off._\n\n" if off else ""
         return CommandResult(
-            f"{digest.text.strip()}{note}{earlier}\n\n— {footer(digest.stats)}"
+            f"{head}{digest.text.strip()}{note}{earlier}\n\n— {footer(digest.stats)}"
         )
 
     async def remember(self, key: ChannelKey, text: str, *, author: str = "") -> CommandResult:

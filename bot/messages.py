@@ -31,11 +31,14 @@ class IncomingMessage:
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """The bot's answer. ``failed`` marks a short error sentence instead of a model answer."""
+    """The bot's answer. ``failed`` marks a short error sentence instead of a model answer;
+    ``private`` asks the adapter to show it to the author only (Slack: ephemeral; Discord:
+    a direct message), e.g. the daily quota notice."""
 
     text: str
     failed: bool = False
     truncated_memory: bool = False
+    private: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,7 +60,8 @@ class OfflineLLM:
         self.gate = LLMGate(summary_concurrency, summary_slots=summary_concurrency)
 
     async def complete(
-        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str,
+        model: str | None = None,
     ) -> Completion:
         """An extractive summary (``summary``/``digest``) or the no-model reply, within
         ``max_tokens``."""
@@ -93,7 +94,8 @@ class OfflineLLM:
         return Completion(text, usage, self.name)
 
     async def stream(
-        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str,
+        model: str | None = None,
     ) -> AsyncIterator[str]:
         """The same text as ``complete``, in three chunks (so streaming paths get exercised)."""
         text = (await self.complete(messages, max_tokens=max_tokens, purpose=purpose)).text

@@ -25,6 +25,8 @@ Limits and faults, each with one defined outcome (SECURITY.md):
   send it ephemerally); ``/forget`` needs the same permission as ``/reset``.
 * A model answer longer than ``MAX_REPLY_CHARS`` (a broken endpoint; ``REPLY_TOKENS`` keeps
   a working one far below) is cut with a marker.
+* Channel settings (``bot.channel_config``, ``/config``) pick persona, model, reply and
+  record modes (``record off``: nothing stored); daily token quotas: ``bot.quota``.
 """
 
 from __future__ import annotations
@@ -36,19 +38,25 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from bot.errors import (
-    ContextLengthExceeded,
-    LLMError,
-)
+from bot.channel_config import ChannelConfig, ChannelSettings, Defaults, answers
+from bot.config_command import Caller, ConfigRequest, run_config
+from bot.errors import ContextLengthExceeded, LLMError
 from bot.llm import LLM
-from bot.memory_commands import MAX_FACT_CHARS, MemoryCommands, digest_failure, footer
-from bot.messages import IncomingMessage, Reply
+from bot.memory_commands import (
+    MAX_FACT_CHARS,
+    MemoryCommands,
+    digest_failure,
+    footer,
+)
+from bot.messages import CommandResult, IncomingMessage, Reply
 from bot.observe import NullObserver, ServiceObserver, bind_request
 from bot.prompts import build_messages, fixed_overhead, settled_reply, strip_echoed_label
+from bot.quota import Quota
+from bot.usage_tab import open_tab
 from memory.completion import ChatMessage
 from memory.errors import StoreError
 from memory.manager import MemoryManager
-from memory.models import ChannelKey, MemoryView, NewTurn
+from memory.models import ChannelKey, MemoryView, NewTurn, Turn
 from memory.speakers import human_name
 
 if TYPE_CHECKING:
@@ -113,12 +121,18 @@ class ChatService(MemoryCommands):
 
     def __init__(self, memory: MemoryManager, llm: LLM, config: ServiceConfig, *,
                  clock: Callable[[], float] = time.monotonic,
-                 owed: OwedReplies | None = None) -> None:
+                 owed: OwedReplies | None = None, channels: ChannelConfig | None = None,
+                 quota: Quota | None = None) -> None:
         self.memory = memory
         self.llm = llm
         self.config = config
         self.clock = clock
         self.owed = owed  # replies owed to mentions, across crashes (bot.owed)
+        self.channels = channels or ChannelConfig(None, Defaults(
+            config.system_prompt, "", "", (), config.record_mode,
+            frozenset(config.always_reply_channels)))
+        self.quota = quota or Quota(None)
+        self._decided: dict[tuple[ChannelKey, str], ChannelSettings] = {}
         self._identities: dict[str, tuple[str, str]] = {}
         # (platform, author id) -> times of recent replies, and whether they were told
         self._recent: dict[tuple[str, str], deque[float]] = {}
@@ -150,9 +164,18 @@ class ChatService(MemoryCommands):
             or msg.key.channel in self.config.always_reply_channels
         )
 
-    def memory_budget(self) -> int:
+    async def will_reply(self, msg: IncomingMessage) -> bool:
+        """Whether ``msg`` gets a reply (its channel's ``reply_mode``); ``on_message`` reuses
+        the settings found, as waiting twice could let a later message overtake it."""
+        settings = await self.channels.get(msg.key)
+        if len(self._decided) > 10_000:
+            self._decided.clear()
+        self._decided[(msg.key, msg.message_id)] = settings
+        return answers(msg, settings)
+
+    def memory_budget(self, persona: str | None = None) -> int:
         """Tokens left for summary, facts and turns once the fixed parts are paid for."""
-        fixed = fixed_overhead(self.config.system_prompt, self.memory.tokenizer)
+        fixed = fixed_overhead(persona or self.config.system_prompt, self.memory.tokenizer)
         return self.config.context_tokens - self.config.reply_tokens - fixed
 
     async def on_message(
@@ -163,13 +186,19 @@ class ChatService(MemoryCommands):
         With ``on_delta`` the reply is streamed: it is called with the text so far as it
         grows (the adapter decides how often to show it).
         """
-        addressed = self.should_reply(msg)
-        if self.config.record_mode == "addressed" and not addressed:
+        # From will_reply, or cached: no suspension. Else ChannelConfig queues callers per
+        # channel in order, so messages reach record() in arrival order.
+        settings = (self._decided.pop((msg.key, msg.message_id), None)
+                    or self.channels.peek(msg.key) or await self.channels.get(msg.key))
+        addressed = answers(msg, settings)
+        if settings.record == "off":  # privacy: nothing of this channel is stored
+            return await self._answer(msg, None, on_delta, settings) if addressed else None
+        if settings.record == "addressed" and not addressed:
             return None
         limit = self.config.max_input_chars
         bind_request(msg.key, msg.message_id)
         due = self.owed.due(msg) if addressed and self.owed is not None else None
-        # No await before record(): a channel's messages must be queued in arrival order.
+        # No other await before record(): messages must be queued in arrival order.
         try:
             result = await self.memory.record(
                 NewTurn(
@@ -209,7 +238,7 @@ class ChatService(MemoryCommands):
             log.info("user %s on %s is over %d replies a minute", msg.author_id,
                      msg.key.platform, self.config.user_rate_limit)
             return Reply(RATE_LIMITED.format(limit=self.config.user_rate_limit), failed=True)
-        return await self.answer(msg, result.turn.seq, on_delta)
+        return await self.answer(msg, result.turn.seq, on_delta, settings)
 
     async def delivered(self, msg: IncomingMessage, ok: bool) -> None:
         """The adapter's report on a reply: delivered (or nothing was to be sent), or not
@@ -217,28 +246,35 @@ class ChatService(MemoryCommands):
         if self.owed is not None:
             await self.owed.finished(msg.key, msg.message_id, delivered=ok)
 
-    async def answer(self, msg: IncomingMessage, seq: int,
-                     on_delta: DeltaSink | None = None) -> Reply:
-        """The reply to ``msg``, recorded as turn ``seq``; store failures become a sentence."""
+    async def answer(self, msg: IncomingMessage, seq: int, on_delta: DeltaSink | None = None,
+                     settings: ChannelSettings | None = None) -> Reply | None:
+        """The reply to ``msg``, recorded as turn ``seq``, within the channel's settings and
+        quotas; store failures become a sentence. None: over quota (told privately)."""
         try:
-            return await self._reply(msg, seq, on_delta)
+            reply = await self._answer(msg, seq, on_delta,
+                                       settings or await self.channels.get(msg.key))
         except StoreError as e:
             self.observer.store_error(type(e).__name__)
             log.error("reply to %s in %s failed on the store: %s", msg.message_id, msg.key, e,
                       exc_info=e)
             return Reply(STORE_FAILED, failed=True)
+        if reply is None:
+            await self.delivered(msg, True)  # refused by a quota, told privately: none owed
+        return reply
 
     async def backfilled(self, msg: IncomingMessage) -> bool:
         """Remember a message missed while the bot was away (backfill); never answer it
         here. An addressed one younger than ``ANSWER_MISSED_SECONDS`` is recorded with an
         unclaimed debt, which the missed-mention sweep answers once (issue 14, item 3).
 
-        The same rules as a live message decide whether it is stored (``RECORD_MODE``,
-        ``MAX_INPUT_CHARS``), and the same message id makes it the same turn, so a live
-        delivery and a backfill of one message store it once. True when it was new.
+        The same rules as a live message decide whether it is stored (the channel's
+        ``record`` and ``reply_mode``, ``MAX_INPUT_CHARS``), and the same message id makes
+        it the same turn, so a live delivery and a backfill of one message store it once.
+        True when it was new.
         """
-        addressed = self.should_reply(msg)
-        if self.config.record_mode == "addressed" and not addressed:
+        settings = await self.channels.get(msg.key)
+        addressed = answers(msg, settings)
+        if settings.record == "off" or (settings.record == "addressed" and not addressed):
             return False
         due = None
         if addressed and self.owed is not None and self.owed.young(msg.sent_at):
@@ -272,14 +308,43 @@ class ChatService(MemoryCommands):
                 self._told.discard(key)
         return True
 
-    async def _reply(self, msg: IncomingMessage, seq: int, on_delta: DeltaSink | None) -> Reply:
-        budget = self.memory_budget()
+    async def _answer(self, msg: IncomingMessage, seq: int | None, on_delta: DeltaSink | None,
+                      settings: ChannelSettings) -> Reply | None:
+        """``_reply`` within the daily quotas, charged what the provider reported."""
+        async with self.quota.reply(msg.key, msg.author_id, settings,
+                                    direct=msg.is_direct) as (verdict, spend):
+            if not verdict.allowed:
+                return await self.quota.refused(verdict, msg.key, msg.author_id)
+            with open_tab() as tab:
+                try:
+                    return await self._reply(msg, seq, on_delta, settings)
+                finally:
+                    spend(tab.total)
+
+    async def _reply(self, msg: IncomingMessage, seq: int | None, on_delta: DeltaSink | None,
+                     settings: ChannelSettings) -> Reply:
+        """The model's answer; ``seq`` None: the message is not stored (``record off``), so
+        the answer sees that message alone and is not stored either."""
         started = time.monotonic()
-        view = await self.memory.view(msg.key, budget, through_seq=seq, recall=True)
+        persona, model = settings.persona, settings.chosen("model")
+        budget, floor = self.memory_budget(persona), self.memory_budget() // 2
+        if budget < floor:  # a channel's long persona may not crowd out the conversation
+            tok = self.memory.tokenizer
+            persona = tok.truncate(persona, max(0, tok.count(persona) - (floor - budget)))
+            budget = floor
+        if seq is None:
+            lone = Turn(msg.key, 0, msg.message_id, "user", msg.author_id, msg.author_name,
+                        cut(msg.text, self.config.max_input_chars), 0, msg.sent_at)
+            view = MemoryView(msg.key, "", 0, (), 0, (lone,), 0)
+        else:
+            view = await self.memory.view(msg.key, budget, through_seq=seq, recall=True)
         self.observer.recalled(msg.key, time.monotonic() - started)
         try:
-            text = await self._generate(view, on_delta)
+            text = await self._generate(view, on_delta, persona, model)
         except ContextLengthExceeded:
+            if seq is None:
+                return Reply(TOO_LONG.format(length=len(msg.text), limit=len(msg.text) // 2),
+                             failed=True)
             log.warning("context length exceeded in %s; compacting and retrying once", msg.key)
             try:
                 await self.memory.compact_now(msg.key, force=True)
@@ -287,20 +352,23 @@ class ChatService(MemoryCommands):
                 log.warning("forced compaction of %s failed", msg.key, exc_info=True)
             view = await self.memory.view(msg.key, budget // 2, through_seq=seq, recall=True)
             try:
-                text = await self._generate(view, on_delta)
+                text = await self._generate(view, on_delta, persona, model)
             except LLMError as e:
-                self.observer.replied(msg.key, time.monotonic() - started, view.tokens, seq, True)
+                self.observer.replied(msg.key, time.monotonic() - started, view.tokens,
+                                      seq or 0, True)
                 return self._failure(msg, e)
         except LLMError as e:
-            self.observer.replied(msg.key, time.monotonic() - started, view.tokens, seq, True)
+            self.observer.replied(msg.key, time.monotonic() - started, view.tokens, seq or 0, True)
             return self._failure(msg, e)
-        self.observer.replied(msg.key, time.monotonic() - started, view.tokens, seq, False)
+        self.observer.replied(msg.key, time.monotonic() - started, view.tokens, seq or 0, False)
         if len(text) > MAX_REPLY_CHARS:
             log.warning("the model's answer in %s was %d characters; cut to %d",
                         msg.key, len(text), MAX_REPLY_CHARS)
             text = cut(text, MAX_REPLY_CHARS, "answer")
         bot_id, bot_name = self.identity(msg.key.platform)
         reply_id = f"reply:{msg.message_id}"
+        if seq is None:
+            return Reply(text)
         try:  # answered before a crash: the stored text is repeated
             text = (await self.memory.record(NewTurn(
                 msg.key, reply_id, "assistant", bot_id, bot_name, text, 0, time.time()))).turn.text
@@ -311,16 +379,18 @@ class ChatService(MemoryCommands):
                       e, exc_info=e)
         return Reply(text, truncated_memory=view.dropped > 0 or view.truncated)
 
-    async def _generate(self, view: MemoryView, on_delta: DeltaSink | None) -> str:
-        messages: list[ChatMessage] = build_messages(self.config.system_prompt, view)
+    async def _generate(self, view: MemoryView, on_delta: DeltaSink | None, persona: str,
+                        model: str | None) -> str:
+        messages: list[ChatMessage] = build_messages(persona, view)
+        extra = {"model": model} if model else {}  # only when the channel chose one
         if on_delta is None:
             completion = await self.llm.complete(
-                messages, max_tokens=self.config.reply_tokens, purpose="reply"
+                messages, max_tokens=self.config.reply_tokens, purpose="reply", **extra
             )
             return strip_echoed_label(completion.text) or completion.text
         parts: list[str] = []
         async for delta in self.llm.stream(
-            messages, max_tokens=self.config.reply_tokens, purpose="reply"
+            messages, max_tokens=self.config.reply_tokens, purpose="reply", **extra
         ):
             parts.append(delta)
             shown = settled_reply("".join(parts))
@@ -335,6 +405,11 @@ class ChatService(MemoryCommands):
     def _failure(msg: IncomingMessage, error: LLMError) -> Reply:
         log.error("reply in %s failed: %s", msg.key, error, exc_info=error)
         return Reply(error.user_message, failed=True)
+
+    async def configure(self, key: ChannelKey, request: ConfigRequest, caller: Caller
+                        ) -> CommandResult:
+        """``/config``: see ``bot.config_command`` (answered to the caller only)."""
+        return await run_config(key, request, caller, self.channels, self.quota)
 
     async def edited(self, key: ChannelKey, message_id: str, text: str) -> None:
         """A platform edit: update the turn if it is not summarized yet."""

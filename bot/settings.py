@@ -90,6 +90,10 @@ class Settings(BaseSettings):
     shutdown_grace_seconds: float = Field(20.0, gt=0, le=3600)
     answer_missed_seconds: float = Field(300.0, ge=0)
     reply_claim_seconds: float = Field(30.0, ge=1, le=3600)
+    # per-channel settings and quotas (bot.channel_config, bot.quota); 0 = no limit
+    allowed_models: CsvList = []  # models /config may choose; empty = just MODEL_NAME
+    daily_tokens_per_user: int = Field(0, ge=0)
+    daily_tokens_per_server: int = Field(0, ge=0)
 
     discord_token: SecretStr | None = None
     discord_guild_ids: CsvList = []
@@ -113,6 +117,7 @@ class Settings(BaseSettings):
 
     _csv_fields = field_validator(
         "always_reply_channels",
+        "allowed_models",
         "discord_guild_ids",
         "slack_admin_user_ids",
         "shard_ids",
@@ -271,6 +276,11 @@ class Settings(BaseSettings):
         if self.summary_tokens is not None:
             return self.summary_tokens
         return min(600, max(100, (self.context_tokens - self.reply_tokens) // 10))
+
+    @property
+    def model_allowlist(self) -> list[str]:
+        """``ALLOWED_MODELS``, or just ``MODEL_NAME`` when unset: what ``/config`` may pick."""
+        return list(dict.fromkeys(self.allowed_models)) or [self.model_name]
 
     @property
     def provider(self) -> Literal["openai", "offline"]:

@@ -291,7 +291,7 @@ class Compactor:
         if any(t.text.strip() for t in fold):
             # Current facts that look related, so the model can mark one as replaced.
             known = await self.facts.related_facts(key, fold)
-            result = await self.summarizer.summarize(state, fold, known_facts=known)
+            result = await self.summarizer.summarize(state, fold, known_facts=known, key=key)
             text, facts = result.text, result.facts
             speakers = dict.fromkeys(t.author_name or t.author_id for t in fold)
             episode = NewEpisode(

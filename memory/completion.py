@@ -6,10 +6,13 @@ never imports ``bot/``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol, TypedDict, runtime_checkable
 
-__all__ = ["ChatMessage", "CompletionLike", "SummaryModel"]
+from memory.models import ChannelKey
+
+__all__ = ["ChatMessage", "CompletionLike", "SummaryModel", "SummaryRoute", "SummaryRouter"]
 
 
 class ChatMessage(TypedDict):
@@ -34,3 +37,17 @@ class SummaryModel(Protocol):
     async def complete(
         self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
     ) -> CompletionLike: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryRoute:
+    """How one channel's summaries are written: by which model (the application may wrap
+    it, e.g. to use the channel's model and count its tokens) and in which language (None:
+    the conversation's own)."""
+
+    model: SummaryModel
+    language: str | None = None
+
+
+SummaryRouter = Callable[[ChannelKey], Awaitable[SummaryRoute]]
+"""Given a channel, its ``SummaryRoute`` (``Summarizer(router=...)``)."""

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
+from memory.channel_settings import Setting, SettingChange, UsageKey
 from memory.history import ChannelOverview, SummaryVersion
 from memory.models import (
     CarriedIdentifier,
@@ -61,6 +62,7 @@ __all__ = [
     "PortingStore",
     "ReplyLedger",
     "ResetResult",
+    "SettingsStore",
     "Store",
 ]
 
@@ -303,9 +305,55 @@ class InspectStore(Protocol):
         (``gistbot copy-db``; the target assigns new ids). Idempotent."""
 
 
+class SettingsStore(Protocol):
+    """Per-channel settings, their change log and daily token usage
+    (``memory.channel_settings``). Every change bumps ``settings_version`` in its own
+    transaction; replicas poll it to drop their caches."""
+
+    async def settings_version(self) -> int:
+        """A number that grows with every settings change, in any process."""
+        ...
+
+    async def scope_settings(self, key: ChannelKey) -> list[Setting]:
+        """The settings of ``key``'s channel and of its server scope."""
+        ...
+
+    async def put_setting(
+        self, scope: ChannelKey, name: str, value: str | None, *, actor: str, now: float
+    ) -> None:
+        """Set (or with None remove) one setting, log the change, bump the version."""
+        ...
+
+    async def setting_changes(self, key: ChannelKey, *, limit: int = 20) -> list[SettingChange]:
+        """The newest changes of ``key``'s channel and its server scope, newest first."""
+        ...
+
+    async def all_settings(self) -> tuple[list[Setting], list[SettingChange]]:
+        """Every setting and every logged change, oldest change first (``copy-db``)."""
+        ...
+
+    async def import_settings(
+        self, settings: Sequence[Setting], changes: Sequence[SettingChange]
+    ) -> None:
+        """Replace all settings and the change log with these (``copy-db``); one transaction."""
+        ...
+
+    async def add_tokens(self, day: str, accounts: Sequence[UsageKey], tokens: int) -> None:
+        """Add ``tokens`` to each account's count for ``day`` (``YYYY-MM-DD`` UTC)."""
+        ...
+
+    async def tokens_used(self, day: str, accounts: Sequence[UsageKey]) -> dict[UsageKey, int]:
+        """Each account's count for ``day`` (0 when none)."""
+        ...
+
+    async def claim_quota_notice(self, day: str, account: UsageKey) -> bool:
+        """True once per account and day: the caller tells the person they are over."""
+        ...
+
+
 @runtime_checkable
 class Store(
     Lifecycle, MemoryStore, ArchiveStore, LeaseStore, PortingStore, ReplyLedger, InspectStore,
-    Protocol
+    SettingsStore, Protocol
 ):
     """Everything one backend class implements; callers ask for the narrower role they use."""

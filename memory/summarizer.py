@@ -25,12 +25,13 @@ One compaction (DESIGN.md, "Memory semantics" 5, 6, 8, 9):
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from memory.completion import ChatMessage, SummaryModel
+from memory.completion import ChatMessage, SummaryModel, SummaryRoute, SummaryRouter
 from memory.errors import SummaryRejected
 from memory.extractive import content_sentence
 from memory.identifiers import (
@@ -47,6 +48,7 @@ from memory.ledger import (
     spoken_identifiers,
 )
 from memory.models import CarriedIdentifier, LongTermFact, NewLongTermFact, SummaryState, Turn
+from memory.models import ChannelKey as Key
 from memory.search_text import query_terms, terms
 from memory.summary_fit import add_to_facts, shorten_summary
 from memory.summary_prompt import (
@@ -270,6 +272,7 @@ class Summarizer:
         summary_tokens: int = 600,
         timeout: float | None = 120.0,
         language_hint: str | None = None,
+        router: SummaryRouter | None = None,
     ) -> None:
         if summary_tokens < 1:
             raise ValueError("summary_tokens must be positive")
@@ -278,12 +281,18 @@ class Summarizer:
         self.summary_tokens = summary_tokens
         self.timeout = timeout
         self.language_hint = language_hint
+        self.router = router
 
-    async def _ask(
-        self, messages: list[ChatMessage], purpose: str, bound: int, extra: int = 0
-    ) -> str:
+    async def route(self, key: Key | None) -> SummaryRoute:
+        """``key``'s model and language: the router's, if any (``SummaryRoute``)."""
+        if key is None or self.router is None:
+            return SummaryRoute(self.model)
+        return await self.router(key)
+
+    async def _ask(self, messages: list[ChatMessage], purpose: str, bound: int, extra: int = 0,
+                   model: SummaryModel | None = None) -> str:
         async with asyncio.timeout(self.timeout):
-            answer = await self.model.complete(
+            answer = await (model or self.model).complete(
                 messages, max_tokens=answer_room(bound) + extra, purpose=purpose
             )
         return answer.text
@@ -313,7 +322,7 @@ class Summarizer:
         previous: SummaryState,
         turns: Sequence[Turn],
         *,
-        known_facts: Sequence[LongTermFact] = (),
+        known_facts: Sequence[LongTermFact] = (), key: Key | None = None,
     ) -> SummaryResult:
         """Fold ``turns`` into ``previous``; see the module docstring for the steps.
 
@@ -327,6 +336,7 @@ class Summarizer:
         if not turns:
             raise ValueError("summarize() needs at least one turn to fold")
         bound = self.summary_tokens
+        route = await self.route(key)
         known = self._known(known_facts)
         offered = {i for i, _ in known}
         messages = build_summary_request(
@@ -335,13 +345,15 @@ class Summarizer:
             turns,
             max_tokens=bound,
             language_hint=self.language_hint,
+            language=route.language,
             archive=True,
             known_facts=known,
         )
         source = "\n".join(
             [previous.text, *map(format_fact, previous.facts), *(t.text for t in turns)]
         )
-        parts = split_answer(await self._ask(messages, "summary", bound, ARCHIVE_TOKENS))
+        ask = functools.partial(self._ask, extra=ARCHIVE_TOKENS, model=route.model)
+        parts = split_answer(await ask(messages, "summary", bound))
         text = self._checked(parts.summary, bound, source)
         required = required_identifiers(previous.text, previous.facts, turns, max_tokens=bound)
         missing = [i for i in required if not contains_identifier(text, i)]
@@ -354,7 +366,7 @@ class Summarizer:
                 build_retry_message(missing, max_tokens=bound),
             ]
             try:
-                again = split_answer(await self._ask(retry, "summary", bound, ARCHIVE_TOKENS))
+                again = split_answer(await ask(retry, "summary", bound))
                 second = self._checked(again.summary, bound, source)
             except Exception as exc:  # best effort; CancelledError still propagates
                 log.warning("summary retry failed, keeping the first answer: %r", exc)
@@ -383,7 +395,8 @@ class Summarizer:
             episode_fallback=fallback,
         )
 
-    async def digest(self, state: SummaryState, turns: Sequence[Turn], *, max_tokens: int) -> str:
+    async def digest(self, state: SummaryState, turns: Sequence[Turn], *, max_tokens: int,
+                     key: Key | None = None) -> str:
         """The summary brought up to date with ``turns``, for ``/summary``; nothing is stored.
 
         Same checks as ``summarize`` (``SummaryRejected`` on junk; an over-long answer is
@@ -392,6 +405,7 @@ class Summarizer:
         appended under its facts section, with what it referred to, so ``/summary`` shows
         all that the memory holds.
         """
+        route = await self.route(key)
         messages = build_summary_request(
             state.text,
             facts_for_request(state.facts, turns, self.tokenizer),
@@ -399,9 +413,11 @@ class Summarizer:
             max_tokens=max_tokens,
             digest=True,
             language_hint=self.language_hint,
+            language=route.language,
         )
         source = "\n".join([state.text, *map(format_fact, state.facts), *(t.text for t in turns)])
-        text = self._checked(await self._ask(messages, "digest", max_tokens), max_tokens, source)
+        text = self._checked(
+            await self._ask(messages, "digest", max_tokens, model=route.model), max_tokens, source)
         return add_to_facts(text, _lost_lines(text, state, turns, max_tokens))
 
 

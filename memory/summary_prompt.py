@@ -196,6 +196,7 @@ def build_summary_request(
     max_tokens: int,
     digest: bool = False,
     language_hint: str | None = None,
+    language: str | None = None,
     archive: bool = False,
     known_facts: Sequence[tuple[int, str]] = (),
 ) -> list[ChatMessage]:
@@ -205,6 +206,9 @@ def build_summary_request(
     docstring); ``known_facts`` are (id, text) of facts a new one may replace.
     """
     hint = f"\n- This channel usually speaks {language_hint}." if language_hint else ""
+    if language:  # the channel's setting wins over the conversation's language
+        hint = (f"\n- This channel's setting: write the summary in {language}, whatever "
+                "language the messages use (names and identifiers stay as written).")
     lines = [_DIGEST_INTRO if digest else _INTRO, f"Token limit: {max_tokens}", ""]
     if previous_text:
         lines += _section("previous", [("", previous_text)])

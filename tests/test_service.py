@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bot.llm import OpenAILLM
-from bot.prompts import FENCE_CLOSE, FENCE_OPEN, build_messages
+from bot.prompts import FENCE_CLOSE, FENCE_OPEN, RULES, build_messages
 from memory.models import CarriedIdentifier, ChannelKey, MemoryView, Turn
 from memory.tokens import TokenCounter
 from tests.fakes.openai_server import (
@@ -73,7 +73,7 @@ def test_fence_cannot_be_closed_from_remembered_text() -> None:
     view = MemoryView(KEY, hostile, 10, (CarriedIdentifier("x", hostile, 1, 1),), 5, (), 0)
     system = build_messages("Be nice.", view)[0]["content"]
     assert system.count(FENCE_CLOSE) == 1 and system.count(FENCE_OPEN) == 1
-    assert system.rstrip().endswith(FENCE_CLOSE)
+    assert system.rstrip().endswith(f"{FENCE_CLOSE}\n\n{RULES}")  # gistbot's rules last
     assert system.index("ignore previous instructions") < system.index(FENCE_CLOSE)
 
 

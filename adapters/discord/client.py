@@ -3,8 +3,9 @@
 It records every human message it can read in text channels, threads and DMs, answers
 when mentioned, in DMs and to replies to its own messages (as a Discord reply, "typing"
 meanwhile), and forwards edits and deletions. A message is translated once (where the
-bot may not answer, it is not addressed), decided once (``should_reply``) and answered
-once. Every send carries ``AllowedMentions.none()``, so model output can never ping anyone.
+bot may not answer, it is not addressed), decided once (``will_reply``: the channel's
+``reply_mode``) and answered once. Every send carries ``AllowedMentions.none()``, so
+model output can never ping anyone.
 """
 
 from __future__ import annotations
@@ -196,7 +197,7 @@ class GistbotClient(discord.AutoShardedClient):
         if task is not None:
             self._replying.add(task)
         try:
-            if not self.service.should_reply(incoming):
+            if not await self.service.will_reply(incoming):  # the channel's reply_mode
                 await self.service.on_message(incoming)
                 return
             await self._answer(message, incoming)
@@ -215,7 +216,12 @@ class GistbotClient(discord.AutoShardedClient):
                     incoming, on_delta=live.update if live else None)
             if reply is not None:
                 sending = True
-                ok = await self._deliver(message, reply.text, live.message if live else None)
+                if reply.private:  # e.g. the quota notice: a DM
+                    await self._tell_privately(message, reply.text,
+                                               live.message if live else None)
+                    ok = True
+                else:
+                    ok = await self._deliver(message, reply.text, live.message if live else None)
                 await self.service.delivered(incoming, ok)
         except asyncio.CancelledError:  # shutdown's grace ran out
             if not sending:
@@ -281,6 +287,17 @@ class GistbotClient(discord.AutoShardedClient):
             if await self.send_chunk(trigger, chunk, i == 0, file) is None:
                 return False
         return True
+
+    async def _tell_privately(self, trigger: discord.Message, text: str,
+                              live: discord.Message | None) -> None:
+        """A direct message to the author (Discord has no private message in a channel)."""
+        if live is not None:
+            with contextlib.suppress(discord.HTTPException):
+                await live.delete()
+        try:
+            await trigger.author.send(text, allowed_mentions=NO_PINGS)
+        except discord.HTTPException:
+            log.warning("could not DM %s (direct messages closed?)", trigger.author.id)
 
     async def send_chunk(self, trigger: discord.Message | discord.PartialMessage,
                          content: str, as_reply: bool,

@@ -1,5 +1,5 @@
-"""Slack slash commands: ``/summary [public]``, ``/reset``, ``/remember <text>``, ``/memory``
-and ``/forget <id or text>``, all through one handler.
+"""Slack slash commands: ``/summary [public]``, ``/reset``, ``/remember <text>``, ``/memory``,
+``/forget <id or text>`` and ``/config …`` (``bot.config_command``), all through one handler.
 
 Each is acknowledged before it runs (see ``SlackAdapter.register``); the answer goes to the
 command's ``response_url``, only to the caller unless ``/summary public`` asked otherwise.
@@ -19,6 +19,7 @@ from adapters.slack.options import SlackOptions
 from adapters.slack.text import format_reply, readable
 from adapters.slack.users import UserDirectory
 from adapters.slack.web import call
+from bot.config_command import Caller, parse_config
 from bot.messages import CommandResult
 from bot.service import ChatService
 from memory.models import ChannelKey
@@ -27,7 +28,7 @@ __all__ = ["COMMANDS", "RESPONSE_URL_LIMIT", "SlackCommands"]
 
 log = logging.getLogger(__name__)
 
-COMMANDS = ("/summary", "/reset", "/remember", "/memory", "/forget")
+COMMANDS = ("/summary", "/reset", "/remember", "/memory", "/forget", "/config")
 RESPONSE_URL_LIMIT = 5  # Slack accepts at most five posts to one response_url
 _ADMINS = "Only workspace admins and owners (or the users in SLACK_ADMIN_USER_IDS) can "
 Command = Mapping[str, Any]
@@ -45,6 +46,7 @@ class SlackCommands:
             "/remember": self._remember,
             "/memory": self._memory,
             "/forget": self._forget,
+            "/config": self._config,
         }
 
     async def handle(self, name: str, command: Command, respond: AsyncRespond) -> None:
@@ -84,6 +86,19 @@ class SlackCommands:
         refusal = _ADMINS + "make me forget facts of this channel."
         ref = str(command.get("text") or "")
         return await self.service.forget(key, ref, allowed=allowed, refusal=refusal)
+
+    async def _config(self, key: ChannelKey, command: Command) -> CommandResult:
+        """``/config``: changes need admin/owner or ``SLACK_ADMIN_USER_IDS``; none in a DM."""
+        parsed = parse_config(str(command.get("text") or ""))
+        if isinstance(parsed, str):
+            return CommandResult(parsed, ok=False)
+        user = str(command.get("user_id") or "")
+        admin = await self.may_reset(user) if parsed.action in ("set", "unset") else False
+        name = (await self.users.names([user]))[user] if user else ""
+        rule = _ADMINS + "change gistbot's settings."
+        caller = Caller(user, name or user, is_direct=key.channel.startswith("D"),
+                        may_channel=admin, may_server=admin, channel_rule=rule, server_rule=rule)
+        return await self.service.configure(key, parsed, caller)
 
     async def _respond(self, respond: AsyncRespond, text: str, *, public: bool) -> None:
         kind = "in_channel" if public else "ephemeral"

@@ -120,7 +120,7 @@ class SlackEvents:
         msg = to_incoming(team, event, bot_user_id=me.user_id, names=names)
         if msg is None:
             return
-        if not self.service.should_reply(msg):
+        if not await self.service.will_reply(msg):  # the channel's reply_mode
             await self.service.on_message(msg)
             return
         await self._answer(msg, str(event["channel"]), str(event.get("thread_ts") or event["ts"]))
@@ -191,6 +191,14 @@ class SlackEvents:
                 )
             return
         sending.append(True)
+        if reply.private:  # e.g. the quota notice: only the author sees it
+            if placeholder is not None:
+                await call(f"chat.delete in {channel}",
+                           self.client.chat_delete(channel=channel, ts=placeholder))
+            await call(f"chat.postEphemeral in {channel}", self.client.chat_postEphemeral(
+                channel=channel, user=msg.author_id, text=reply.text, thread_ts=thread_ts))
+            await self.service.delivered(msg, True)
+            return
         ok = await self.send_reply(channel, thread_ts, reply, placeholder)
         await self.service.delivered(msg, ok)
 

@@ -384,6 +384,19 @@ class FakeDiscord:
         return sorted((m for m in self.messages.values()
                        if int(m["channel_id"]) == channel_id), key=lambda m: int(m["id"]))
 
+    async def autocomplete(self, name: str, *, invoker: JSON, channel_id: int,
+                           options: Mapping[str, Any], focused: str) -> JSON:
+        """Someone types into option ``focused`` of ``name``: an autocomplete interaction
+        (type 4); the bot answers on its callback with type 8 and the choices."""
+        data = interaction_payload(self.world, name, invoker=invoker, channel_id=channel_id,
+                                   permissions=EVERYONE_PERMISSIONS, options=options)
+        data["type"] = 4
+        for option in data["data"]["options"]:
+            if option["name"] == focused:
+                option["focused"] = True
+        await self.dispatch("INTERACTION_CREATE", data)
+        return data
+
     async def interaction(self, name: str, *, invoker: JSON, channel_id: int,
                           permissions: int = EVERYONE_PERMISSIONS,
                           options: Mapping[str, Any] | None = None) -> JSON:
@@ -477,6 +490,9 @@ class FakeDiscord:
         route = (r.method, *parts)
         if route == ("GET", "users", "@me"):
             return 200, w.bot_user
+        if route == ("POST", "users", "@me", "channels"):  # open a DM (only Alice has one)
+            return 200, {"id": str(w.dm_channel), "type": 1, "recipients": [w.alice],
+                         "last_message_id": None}
         if route == ("GET", "gateway", "bot"):
             limit = {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}
             return 200, {"url": str(self.gateway_url), "shards": 1, "session_start_limit": limit}

@@ -164,7 +164,8 @@ class ScriptedModel:
         return [call.purpose for call in self.received]
 
     async def complete(
-        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str,
+        model: str | None = None,
     ) -> Answer:
         """Answer with the next step (after waiting, when the step or the options say so)."""
         call = Call(list(messages), max_tokens, purpose)
@@ -296,7 +297,8 @@ class ArchiveModel(ScriptedModel):
         return sum(c.purpose != "reply" for c in self.received)
 
     async def stream(
-        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str,
+        model: str | None = None,
     ) -> AsyncIterator[str]:
         """The whole answer as one delta."""
         yield (await self.complete(messages, max_tokens=max_tokens, purpose=purpose)).text

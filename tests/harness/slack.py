@@ -92,14 +92,16 @@ class FakeLLM:
         return self.replies.popleft() if self.replies else self.default
 
     async def complete(
-        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str,
+        model: str | None = None,
     ) -> Completion:
         self.purposes.append(purpose)
         text = await self._reply_text() if purpose == "reply" else self.digest
         return Completion(text, Usage(), self.name)
 
     async def stream(
-        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str,
+        model: str | None = None,
     ) -> AsyncIterator[str]:
         self.purposes.append(purpose)
         text = await self._reply_text()

@@ -36,6 +36,7 @@ from memory.store import Store
 from memory.text import clean_text
 from tests.harness.history_contract import HistoryContract
 from tests.harness.owed_contract import OwedContract
+from tests.harness.settings_contract import SettingsContract
 
 __all__ = ["MakeStore", "StoreContract", "new_turn"]
 
@@ -98,9 +99,10 @@ async def _fold(store: Store, key: ChannelKey, through: int, text: str = "S", **
     assert ok
 
 
-class StoreContract(OwedContract, HistoryContract):
+class StoreContract(OwedContract, HistoryContract, SettingsContract):
     """The contract suite (replies owed: ``OwedContract``; summary history:
-    ``HistoryContract``). Subclasses override ``make_store``; see the module docstring."""
+    ``HistoryContract``; settings and usage: ``SettingsContract``). Subclasses override
+    ``make_store``; see the module docstring."""
 
     @pytest.fixture
     async def make_store(self) -> AsyncIterator[MakeStore]:

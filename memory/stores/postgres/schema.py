@@ -168,6 +168,46 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX IF NOT EXISTS summary_history_channel ON summary_history (channel_id, id DESC);
     """,
+    # 8: per-channel settings, their change log, the version replicas poll, daily token
+    # usage (``settings``)
+    """
+    CREATE TABLE IF NOT EXISTS channel_settings (
+        platform text NOT NULL,
+        workspace text NOT NULL,
+        channel text NOT NULL,
+        name text NOT NULL,
+        value text NOT NULL,
+        updated_by text NOT NULL,
+        updated_at double precision NOT NULL,
+        PRIMARY KEY (platform, workspace, channel, name)
+    );
+    CREATE TABLE IF NOT EXISTS settings_changes (
+        id bigserial PRIMARY KEY,
+        platform text NOT NULL,
+        workspace text NOT NULL,
+        channel text NOT NULL,
+        name text NOT NULL,
+        value text,
+        actor text NOT NULL,
+        at double precision NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS settings_changes_scope
+        ON settings_changes (platform, workspace, channel, id);
+    CREATE TABLE IF NOT EXISTS settings_version (
+        id integer PRIMARY KEY CHECK (id = 1),
+        version bigint NOT NULL
+    );
+    INSERT INTO settings_version (id, version) VALUES (1, 0) ON CONFLICT DO NOTHING;
+    CREATE TABLE IF NOT EXISTS token_usage (
+        day text NOT NULL,
+        platform text NOT NULL,
+        workspace text NOT NULL,
+        user_id text NOT NULL,
+        tokens bigint NOT NULL DEFAULT 0,
+        notified boolean NOT NULL DEFAULT false,
+        PRIMARY KEY (day, platform, workspace, user_id)
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -65,6 +65,7 @@ from memory.stores.postgres import (
 )
 from memory.stores.postgres.queries import Conn, by_key
 from memory.stores.postgres.schema import migrate, quote_schema
+from memory.stores.postgres.settings import PostgresSettings
 
 __all__ = ["PostgresStore"]
 
@@ -72,7 +73,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class PostgresStore:
+class PostgresStore(PostgresSettings):
     """A store on a PostgreSQL schema (every role of ``memory.store.Store``, and event
     claims); see the module docstring for the design."""
 

@@ -198,6 +198,46 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX IF NOT EXISTS summary_history_channel ON summary_history (channel_id, id DESC);
     """,
+    # 9: per-channel settings, their change log, the version replicas poll, daily token
+    # usage (``settings``)
+    """
+    CREATE TABLE IF NOT EXISTS channel_settings (
+        platform TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        name TEXT NOT NULL,
+        value TEXT NOT NULL,
+        updated_by TEXT NOT NULL,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (platform, workspace, channel, name)
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS settings_changes (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        platform TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        name TEXT NOT NULL,
+        value TEXT,
+        actor TEXT NOT NULL,
+        at REAL NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS settings_changes_scope
+        ON settings_changes (platform, workspace, channel, id);
+    CREATE TABLE IF NOT EXISTS settings_version (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        version INTEGER NOT NULL
+    );
+    INSERT OR IGNORE INTO settings_version (id, version) VALUES (1, 0);
+    CREATE TABLE IF NOT EXISTS token_usage (
+        day TEXT NOT NULL,
+        platform TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        tokens INTEGER NOT NULL DEFAULT 0,
+        notified INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (day, platform, workspace, user_id)
+    ) WITHOUT ROWID;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -44,6 +44,7 @@ from memory.store import ChangeOutcome, ResetResult
 from memory.stores.common import TurnEdit, positive_ttl, wants_search
 from memory.stores.sqlite import archive, backfill_marks, history, owed, queries, turn_search
 from memory.stores.sqlite.schema import migrate
+from memory.stores.sqlite.settings import SqliteSettings
 from memory.stores.sqlite.writer import GroupCommitWriter, WriteTx, raw_connection, translate
 
 __all__ = ["SqliteStore"]
@@ -87,7 +88,7 @@ def _open_error(path: Path, exc: sqlite3.DatabaseError) -> StoreOpenError:
     return StoreOpenError(f"cannot open the database {path}: {hint}")
 
 
-class SqliteStore:
+class SqliteStore(SqliteSettings):
     """A store on one SQLite file (every role of ``memory.store.Store``, and event claims).
     See the module docstring for the design."""
 

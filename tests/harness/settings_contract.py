@@ -1,0 +1,75 @@
+"""The settings role's contract (``memory.store.SettingsStore``), mixed into ``StoreContract``
+so every backend runs it: per-channel settings with a server scope, the change log, the
+version every change bumps, daily token counts and the once-a-day quota notice."""
+
+from __future__ import annotations
+
+import asyncio
+
+from memory.channel_settings import SERVER, UsageKey, server_scope
+from memory.models import ChannelKey
+from memory.store import Store
+
+C1 = ChannelKey("discord", "g1", "c1")
+C2 = ChannelKey("discord", "g1", "c2")
+OTHER = ChannelKey("discord", "g2", "c1")
+
+
+class SettingsContract:
+    """Tests of the settings role; ``store`` is the backend's fixture."""
+
+    async def test_settings_of_a_channel_and_its_server(self, store: Store) -> None:
+        v0 = await store.settings_version()
+        await store.put_setting(C1, "model", "big", actor="alice", now=10.0)
+        await store.put_setting(server_scope(C1), "model", "small", actor="bob", now=11.0)
+        await store.put_setting(C2, "persona", "pirate", actor="carol", now=12.0)
+        await store.put_setting(OTHER, "model", "other", actor="dave", now=13.0)
+        assert await store.settings_version() == v0 + 4
+        got = {(s.scope.channel, s.name): (s.value, s.updated_by, s.updated_at)
+               for s in await store.scope_settings(C1)}
+        assert got == {("c1", "model"): ("big", "alice", 10.0),
+                       (SERVER, "model"): ("small", "bob", 11.0)}
+
+    async def test_set_again_replaces_and_unset_removes_and_both_are_logged(
+        self, store: Store
+    ) -> None:
+        await store.put_setting(C1, "reply_mode", "all", actor="alice", now=1.0)
+        await store.put_setting(C1, "reply_mode", "off", actor="bob", now=2.0)
+        [s] = await store.scope_settings(C1)
+        assert (s.value, s.updated_by) == ("off", "bob")
+        await store.put_setting(C1, "reply_mode", None, actor="carol", now=3.0)
+        assert await store.scope_settings(C1) == []
+        changes = await store.setting_changes(C1)
+        assert [(c.value, c.actor, c.at) for c in changes] == [
+            (None, "carol", 3.0), ("off", "bob", 2.0), ("all", "alice", 1.0)]
+        assert await store.setting_changes(C2) == []
+        assert len(await store.setting_changes(C1, limit=2)) == 2
+
+    async def test_all_settings_and_import_round_trip(self, store: Store) -> None:
+        await store.put_setting(C1, "persona", "a pirate; say arr", actor="alice", now=1.0)
+        await store.put_setting(server_scope(C1), "language", "Korean", actor="bob", now=2.0)
+        settings, changes = await store.all_settings()
+        v = await store.settings_version()
+        await store.put_setting(C2, "model", "x", actor="eve", now=3.0)
+        await store.import_settings(settings, changes)
+        assert await store.all_settings() == (settings, changes)
+        assert await store.settings_version() > v  # replicas drop their caches
+
+    async def test_token_counts_add_up_per_day_and_account(self, store: Store) -> None:
+        alice, server = UsageKey("discord", "g1", "alice"), UsageKey("discord", "g1")
+        await store.add_tokens("2026-01-01", [alice, server], 100)
+        await asyncio.gather(*(store.add_tokens("2026-01-01", [alice, server], 10)
+                               for _ in range(20)))
+        await store.add_tokens("2026-01-02", [alice], 7)
+        assert await store.tokens_used("2026-01-01", [alice, server]) == {alice: 300, server: 300}
+        bob = UsageKey("discord", "g1", "bob")
+        assert await store.tokens_used("2026-01-02", [alice, bob]) == {alice: 7, bob: 0}
+
+    async def test_quota_notice_is_claimed_once_per_day(self, store: Store) -> None:
+        alice = UsageKey("slack", "T1", "U1")
+        await store.add_tokens("2026-01-01", [alice], 5)
+        claims = await asyncio.gather(*(store.claim_quota_notice("2026-01-01", alice)
+                                        for _ in range(5)))
+        assert sorted(claims) == [False] * 4 + [True]
+        assert await store.claim_quota_notice("2026-01-02", alice)
+        assert await store.tokens_used("2026-01-01", [alice]) == {alice: 5}

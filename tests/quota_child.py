@@ -1,0 +1,45 @@
+"""A separate OS process answering mentions under a daily user quota (multi-process tests).
+
+``python -m tests.quota_child DATABASE_URL OPENAI_BASE_URL CHANNEL N LIMIT``: opens a real
+``Runtime`` on the shared database, prints ``ready``, waits for ``go`` on stdin, then sends N
+mentions from the same person at once and prints one JSON line: how many were answered by
+the model and the provider-reported tokens of each answered reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+
+from bot.app import Runtime
+from bot.messages import IncomingMessage
+from bot.settings import load_settings
+from memory.models import ChannelKey
+
+
+async def main(url: str, base_url: str, channel: str, n: int, limit: int) -> None:
+    settings = load_settings({
+        "DATABASE_URL": url, "OPENAI_BASE_URL": base_url, "MODEL_NAME": "gpt-test",
+        "LLM_MAX_RETRIES": "0", "LLM_TIMEOUT": "10", "DAILY_TOKENS_PER_USER": str(limit),
+        "USER_RATE_LIMIT": "0",
+    })
+    key = ChannelKey("discord", "g1", channel)
+    async with Runtime.open(settings) as rt:
+        print("ready", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        replies = await asyncio.gather(*(
+            rt.service.on_message(IncomingMessage(
+                key, f"{channel}-{i}", "alice", "Alice", f"question {i} from {channel}",
+                time.time(), mentions_bot=True))
+            for i in range(n)
+        ))
+        answered = sum(1 for r in replies if r is not None and not r.failed)
+        usages = [r.usage.total for r in rt.meter.records if r.purpose == "reply" and r.ok]
+        print(json.dumps({"answered": answered, "usages": usages}), flush=True)
+
+
+if __name__ == "__main__":
+    url, base_url, channel, n, limit = sys.argv[1:6]
+    asyncio.run(main(url, base_url, channel, int(n), int(limit)))
