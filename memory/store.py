@@ -2,7 +2,8 @@
 
 ``MemoryStore`` is what the memory manager reads and commits; ``ArchiveStore`` holds
 episodes and long-term facts; ``LeaseStore`` keeps compaction single-flight across
-processes; ``PortingStore`` serves ``gistbot copy-db``. ``Store`` is their union, what one
+processes; ``PortingStore`` serves ``gistbot copy-db``; ``CatchupStore`` and ``DigestStore``
+(``memory.catchup_store``) serve ``/catchup`` and scheduled digests. ``Store`` is their union, what one
 backend class implements. Platform concerns (de-duplicating redelivered events) are
 declared by the adapters that need them (``adapters.claims``), not here.
 
@@ -34,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
+from memory.catchup_store import CatchupStore, DigestStore
 from memory.models import (
     CarriedIdentifier,
     ChannelKey,
@@ -51,6 +53,8 @@ from memory.models import (
 
 __all__ = [
     "ArchiveStore",
+    "CatchupStore",
+    "DigestStore",
     "ChangeOutcome",
     "LeaseStore",
     "Lifecycle",
@@ -230,5 +234,8 @@ class PortingStore(Protocol):
 
 
 @runtime_checkable
-class Store(Lifecycle, MemoryStore, ArchiveStore, LeaseStore, PortingStore, Protocol):
+class Store(
+    Lifecycle, MemoryStore, ArchiveStore, LeaseStore, PortingStore, CatchupStore, DigestStore,
+    Protocol,
+):
     """Everything one backend class implements; callers ask for the narrower role they use."""

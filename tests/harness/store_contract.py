@@ -32,6 +32,7 @@ from memory.models import (
 from memory.search_text import query_terms
 from memory.store import Store
 from memory.text import clean_text
+from tests.harness.catchup_contract import CatchupContract
 
 __all__ = ["MakeStore", "StoreContract", "new_turn"]
 
@@ -94,7 +95,7 @@ async def _fold(store: Store, key: ChannelKey, through: int, text: str = "S", **
     assert ok
 
 
-class StoreContract:
+class StoreContract(CatchupContract):
     """The contract suite. Subclasses override ``make_store``; see the module docstring."""
 
     @pytest.fixture

@@ -121,6 +121,34 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX turns_terms ON turns USING gin (terms);
     CREATE INDEX turns_unindexed ON turns (channel_id, seq) WHERE terms IS NULL;
     """,
+    # 5: ``/catchup`` and scheduled digests (``digests``): turns by time per channel,
+    # one digest schedule per channel, and one claim row per (channel, slot) so a slot is
+    # posted once across replicas and restarts (claims expire by the database clock).
+    """
+    CREATE INDEX IF NOT EXISTS turns_channel_sent ON turns (channel_id, sent_at);
+    CREATE TABLE IF NOT EXISTS digest_schedules (
+        platform text NOT NULL,
+        workspace text NOT NULL,
+        channel text NOT NULL,
+        every text NOT NULL CHECK (every IN ('daily', 'weekly')),
+        weekday integer NOT NULL,
+        minute integer NOT NULL,
+        tz text NOT NULL,
+        created_at double precision NOT NULL,
+        created_by text NOT NULL,
+        PRIMARY KEY (platform, workspace, channel)
+    );
+    CREATE TABLE IF NOT EXISTS digest_slots (
+        platform text NOT NULL,
+        workspace text NOT NULL,
+        channel text NOT NULL,
+        slot_at double precision NOT NULL,
+        owner text NOT NULL,
+        state text NOT NULL CHECK (state IN ('claimed', 'posted', 'skipped')),
+        expires_at timestamptz NOT NULL,
+        PRIMARY KEY (platform, workspace, channel, slot_at)
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
