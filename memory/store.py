@@ -2,9 +2,9 @@
 
 ``MemoryStore`` is what the memory manager reads and commits; ``ArchiveStore`` holds
 episodes and long-term facts; ``LeaseStore`` keeps compaction single-flight across
-processes; ``PortingStore`` serves ``gistbot copy-db``; ``CatchupStore`` and ``DigestStore``
-(``memory.catchup_store``) serve ``/catchup`` and scheduled digests. ``Store`` is their union, what one
-backend class implements. Platform concerns (de-duplicating redelivered events) are
+processes; ``PortingStore`` serves ``gistbot copy-db``; ``CatchupStore`` and
+``DigestStore`` (``memory.catchup_store``) serve ``/catchup`` and scheduled digests.
+``Store`` is their union, what one backend class implements. Platform concerns (de-duplicating redelivered events) are
 declared by the adapters that need them (``adapters.claims``), not here.
 
 The contract suite in ``tests/harness/store_contract.py`` pins the behaviour; both
@@ -54,8 +54,8 @@ from memory.models import (
 __all__ = [
     "ArchiveStore",
     "CatchupStore",
-    "DigestStore",
     "ChangeOutcome",
+    "DigestStore",
     "LeaseStore",
     "Lifecycle",
     "MemoryStore",

@@ -77,7 +77,8 @@ def _schedule(row: Any) -> DigestSchedule:
 def set_schedule(tx: WriteTx, s: DigestSchedule) -> None:
     """Create or replace the channel's schedule."""
     tx.conn.execute(
-        f"INSERT OR REPLACE INTO digest_schedules ({_SCHED_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT OR REPLACE INTO digest_schedules ({_SCHED_COLS}) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (*_args(s.key), s.every, s.weekday, s.minute, s.tz, s.created_at, s.created_by),
     )
 

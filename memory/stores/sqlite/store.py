@@ -22,6 +22,7 @@ from typing import Concatenate, Literal, ParamSpec, TypeVar
 
 import aiosqlite
 
+from memory.catchup_store import DigestSchedule, DigestSlot, SlotState
 from memory.errors import StoreError, StoreOpenError
 from memory.models import (
     CarriedIdentifier,
@@ -39,7 +40,6 @@ from memory.models import (
 )
 from memory.store import ChangeOutcome, ResetResult
 from memory.stores.common import TurnEdit, positive_ttl, wants_search
-from memory.catchup_store import DigestSchedule, DigestSlot, SlotState
 from memory.stores.sqlite import archive, digests, queries, turn_search
 from memory.stores.sqlite.schema import migrate
 from memory.stores.sqlite.writer import GroupCommitWriter, WriteTx, raw_connection, translate
