@@ -5,7 +5,8 @@ episodes and long-term facts; ``LeaseStore`` keeps compaction single-flight acro
 processes; ``PortingStore`` serves ``gistbot copy-db``; ``CatchupStore`` and
 ``DigestStore`` (``memory.catchup_store``) serve ``/catchup`` and scheduled digests.
 ``Store`` is their union, what one backend class implements. Platform concerns
-(de-duplicating redelivered events) are declared by the adapters that need them (``adapters.claims``), not here.
+(de-duplicating redelivered events) are declared by the adapters that need them
+(``adapters.claims``), not here.
 
 The contract suite in ``tests/harness/store_contract.py`` pins the behaviour; both
 backends run it. Semantics every implementation keeps:
