@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from bot.budget import window_policy
+from bot.catchup_wiring import attach_catchup
 from bot.errors import ConfigError
 from bot.llm import LLM, OpenAILLM, UsageMeter
 from bot.offline_llm import OfflineLLM
@@ -135,6 +136,7 @@ class Runtime:
                 max_input_chars=settings.max_input_chars,
             )
             service = ChatService(memory, model, config)
+            attach_catchup(service, settings, store, model, tokenizer)
             if start_background:
                 await memory.start()
             if model.is_offline:
@@ -142,9 +144,13 @@ class Runtime:
                     "no language model configured: replying with the offline model "
                     "(set OPENAI_API_KEY or OPENAI_BASE_URL to use a real one)"
                 )
+            if start_background and service.digests is not None:
+                service.digests.start()
             try:
                 yield cls(settings, store, memory, model, service, meter)
             finally:
+                if service.digests is not None:
+                    await service.digests.stop()
                 await memory.close()
         finally:
             with contextlib.suppress(Exception):

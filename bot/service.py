@@ -1,5 +1,6 @@
 """``ChatService``: what happens on a message, on ``/summary``, ``/reset``, ``/remember``,
-``/memory`` and ``/forget``.
+``/memory`` and ``/forget`` (``/catchup`` and ``/digest`` delegate to ``bot.catchup_command``
+and ``bot.digests``).
 
 A message is recorded first (so it is never lost, whatever the model does), then, if the bot
 is addressed, the reply is built from a committed memory view read *through that message's
@@ -36,6 +37,8 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from bot.catchup_command import Catchups, Where
+from bot.digests import DigestScheduler
 from bot.errors import (
     ContextLengthExceeded,
     LLMAuthError,
@@ -155,6 +158,9 @@ class ChatService:
         # (platform, author id) -> times of recent replies, and whether they were told
         self._recent: dict[tuple[str, str], deque[float]] = {}
         self._told: set[tuple[str, str]] = set()
+        # /catchup and /digest (bot/catchup_command.py, bot/digests.py); set by Runtime
+        self.catchups: Catchups | None = None
+        self.digests: DigestScheduler | None = None
 
     def set_identity(self, platform: str, bot_id: str, bot_name: str) -> None:
         """Record who the bot is on ``platform`` (after login), for its assistant turns.
@@ -324,6 +330,19 @@ class ChatService:
         return CommandResult(
             f"{digest.text.strip()}{note}{earlier}\n\n— {footer(digest.stats)}"
         )
+
+    async def catchup(self, where: Where, author_id: str, text: str = "") -> CommandResult:
+        """``/catchup [since] [zone] [public]``: what happened since (``bot.catchup_command``)."""
+        if self.catchups is None:
+            return CommandResult("Catch-up is not available here.", ok=False)
+        return await self.catchups.command(where, author_id, text)
+
+    async def digest(self, where: Where, text: str, *, allowed: bool, by: str = "",
+                     refusal: str = "") -> CommandResult:
+        """``/digest daily|weekly|off|now``: scheduled digests (``bot.digests``)."""
+        if self.digests is None:
+            return CommandResult("Digests are not available here.", ok=False)
+        return await self.digests.command(where, text, allowed=allowed, by=by, refusal=refusal)
 
     async def remember(self, key: ChannelKey, text: str, *, author: str = "") -> CommandResult:
         """``/remember <text>``: pin a long-term fact (anyone may)."""

@@ -95,6 +95,7 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(3000, ge=0, le=65535)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    timezone: str = "UTC"  # /catchup and /digest when no zone is given (bot/since.py)
 
     _csv_fields = field_validator(
         "always_reply_channels",
@@ -139,6 +140,16 @@ class Settings(BaseSettings):
                 "or remove the line to run with the offline model"
             )
         return v
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, v: str) -> str:
+        from bot.since import SinceError, parse_zone
+
+        try:
+            return parse_zone(v.strip() or "UTC").key
+        except SinceError as e:
+            raise ValueError(str(e)) from None
 
     @field_validator("llm_concurrency")
     @classmethod
