@@ -19,6 +19,7 @@ from typing import Any
 import discord
 from discord import app_commands
 
+from adapters.discord.catchup import register_outlet
 from adapters.discord.commands import add_commands
 from adapters.discord.options import PERMISSION_NAMES, DiscordOptions
 from adapters.discord.text import (
@@ -83,6 +84,7 @@ class GistbotClient(discord.AutoShardedClient):
         self.tree = app_commands.CommandTree(self)
         self._warned: set[tuple[int, str]] = set()
         add_commands(self.tree, service, options)
+        register_outlet(self, service)  # scheduled digests post through this client
 
     # ------------------------------------------------------------------ lifecycle
 

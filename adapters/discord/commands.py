@@ -15,6 +15,7 @@ from typing import Any
 import discord
 from discord import app_commands
 
+from adapters.discord.catchup import add_catchup_commands
 from adapters.discord.options import DiscordOptions
 from adapters.discord.text import NO_PINGS, channel_key, plan_reply, text_file
 from adapters.replies import user_text
@@ -85,6 +86,7 @@ def add_commands(tree: app_commands.CommandTree[Any], service: ChatService,
     tree.add_command(remember)
     tree.add_command(memory)
     tree.add_command(forget)
+    add_catchup_commands(tree, service)  # /catchup, /digest (adapters/discord/catchup.py)
 
 
 async def run_command(interaction: discord.Interaction, name: str, work: Work, *,
