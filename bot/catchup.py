@@ -181,13 +181,13 @@ class _Run:
         if len(stretches) == 1:
             lines, allowed, episodes = stretches[0]
             got = await self._map(lines, allowed, episodes, self.config.bullets)
-            return got if got is not None else self._fallback(self.items)
+            return got or self._fallback(self.items)
         per = max(3, self.config.bullets)
         results = await asyncio.gather(
             *(self._map(lines, allowed, eps, per) for lines, allowed, eps in stretches))
         points: list[Bullet] = []
         for got, (_, allowed, _) in zip(results, stretches, strict=True):
-            if got is None:
+            if not got:
                 got = self._fallback([i for i in self.items if i.n in allowed])
             points.extend(got)
         return await self._reduce(points)

@@ -21,7 +21,7 @@ from memory.models import ChannelKey, Turn
 from memory.stores.sqlite.store import SqliteStore
 from memory.tokens import TokenCounter
 from tests.fakes.models import ScriptedModel
-from tests.harness.catchup import citing_answer, cited_numbers, fill, links_in, resolve_links
+from tests.harness.catchup import cited_numbers, citing_answer, fill, links_in, resolve_links
 
 KEY = ChannelKey("discord", "111", "222")
 THREAD = ChannelKey("discord", "111", "333")

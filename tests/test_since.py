@@ -60,7 +60,8 @@ def test_message_links_carry_their_own_time() -> None:
     discord_id = ((int(ts(2026, 3, 9, 12) * 1000) - 1_420_070_400_000) << 22) | 12345
     link = f"https://discord.com/channels/1/2/{discord_id}"
     assert resolve_since(link, now=NOW, zone=NY) == ts(2026, 3, 9, 12)
-    assert time_of_link(f"https://ptb.discord.com/channels/@me/2/{discord_id}") == ts(2026, 3, 9, 12)
+    ptb = f"https://ptb.discord.com/channels/@me/2/{discord_id}"
+    assert time_of_link(ptb) == ts(2026, 3, 9, 12)
     slack = "https://acme.slack.com/archives/C0123/p1773057600000200"
     assert resolve_since(slack, now=NOW, zone=NY) == 1773057600.0002
     assert time_of_link("https://example.com/x") is None

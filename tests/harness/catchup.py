@@ -14,8 +14,8 @@ from tests.fakes.models import Call
 
 __all__ = [
     "LINK",
-    "citing_answer",
     "cited_numbers",
+    "citing_answer",
     "fill",
     "links_in",
     "resolve_links",
