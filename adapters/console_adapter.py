@@ -1,9 +1,10 @@
 """The console adapter: chat with gistbot in a terminal, or pipe a conversation through it.
 
 Every line is a message addressed to the bot in one console channel (``--channel``), so
-memory, compaction, ``/summary``, ``/reset``, ``/remember <text>``, ``/memory`` and
-``/forget <fact id or text>`` behave exactly as on Discord or Slack (the operator at the
-terminal may reset and forget).
+memory, compaction, ``/summary``, ``/catchup [since]``, ``/digest …``, ``/reset``,
+``/remember <text>``, ``/memory`` and ``/forget <fact id or text>`` behave exactly as on
+Discord or Slack (the operator at the terminal may reset, forget and manage digests; a
+catch-up's citations are plain ``[n: speaker time]`` references, there are no links).
 Works interactively (prompt and a spinner while the model works) and with piped stdin
 (plain output, no control characters). End with ``/quit`` or end of input.
 """
@@ -20,6 +21,7 @@ import uuid
 from collections.abc import Awaitable
 from typing import TextIO, TypeVar
 
+from bot.catchup_command import Where
 from bot.messages import IncomingMessage
 from bot.service import ChatService
 from memory.models import ChannelKey
@@ -28,7 +30,8 @@ __all__ = ["HELP", "ConsoleChat", "console_key"]
 
 T = TypeVar("T")
 HELP = (
-    "Commands: /summary  /reset  /remember <text>  /memory  /forget <id or text>  /help  /quit"
+    "Commands: /summary  /catchup [since]  /digest …  /reset  /remember <text>  /memory  "
+    "/forget <id or text>  /help  /quit"
     "   (anything else is a message to gistbot)"
 )
 
@@ -91,6 +94,13 @@ class ConsoleChat:
         command = line.strip().lower()
         word, _, rest = line.strip().partition(" ")
         word = word.lower()
+        if word in ("/catchup", "/digest"):  # bot/catchup_command.py, bot/digests.py
+            where = Where(self.key)
+            result = await self._busy(
+                self.service.catchup(where, self.user, rest) if word == "/catchup"
+                else self.service.digest(where, rest, allowed=True, by=self.user))
+            self._print(result.text)
+            return True
         if word in ("/remember", "/forget"):
             if word == "/remember":
                 result = await self.service.remember(self.key, rest, author=self.user)

@@ -219,3 +219,27 @@ def test_heading_names_the_zone_and_period() -> None:
     text = heading("Catch-up", NOW - 7200, NOW, "since 2h", [], ZoneInfo("Asia/Seoul"))
     assert re.search(r"since 2h: \w{3} \d\d \w{3} \d\d:\d\d – \d\d:\d\d \(Asia/Seoul\)", text)
     assert time.time() > 0
+
+
+async def test_console_catchup_cites_plain_references(tmp_path: Path) -> None:
+    import io
+
+    from adapters.console_adapter import ConsoleChat
+    from bot.app import Runtime
+    from bot.settings import load_settings
+
+    settings = load_settings({"DATABASE_URL": f"sqlite:///{tmp_path}/c.db"}, env_file=None)
+    async with Runtime.open(settings) as rt:
+        out = io.StringIO()
+        chat = ConsoleChat(rt.service, channel="ops", user="erin", stdin=io.StringIO(),
+                           stdout=out)
+        for line in ("deploy v2.4.0 went out at noon", "ticket OPS-4411 tracks the rollback"):
+            await chat.handle(line)
+        await chat.handle("/catchup 1h")
+        text = out.getvalue().split("**Catch-up**", 1)[1]
+        assert "2 messages" in text and "Most active: erin (2)" in text
+        assert re.search(r"\[\d: erin \d\d:\d\d\]", text)
+        await chat.handle("/digest daily 09:00 Asia/Seoul")
+        assert "Daily digest at 09:00 (Asia/Seoul)" in out.getvalue()
+        await chat.handle("/catchup whenever")
+        assert "I can't read 'whenever'" in out.getvalue()
