@@ -24,6 +24,7 @@ from adapters.slack import run_slack
 from bot.errors import ConfigError, GistbotError
 from bot.logs import setup_logging
 from bot.settings import Settings, load_settings
+from memory.catchup_store import DigestSchedule
 from memory.errors import StoreError
 from memory.models import ChannelKey
 
@@ -127,7 +128,8 @@ async def _export(settings: Settings, key: ChannelKey, out: TextIO) -> int:
         header = {"type": "channel", **asdict(key), "summary": state.text,
                   "version": state.version, "folded_through": state.folded_through,
                   "last_compacted_at": state.last_compacted_at,
-                  "facts": [asdict(f) for f in state.facts]}
+                  "facts": [asdict(f) for f in state.facts],
+                  "digest_schedule": _schedule_row(await store.digest_schedule(key))}
         out.write(json.dumps(header, ensure_ascii=False) + "\n")
         count, after = 0, 0
         while batch := await store.turns(key, after_seq=after, limit=1000):
@@ -140,6 +142,13 @@ async def _export(settings: Settings, key: ChannelKey, out: TextIO) -> int:
         return count
     finally:
         await store.close()
+
+
+def _schedule_row(schedule: DigestSchedule | None) -> dict[str, object] | None:
+    """The channel's digest schedule for the export header (its key is the header's)."""
+    if schedule is None:
+        return None
+    return {k: v for k, v in asdict(schedule).items() if k != "key"}
 
 
 async def _copy(src: str, dst: str, *, force: bool, resume: bool) -> None:

@@ -160,3 +160,19 @@ async def test_a_claim_whose_holder_died_is_posted_late(spec: str, tmp_path: Pat
         await store.close()
     await asyncio.sleep(0.5)  # (that a live claim is not taken over: the store contract)
     assert len(await run_children(spec, tmp_path, SLOT + 600, n=2)) == 1
+
+
+async def test_copy_db_carries_schedules_and_claims(tmp_path: Path) -> None:
+    from bot.dbtools import copy_db
+    from memory.stores.sqlite.store import SqliteStore
+
+    await seed(str(tmp_path / "a.db"))
+    async with SqliteStore(tmp_path / "a.db") as a, SqliteStore(tmp_path / "b.db") as b:
+        assert await a.claim_digest_slot(KEY, SLOT, "p1", 600)
+        assert await a.finish_digest_slot(KEY, SLOT, "p1", "posted")
+        await copy_db(a, b)
+        assert await b.digest_schedules() == [DAILY]
+        assert [(s.slot_at, s.state) for s in await b.digest_slots(KEY)] == [(SLOT, "posted")]
+        assert not await b.claim_digest_slot(KEY, SLOT, "p2", 600)  # not posted twice
+        await copy_db(a, b, resume=True)  # idempotent
+        assert len(await b.digest_slots(KEY)) == 1
