@@ -36,8 +36,17 @@ class FileOutlet:
         return Where(key)
 
     async def post(self, key: ChannelKey, text: str) -> None:
+        await asyncio.to_thread(self._append, f"{os.getpid()} {key.channel} {text.splitlines()[0]}")
+
+    def _append(self, line: str) -> None:
         with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(f"{os.getpid()} {key.channel} {text.splitlines()[0]}\n")
+            fh.write(line + "\n")
+
+
+def _wait_for(path: Path) -> None:
+    """Block until ``path`` exists (the parent's start signal)."""
+    while not path.exists():
+        time.sleep(0.01)
 
 
 async def main(spec: str, posts: str, clock: float, go: str, ticks: int) -> None:
@@ -49,8 +58,7 @@ async def main(spec: str, posts: str, clock: float, go: str, ticks: int) -> None
     scheduler = DigestScheduler(store, catchups, clock=lambda: clock + time.monotonic() - started)
     scheduler.add_outlet("discord", FileOutlet(posts))
     try:
-        while not Path(go).exists():
-            await asyncio.sleep(0.01)
+        await asyncio.to_thread(_wait_for, Path(go))
         for _ in range(ticks):
             await scheduler.tick()
     finally:
