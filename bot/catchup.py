@@ -39,11 +39,11 @@ from zoneinfo import ZoneInfo
 from bot.catchup_text import (
     extractive_bullets,
     heading,
-    informative,
     map_messages,
     most_active,
     prompt_lines,
     reduce_messages,
+    salience,
 )
 from bot.citations import Bullet, Linker, Numbered, check_bullets, number_turns, parse_bullets
 from bot.citations import render as render_bullets
@@ -244,8 +244,7 @@ class _Run:
 
     def _salient(self, chunk: Sequence[Numbered], room: int) -> list[Numbered]:
         """The most informative messages of ``chunk`` that fit ``room`` tokens, in order."""
-        names = sorted({i.turn.author_name for i in chunk})
-        ranked = sorted(chunk, key=lambda i: -informative(i, names))
+        ranked = sorted(chunk, key=lambda i: -salience(i.turn.text))
         picked, used = [], 0
         for item in ranked:
             cost = self._cost(item)

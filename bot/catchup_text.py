@@ -23,11 +23,11 @@ __all__ = [
     "REDUCE_INSTRUCTIONS",
     "extractive_bullets",
     "heading",
-    "informative",
     "map_messages",
     "most_active",
     "prompt_lines",
     "reduce_messages",
+    "salience",
     "when",
 ]
 
@@ -95,32 +95,37 @@ def _shorten(text: str) -> str:
     return (cut[:space] if space > MAX_POINT_CHARS // 2 else cut) + " …"
 
 
-def informative(item: Numbered, names: Sequence[str]) -> float:
-    """How much a message is worth quoting: identifiers, substance, a question; courtesy
-    only (thanks, ok, hi) is -1."""
-    text = item.turn.text
-    sentence = content_sentence(text, names)
-    if sentence is None:
+_GATE = re.compile(r"\d|://|@|`|[$€£¥₩]")
+
+
+def salience(text: str) -> float:
+    """How much a message is worth quoting: identifiers, substance, a question; a short
+    message with no identifier (thanks, ok, hi) is -1. Cheap (it ranks every message of a
+    long period): identifiers are only looked for where a digit, URL or symbol is."""
+    size = max(len(text.split()), len(text) // 6)
+    gated = _GATE.search(text) is not None
+    if size < 4 and not gated:
         return -1.0
-    words = len(re.findall(r"\w+", text))
-    return 3.0 * len(extract_identifiers(text)) + min(words, 40) / 10 + (1.0 if "?" in text else 0)
+    ids = len(extract_identifiers(text)) if gated else 0
+    return 3.0 * ids + min(size, 40) / 10 + (1.0 if "?" in text or "？" in text else 0.0)
 
 
 def extractive_bullets(items: Sequence[Numbered], bullets: int) -> list[Bullet]:
     """Offline points: the most informative message of each stretch of the period, quoted
     (its first sentence that is not courtesy) and cited, in time order."""
     names = sorted({i.turn.author_name for i in items})
-    chosen: list[Numbered] = []
+    out: list[Bullet] = []
     size = max(1, -(-len(items) // max(1, bullets)))
     for start in range(0, len(items), size):
-        stretch = items[start:start + size]
-        best = max(stretch, key=lambda i: informative(i, names))
-        if informative(best, names) >= 0:
-            chosen.append(best)
-    out = []
-    for item in chosen:
-        sentence = content_sentence(item.turn.text, names) or item.turn.text
-        out.append(Bullet(f"{item.turn.author_name}: {_shorten(sentence)}", (item.n,)))
+        ranked = sorted(items[start:start + size], key=lambda i: -salience(i.turn.text))
+        for item in ranked[:5]:
+            if salience(item.turn.text) < 0:
+                break
+            sentence = content_sentence(item.turn.text, names)
+            if sentence is not None:
+                text = f"{item.turn.author_name}: {_shorten(sentence)}"
+                out.append(Bullet(text, (item.n,)))
+                break
     return out
 
 
