@@ -243,3 +243,31 @@ async def test_console_catchup_cites_plain_references(tmp_path: Path) -> None:
         assert "Daily digest at 09:00 (Asia/Seoul)" in out.getvalue()
         await chat.handle("/catchup whenever")
         assert "I can't read 'whenever'" in out.getvalue()
+
+
+async def test_a_reduce_step_that_invents_a_citation_loses_it(
+    store: SqliteStore, tok: TokenCounter
+) -> None:
+    texts = [(f"P{i % 3}", f"item {i}: ticket TK-{1000 + i} closed") for i in range(400)]
+    turns = await fill(store, KEY, texts, start=NOW - 4000, step=10)
+
+    def respond(call: object) -> str:
+        user = call.messages[-1]["content"]  # type: ignore[attr-defined]
+        if user.startswith("Points:"):  # reduce: one real point, one number it never saw
+            first = user.splitlines()[1]
+            return f"{first}\n- ticket TK-1399 closed [400]\n- ticket TK-1001 closed [2]"
+        return citing_answer(call, per_call=2)  # type: ignore[arg-type]
+
+    llm = model(then=respond)
+    result = await engine(store, llm, tok, context_tokens=1500, reply_tokens=200,
+                          max_map_calls=8).run(
+        Scope(KEY), Period(NOW - 4000, NOW, "x"), discord_links)
+    reduce_inputs = [c.messages[-1]["content"] for c in llm.received
+                     if c.messages[-1]["content"].startswith("Points:")]
+    assert reduce_inputs, "a long period goes through reduce"
+    offered = {int(n) for text in reduce_inputs for n in re.findall(r"\[(\d+)", text)}
+    assert 400 not in offered
+    for bullet in result.bullets:
+        assert set(bullet.cites) <= offered, bullet
+    assert "TK-1399" not in result.text
+    await resolve_links(store, links_in(result.text), [KEY], NOW - 4000, NOW, url_map(turns))
