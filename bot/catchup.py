@@ -219,7 +219,9 @@ class _Run:
             if e.ended_at >= self.items[0].turn.sent_at
             and e.started_at <= self.items[-1].turn.sent_at
         ]
-        return self._compressed(room, sorted(episodes, key=lambda e: e.started_at))
+        # Ranking tens of thousands of messages is CPU work: off the event loop.
+        return await asyncio.to_thread(
+            self._compressed, room, sorted(episodes, key=lambda e: e.started_at))
 
     def _stretch(self, chunk: Sequence[Numbered],
                  episodes: list[Episode]) -> tuple[list[str], dict[int, Turn], list[Episode]]:

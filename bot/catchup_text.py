@@ -15,7 +15,6 @@ from zoneinfo import ZoneInfo
 from bot.citations import Bullet, Numbered, numbered_line
 from memory.completion import ChatMessage
 from memory.extractive import content_sentence
-from memory.identifiers import extract_identifiers
 from memory.models import Episode
 
 __all__ = [
@@ -96,6 +95,11 @@ def _shorten(text: str) -> str:
 
 
 _GATE = re.compile(r"\d|://|@|`|[$€£¥₩]")
+# Ranking only (the citation check uses memory.identifiers): URLs, e-mail addresses,
+# words with letters and digits, long numbers, amounts, `code`.
+_ROUGH_ID = re.compile(
+    r"https?://\S+|\S+@\S+\.\w+|\b(?=[\w-]*\d)(?=[\w-]*[^\W\d_])[\w-]{3,}\b|\d[\d,.]{4,}"
+    r"|\d{4}-\d\d-\d\d|[$€£¥₩]\s?\d|`[^`]+`")
 
 
 def salience(text: str) -> float:
@@ -106,7 +110,7 @@ def salience(text: str) -> float:
     gated = _GATE.search(text) is not None
     if size < 4 and not gated:
         return -1.0
-    ids = len(extract_identifiers(text)) if gated else 0
+    ids = len(_ROUGH_ID.findall(text)) if gated else 0
     return 3.0 * ids + min(size, 40) / 10 + (1.0 if "?" in text or "？" in text else 0.0)
 
 
