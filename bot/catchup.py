@@ -283,7 +283,8 @@ class _Run:
         answer = await self._call(messages)
         if answer is None:
             return None
-        return check_bullets(parse_bullets(answer), allowed)
+        shown = {int(line[1:line.index("]")]) for line in lines}  # only what the call saw
+        return check_bullets(parse_bullets(answer), {n: allowed[n] for n in shown})
 
     def _size(self, messages: list[ChatMessage]) -> int:
         return sum(self.o.tokenizer.count(m["content"]) + 4 for m in messages)

@@ -19,7 +19,7 @@ from bot.catchup import Catchup, CatchupResult, Period, Scope
 from bot.catchup_text import when
 from bot.citations import Linker, plain_links
 from bot.messages import CommandResult
-from bot.since import SinceError, parse_catchup_args, resolve_since
+from bot.since import SinceError, parse_catchup_args, resolve_since, time_of_link
 from memory.catchup_store import CatchupStore
 from memory.models import ChannelKey
 
@@ -59,7 +59,8 @@ class Catchups:
         now = self.clock()
         if since:
             start = resolve_since(since, now=now, zone=zone)
-            return Period(start, now, f"since {since}")
+            label = "since that message" if time_of_link(since) is not None else f"since {since}"
+            return Period(start, now, label)
         last = None
         for key in (where.key, *where.threads):
             turn = await self.store.last_turn_by(key, author_id, now)

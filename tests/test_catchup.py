@@ -271,3 +271,15 @@ async def test_a_reduce_step_that_invents_a_citation_loses_it(
         assert set(bullet.cites) <= offered, bullet
     assert "TK-1399" not in result.text
     await resolve_links(store, links_in(result.text), [KEY], NOW - 4000, NOW, url_map(turns))
+
+
+async def test_since_a_message_link_starts_at_that_message(
+    store: SqliteStore, tok: TokenCounter
+) -> None:
+    turns = await fill(store, KEY, CHAT, start=START)
+    link_id = ((int(turns[3].sent_at * 1000) - 1_420_070_400_000) << 22) | 1
+    catchups = Catchups(engine(store, model(then=citing_answer), tok), store, ZoneInfo("UTC"),
+                        clock=lambda: NOW)
+    result = await catchups.command(
+        Where(KEY, {}, discord_links), "bob", f"https://discord.com/channels/111/222/{link_id}")
+    assert "since that message" in result.text and "· 2 messages" in result.text
