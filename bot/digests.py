@@ -44,8 +44,8 @@ from memory.models import ChannelKey
 __all__ = ["DigestScheduler", "Outlet", "latest_slot", "parse_digest", "previous_slot"]
 
 log = logging.getLogger(__name__)
-USAGE = ("Use /digest daily 09:00 [time zone], /digest weekly mon 09:00 [time zone], "
-         "/digest off or /digest now.")
+USAGE = ("Use /digest daily 09:00 [time zone] [thread], /digest weekly mon 09:00 [time zone] "
+         "[thread], /digest off or /digest now.")
 _CLOCK = re.compile(r"^(\d{1,2}):(\d{2})$")
 
 
@@ -55,8 +55,9 @@ class Outlet(Protocol):
     async def where(self, key: ChannelKey) -> Where:
         """The channel with its threads and linker."""
 
-    async def post(self, key: ChannelKey, text: str) -> None:
-        """Post ``text`` (Markdown) in the channel for everyone."""
+    async def post(self, key: ChannelKey, text: str, *, in_thread: bool = False) -> None:
+        """Post ``text`` (Markdown) in the channel for everyone; with ``in_thread``, its
+        first line in the channel and the rest in a thread under it."""
 
 
 def _at(day: datetime, minute: int, zone: ZoneInfo) -> float:
@@ -86,9 +87,13 @@ def previous_slot(s: DigestSchedule, slot: float) -> float:
 
 def parse_digest(text: str, key: ChannelKey, *, default_zone: str, now: float,
                  by: str = "") -> DigestSchedule | str:
-    """A schedule from ``daily HH:MM [zone]`` / ``weekly <day> HH:MM [zone]``, or one of
-    the words ``off``, ``now``, ``status``; ``SinceError`` for anything else."""
+    """A schedule from ``daily HH:MM [zone] [thread]`` / ``weekly <day> HH:MM [zone]
+    [thread]``, or one of the words ``off``, ``now``, ``status``; ``SinceError`` for
+    anything else."""
     words = text.split()
+    in_thread = bool(words) and len(words) > 2 and words[-1].lower() == "thread"
+    if in_thread:
+        words = words[:-1]
     if not words:
         return "status"
     first = words[0].lower()
@@ -115,7 +120,7 @@ def parse_digest(text: str, key: ChannelKey, *, default_zone: str, now: float,
     if len(rest) > 2:
         raise SinceError(USAGE)
     return DigestSchedule(key, "weekly" if weekday >= 0 else "daily", weekday,
-                          hour * 60 + minute, zone, now, by)
+                          hour * 60 + minute, zone, now, by, in_thread)
 
 
 def describe(s: DigestSchedule, now: float) -> str:
@@ -127,7 +132,8 @@ def describe(s: DigestSchedule, now: float) -> str:
         nxt = _at(local + timedelta(days=1 if s.every == "daily" else 7), s.minute, zone)
     at = f"{s.minute // 60:02d}:{s.minute % 60:02d}"
     kind = "Daily digest" if s.every == "daily" else f"Weekly digest on {WEEKDAYS[s.weekday]}s"
-    return f"{kind} at {at} ({s.tz}); next: {when(nxt, zone)}"
+    where = ", in a thread" if s.in_thread else ""
+    return f"{kind} at {at} ({s.tz}){where}; next: {when(nxt, zone)}"
 
 
 class DigestScheduler:
@@ -208,7 +214,7 @@ class DigestScheduler:
             return 0
         if now - slot > self.interval * 2:
             log.info("posting the %s digest of %s late (slot %s)", s.every, s.key, slot)
-        await outlet.post(s.key, result.text)
+        await outlet.post(s.key, result.text, in_thread=s.in_thread)
         await self.store.finish_digest_slot(s.key, slot, self.owner, "posted")
         return 1
 

@@ -29,7 +29,8 @@ SlotState = Literal["claimed", "posted", "skipped"]
 @dataclass(frozen=True, slots=True)
 class DigestSchedule:
     """When a channel's digest is posted: ``every`` day or week (``weekday`` 0 = Monday,
-    -1 for daily) at ``minute`` minutes after local midnight in the IANA zone ``tz``.
+    -1 for daily) at ``minute`` minutes after local midnight in the IANA zone ``tz``,
+    in the channel or (``in_thread``) in a thread under a heading message.
 
     ``created_at`` bounds the slots: a slot before the schedule existed is never posted.
     """
@@ -41,6 +42,7 @@ class DigestSchedule:
     tz: str
     created_at: float
     created_by: str = ""
+    in_thread: bool = False  # post a heading in the channel and the digest in its thread
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ class FileOutlet:
     async def where(self, key: ChannelKey) -> Where:
         return Where(key)
 
-    async def post(self, key: ChannelKey, text: str) -> None:
+    async def post(self, key: ChannelKey, text: str, *, in_thread: bool = False) -> None:
         await asyncio.to_thread(self._append, f"{os.getpid()} {key.channel} {text.splitlines()[0]}")
 
     def _append(self, line: str) -> None:

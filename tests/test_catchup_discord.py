@@ -111,3 +111,36 @@ async def test_scheduled_digest_is_posted_in_the_channel_with_links(
         assert len(posts) == 1 and "Daily digest" in posts[0].json["content"]
         [link] = links_in(posts[0].json["content"])
         await resolve(rt, link, [GENERAL], now - 86400 * 2, now + 181)
+
+
+async def test_a_digest_in_a_thread_posts_a_heading_and_the_points_under_it(
+    tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI
+) -> None:
+    async with running(make_settings(tmp_path, discord_llm)) as (rt, _, watch):
+        await discord_fake.send_message(W.general, W.alice, "invoice INV-7781 was paid")
+        await watch.until(lambda: has_turns(rt, 1))
+        discord_llm.responder = lambda body: "- INV-7781 was paid [1]"
+        inter = await discord_fake.interaction(
+            "digest", invoker=W.alice, channel_id=W.general,
+            permissions=EVERYONE_PERMISSIONS | MANAGE_CHANNELS,
+            options={"schedule": "daily 09:00 UTC thread"})
+        assert "in a thread" in (await followup_to(discord_fake, inter)).json["content"]
+        schedule = await rt.store.digest_schedule(GENERAL)
+        assert schedule is not None and schedule.in_thread
+        now = time.time()
+        minute = int((now % 86400) // 60 + 2) % 1440
+        await rt.store.set_digest_schedule(
+            DigestSchedule(GENERAL, "daily", -1, minute, "UTC", now - 86400 * 2, "", True))
+        digests = rt.service.digests
+        assert digests is not None
+        digests.clock = lambda: now + 181
+        before = len(discord_fake.sent_to(W.general))
+        assert await digests.tick() == 1
+        [heading, create] = discord_fake.sent_to(W.general)[before:]  # prefix match
+        assert heading.json["content"].startswith("**Daily digest**")
+        assert create.path.endswith("/threads") and create.json["name"].startswith("Daily")
+        thread_id = int(create.path.split("/")[4])
+        [body] = discord_fake.sent_to(thread_id)
+        [link] = links_in(body.json["content"])
+        assert (await resolve(rt, link, [GENERAL], now - 86400 * 2, now + 181)).text == (
+            "invoice INV-7781 was paid")

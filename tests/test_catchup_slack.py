@@ -116,3 +116,25 @@ async def test_scheduled_digest_posts_once_in_the_channel(h: Harness) -> None:
     assert len(posts) == 1 and posts[0]["channel"] == KEY.channel
     for link in links_in(posts[0]["text"]):
         await resolve(h, link, now - 86400, now + 181)
+
+
+async def test_a_digest_in_a_thread_replies_under_its_heading(h: Harness) -> None:
+    await conversation(h)
+    h.llm.digest = "- Release v2.4.0 [1]"
+    await h.command("/digest", user="U2", text="weekly mon 09:00 Asia/Seoul thread")
+    [call] = await h.fake.wait_for("response_url:digest")
+    assert "Weekly digest on mondays at 09:00 (Asia/Seoul), in a thread" in call.params["text"]
+    now = time.time()
+    minute = int((now % 86400) // 60 + 2) % 1440
+    await h.rt.store.set_digest_schedule(
+        DigestSchedule(KEY, "daily", -1, minute, "UTC", now - 3 * 86400, "", True))
+    digests = h.rt.service.digests
+    assert digests is not None
+    digests.clock = lambda: now + 181
+    assert await digests.tick() == 1
+    heading, body = [c for c in h.fake.calls_to("chat.postMessage")][-2:]
+    assert heading.params["text"].startswith("*Daily digest*")
+    assert not heading.params.get("thread_ts")
+    assert body.params["thread_ts"] and body.params["thread_ts"] != ""
+    [link] = links_in(body.params["text"])
+    await resolve(h, link, now - 86400, now + 181)

@@ -56,6 +56,8 @@ def test_digest_grammar() -> None:
     assert s == DigestSchedule(KEY, "weekly", 0, 510, "Asia/Seoul", 5.0, "u")
     d = parse_digest("daily 9:05", KEY, default_zone="Europe/Berlin", now=5.0)
     assert isinstance(d, DigestSchedule) and (d.minute, d.tz) == (545, "Europe/Berlin")
+    t = parse_digest("daily 07:00 thread", KEY, default_zone="Asia/Seoul", now=1.0)
+    assert isinstance(t, DigestSchedule) and (t.in_thread, t.tz) == (True, "Asia/Seoul")
     assert [parse_digest(w, KEY, default_zone="UTC", now=0) for w in ("", "off", "now")] == [
         "status", "off", "now"]
     for bad in ("hourly 09:00", "daily 9am", "weekly funday 09:00", "daily 24:00",

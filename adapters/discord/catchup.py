@@ -68,14 +68,19 @@ class DiscordOutlet:
         guild = None if key.workspace == "dm" else int(key.workspace)
         return where(self.client, guild, int(key.channel))
 
-    async def post(self, key: ChannelKey, text: str) -> None:
+    async def post(self, key: ChannelKey, text: str, *, in_thread: bool = False) -> None:
         channel = self.client.get_channel(int(key.channel))
         if channel is None:
             channel = await self.client.fetch_channel(int(key.channel))
         if not isinstance(channel, discord.abc.Messageable):
             raise TypeError(f"cannot post in {key}")
-        for chunk in plan_reply(text).messages:
-            await channel.send(chunk, allowed_mentions=NO_PINGS)
+        target: discord.abc.Messageable = channel
+        if in_thread and isinstance(channel, discord.TextChannel):
+            heading, _, text = text.partition("\n")
+            first = await channel.send(heading, allowed_mentions=NO_PINGS)
+            target = await first.create_thread(name=heading.replace("*", "")[:100] or "Digest")
+        for chunk in plan_reply(text.strip()).messages:
+            await target.send(chunk, allowed_mentions=NO_PINGS)
 
 
 def add_catchup_commands(tree: app_commands.CommandTree[Any], service: ChatService) -> None:

@@ -80,9 +80,20 @@ class SlackOutlet:
     async def where(self, key: ChannelKey) -> Where:
         return Where(key, {}, self.links)
 
-    async def post(self, key: ChannelKey, text: str) -> None:
-        for chunk in format_reply(text, self.users.known()):
-            r = await call("chat.postMessage",
-                           self.client.chat_postMessage(channel=key.channel, text=chunk))
-            if r is None:
-                raise RuntimeError(f"could not post the digest in {key}")
+    async def post(self, key: ChannelKey, text: str, *, in_thread: bool = False) -> None:
+        thread_ts: str | None = None
+        if in_thread:  # the heading in the channel, the digest in its thread
+            heading, _, text = text.partition("\n")
+            thread_ts = await self._post(key, heading, None)
+        for chunk in format_reply(text.strip(), self.users.known()):
+            await self._post(key, chunk, thread_ts, formatted=True)
+
+    async def _post(self, key: ChannelKey, text: str, thread_ts: str | None, *,
+                    formatted: bool = False) -> str:
+        if not formatted:
+            text = format_reply(text, self.users.known())[0]
+        r = await call("chat.postMessage", self.client.chat_postMessage(
+            channel=key.channel, text=text, thread_ts=thread_ts))
+        if r is None:
+            raise RuntimeError(f"could not post the digest in {key}")
+        return str(r.get("ts") or "")

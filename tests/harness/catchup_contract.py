@@ -58,7 +58,7 @@ class CatchupContract:
         s = DigestSchedule(K, "daily", -1, 9 * 60, "Europe/Berlin", T0, "u1")
         await store.set_digest_schedule(s)
         assert await store.digest_schedule(K) == s
-        weekly = DigestSchedule(K, "weekly", 0, 8 * 60 + 30, "UTC", T0 + 1, "u2")
+        weekly = DigestSchedule(K, "weekly", 0, 8 * 60 + 30, "UTC", T0 + 1, "u2", True)
         await store.set_digest_schedule(weekly)
         assert await store.digest_schedules() == [weekly]
         assert await store.delete_digest_schedule(K)

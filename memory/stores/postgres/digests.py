@@ -36,7 +36,9 @@ _CHANNEL = (
     "FROM channels c JOIN turns t ON t.channel_id = c.id "
     "WHERE c.platform = $1 AND c.workspace = $2 AND c.channel = $3 "
 )
-_SCHED_COLS = "platform, workspace, channel, every, weekday, minute, tz, created_at, created_by"
+_SCHED_COLS = (
+    "platform, workspace, channel, every, weekday, minute, tz, created_at, created_by, in_thread"
+)
 
 TURNS_BETWEEN = (
     f"SELECT {_T_COLS} {_CHANNEL} AND t.sent_at >= $4 AND t.sent_at < $5 "
@@ -47,10 +49,12 @@ LAST_TURN_BY = (
     "ORDER BY t.sent_at DESC LIMIT 1"
 )
 SET_SCHEDULE = (
-    f"INSERT INTO digest_schedules ({_SCHED_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
+    f"INSERT INTO digest_schedules ({_SCHED_COLS}) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
     "ON CONFLICT (platform, workspace, channel) DO UPDATE SET every = excluded.every, "
     "weekday = excluded.weekday, minute = excluded.minute, tz = excluded.tz, "
-    "created_at = excluded.created_at, created_by = excluded.created_by"
+    "created_at = excluded.created_at, created_by = excluded.created_by, "
+    "in_thread = excluded.in_thread"
 )
 DELETE_SCHEDULE = f"DELETE FROM digest_schedules WHERE {_KEY} RETURNING channel"
 SCHEDULE = f"SELECT {_SCHED_COLS} FROM digest_schedules WHERE {_KEY}"
@@ -79,9 +83,9 @@ def turn_of(key: ChannelKey, row: Any) -> Turn:
 
 def schedule_of(row: Any) -> DigestSchedule:
     """A schedule from a ``SCHEDULE`` row."""
-    p, w, c, every, weekday, minute, tz, created_at, created_by = row
+    p, w, c, every, weekday, minute, tz, created_at, created_by, in_thread = row
     return DigestSchedule(ChannelKey(p, w, c), every, int(weekday), int(minute), tz,
-                          float(created_at), created_by)
+                          float(created_at), created_by, bool(in_thread))
 
 
 def slot_of(key: ChannelKey, row: Any) -> DigestSlot:

@@ -136,6 +136,7 @@ MIGRATIONS: tuple[str, ...] = (
         tz text NOT NULL,
         created_at double precision NOT NULL,
         created_by text NOT NULL,
+        in_thread boolean NOT NULL DEFAULT false,
         PRIMARY KEY (platform, workspace, channel)
     );
     CREATE TABLE IF NOT EXISTS digest_slots (

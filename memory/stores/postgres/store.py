@@ -327,7 +327,7 @@ class PostgresStore:
         """Create or replace the channel's digest schedule."""
         s = schedule
         await self._fetch(digests.SET_SCHEDULE, *by_key(s.key), s.every, s.weekday, s.minute,
-                          s.tz, s.created_at, s.created_by)
+                          s.tz, s.created_at, s.created_by, s.in_thread)
 
     async def delete_digest_schedule(self, key: ChannelKey) -> bool:
         """Remove the channel's digest schedule."""

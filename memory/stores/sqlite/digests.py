@@ -30,7 +30,9 @@ __all__ = [
 ]
 
 _KEY = "platform = ? AND workspace = ? AND channel = ?"
-_SCHED_COLS = "platform, workspace, channel, every, weekday, minute, tz, created_at, created_by"
+_SCHED_COLS = (
+    "platform, workspace, channel, every, weekday, minute, tz, created_at, created_by, in_thread"
+)
 
 
 def _args(key: ChannelKey) -> tuple[str, str, str]:
@@ -69,17 +71,18 @@ def last_turn_by(
 
 
 def _schedule(row: Any) -> DigestSchedule:
-    p, w, c, every, weekday, minute, tz, created_at, created_by = row
+    p, w, c, every, weekday, minute, tz, created_at, created_by, in_thread = row
     return DigestSchedule(ChannelKey(p, w, c), every, int(weekday), int(minute), tz,
-                          float(created_at), created_by)
+                          float(created_at), created_by, bool(in_thread))
 
 
 def set_schedule(tx: WriteTx, s: DigestSchedule) -> None:
     """Create or replace the channel's schedule."""
     tx.conn.execute(
         f"INSERT OR REPLACE INTO digest_schedules ({_SCHED_COLS}) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (*_args(s.key), s.every, s.weekday, s.minute, s.tz, s.created_at, s.created_by),
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (*_args(s.key), s.every, s.weekday, s.minute, s.tz, s.created_at, s.created_by,
+         int(s.in_thread)),
     )
 
 

@@ -165,6 +165,7 @@ MIGRATIONS: tuple[str, ...] = (
         tz TEXT NOT NULL,
         created_at REAL NOT NULL,
         created_by TEXT NOT NULL,
+        in_thread INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (platform, workspace, channel)
     ) WITHOUT ROWID;
     CREATE TABLE IF NOT EXISTS digest_slots (
