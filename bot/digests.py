@@ -16,7 +16,8 @@ Exactly once, across replicas and restarts
 
 The period of a slot is the previous slot (same local time one day or week earlier)
 to the slot; the digest is ``bot.catchup``'s, with the same citations, posted in the
-channel through the platform's ``Outlet``.
+channel through the platform's ``Outlet`` (with ``thread``: its heading in the channel,
+the points in a thread under it).
 """
 
 from __future__ import annotations

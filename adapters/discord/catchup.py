@@ -102,7 +102,7 @@ def add_catchup_commands(tree: app_commands.CommandTree[Any], service: ChatServi
 
     @app_commands.command(name="digest", description="Scheduled digests of this channel")
     @app_commands.describe(
-        schedule="daily 09:00 [zone] · weekly mon 09:00 [zone] · off · now (empty: show)")
+        schedule="daily 09:00 [zone] [thread] · weekly mon 09:00 [zone] [thread] · off · now")
     async def digest(interaction: discord.Interaction, schedule: str = "") -> None:
         here = where(interaction.client, interaction.guild_id, interaction.channel_id or 0)
         allowed = may_manage(interaction)
