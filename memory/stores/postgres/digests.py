@@ -1,5 +1,5 @@
 """PostgreSQL SQL for ``memory.catchup_store``: turns by time, a person's last message,
-digest schedules and slot claims (tables of migration step 5).
+digest schedules and slot claims (tables of the catch-up migration step).
 
 Claims expire by the database clock, so replicas with skewed clocks agree on when an
 unfinished claim may be taken over.

@@ -1,5 +1,5 @@
 """SQLite SQL for ``memory.catchup_store``: turns by time, a person's last message, digest
-schedules and slot claims (tables of migration step 6).
+schedules and slot claims (tables of the catch-up migration step).
 
 Turns by time read ``turns_channel_sent`` (``channel_id, sent_at``), so a period costs what
 it holds, not the channel's length. Claims use the process clock (one file, one machine).
