@@ -1,9 +1,11 @@
 """The console adapter: chat with gistbot in a terminal, or pipe a conversation through it.
 
 Every line is a message addressed to the bot in one console channel (``--channel``), so
-memory, compaction, ``/summary``, ``/reset``, ``/remember <text>``, ``/memory``,
-``/forget <fact id or text>`` and ``/config …`` behave exactly as on Discord or Slack (the
-operator at the terminal may reset, forget and change settings).
+memory, compaction, ``/summary``, ``/catchup [since]``, ``/digest …``, ``/reset``,
+``/remember <text>``, ``/memory``, ``/forget <fact id or text>`` and ``/config …`` behave
+exactly as on Discord or Slack (the operator at the terminal may reset, forget, manage
+digests and change settings; a catch-up's citations are plain ``[n: speaker time]``
+references, there are no links).
 
 Two modes, chosen by whether stdin and stdout are a terminal:
 
@@ -29,6 +31,7 @@ import uuid
 from collections.abc import Awaitable
 from typing import Any, TextIO, TypeVar
 
+from bot.catchup_command import Where
 from bot.config_command import Caller, parse_config
 from bot.logs import LiveLine
 from bot.messages import IncomingMessage
@@ -40,8 +43,8 @@ __all__ = ["HELP", "ConsoleChat", "console_key"]
 
 T = TypeVar("T")
 HELP = (
-    "Commands: /summary  /reset  /remember <text>  /memory  /forget <id or text>  /config …"
-    "  /help  /quit"
+    "Commands: /summary  /catchup [since]  /digest …  /reset  /remember <text>  /memory  "
+    "/forget <id or text>  /config …  /help  /quit"
     "   (anything else is a message to gistbot)"
 )
 
@@ -163,6 +166,13 @@ class ConsoleChat:
                 return True
             caller = Caller(self.user, self.user, may_channel=True, may_server=True)
             self._print((await self.service.configure(self.key, parsed, caller)).text)
+            return True
+        if word in ("/catchup", "/digest"):  # bot/catchup_command.py, bot/digests.py
+            where = Where(self.key)
+            result = await self._busy(
+                self.service.catchup(where, self.user, rest) if word == "/catchup"
+                else self.service.digest(where, rest, allowed=True, by=self.user))
+            self._print(result.text)
             return True
         if word in ("/remember", "/forget"):
             if word == "/remember":

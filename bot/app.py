@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from bot.budget import window_policy
+from bot.catchup_wiring import attach_catchup
 from bot.channel_config import ChannelConfig, Defaults
 from bot.errors import ConfigError
 from bot.llm import LLM, OpenAILLM, UsageMeter
@@ -158,6 +159,7 @@ class Runtime:
                                answer_missed_seconds=settings.answer_missed_seconds)
             service = ChatService(memory, model, config, owed=owed, channels=channels,
                                   quota=quota)
+            attach_catchup(service, settings, store, model, tokenizer)
             if start_background:
                 await memory.start()
                 await channels.start()
@@ -167,9 +169,13 @@ class Runtime:
                     "no language model configured: replying with the offline model "
                     "(set OPENAI_API_KEY or OPENAI_BASE_URL to use a real one)"
                 )
+            if start_background and service.digests is not None:
+                service.digests.start()
             try:
                 yield cls(settings, store, memory, model, service, meter)
             finally:
+                if service.digests is not None:
+                    await service.digests.stop()
                 await owed.close()
                 await channels.close()
                 await memory.close(grace=compaction_grace(settings.shutdown_grace_seconds))

@@ -32,6 +32,7 @@ from bot.errors import ConfigError, GistbotError
 from bot.logs import LiveLine, setup_logging
 from bot.settings import Settings, load_settings
 from bot.wording import plural
+from memory.catchup_store import DigestSchedule
 from memory.errors import StoreError
 from memory.models import ChannelKey
 from memory.store import Store
@@ -264,7 +265,8 @@ async def _export(settings: Settings, key: ChannelKey, out: TextIO) -> int:
                   "facts": [asdict(f) for f in state.facts],
                   "summary_history": [
                       {k: v for k, v in asdict(h).items() if k != "key"}
-                      for h in await store.summary_history_of(key, limit=1_000_000)]}
+                      for h in await store.summary_history_of(key, limit=1_000_000)],
+                  "digest_schedule": _schedule_row(await store.digest_schedule(key))}
         out.write(json.dumps(header, ensure_ascii=False) + "\n")
         count, after = 0, 0
         while batch := await store.turns(key, after_seq=after, limit=1000):
@@ -279,6 +281,13 @@ async def _export(settings: Settings, key: ChannelKey, out: TextIO) -> int:
         return count
     finally:
         await store.close()
+
+
+def _schedule_row(schedule: DigestSchedule | None) -> dict[str, object] | None:
+    """The channel's digest schedule for the export header (its key is the header's)."""
+    if schedule is None:
+        return None
+    return {k: v for k, v in asdict(schedule).items() if k != "key"}
 
 
 async def _copy(src: str, dst: str, *, force: bool, resume: bool) -> None:

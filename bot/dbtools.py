@@ -112,6 +112,21 @@ async def migrate(store: Store) -> int:
         await store.close()
 
 
+async def copy_digests(source: Store, target: Store) -> int:
+    """Digest schedules and their slot claims (so a copied slot is not posted again);
+    idempotent. Returns how many schedules were copied."""
+    schedules = await source.digest_schedules()
+    for s in schedules:
+        await target.set_digest_schedule(s)
+        for slot in reversed(await source.digest_slots(s.key, limit=1000)):
+            await target.claim_digest_slot(s.key, slot.slot_at, slot.owner, 600)
+            if slot.state != "claimed":
+                await target.finish_digest_slot(s.key, slot.slot_at, slot.owner, slot.state)
+    if sorted(map(repr, schedules)) != sorted(map(repr, await target.digest_schedules())):
+        raise CopyError("verification failed for the digest schedules")
+    return len(schedules)
+
+
 async def copy_db(
     source: Store,
     target: Store,
@@ -148,6 +163,7 @@ async def copy_db(
         await target.replace_history(key, await source.summary_history_of(key, limit=ALL_FACTS))
         progress(f"[{i}/{len(keys)}] {key}: {plural(want[0], 'turn')}")
     await target.import_settings(*await source.all_settings())
+    await copy_digests(source, target)
     for key in keys:
         if await channel_checksum(source, key) != await channel_checksum(target, key):
             report.mismatched.append(str(key))

@@ -1,5 +1,7 @@
 """``ChatService``: what happens on a message (the memory commands ``/summary``, ``/reset``,
-``/remember``, ``/memory`` and ``/forget`` are its ``MemoryCommands`` part).
+``/remember``, ``/memory`` and ``/forget`` are its ``MemoryCommands`` part; ``/catchup`` and
+``/digest`` delegate to ``bot.catchup_command`` and ``bot.digests``; ``/config`` to
+``bot.config_command``).
 
 A message is recorded first (so it is never lost, whatever the model does), then, if the bot
 is addressed, the reply is built from a committed memory view read *through that message's
@@ -38,8 +40,10 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from bot.catchup_command import Catchups, Where
 from bot.channel_config import ChannelConfig, ChannelSettings, Defaults, answers
 from bot.config_command import Caller, ConfigRequest, run_config
+from bot.digests import DigestScheduler
 from bot.errors import ContextLengthExceeded, LLMError
 from bot.llm import LLM
 from bot.memory_commands import (
@@ -138,6 +142,9 @@ class ChatService(MemoryCommands):
         self._recent: dict[tuple[str, str], deque[float]] = {}
         self._told: set[tuple[str, str]] = set()
         self.observer: ServiceObserver = NullObserver()  # the admin server's metrics
+        # /catchup and /digest (bot/catchup_command.py, bot/digests.py); set by Runtime
+        self.catchups: Catchups | None = None
+        self.digests: DigestScheduler | None = None
 
     def set_identity(self, platform: str, bot_id: str, bot_name: str) -> None:
         """Record who the bot is on ``platform`` (after login), for its assistant turns.
@@ -410,6 +417,19 @@ class ChatService(MemoryCommands):
                         ) -> CommandResult:
         """``/config``: see ``bot.config_command`` (answered to the caller only)."""
         return await run_config(key, request, caller, self.channels, self.quota)
+
+    async def catchup(self, where: Where, author_id: str, text: str = "") -> CommandResult:
+        """``/catchup [since] [zone] [public]``: what happened since (``bot.catchup_command``)."""
+        if self.catchups is None:
+            return CommandResult("Catch-up is not available here.", ok=False)
+        return await self.catchups.command(where, author_id, text)
+
+    async def digest(self, where: Where, text: str, *, allowed: bool, by: str = "",
+                     refusal: str = "") -> CommandResult:
+        """``/digest daily|weekly|off|now``: scheduled digests (``bot.digests``)."""
+        if self.digests is None:
+            return CommandResult("Digests are not available here.", ok=False)
+        return await self.digests.command(where, text, allowed=allowed, by=by, refusal=refusal)
 
     async def edited(self, key: ChannelKey, message_id: str, text: str) -> None:
         """A platform edit: update the turn if it is not summarized yet."""

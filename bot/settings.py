@@ -114,6 +114,7 @@ class Settings(BaseSettings):
     admin_inspector: bool = False  # the memory inspector page; needs ADMIN_TOKEN
     admin_token: SecretStr | None = None
     summary_history: int = Field(20, ge=0, le=1000)  # summary versions kept per channel
+    timezone: str = "UTC"  # /catchup and /digest when no zone is given (bot/since.py)
 
     _csv_fields = field_validator(
         "always_reply_channels",
@@ -166,6 +167,16 @@ class Settings(BaseSettings):
                 "or remove the line to run with the offline model"
             )
         return v
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, v: str) -> str:
+        from bot.since import SinceError, parse_zone
+
+        try:
+            return parse_zone(v.strip() or "UTC").key
+        except SinceError as e:
+            raise ValueError(str(e)) from None
 
     @field_validator("llm_concurrency")
     @classmethod

@@ -2,9 +2,11 @@
 
 ``MemoryStore`` is what the memory manager reads and commits; ``ArchiveStore`` holds
 episodes and long-term facts; ``LeaseStore`` keeps compaction single-flight across
-processes; ``PortingStore`` serves ``gistbot copy-db``. ``Store`` is their union, what one
-backend class implements. Platform concerns (de-duplicating redelivered events) are
-declared by the adapters that need them (``adapters.claims``), not here.
+processes; ``PortingStore`` serves ``gistbot copy-db``; ``CatchupStore`` and
+``DigestStore`` (``memory.catchup_store``) serve ``/catchup`` and scheduled digests.
+``Store`` is their union, what one backend class implements. Platform concerns
+(de-duplicating redelivered events) are declared by the adapters that need them
+(``adapters.claims``), not here.
 
 The contract suite in ``tests/harness/store_contract.py`` pins the behaviour; both
 backends run it. Semantics every implementation keeps:
@@ -34,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
+from memory.catchup_store import CatchupStore, DigestStore
 from memory.channel_settings import Setting, SettingChange, UsageKey
 from memory.history import ChannelOverview, SummaryVersion
 from memory.models import (
@@ -54,7 +57,9 @@ from memory.models import (
 
 __all__ = [
     "ArchiveStore",
+    "CatchupStore",
     "ChangeOutcome",
+    "DigestStore",
     "InspectStore",
     "LeaseStore",
     "Lifecycle",
@@ -354,6 +359,6 @@ class SettingsStore(Protocol):
 @runtime_checkable
 class Store(
     Lifecycle, MemoryStore, ArchiveStore, LeaseStore, PortingStore, ReplyLedger, InspectStore,
-    SettingsStore, Protocol
+    SettingsStore, CatchupStore, DigestStore, Protocol
 ):
     """Everything one backend class implements; callers ask for the narrower role they use."""

@@ -46,9 +46,12 @@ async def test_login_ready_identity_and_global_command_sync(
         (sync,) = discord_fake.calls("PUT", f"/applications/{W.app_id}/")
         assert sync.path == f"/applications/{W.app_id}/commands"
         commands = {c["name"]: c for c in sync.json}
-        assert set(commands) == {"summary", "reset", "remember", "memory", "forget", "config"}
+        assert set(commands) == {"summary", "reset", "remember", "memory", "forget", "config",
+                                 "catchup", "digest"}
         assert commands["config"]["default_member_permissions"] is None  # show is for anyone
         assert int(commands["reset"]["default_member_permissions"]) == MANAGE_MESSAGES
+        assert int(commands["digest"]["default_member_permissions"]) == 1 << 4  # Manage Channels
+        assert commands["catchup"]["default_member_permissions"] is None
         assert int(commands["forget"]["default_member_permissions"]) == MANAGE_MESSAGES
         assert commands["remember"]["default_member_permissions"] is None
         assert commands["summary"]["default_member_permissions"] is None
@@ -64,7 +67,7 @@ async def test_commands_sync_instantly_to_configured_guilds(
         (sync,) = discord_fake.calls("PUT", f"/applications/{W.app_id}/")
         assert sync.path == f"/applications/{W.app_id}/guilds/{W.guild_id}/commands"
         assert {c["name"] for c in sync.json} == {"summary", "reset", "remember", "memory",
-                                                  "forget", "config"}
+                                                  "forget", "config", "catchup", "digest"}
 
 
 async def test_run_discord_connects_and_stops_when_cancelled(

@@ -22,6 +22,7 @@ from discord import app_commands
 
 from adapters.backfill import Backfiller, HistoryStore
 from adapters.discord.backfill import discord_backfiller, on_shard
+from adapters.discord.catchup import register_outlet
 from adapters.discord.commands import add_commands
 from adapters.discord.options import PERMISSION_NAMES, DiscordOptions
 from adapters.discord.text import (
@@ -98,6 +99,7 @@ class GistbotClient(discord.AutoShardedClient):
         self.backfill: Backfiller | None = (
             discord_backfiller(self, service, history, options.backfill_max_messages)
             if history is not None and options.backfill_max_messages > 0 else None)
+        register_outlet(self, service)  # scheduled digests post through this client
 
     # ------------------------------------------------------------------ lifecycle
 

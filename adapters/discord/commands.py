@@ -15,6 +15,7 @@ from typing import Any
 import discord
 from discord import app_commands
 
+from adapters.discord.catchup import add_catchup_commands
 from adapters.discord.config import add_config_command
 from adapters.discord.options import DiscordOptions
 from adapters.discord.text import NO_PINGS, channel_key, plan_reply, text_file
@@ -87,6 +88,7 @@ def add_commands(tree: app_commands.CommandTree[Any], service: ChatService,
     tree.add_command(memory)
     tree.add_command(forget)
     add_config_command(tree, service)  # /config: adapters.discord.config
+    add_catchup_commands(tree, service)  # /catchup, /digest (adapters/discord/catchup.py)
 
 
 async def run_command(interaction: discord.Interaction, name: str, work: Work, *,

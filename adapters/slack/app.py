@@ -22,6 +22,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.claims import DeliveryClaims
+from adapters.slack.catchup import Permalinks, SlackOutlet
 from adapters.slack.commands import COMMANDS, SlackCommands
 from adapters.slack.events import SlackEvents
 from adapters.slack.options import SlackOptions
@@ -53,6 +54,10 @@ class SlackAdapter:
         self.users = UserDirectory(client)
         self.events = SlackEvents(service, options, claims, client, self.users, self.identify)
         self.commands = SlackCommands(service, options, self.users)
+        # /catchup and scheduled digests: adapters/slack/catchup.py
+        self.commands.links = links = Permalinks(client)
+        if service.digests is not None:
+            service.digests.add_outlet("slack", SlackOutlet(client, self.users, links))
         self._identity: BotIdentity | None = None
         self._identity_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()

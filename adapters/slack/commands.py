@@ -1,9 +1,12 @@
 """Slack slash commands: ``/summary [public]``, ``/reset``, ``/remember <text>``, ``/memory``,
-``/forget <id or text>`` and ``/config …`` (``bot.config_command``), all through one handler.
+``/forget <id or text>``, ``/config …`` (``bot.config_command``), ``/catchup [since] [public]``
+and ``/digest …``, all through one handler (``/catchup`` and ``/digest`` delegate to the
+service; links: ``catchup.Permalinks``).
 
 Each is acknowledged before it runs (see ``SlackAdapter.register``); the answer goes to the
 command's ``response_url``, only to the caller unless ``/summary public`` asked otherwise.
-``/reset`` and ``/forget`` are for workspace admins/owners and ``SLACK_ADMIN_USER_IDS``.
+``/reset``, ``/forget`` and changing ``/digest`` are for workspace admins/owners and
+``SLACK_ADMIN_USER_IDS``.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from adapters.slack.options import SlackOptions
 from adapters.slack.text import format_reply, readable
 from adapters.slack.users import UserDirectory
 from adapters.slack.web import call
+from bot.catchup_command import Where, is_public
+from bot.citations import Linker, plain_links
 from bot.config_command import Caller, parse_config
 from bot.messages import CommandResult
 from bot.service import ChatService
@@ -28,7 +33,8 @@ __all__ = ["COMMANDS", "RESPONSE_URL_LIMIT", "SlackCommands"]
 
 log = logging.getLogger(__name__)
 
-COMMANDS = ("/summary", "/reset", "/remember", "/memory", "/forget", "/config")
+COMMANDS = ("/summary", "/reset", "/remember", "/memory", "/forget", "/config", "/catchup",
+            "/digest")
 RESPONSE_URL_LIMIT = 5  # Slack accepts at most five posts to one response_url
 _ADMINS = "Only workspace admins and owners (or the users in SLACK_ADMIN_USER_IDS) can "
 Command = Mapping[str, Any]
@@ -47,14 +53,18 @@ class SlackCommands:
             "/memory": self._memory,
             "/forget": self._forget,
             "/config": self._config,
+            "/catchup": self._catchup,
+            "/digest": self._digest,
         }
+        self.links: Linker = plain_links  # the adapter sets its Permalinks
 
     async def handle(self, name: str, command: Command, respond: AsyncRespond) -> None:
         """Run command ``name``; a failure answers one friendly sentence (logged)."""
-        public = name == "/summary" and str(command.get("text") or "").strip().lower() == "public"
+        public = _public(name, str(command.get("text") or ""))
         try:
             key = ChannelKey("slack", str(command["team_id"]), str(command["channel_id"]))
-            text = (await self._work[name](key, command)).text
+            result = await self._work[name](key, command)
+            text, public = result.text, public and result.ok
         except Exception as e:
             log.exception("%s failed", name)
             text, public = user_text(e), False
@@ -100,6 +110,18 @@ class SlackCommands:
                         may_channel=admin, may_server=admin, channel_rule=rule, server_rule=rule)
         return await self.service.configure(key, parsed, caller)
 
+    async def _catchup(self, key: ChannelKey, command: Command) -> CommandResult:
+        where = Where(key, {}, self.links)
+        text = str(command.get("text") or "")
+        return await self.service.catchup(where, str(command.get("user_id") or ""), text)
+
+    async def _digest(self, key: ChannelKey, command: Command) -> CommandResult:
+        user = str(command.get("user_id") or "")
+        allowed = await self.may_reset(user)
+        return await self.service.digest(Where(key, {}, self.links),
+                                         str(command.get("text") or ""), allowed=allowed,
+                                         by=user, refusal=_ADMINS + "manage digests here.")
+
     async def _respond(self, respond: AsyncRespond, text: str, *, public: bool) -> None:
         kind = "in_channel" if public else "ephemeral"
         for chunk in format_reply(text, self.users.known())[:RESPONSE_URL_LIMIT]:
@@ -107,3 +129,13 @@ class SlackCommands:
             if r is None or getattr(r, "status_code", 200) >= 400:
                 log.error("posting to response_url failed: %s", getattr(r, "body", r))
                 return
+
+
+def _public(name: str, text: str) -> bool:
+    """``/summary public``, ``/catchup … public`` and ``/digest now`` answer the channel."""
+    words = text.strip().lower()
+    if name == "/summary":
+        return words == "public"
+    if name == "/catchup":
+        return is_public(text)
+    return name == "/digest" and words == "now"

@@ -39,7 +39,10 @@ from typing import Any
 import yarl
 from aiohttp import WSMsgType, web
 
-__all__ = ["FakeDiscord", "Request", "World", "interaction_payload", "message", "user"]
+__all__ = [
+    "FakeDiscord", "Request", "World", "interaction_payload", "message", "thread_from_message",
+    "user",
+]
 
 JSON = dict[str, Any]
 DISCORD_EPOCH_MS = 1_420_070_400_000
@@ -513,6 +516,8 @@ class FakeDiscord:
                 return 200, await self._create(channel_id, r)
             if route == ("GET", "channels", parts[1], "messages"):
                 return self._history(channel_id, r.query)
+            if route == ("POST", "channels", parts[1], "messages", parts[3], "threads"):
+                return 201, thread_from_message(w, channel_id, int(parts[3]), r.json or {})
             if r.method == "PATCH" and parts[2] == "messages" and len(parts) == 4:
                 return await self._edit(int(parts[3]), r)
         if route[:2] == ("POST", "interactions") and parts[-1] == "callback":
@@ -574,3 +579,15 @@ class FakeDiscord:
         data["flags"] = body.get("flags", 0)
         data.pop("guild_id", None)
         return data
+
+
+def thread_from_message(world: World, channel_id: int, message_id: int, body: JSON) -> JSON:
+    """``POST /channels/{id}/messages/{id}/threads``: a public thread started from a message
+    (its id is the message's, as on Discord)."""
+    return {
+        "id": str(message_id), "guild_id": str(world.guild_id), "parent_id": str(channel_id),
+        "owner_id": str(world.bot_id), "name": body.get("name", "thread"), "type": 11,
+        "message_count": 0, "member_count": 1, "rate_limit_per_user": 0,
+        "thread_metadata": {"archived": False, "auto_archive_duration": 1440,
+                            "archive_timestamp": iso_now(), "locked": False},
+    }

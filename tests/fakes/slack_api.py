@@ -7,7 +7,7 @@ app over the wire:
   ``chat.postMessage``, ``chat.update``, ``chat.delete``, ``chat.postEphemeral``,
   ``users.info``, ``conversations.info``, ``conversations.history``,
   ``conversations.replies`` (what :meth:`FakeSlack.post` put in a channel, paged by
-  cursor) and ``apps.connections.open`` like Slack does,
+  cursor), ``chat.getPermalink`` and ``apps.connections.open`` like Slack does,
   and checks the token (bot token for the Web API, app token for ``apps.connections.open``;
   a wrong one gets ``invalid_auth``).
 - ``/response/<name>`` accepts ``response_url`` posts (see :meth:`FakeSlack.response_url`).
@@ -44,7 +44,7 @@ __all__ = ["Answer", "Call", "FakeSlack", "api_error", "rate_limited"]
 JSON = dict[str, Any]
 KNOWN = (
     "auth.test", "chat.postMessage", "chat.update", "chat.delete", "chat.postEphemeral",
-    "users.info", "conversations.info", "apps.connections.open",
+    "users.info", "conversations.info", "apps.connections.open", "chat.getPermalink",
     "conversations.history", "conversations.replies",
 )  # fmt: skip
 
@@ -357,6 +357,17 @@ class FakeSlack:
                                             "is_im": cid.startswith("D"), "is_member": True}}
         if call.method in ("conversations.history", "conversations.replies"):
             return self._read(call.method, p)
+        if call.method == "chat.getPermalink":
+            return permalink(p)
         if call.method == "apps.connections.open":
             return {"ok": True, "url": self.base_url.replace("http://", "ws://") + "/socket"}
         return {"ok": False, "error": "unknown_method"}
+
+
+def permalink(p: JSON) -> JSON:
+    """``chat.getPermalink`` as Slack answers it (a thread reply would add ``thread_ts``)."""
+    channel, ts = str(p.get("channel") or ""), str(p.get("message_ts") or "")
+    if not channel or not ts:
+        return {"ok": False, "error": "message_not_found"}
+    return {"ok": True, "channel": channel,
+            "permalink": f"https://fake.slack.test/archives/{channel}/p{ts.replace('.', '')}"}

@@ -34,6 +34,7 @@ from memory.models import (
 from memory.search_text import query_terms
 from memory.store import Store
 from memory.text import clean_text
+from tests.harness.catchup_contract import CatchupContract
 from tests.harness.history_contract import HistoryContract
 from tests.harness.owed_contract import OwedContract
 from tests.harness.settings_contract import SettingsContract
@@ -99,10 +100,10 @@ async def _fold(store: Store, key: ChannelKey, through: int, text: str = "S", **
     assert ok
 
 
-class StoreContract(OwedContract, HistoryContract, SettingsContract):
+class StoreContract(OwedContract, HistoryContract, SettingsContract, CatchupContract):
     """The contract suite (replies owed: ``OwedContract``; summary history:
-    ``HistoryContract``; settings and usage: ``SettingsContract``). Subclasses override
-    ``make_store``; see the module docstring."""
+    ``HistoryContract``; settings and usage: ``SettingsContract``; catch-up and digests:
+    ``CatchupContract``). Subclasses override ``make_store``; see the module docstring."""
 
     @pytest.fixture
     async def make_store(self) -> AsyncIterator[MakeStore]:

@@ -208,6 +208,35 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (day, platform, workspace, user_id)
     );
     """,
+    # 9: ``/catchup`` and scheduled digests (``digests``): turns by time per channel,
+    # one digest schedule per channel, and one claim row per (channel, slot) so a slot is
+    # posted once across replicas and restarts (claims expire by the database clock).
+    """
+    CREATE INDEX IF NOT EXISTS turns_channel_sent ON turns (channel_id, sent_at);
+    CREATE TABLE IF NOT EXISTS digest_schedules (
+        platform text NOT NULL,
+        workspace text NOT NULL,
+        channel text NOT NULL,
+        every text NOT NULL CHECK (every IN ('daily', 'weekly')),
+        weekday integer NOT NULL,
+        minute integer NOT NULL,
+        tz text NOT NULL,
+        created_at double precision NOT NULL,
+        created_by text NOT NULL,
+        in_thread boolean NOT NULL DEFAULT false,
+        PRIMARY KEY (platform, workspace, channel)
+    );
+    CREATE TABLE IF NOT EXISTS digest_slots (
+        platform text NOT NULL,
+        workspace text NOT NULL,
+        channel text NOT NULL,
+        slot_at double precision NOT NULL,
+        owner text NOT NULL,
+        state text NOT NULL CHECK (state IN ('claimed', 'posted', 'skipped')),
+        expires_at timestamptz NOT NULL,
+        PRIMARY KEY (platform, workspace, channel, slot_at)
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -238,6 +238,35 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (day, platform, workspace, user_id)
     ) WITHOUT ROWID;
     """,
+    # 10: ``/catchup`` and scheduled digests (``digests``): turns by time per channel,
+    # one digest schedule per channel, and one claim row per (channel, slot) so a slot is
+    # posted once across processes and restarts.
+    """
+    CREATE INDEX IF NOT EXISTS turns_channel_sent ON turns (channel_id, sent_at);
+    CREATE TABLE IF NOT EXISTS digest_schedules (
+        platform TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        every TEXT NOT NULL CHECK (every IN ('daily', 'weekly')),
+        weekday INTEGER NOT NULL,
+        minute INTEGER NOT NULL,
+        tz TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        created_by TEXT NOT NULL,
+        in_thread INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (platform, workspace, channel)
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS digest_slots (
+        platform TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        slot_at REAL NOT NULL,
+        owner TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('claimed', 'posted', 'skipped')),
+        expires_at REAL NOT NULL,
+        PRIMARY KEY (platform, workspace, channel, slot_at)
+    ) WITHOUT ROWID;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

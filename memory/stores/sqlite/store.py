@@ -23,6 +23,7 @@ from typing import Concatenate, Literal, ParamSpec, TypeVar
 
 import aiosqlite
 
+from memory.catchup_store import DigestSchedule, DigestSlot, SlotState
 from memory.errors import StoreError, StoreOpenError
 from memory.history import DEFAULT_SUMMARY_HISTORY, ChannelOverview, SummaryVersion
 from memory.models import (
@@ -42,7 +43,15 @@ from memory.models import (
 )
 from memory.store import ChangeOutcome, ResetResult
 from memory.stores.common import TurnEdit, positive_ttl, wants_search
-from memory.stores.sqlite import archive, backfill_marks, history, owed, queries, turn_search
+from memory.stores.sqlite import (
+    archive,
+    backfill_marks,
+    digests,
+    history,
+    owed,
+    queries,
+    turn_search,
+)
 from memory.stores.sqlite.schema import migrate
 from memory.stores.sqlite.settings import SqliteSettings
 from memory.stores.sqlite.writer import GroupCommitWriter, WriteTx, raw_connection, translate
@@ -428,6 +437,50 @@ class SqliteStore(SqliteSettings):
     ) -> list[OwedReply]:
         """Delete and return debts too old or tried too often."""
         return await self._write(owed.expire_owed, platform, before, max_attempts)
+
+    # ------------------------------------------------------------------ catch-up, digests
+
+    async def turns_between(
+        self, key: ChannelKey, start: float, end: float, *, limit: int = 50_000
+    ) -> list[Turn]:
+        """Stored turns sent in ``[start, end)``, oldest first (see ``CatchupStore``)."""
+        return await self._read(digests.turns_between, key, start, end, limit)
+
+    async def last_turn_by(self, key: ChannelKey, author_id: str, before: float) -> Turn | None:
+        """The newest user turn of ``author_id`` before ``before``."""
+        return await self._read(digests.last_turn_by, key, author_id, before)
+
+    async def set_digest_schedule(self, schedule: DigestSchedule) -> None:
+        """Create or replace the channel's digest schedule."""
+        await self._write(digests.set_schedule, schedule)
+
+    async def delete_digest_schedule(self, key: ChannelKey) -> bool:
+        """Remove the channel's digest schedule."""
+        return await self._write(digests.delete_schedule, key)
+
+    async def digest_schedule(self, key: ChannelKey) -> DigestSchedule | None:
+        """The channel's digest schedule, if any."""
+        return await self._read(digests.schedule, key)
+
+    async def digest_schedules(self) -> list[DigestSchedule]:
+        """Every digest schedule."""
+        return await self._read(digests.schedules)
+
+    async def claim_digest_slot(
+        self, key: ChannelKey, slot_at: float, owner: str, ttl: float
+    ) -> bool:
+        """Claim a digest slot (see ``DigestStore.claim_digest_slot``)."""
+        return await self._write(digests.claim_slot, key, slot_at, owner, positive_ttl(ttl))
+
+    async def finish_digest_slot(
+        self, key: ChannelKey, slot_at: float, owner: str, state: SlotState
+    ) -> bool:
+        """Mark a held slot as posted or skipped."""
+        return await self._write(digests.finish_slot, key, slot_at, owner, state)
+
+    async def digest_slots(self, key: ChannelKey, *, limit: int = 50) -> list[DigestSlot]:
+        """The channel's slot claims, newest first."""
+        return await self._read(digests.slots, key, limit)
 
     # ------------------------------------------------------------------ copy-db
 

@@ -1,0 +1,122 @@
+"""Discord's side of ``/catchup`` and ``/digest``: a channel's threads, jump-URL links,
+the Manage Channels check, and the digest ``Outlet`` that posts in a channel.
+
+A Discord thread is a channel of its own in memory, so a catch-up of a channel also reads
+the threads of it that the client knows (active threads of the guild whose parent is the
+channel). Links are jump URLs, ``https://discord.com/channels/<guild>/<channel>/<message>``
+(a thread's messages under the thread's id), built from the stored ids.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import discord
+from discord import app_commands
+
+from adapters.discord.text import NO_PINGS, channel_key, plan_reply
+from bot.catchup_command import Where
+from bot.citations import discord_link
+from bot.service import ChatService
+from memory.models import ChannelKey, Turn
+
+__all__ = [
+    "DIGEST_PERMISSION",
+    "DiscordOutlet",
+    "add_catchup_commands",
+    "may_manage",
+    "register_outlet",
+    "where",
+]
+
+log = logging.getLogger(__name__)
+DIGEST_PERMISSION = "manage_channels"
+REFUSAL = "You need the Manage Channels permission to manage this channel's digests."
+
+
+async def jump_links(turns: Sequence[Turn]) -> Mapping[Turn, str]:
+    """Jump URLs of stored Discord messages."""
+    return {t: discord_link(t) for t in turns}
+
+
+def where(client: discord.Client, guild_id: int | None, channel_id: int) -> Where:
+    """The channel and its known threads, with jump-URL links."""
+    threads: dict[ChannelKey, str] = {}
+    guild = client.get_guild(guild_id) if guild_id else None
+    if guild is not None:
+        for thread in guild.threads:
+            if thread.parent_id == channel_id:
+                threads[channel_key(guild_id, thread.id)] = thread.name
+    return Where(channel_key(guild_id, channel_id), threads, jump_links)
+
+
+def may_manage(interaction: discord.Interaction) -> bool:
+    """Manage Channels (or Administrator) here; anyone in a DM."""
+    perms = interaction.permissions
+    return interaction.guild_id is None or perms.administrator or perms.manage_channels
+
+
+class DiscordOutlet:
+    """Where scheduled digests go on Discord (``bot.digests.Outlet``)."""
+
+    def __init__(self, client: discord.Client) -> None:
+        self.client = client
+
+    async def where(self, key: ChannelKey) -> Where:
+        guild = None if key.workspace == "dm" else int(key.workspace)
+        return where(self.client, guild, int(key.channel))
+
+    async def post(self, key: ChannelKey, text: str, *, in_thread: bool = False) -> None:
+        channel = self.client.get_channel(int(key.channel))
+        if channel is None:
+            channel = await self.client.fetch_channel(int(key.channel))
+        if not isinstance(channel, discord.abc.Messageable):
+            raise TypeError(f"cannot post in {key}")
+        target: discord.abc.Messageable = channel
+        if in_thread and isinstance(channel, discord.TextChannel):
+            heading, _, text = text.partition("\n")
+            first = await channel.send(heading, allowed_mentions=NO_PINGS)
+            target = await first.create_thread(name=heading.replace("*", "")[:100] or "Digest")
+        for chunk in plan_reply(text.strip()).messages:
+            await target.send(chunk, allowed_mentions=NO_PINGS)
+
+
+def add_catchup_commands(tree: app_commands.CommandTree[Any], service: ChatService) -> None:
+    """Register ``/catchup`` and ``/digest`` on ``tree``."""
+    from adapters.discord.commands import run_command  # the shared defer-and-answer
+
+    @app_commands.command(name="catchup",
+                          description="What happened here since your last message (only you)")
+    @app_commands.describe(
+        since="2h, 90m, 1d, yesterday, monday, 2026-03-08 14:30 or a message link; "
+              "optionally a time zone",
+        public="Show it to everyone here (default: only you)")
+    async def catchup(interaction: discord.Interaction, since: str = "",
+                      public: bool = False) -> None:
+        here = where(interaction.client, interaction.guild_id, interaction.channel_id or 0)
+        user = str(interaction.user.id)
+        await run_command(interaction, "catchup",
+                          lambda key: service.catchup(here, user, since), ephemeral=not public)
+
+    @app_commands.command(name="digest", description="Scheduled digests of this channel")
+    @app_commands.describe(
+        schedule="daily 09:00 [zone] [thread] · weekly mon 09:00 [zone] [thread] · off · now")
+    async def digest(interaction: discord.Interaction, schedule: str = "") -> None:
+        here = where(interaction.client, interaction.guild_id, interaction.channel_id or 0)
+        allowed = may_manage(interaction)
+        public = allowed and schedule.strip().lower() == "now"
+        await run_command(interaction, "digest", lambda key: service.digest(
+            here, schedule, allowed=allowed, by=str(interaction.user.id), refusal=REFUSAL),
+            ephemeral=not public)
+
+    digest.default_permissions = discord.Permissions(manage_channels=True)
+    tree.add_command(catchup)
+    tree.add_command(digest)
+
+
+def register_outlet(client: discord.Client, service: ChatService) -> None:
+    """Let the digest scheduler post on Discord through ``client``."""
+    if service.digests is not None:
+        service.digests.add_outlet("discord", DiscordOutlet(client))

@@ -1,0 +1,242 @@
+"""Scheduled digests: ``/digest daily 09:00 [zone]``, ``/digest weekly mon 09:00 [zone]``,
+``/digest off``, ``/digest now``, and the scheduler that posts them exactly once.
+
+Exactly once, across replicas and restarts
+    A schedule names local wall-clock slots (09:00 in its zone, DST included: the slot
+    stays at 09:00 local, so its UTC time moves with the clocks). Every ``interval``
+    seconds the scheduler takes, for each schedule, the *latest slot not after now*. If
+    that slot is newer than the schedule it is due: the scheduler **claims** it in the
+    database (``DigestStore.claim_digest_slot``, one row per channel and slot); only the
+    claimer composes and posts, then marks the slot ``posted`` (or ``skipped`` when nothing
+    was said in the period). Another replica, or this process after a restart, finds the
+    claim and does nothing. A process that was down at 09:00 claims the slot when it
+    comes back — posted late, once — and never the older slots it also missed (only the
+    latest slot is ever due). A claimer that dies before finishing leaves a claim that
+    expires after ``claim_ttl``, so the slot is posted late rather than lost.
+
+The period of a slot is the previous slot (same local time one day or week earlier)
+to the slot; the digest is ``bot.catchup``'s, with the same citations, posted in the
+channel through the platform's ``Outlet`` (with ``thread``: its heading in the channel,
+the points in a thread under it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from datetime import time as clock_time
+from typing import Protocol
+from zoneinfo import ZoneInfo
+
+from bot.catchup import Period
+from bot.catchup_command import Catchups, Where
+from bot.catchup_text import when
+from bot.messages import CommandResult
+from bot.since import WEEKDAYS, SinceError, parse_zone
+from memory.catchup_store import DigestSchedule, DigestStore
+from memory.models import ChannelKey
+
+__all__ = ["DigestScheduler", "Outlet", "latest_slot", "parse_digest", "previous_slot"]
+
+log = logging.getLogger(__name__)
+USAGE = ("Use /digest daily 09:00 [time zone] [thread], /digest weekly mon 09:00 [time zone] "
+         "[thread], /digest off or /digest now.")
+_CLOCK = re.compile(r"^(\d{1,2}):(\d{2})$")
+
+
+class Outlet(Protocol):
+    """How the scheduler reaches a platform: a channel's ``Where`` and posting to it."""
+
+    async def where(self, key: ChannelKey) -> Where:
+        """The channel with its threads and linker."""
+
+    async def post(self, key: ChannelKey, text: str, *, in_thread: bool = False) -> None:
+        """Post ``text`` (Markdown) in the channel for everyone; with ``in_thread``, its
+        first line in the channel and the rest in a thread under it."""
+
+
+def _at(day: datetime, minute: int, zone: ZoneInfo) -> float:
+    return datetime.combine(day.date(), clock_time(minute // 60, minute % 60),
+                            tzinfo=zone).timestamp()
+
+
+def latest_slot(s: DigestSchedule, now: float) -> float:
+    """The newest slot of ``s`` at or before ``now`` (unix seconds)."""
+    zone = ZoneInfo(s.tz)
+    local = datetime.fromtimestamp(now, UTC).astimezone(zone)
+    step = 1 if s.every == "daily" else 7
+    day = local if s.every == "daily" else local - timedelta(days=(local.weekday() - s.weekday) % 7)
+    slot = _at(day, s.minute, zone)
+    while slot > now:
+        day -= timedelta(days=step)
+        slot = _at(day, s.minute, zone)
+    return slot
+
+
+def previous_slot(s: DigestSchedule, slot: float) -> float:
+    """The slot before ``slot``: the same local time a day (or a week) earlier."""
+    zone = ZoneInfo(s.tz)
+    local = datetime.fromtimestamp(slot, UTC).astimezone(zone)
+    return _at(local - timedelta(days=1 if s.every == "daily" else 7), s.minute, zone)
+
+
+def parse_digest(text: str, key: ChannelKey, *, default_zone: str, now: float,
+                 by: str = "") -> DigestSchedule | str:
+    """A schedule from ``daily HH:MM [zone] [thread]`` / ``weekly <day> HH:MM [zone]
+    [thread]``, or one of the words ``off``, ``now``, ``status``; ``SinceError`` for
+    anything else."""
+    words = text.split()
+    in_thread = bool(words) and len(words) > 2 and words[-1].lower() == "thread"
+    if in_thread:
+        words = words[:-1]
+    if not words:
+        return "status"
+    first = words[0].lower()
+    if first in ("off", "now", "status") and len(words) == 1:
+        return first
+    weekday = -1
+    rest = words[1:]
+    if first == "weekly":
+        if not rest:
+            raise SinceError(USAGE)
+        day = rest[0].lower()
+        match = [i for i, name in enumerate(WEEKDAYS) if len(day) >= 3 and name.startswith(day)]
+        if not match:
+            raise SinceError(f"{rest[0]!r} is not a weekday. " + USAGE)
+        weekday, rest = match[0], rest[1:]
+    elif first != "daily":
+        raise SinceError(USAGE)
+    if not rest or not (m := _CLOCK.match(rest[0])):
+        raise SinceError("Give the time as HH:MM (24-hour). " + USAGE)
+    hour, minute = int(m.group(1)), int(m.group(2))
+    if hour > 23 or minute > 59:
+        raise SinceError(f"{rest[0]!r} is not a time of day. " + USAGE)
+    zone = parse_zone(rest[1]).key if len(rest) > 1 else default_zone
+    if len(rest) > 2:
+        raise SinceError(USAGE)
+    return DigestSchedule(key, "weekly" if weekday >= 0 else "daily", weekday,
+                          hour * 60 + minute, zone, now, by, in_thread)
+
+
+def describe(s: DigestSchedule, now: float) -> str:
+    """``Daily digest at 09:00 (Europe/Berlin); next: Tue 01 Dec 09:00``."""
+    zone = ZoneInfo(s.tz)
+    nxt = latest_slot(s, now)
+    while nxt <= now:
+        local = datetime.fromtimestamp(nxt, UTC).astimezone(zone)
+        nxt = _at(local + timedelta(days=1 if s.every == "daily" else 7), s.minute, zone)
+    at = f"{s.minute // 60:02d}:{s.minute % 60:02d}"
+    kind = "Daily digest" if s.every == "daily" else f"Weekly digest on {WEEKDAYS[s.weekday]}s"
+    where = ", in a thread" if s.in_thread else ""
+    return f"{kind} at {at} ({s.tz}){where}; next: {when(nxt, zone)}"
+
+
+class DigestScheduler:
+    """``/digest`` and the posting loop (see the module docstring)."""
+
+    def __init__(self, store: DigestStore, catchups: Catchups, *, default_zone: str = "UTC",
+                 interval: float = 30.0, claim_ttl: float = 600.0,
+                 clock: Callable[[], float] = time.time, owner: str | None = None) -> None:
+        self.store, self.catchups = store, catchups
+        self.default_zone, self.interval, self.claim_ttl = default_zone, interval, claim_ttl
+        self.clock = clock
+        self.owner = owner or uuid.uuid4().hex
+        self.outlets: dict[str, Outlet] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def add_outlet(self, platform: str, outlet: Outlet) -> None:
+        """Let the scheduler post to ``platform`` (an adapter calls this when connected)."""
+        self.outlets[platform] = outlet
+
+    async def command(self, where: Where, text: str, *, allowed: bool, by: str = "",
+                      refusal: str = "") -> CommandResult:
+        """``/digest …`` in ``where``; changing the schedule or posting needs ``allowed``."""
+        now = self.clock()
+        try:
+            parsed = parse_digest(text, where.key, default_zone=self.default_zone, now=now, by=by)
+        except SinceError as e:
+            return CommandResult(str(e), ok=False)
+        if parsed == "status":
+            current = await self.store.digest_schedule(where.key)
+            if current is None:
+                return CommandResult("No digest is scheduled here. " + USAGE)
+            return CommandResult(describe(current, now) + ".")
+        if not allowed:
+            return CommandResult(refusal or "You are not allowed to manage digests here.",
+                                 ok=False)
+        if parsed == "off":
+            gone = await self.store.delete_digest_schedule(where.key)
+            return CommandResult("Digests are off for this channel." if gone
+                                 else "No digest was scheduled here.")
+        if parsed == "now":
+            current = await self.store.digest_schedule(where.key)
+            days = 7 if current is not None and current.every == "weekly" else 1
+            zone = ZoneInfo(current.tz if current else self.default_zone)
+            period = Period(now - days * 86400, now, "last 7 days" if days == 7 else "last day")
+            result = await self.catchups.run(where, period, zone, title="Digest")
+            return CommandResult(result.text)
+        assert isinstance(parsed, DigestSchedule)
+        await self.store.set_digest_schedule(parsed)
+        return CommandResult(f"Scheduled. {describe(parsed, now)}. "
+                             "Each is posted here once, and skipped when nothing was said.")
+
+    async def tick(self) -> int:
+        """Post every due slot this process wins; return how many it posted."""
+        posted = 0
+        now = self.clock()
+        for s in await self.store.digest_schedules():
+            outlet = self.outlets.get(s.key.platform)
+            if outlet is None:
+                continue
+            try:
+                posted += await self._slot(s, outlet, now)
+            except Exception:
+                log.exception("digest of %s failed; its claim expires and it is retried", s.key)
+        return posted
+
+    async def _slot(self, s: DigestSchedule, outlet: Outlet, now: float) -> int:
+        slot = latest_slot(s, now)
+        if slot < s.created_at:
+            return 0  # the schedule did not exist yet at that slot
+        if not await self.store.claim_digest_slot(s.key, slot, self.owner, self.claim_ttl):
+            return 0  # posted (or being posted) by another replica or an earlier run
+        where = await outlet.where(s.key)
+        title = "Daily digest" if s.every == "daily" else "Weekly digest"
+        period = Period(previous_slot(s, slot), slot, "period")
+        result = await self.catchups.run(where, period, ZoneInfo(s.tz), title=title)
+        if result.empty:
+            await self.store.finish_digest_slot(s.key, slot, self.owner, "skipped")
+            return 0
+        if now - slot > self.interval * 2:
+            log.info("posting the %s digest of %s late (slot %s)", s.every, s.key, slot)
+        await outlet.post(s.key, result.text, in_thread=s.in_thread)
+        await self.store.finish_digest_slot(s.key, slot, self.owner, "posted")
+        return 1
+
+    async def run(self) -> None:
+        """Tick every ``interval`` seconds until cancelled; a failed tick is logged."""
+        while True:
+            try:
+                await self.tick()
+            except Exception:
+                log.exception("digest scheduler tick failed")
+            await asyncio.sleep(self.interval)
+
+    def start(self) -> None:
+        """Run the loop in the background (idempotent)."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self.run())
+
+    async def stop(self) -> None:
+        """Stop the loop; a digest being posted is cancelled (its claim expires)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None

@@ -1,0 +1,71 @@
+"""A separate OS process running the digest scheduler on a shared store (exactly-once
+tests).
+
+``python -m tests.digest_child STORE POSTS CLOCK GO TICKS`` where STORE is a SQLite path or
+``postgresql://…#schema``; the scheduler's clock reads CLOCK (unix seconds) plus the time
+since start; it waits until the file GO exists (so racing processes start together), ticks
+TICKS times, and appends ``<pid> <channel> <first line>`` to POSTS for every digest it posts.
+The model is the offline one (extractive digests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from bot.catchup import Catchup
+from bot.catchup_command import Catchups, Where
+from bot.digests import DigestScheduler
+from bot.offline_llm import OfflineLLM
+from memory.models import ChannelKey
+from memory.tokens import TokenCounter
+from tests.compaction_child import open_store
+
+
+class FileOutlet:
+    """Posts by appending a line to a file shared with the parent."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    async def where(self, key: ChannelKey) -> Where:
+        return Where(key)
+
+    async def post(self, key: ChannelKey, text: str, *, in_thread: bool = False) -> None:
+        await asyncio.to_thread(self._append, f"{os.getpid()} {key.channel} {text.splitlines()[0]}")
+
+    def _append(self, line: str) -> None:
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+
+
+def _wait_for(path: Path) -> None:
+    """Block until ``path`` exists (the parent's start signal)."""
+    while not path.exists():
+        time.sleep(0.01)
+
+
+async def main(spec: str, posts: str, clock: float, go: str, ticks: int) -> None:
+    store = open_store(spec)
+    await store.open()
+    tok = TokenCounter("gpt-4o")
+    started = time.monotonic()
+    catchups = Catchups(Catchup(store, OfflineLLM(tok), tok), store, ZoneInfo("UTC"))
+    scheduler = DigestScheduler(store, catchups, clock=lambda: clock + time.monotonic() - started)
+    scheduler.add_outlet("discord", FileOutlet(posts))
+    try:
+        await asyncio.to_thread(_wait_for, Path(go))
+        for _ in range(ticks):
+            await scheduler.tick()
+    finally:
+        await store.close()
+    print("done", flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4],
+                     int(sys.argv[5])))
