@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from bot.config_command import Caller, ConfigRequest
+from bot.memory_commands import RECORD_OFF
 from bot.messages import IncomingMessage
 from bot.prompts import FENCE_OPEN
-from bot.service import RECORD_OFF
 from memory.channel_settings import UsageKey
 from memory.models import ChannelKey
 from tests.fakes.openai_server import FakeOpenAI, default_responder

@@ -7,11 +7,11 @@ unfinished claim may be taken over.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory.catchup_store import DigestSchedule, DigestSlot, SlotState
 from memory.models import ChannelKey, Turn
-from memory.stores.common import TurnRow, columns
+from memory.stores.common import TurnRow, columns, positive_ttl
 from memory.stores.postgres.queries import by_key
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "SET_SCHEDULE",
     "SLOTS",
     "TURNS_BETWEEN",
+    "PostgresDigests",
     "by_key",
     "schedule_of",
     "slot_of",
@@ -92,3 +93,61 @@ def slot_of(key: ChannelKey, row: Any) -> DigestSlot:
     """A claim from a ``SLOTS`` row."""
     state: SlotState = row[2]
     return DigestSlot(key, float(row[0]), row[1], state)
+
+
+class PostgresDigests:
+    """The catch-up and digest roles, mixed into ``PostgresStore`` (which supplies
+    ``_fetch``)."""
+
+    if TYPE_CHECKING:
+        async def _fetch(self, sql: str, *args: Any) -> list[Any]: ...
+
+
+    async def turns_between(
+        self, key: ChannelKey, start: float, end: float, *, limit: int = 50_000
+    ) -> list[Turn]:
+        """Stored turns sent in ``[start, end)``, oldest first (see ``CatchupStore``)."""
+        rows = await self._fetch(TURNS_BETWEEN, *by_key(key), start, end, limit)
+        return [turn_of(key, r) for r in rows]
+
+    async def last_turn_by(self, key: ChannelKey, author_id: str, before: float) -> Turn | None:
+        """The newest user turn of ``author_id`` before ``before``."""
+        rows = await self._fetch(LAST_TURN_BY, *by_key(key), before, author_id)
+        return turn_of(key, rows[0]) if rows else None
+
+    async def set_digest_schedule(self, schedule: DigestSchedule) -> None:
+        """Create or replace the channel's digest schedule."""
+        s = schedule
+        await self._fetch(SET_SCHEDULE, *by_key(s.key), s.every, s.weekday, s.minute,
+                          s.tz, s.created_at, s.created_by, s.in_thread)
+
+    async def delete_digest_schedule(self, key: ChannelKey) -> bool:
+        """Remove the channel's digest schedule."""
+        return bool(await self._fetch(DELETE_SCHEDULE, *by_key(key)))
+
+    async def digest_schedule(self, key: ChannelKey) -> DigestSchedule | None:
+        """The channel's digest schedule, if any."""
+        rows = await self._fetch(SCHEDULE, *by_key(key))
+        return schedule_of(rows[0]) if rows else None
+
+    async def digest_schedules(self) -> list[DigestSchedule]:
+        """Every digest schedule."""
+        return [schedule_of(r) for r in await self._fetch(SCHEDULES)]
+
+    async def claim_digest_slot(
+        self, key: ChannelKey, slot_at: float, owner: str, ttl: float
+    ) -> bool:
+        """Claim a digest slot (see ``DigestStore.claim_digest_slot``)."""
+        ttl = positive_ttl(ttl)
+        return bool(await self._fetch(CLAIM_SLOT, *by_key(key), slot_at, owner, ttl))
+
+    async def finish_digest_slot(
+        self, key: ChannelKey, slot_at: float, owner: str, state: SlotState
+    ) -> bool:
+        """Mark a held slot as posted or skipped."""
+        return bool(await self._fetch(FINISH_SLOT, *by_key(key), slot_at, owner, state))
+
+    async def digest_slots(self, key: ChannelKey, *, limit: int = 50) -> list[DigestSlot]:
+        """The channel's slot claims, newest first."""
+        rows = await self._fetch(SLOTS, *by_key(key), limit)
+        return [slot_of(key, r) for r in rows]

@@ -29,7 +29,6 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from memory.catchup_store import DigestSchedule, DigestSlot, SlotState
 from memory.errors import StoreError, StoreOpenError
 from memory.history import DEFAULT_SUMMARY_HISTORY, ChannelOverview, SummaryVersion
 from memory.models import (
@@ -58,13 +57,13 @@ from memory.stores.common import (
 from memory.stores.postgres import (
     archive,
     backfill_marks,
-    digests,
     errors,
     history,
     owed,
     queries,
     turn_search,
 )
+from memory.stores.postgres.digests import PostgresDigests
 from memory.stores.postgres.queries import Conn, by_key
 from memory.stores.postgres.schema import migrate, quote_schema
 from memory.stores.postgres.settings import PostgresSettings
@@ -75,7 +74,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class PostgresStore(PostgresSettings):
+class PostgresStore(PostgresSettings, PostgresDigests):
     """A store on a PostgreSQL schema (every role of ``memory.store.Store``, and event
     claims); see the module docstring for the design."""
 
@@ -364,57 +363,6 @@ class PostgresStore(PostgresSettings):
     async def import_state(self, state: SummaryState) -> None:
         """Set a channel's summary state exactly (see ``PortingStore.import_state``)."""
         await self._tx(partial(queries.import_state, state=state))
-
-    # ------------------------------------------------------------------ catch-up, digests
-
-    async def turns_between(
-        self, key: ChannelKey, start: float, end: float, *, limit: int = 50_000
-    ) -> list[Turn]:
-        """Stored turns sent in ``[start, end)``, oldest first (see ``CatchupStore``)."""
-        rows = await self._fetch(digests.TURNS_BETWEEN, *by_key(key), start, end, limit)
-        return [digests.turn_of(key, r) for r in rows]
-
-    async def last_turn_by(self, key: ChannelKey, author_id: str, before: float) -> Turn | None:
-        """The newest user turn of ``author_id`` before ``before``."""
-        rows = await self._fetch(digests.LAST_TURN_BY, *by_key(key), before, author_id)
-        return digests.turn_of(key, rows[0]) if rows else None
-
-    async def set_digest_schedule(self, schedule: DigestSchedule) -> None:
-        """Create or replace the channel's digest schedule."""
-        s = schedule
-        await self._fetch(digests.SET_SCHEDULE, *by_key(s.key), s.every, s.weekday, s.minute,
-                          s.tz, s.created_at, s.created_by, s.in_thread)
-
-    async def delete_digest_schedule(self, key: ChannelKey) -> bool:
-        """Remove the channel's digest schedule."""
-        return bool(await self._fetch(digests.DELETE_SCHEDULE, *by_key(key)))
-
-    async def digest_schedule(self, key: ChannelKey) -> DigestSchedule | None:
-        """The channel's digest schedule, if any."""
-        rows = await self._fetch(digests.SCHEDULE, *by_key(key))
-        return digests.schedule_of(rows[0]) if rows else None
-
-    async def digest_schedules(self) -> list[DigestSchedule]:
-        """Every digest schedule."""
-        return [digests.schedule_of(r) for r in await self._fetch(digests.SCHEDULES)]
-
-    async def claim_digest_slot(
-        self, key: ChannelKey, slot_at: float, owner: str, ttl: float
-    ) -> bool:
-        """Claim a digest slot (see ``DigestStore.claim_digest_slot``)."""
-        ttl = positive_ttl(ttl)
-        return bool(await self._fetch(digests.CLAIM_SLOT, *by_key(key), slot_at, owner, ttl))
-
-    async def finish_digest_slot(
-        self, key: ChannelKey, slot_at: float, owner: str, state: SlotState
-    ) -> bool:
-        """Mark a held slot as posted or skipped."""
-        return bool(await self._fetch(digests.FINISH_SLOT, *by_key(key), slot_at, owner, state))
-
-    async def digest_slots(self, key: ChannelKey, *, limit: int = 50) -> list[DigestSlot]:
-        """The channel's slot claims, newest first."""
-        rows = await self._fetch(digests.SLOTS, *by_key(key), limit)
-        return [digests.slot_of(key, r) for r in rows]
 
     # ------------------------------------------------------------------ leases and claims
 

@@ -9,15 +9,20 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from memory.catchup_store import DigestSchedule, DigestSlot, SlotState
 from memory.models import ChannelKey, Turn
-from memory.stores.common import TURN_COLS, TurnRow
+from memory.stores.common import TURN_COLS, TurnRow, positive_ttl
 from memory.stores.sqlite.archive import channel_of
 from memory.stores.sqlite.writer import WriteTx
 
+P = ParamSpec("P")
+T = TypeVar("T")
+
 __all__ = [
+    "SqliteDigests",
     "claim_slot",
     "delete_schedule",
     "finish_slot",
@@ -135,3 +140,58 @@ def slots(conn: sqlite3.Connection, key: ChannelKey, limit: int) -> list[DigestS
         (*_args(key), limit),
     ).fetchall()
     return [DigestSlot(key, float(r[0]), r[1], r[2]) for r in rows]
+
+
+class SqliteDigests:
+    """The catch-up and digest roles, mixed into ``SqliteStore`` (which supplies
+    ``_read``/``_write``)."""
+
+    if TYPE_CHECKING:
+        async def _write(self, fn: Callable[Concatenate[WriteTx, P], T], *args: P.args,
+                         **kwargs: P.kwargs) -> T: ...
+
+        async def _read(self, fn: Callable[Concatenate[sqlite3.Connection, P], T],
+                        *args: P.args, **kwargs: P.kwargs) -> T: ...
+
+
+    async def turns_between(
+        self, key: ChannelKey, start: float, end: float, *, limit: int = 50_000
+    ) -> list[Turn]:
+        """Stored turns sent in ``[start, end)``, oldest first (see ``CatchupStore``)."""
+        return await self._read(turns_between, key, start, end, limit)
+
+    async def last_turn_by(self, key: ChannelKey, author_id: str, before: float) -> Turn | None:
+        """The newest user turn of ``author_id`` before ``before``."""
+        return await self._read(last_turn_by, key, author_id, before)
+
+    async def set_digest_schedule(self, schedule: DigestSchedule) -> None:
+        """Create or replace the channel's digest schedule."""
+        await self._write(set_schedule, schedule)
+
+    async def delete_digest_schedule(self, key: ChannelKey) -> bool:
+        """Remove the channel's digest schedule."""
+        return await self._write(delete_schedule, key)
+
+    async def digest_schedule(self, key: ChannelKey) -> DigestSchedule | None:
+        """The channel's digest schedule, if any."""
+        return await self._read(schedule, key)
+
+    async def digest_schedules(self) -> list[DigestSchedule]:
+        """Every digest schedule."""
+        return await self._read(schedules)
+
+    async def claim_digest_slot(
+        self, key: ChannelKey, slot_at: float, owner: str, ttl: float
+    ) -> bool:
+        """Claim a digest slot (see ``DigestStore.claim_digest_slot``)."""
+        return await self._write(claim_slot, key, slot_at, owner, positive_ttl(ttl))
+
+    async def finish_digest_slot(
+        self, key: ChannelKey, slot_at: float, owner: str, state: SlotState
+    ) -> bool:
+        """Mark a held slot as posted or skipped."""
+        return await self._write(finish_slot, key, slot_at, owner, state)
+
+    async def digest_slots(self, key: ChannelKey, *, limit: int = 50) -> list[DigestSlot]:
+        """The channel's slot claims, newest first."""
+        return await self._read(slots, key, limit)

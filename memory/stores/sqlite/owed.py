@@ -7,13 +7,18 @@ conditional ``UPDATE`` and two processes sharing the file never both win it.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from memory.models import ChannelKey, OwedReply, Turn
+from memory.stores.common import positive_ttl
 from memory.stores.sqlite.writer import WriteTx
 
+P = ParamSpec("P")
+T = TypeVar("T")
+
 __all__ = [
+    "SqliteOwed",
     "claim_due",
     "claim_owed",
     "expire_owed",
@@ -114,3 +119,49 @@ def expire_owed(tx: WriteTx, platform: str, before: float, max_attempts: int) ->
         (platform, time.time(), before, max_attempts),
     ).fetchall()
     return sorted((_row(r) for r in rows), key=lambda o: o.sent_at)
+
+
+class SqliteOwed:
+    """The reply ledger role (``ReplyLedger``), mixed into ``SqliteStore`` (which supplies
+    ``_write``); the functions above run inside its write transactions."""
+
+    if TYPE_CHECKING:
+        async def _write(self, fn: Callable[Concatenate[WriteTx, P], T], *args: P.args,
+                         **kwargs: P.kwargs) -> T: ...
+
+    async def claim_owed(
+        self, key: ChannelKey, message_id: str, owner: str, claim_seconds: float
+    ) -> OwedReply | None:
+        """Claim this message's open debt (see ``ReplyLedger.claim_owed``)."""
+        return await self._write(claim_owed, key, message_id, owner,
+                                 positive_ttl(claim_seconds))
+
+    async def claim_due(
+        self, platform: str, owner: str, claim_seconds: float, *, since: float, limit: int = 20
+    ) -> list[OwedReply]:
+        """Claim debts whose claim ran out (see ``ReplyLedger.claim_due``)."""
+        return await self._write(claim_due, platform, owner, positive_ttl(claim_seconds),
+                                 since, limit)
+
+    async def renew_owed(
+        self, owner: str, items: Sequence[tuple[ChannelKey, str]], claim_seconds: float
+    ) -> int:
+        """Extend ``owner``'s live claims."""
+        if not items:
+            return 0
+        return await self._write(renew_owed, owner, tuple(items),
+                                 positive_ttl(claim_seconds))
+
+    async def release_owed(self, key: ChannelKey, message_id: str, owner: str) -> bool:
+        """Make ``owner``'s claimed debt due again."""
+        return await self._write(release_owed, key, message_id, owner)
+
+    async def settle_owed(self, key: ChannelKey, message_id: str) -> bool:
+        """Delete a delivered debt."""
+        return await self._write(settle_owed, key, message_id)
+
+    async def expire_owed(
+        self, platform: str, *, before: float, max_attempts: int
+    ) -> list[OwedReply]:
+        """Delete and return debts too old or tried too often."""
+        return await self._write(expire_owed, platform, before, max_attempts)

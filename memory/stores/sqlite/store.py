@@ -23,7 +23,6 @@ from typing import Concatenate, Literal, ParamSpec, TypeVar
 
 import aiosqlite
 
-from memory.catchup_store import DigestSchedule, DigestSlot, SlotState
 from memory.errors import StoreError, StoreOpenError
 from memory.history import DEFAULT_SUMMARY_HISTORY, ChannelOverview, SummaryVersion
 from memory.models import (
@@ -35,7 +34,6 @@ from memory.models import (
     NewEpisode,
     NewLongTermFact,
     NewTurn,
-    OwedReply,
     Recall,
     RecordResult,
     SummaryState,
@@ -46,12 +44,12 @@ from memory.stores.common import TurnEdit, positive_ttl, wants_search
 from memory.stores.sqlite import (
     archive,
     backfill_marks,
-    digests,
     history,
-    owed,
     queries,
     turn_search,
 )
+from memory.stores.sqlite.digests import SqliteDigests
+from memory.stores.sqlite.owed import SqliteOwed
 from memory.stores.sqlite.schema import migrate
 from memory.stores.sqlite.settings import SqliteSettings
 from memory.stores.sqlite.writer import GroupCommitWriter, WriteTx, raw_connection, translate
@@ -97,7 +95,7 @@ def _open_error(path: Path, exc: sqlite3.DatabaseError) -> StoreOpenError:
     return StoreOpenError(f"cannot open the database {path}: {hint}")
 
 
-class SqliteStore(SqliteSettings):
+class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed):
     """A store on one SQLite file (every role of ``memory.store.Store``, and event claims).
     See the module docstring for the design."""
 
@@ -398,89 +396,6 @@ class SqliteStore(SqliteSettings):
     async def claim_event(self, event_id: str, ttl: float = 86400) -> bool:
         """True for the first claimer of ``event_id`` within ``ttl`` seconds."""
         return await self._write(queries.claim_event, event_id, positive_ttl(ttl))
-
-    # ------------------------------------------------------------------ owed replies
-
-    async def claim_owed(
-        self, key: ChannelKey, message_id: str, owner: str, claim_seconds: float
-    ) -> OwedReply | None:
-        """Claim this message's open debt (see ``ReplyLedger.claim_owed``)."""
-        return await self._write(owed.claim_owed, key, message_id, owner,
-                                 positive_ttl(claim_seconds))
-
-    async def claim_due(
-        self, platform: str, owner: str, claim_seconds: float, *, since: float, limit: int = 20
-    ) -> list[OwedReply]:
-        """Claim debts whose claim ran out (see ``ReplyLedger.claim_due``)."""
-        return await self._write(owed.claim_due, platform, owner, positive_ttl(claim_seconds),
-                                 since, limit)
-
-    async def renew_owed(
-        self, owner: str, items: Sequence[tuple[ChannelKey, str]], claim_seconds: float
-    ) -> int:
-        """Extend ``owner``'s live claims."""
-        if not items:
-            return 0
-        return await self._write(owed.renew_owed, owner, tuple(items),
-                                 positive_ttl(claim_seconds))
-
-    async def release_owed(self, key: ChannelKey, message_id: str, owner: str) -> bool:
-        """Make ``owner``'s claimed debt due again."""
-        return await self._write(owed.release_owed, key, message_id, owner)
-
-    async def settle_owed(self, key: ChannelKey, message_id: str) -> bool:
-        """Delete a delivered debt."""
-        return await self._write(owed.settle_owed, key, message_id)
-
-    async def expire_owed(
-        self, platform: str, *, before: float, max_attempts: int
-    ) -> list[OwedReply]:
-        """Delete and return debts too old or tried too often."""
-        return await self._write(owed.expire_owed, platform, before, max_attempts)
-
-    # ------------------------------------------------------------------ catch-up, digests
-
-    async def turns_between(
-        self, key: ChannelKey, start: float, end: float, *, limit: int = 50_000
-    ) -> list[Turn]:
-        """Stored turns sent in ``[start, end)``, oldest first (see ``CatchupStore``)."""
-        return await self._read(digests.turns_between, key, start, end, limit)
-
-    async def last_turn_by(self, key: ChannelKey, author_id: str, before: float) -> Turn | None:
-        """The newest user turn of ``author_id`` before ``before``."""
-        return await self._read(digests.last_turn_by, key, author_id, before)
-
-    async def set_digest_schedule(self, schedule: DigestSchedule) -> None:
-        """Create or replace the channel's digest schedule."""
-        await self._write(digests.set_schedule, schedule)
-
-    async def delete_digest_schedule(self, key: ChannelKey) -> bool:
-        """Remove the channel's digest schedule."""
-        return await self._write(digests.delete_schedule, key)
-
-    async def digest_schedule(self, key: ChannelKey) -> DigestSchedule | None:
-        """The channel's digest schedule, if any."""
-        return await self._read(digests.schedule, key)
-
-    async def digest_schedules(self) -> list[DigestSchedule]:
-        """Every digest schedule."""
-        return await self._read(digests.schedules)
-
-    async def claim_digest_slot(
-        self, key: ChannelKey, slot_at: float, owner: str, ttl: float
-    ) -> bool:
-        """Claim a digest slot (see ``DigestStore.claim_digest_slot``)."""
-        return await self._write(digests.claim_slot, key, slot_at, owner, positive_ttl(ttl))
-
-    async def finish_digest_slot(
-        self, key: ChannelKey, slot_at: float, owner: str, state: SlotState
-    ) -> bool:
-        """Mark a held slot as posted or skipped."""
-        return await self._write(digests.finish_slot, key, slot_at, owner, state)
-
-    async def digest_slots(self, key: ChannelKey, *, limit: int = 50) -> list[DigestSlot]:
-        """The channel's slot claims, newest first."""
-        return await self._read(digests.slots, key, limit)
 
     # ------------------------------------------------------------------ copy-db
 
