@@ -49,7 +49,7 @@ from bot.llm import LLM
 from bot.messages import CommandResult, IncomingMessage, Reply
 from bot.prompts import build_messages, fixed_overhead
 from memory.completion import ChatMessage
-from memory.errors import StoreError, SummaryRejected
+from memory.errors import StoreError, StoreUnavailableError, SummaryRejected
 from memory.manager import MemoryManager
 from memory.models import ChannelKey, ChannelStats, LongTermFact, MemoryView, NewTurn
 from memory.recall import episode_spans, fact_line
@@ -182,15 +182,24 @@ class ChatService:
         return self.config.context_tokens - self.config.reply_tokens - fixed
 
     async def on_message(
-        self, msg: IncomingMessage, *, on_delta: DeltaSink | None = None
+        self,
+        msg: IncomingMessage,
+        *,
+        on_delta: DeltaSink | None = None,
+        on_recorded: Callable[[], None] | None = None,
     ) -> Reply | None:
         """Record ``msg``; return the reply when the bot is addressed, else ``None``.
 
         With ``on_delta`` the reply is streamed: it is called with the text so far as it
-        grows (the adapter decides how often to show it).
+        grows (the adapter decides how often to show it). ``on_recorded`` is called once the
+        message is durable (or needs no storing), before the reply is generated: an adapter
+        that acknowledges deliveries acknowledges then, and withholds the acknowledgement
+        when it is never called (the store failed), so the platform delivers again.
         """
         addressed = self.should_reply(msg)
         if self.config.record_mode == "addressed" and not addressed:
+            if on_recorded is not None:
+                on_recorded()  # nothing to keep
             return None
         limit = self.config.max_input_chars
         # No await before record(): a channel's messages must be queued in arrival order.
@@ -208,9 +217,14 @@ class ChatService:
                 )
             )
         except StoreError as e:
-            log.error("could not record message %s in %s: %s", msg.message_id, msg.key, e,
-                      exc_info=e)
+            if isinstance(e, StoreUnavailableError):  # the store reports it, once a minute
+                log.debug("could not record message %s in %s: %s", msg.message_id, msg.key, e)
+            else:
+                log.error("could not record message %s in %s: %s", msg.message_id, msg.key, e,
+                          exc_info=e)
             return Reply(STORE_FAILED, failed=True) if addressed else None
+        if on_recorded is not None:
+            on_recorded()
         if not addressed or not result.created:
             return None  # not for us, or a re-delivery we already answered
         if limit and len(msg.text) > limit:

@@ -8,7 +8,8 @@ Same semantics as ``SqliteStore`` (one contract suite runs on both), kept under 
 * **Edit, delete and reset lock the channel row first**, ordering them against
   ``commit_summary``'s conditional ``UPDATE … WHERE version = …``.
 * **Views** (``state``, ``snapshot``) read one ``REPEATABLE READ READ ONLY`` transaction.
-* **A lost connection is retried once** on a fresh pooled connection; each operation is one
+* **A lost connection is retried with backoff** on a fresh pooled connection (asyncpg's
+  ``InternalClientError`` "cannot switch to state …" included; ``errors.LOST``); each operation is one
   transaction, so nothing half-applies. If the link died just after COMMIT, ``record``
   answers ``created=False`` and ``commit_summary`` False (the next compaction re-reads).
 * ``schema`` is the connection's startup ``search_path``; ``open`` creates it if missing.
@@ -52,6 +53,7 @@ from memory.stores.common import (
     positive_ttl,
     wants_search,
 )
+from memory.stores.faults import REPORT
 from memory.stores.postgres import archive, errors, queries, turn_search
 from memory.stores.postgres.queries import Conn, by_key
 from memory.stores.postgres.schema import migrate, quote_schema
@@ -123,20 +125,31 @@ class PostgresStore:
         await self.close()
 
     async def _run(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
-        """Run ``fn`` on a pooled connection; retry once on a lost connection."""
-        for attempt in (1, 2):
+        """Run ``fn`` on a pooled connection; after a lost connection, retry on a fresh one
+        with backoff (``errors.RETRY_DELAYS``), then raise ``StoreUnavailableError``."""
+        delays = iter(errors.RETRY_DELAYS)
+        while True:
             if self._pool is None:
                 raise StoreError("the store is closed")
             try:
                 async with self._pool.acquire() as conn:
-                    return await fn(conn)
+                    try:
+                        result = await fn(conn)
+                    except errors.LOST:
+                        conn.terminate()  # never hand a half-dead connection back to the pool
+                        raise
+                if REPORT.active:
+                    REPORT.succeeded()
+                return result
             except errors.LOST as e:
-                if attempt == 2:
-                    raise errors.translate(e) from e
-                log.warning("PostgreSQL connection lost (%s); retrying once", type(e).__name__)
+                delay = next(delays, None)
+                if delay is None:
+                    raise errors.lost(e) from e
+                log.warning("PostgreSQL connection lost (%s); retrying in %.2f s",
+                            type(e).__name__, delay)
+                await asyncio.sleep(delay)
             except asyncpg.PostgresError as e:
                 raise errors.translate(e) from e
-        raise AssertionError("unreachable")
 
     async def _tx(self, fn: Callable[[Conn], Awaitable[T]], *, read: bool = False) -> T:
         """``fn`` in one transaction; a read is one consistent REPEATABLE READ snapshot."""
