@@ -27,8 +27,8 @@ __all__ = [
     "SchemaTooNewError",
     "StoreBusyError",
     "StoreError",
-    "StoreUnavailableError",
     "StoreOpenError",
+    "StoreUnavailableError",
     "SummaryRejected",
 ]
 

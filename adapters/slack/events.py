@@ -12,7 +12,8 @@ One message, one turn, one reply
     events it thinks were lost (``X-Slack-Retry-Num``). Both carry the same channel and
     ``ts``; the first one claims ``(team, channel, ts)`` in this process, and the others
     wait for its outcome (acknowledged when it was stored, delivered again when not) and
-    post nothing. A stored turn is never stored twice: the store records by message id. Across processes (HTTP mode behind a load balancer)
+    post nothing. A stored turn is never stored twice: the store records by message id.
+    Across processes (HTTP mode behind a load balancer)
     the delivery claims and the service's idempotent recording are the guard: a duplicate
     gets no reply, and a placeholder it posted is deleted again.
 

@@ -9,8 +9,8 @@ Same semantics as ``SqliteStore`` (one contract suite runs on both), kept under 
   ``commit_summary``'s conditional ``UPDATE … WHERE version = …``.
 * **Views** (``state``, ``snapshot``) read one ``REPEATABLE READ READ ONLY`` transaction.
 * **A lost connection is retried with backoff** on a fresh pooled connection (asyncpg's
-  ``InternalClientError`` "cannot switch to state …" included; ``errors.LOST``); each operation is one
-  transaction, so nothing half-applies. If the link died just after COMMIT, ``record``
+  ``InternalClientError`` "cannot switch to state …" included; ``errors.LOST``); each
+  operation is one transaction, so nothing half-applies. If the link died just after COMMIT, ``record``
   answers ``created=False`` and ``commit_summary`` False (the next compaction re-reads).
 * ``schema`` is the connection's startup ``search_path``; ``open`` creates it if missing.
 
