@@ -13,9 +13,9 @@ One message, one turn, one reply
     ``ts``; the first one claims ``(team, channel, ts)`` in this process, and the others
     wait for its outcome (acknowledged when it was stored, delivered again when not) and
     post nothing. A stored turn is never stored twice: the store records by message id.
-    Across processes (HTTP mode behind a load balancer)
-    the delivery claims and the service's idempotent recording are the guard: a duplicate
-    gets no reply, and a placeholder it posted is deleted again.
+    Across processes (HTTP mode behind a load balancer) the delivery claims and the
+    service's idempotent recording are the guard: a duplicate gets no reply, and a
+    placeholder it posted is deleted again.
 
 What is a conversation
     Human messages (no subtype, ``thread_broadcast``, ``file_share``, ``me_message``) in any

@@ -10,8 +10,9 @@ Same semantics as ``SqliteStore`` (one contract suite runs on both), kept under 
 * **Views** (``state``, ``snapshot``) read one ``REPEATABLE READ READ ONLY`` transaction.
 * **A lost connection is retried with backoff** on a fresh pooled connection (asyncpg's
   ``InternalClientError`` "cannot switch to state …" included; ``errors.LOST``); each
-  operation is one transaction, so nothing half-applies. If the link died just after COMMIT, ``record``
-  answers ``created=False`` and ``commit_summary`` False (the next compaction re-reads).
+  operation is one transaction, so nothing half-applies. If the link died just after
+  COMMIT, ``record`` answers ``created=False`` and ``commit_summary`` False (the next
+  compaction re-reads).
 * ``schema`` is the connection's startup ``search_path``; ``open`` creates it if missing.
 
 For replicas: ``try_lease`` / ``release_lease`` (per-channel compaction single-flight with
