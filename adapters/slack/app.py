@@ -28,6 +28,7 @@ from adapters.claims import DeliveryClaims
 from adapters.slack.commands import COMMANDS, SlackCommands
 from adapters.slack.events import SlackEvents
 from adapters.slack.options import SlackOptions
+from adapters.slack.transport import quiet_bolt_logs
 from adapters.slack.users import BotIdentity, UserDirectory
 from bot.errors import ConfigError
 from bot.service import ChatService
@@ -147,5 +148,6 @@ def build_app(adapter: SlackAdapter) -> AsyncApp:
         logger=logging.getLogger("gistbot.slack.bolt"),
         process_before_response=True,  # the listener's outcome is the acknowledgement
     )
+    quiet_bolt_logs(logging.getLogger("gistbot.slack.bolt"))
     adapter.register(app)
     return app
