@@ -252,6 +252,14 @@ def tiny_disk(tmp_path: Path) -> Iterator[tuple[Path, bool]]:
             subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
+def fill(path: Path) -> None:
+    """Write zeros to ``path`` until the disk says it is full."""
+    with open(path, "wb") as f, contextlib.suppress(OSError):
+        while True:
+            f.write(b"\0" * 65536)
+            f.flush()
+
+
 def _writer_conn(rt: Runtime) -> Any:
     store = rt.store
     assert isinstance(store, SqliteStore)
@@ -328,10 +336,7 @@ async def test_full_disk_acknowledges_nothing_and_recovers(
             assert await h.event(plain(0), event_id="Ev0") == 200
             filler = disk / "filler"
             if mounted:  # fill the tmpfs to the last byte: a real ENOSPC
-                with open(filler, "wb") as f, contextlib.suppress(OSError):
-                    while True:
-                        f.write(b"\0" * 65536)
-                        f.flush()
+                await asyncio.to_thread(fill, filler)
             else:  # no mount here: SQLite's page limit gives the same SQLITE_FULL
                 conn = _writer_conn(h.rt)
                 pages = (await (await conn.execute("PRAGMA page_count")).fetchone())[0]
