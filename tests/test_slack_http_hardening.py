@@ -8,7 +8,6 @@ import json
 import logging
 from collections.abc import AsyncIterator
 
-import aiohttp
 import pytest
 
 from adapters.slack.transport import MAX_BODY_BYTES, escape
