@@ -70,9 +70,9 @@ def stored_ids(db: Path) -> list[str]:
 
 @pytest.fixture(autouse=True)
 def fresh_report() -> Iterator[None]:
-    REPORT.succeeded()  # another test's fault must not make this one's report quiet
+    REPORT.reset()  # another test's fault must not make this one's report quiet
     yield
-    REPORT.succeeded()
+    REPORT.reset()
 
 
 # ---------------------------------------------------------------- HTTP: the ordering

@@ -57,6 +57,11 @@ class FaultReport:
         if causes:
             log.warning("the database accepts writes again (after: %s)", ", ".join(causes))
 
+    def reset(self) -> None:
+        """Forget every cause without a word (a new run, or a test)."""
+        with self._lock:
+            self._last, self._missed = {}, {}
+
     @property
     def active(self) -> bool:
         """Whether a fault has been reported and no write has succeeded since."""
