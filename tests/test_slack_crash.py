@@ -22,3 +22,15 @@ async def test_sigkill_during_a_burst_loses_nothing_acknowledged(tmp_path: Path)
     assert not result.lost, f"acknowledged but never stored: {result.lost[:10]} {summary}"
     assert not result.duplicates, f"stored twice: {result.duplicates[:10]} {summary}"
     assert len(result.acked) == result.sent, summary
+
+
+async def test_sigkill_in_socket_mode_loses_nothing_acknowledged(tmp_path: Path) -> None:
+    kills = max(2, KILLS // 2)
+    result = await crash_run(tmp_path, kills=kills, rate=200.0, mention_every=20,
+                             socket_mode=True)  # fmt: skip
+    summary = result.summary()
+    assert result.kills == kills
+    assert result.deliveries > result.sent > 0, summary
+    assert not result.lost, f"acknowledged but never stored: {result.lost[:10]} {summary}"
+    assert not result.duplicates, f"stored twice: {result.duplicates[:10]} {summary}"
+    assert len(result.acked) == result.sent, summary

@@ -62,7 +62,7 @@ def percentile(values: list[float], p: float) -> float:
     if not values:
         return 0.0
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def message_ts(i: int) -> str:
@@ -76,16 +76,17 @@ def event_for(i: int, mention_every: int) -> dict[str, object]:
 
 
 class Child:
-    """One run of the child process."""
+    """One run of the child process (Socket Mode when ``app_token`` is given)."""
 
-    def __init__(self, db: Path, api_url: str) -> None:
-        self.db, self.api_url = db, api_url
+    def __init__(self, db: Path, api_url: str, app_token: str | None = None) -> None:
+        self.db, self.api_url, self.app_token = db, api_url, app_token
         self.proc: asyncio.subprocess.Process | None = None
         self.url = ""
 
     async def start(self) -> str:
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "tests.slack_crash_child", str(self.db), self.api_url,
+            *(["socket", self.app_token] if self.app_token else []),
             cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
         )  # fmt: skip
@@ -133,6 +134,60 @@ async def _deliver(
     return ok
 
 
+class SocketAcks:
+    """Socket Mode deliveries: send an envelope through the fake, wait for its ack (or for
+    the child's death, ``fail_all``)."""
+
+    def __init__(self, fake: FakeSlack) -> None:
+        self.fake = fake
+        self.waiting: dict[str, asyncio.Future[bool]] = {}
+        self._seen = 0
+        self._task = asyncio.create_task(self._watch())
+
+    async def _watch(self) -> None:
+        while True:
+            received = self.fake.socket_received
+            for m in received[self._seen:]:
+                fut = self.waiting.pop(str(m.get("envelope_id")), None)
+                if fut is not None and not fut.done():
+                    fut.set_result(True)
+            self._seen = len(received)
+            await asyncio.sleep(0.002)
+
+    async def deliver(self, eid: str, payload: dict[str, object], retry: int) -> bool:
+        fut = asyncio.get_running_loop().create_future()
+        self.waiting[eid] = fut
+        try:
+            await self.fake.socket_send({
+                "envelope_id": eid, "type": "events_api", "accepts_response_payload": False,
+                "retry_attempt": retry, "retry_reason": "timeout" if retry else "",
+                "payload": payload}, within=2)  # fmt: skip
+        except (ConnectionError, AssertionError, RuntimeError, TimeoutError):
+            self.waiting.pop(eid, None)
+            return False
+        return await fut
+
+    def fail_all(self) -> None:
+        for fut in self.waiting.values():
+            if not fut.done():
+                fut.set_result(False)
+        self.waiting.clear()
+
+    async def close(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+
+async def _socket_gone(fake: FakeSlack) -> None:
+    """Wait until the fake has seen the killed child's websocket close."""
+    for _ in range(500):
+        if not fake._sockets:  # the harness may look inside its own fake
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the killed child's websocket is still open")
+
+
 async def crash_run(
     tmp: Path,
     *,
@@ -141,6 +196,7 @@ async def crash_run(
     mention_every: int = 20,
     kill_window: tuple[float, float] = (0.2, 1.2),
     seed: int = 14,
+    socket_mode: bool = False,
 ) -> CrashResult:
     """See the module docstring; the database is ``tmp / 'gistbot.db'``."""
     rng = random.Random(seed)
@@ -151,12 +207,28 @@ async def crash_run(
     nxt = 0
     async with FakeSlack() as fake, aiohttp.ClientSession() as http:
         directory(fake)
+        acks = SocketAcks(fake) if socket_mode else None
+
+        async def over_socket(i: int) -> bool:
+            assert acks is not None
+            retry = tries.get(i, 0)
+            tries[i] = retry + 1
+            result.deliveries += 1
+            started = time.perf_counter()
+            body = event_body(event_for(i, mention_every), event_id=f"Ev{i}")
+            if not await acks.deliver(f"env-{i}-{retry}", body, retry):
+                return False
+            result.ack_seconds.append(time.perf_counter() - started)
+            result.acked.add(i)
+            return True
 
         def deliver(i: int) -> asyncio.Task[bool]:
+            if socket_mode:
+                return asyncio.create_task(over_socket(i))
             return asyncio.create_task(_deliver(http, url, i, tries, mention_every, result))
 
         for run in range(kills + 1):
-            child = Child(db, fake.api_url)
+            child = Child(db, fake.api_url, fake.app_token if socket_mode else None)
             url = await child.start()
             if run < kills:  # a burst at ``rate``, backlog first, until the kill
                 deadline = time.monotonic() + rng.uniform(*kill_window)
@@ -172,6 +244,10 @@ async def crash_run(
                     await asyncio.sleep(max(0.0, started + sent_here / rate - time.monotonic()))
                 child.kill()
                 result.kills += 1
+                await child.wait()
+                if acks is not None:
+                    await _socket_gone(fake)
+                    acks.fail_all()
                 await asyncio.gather(*tasks.values())
                 pending = order + [i for i, t in tasks.items() if not t.result()]
             else:  # the last run is not killed: deliver until every event is in
@@ -183,6 +259,8 @@ async def crash_run(
                 await asyncio.sleep(1.0)  # replies in flight finish
                 child.kill()
             await child.wait()
+        if acks is not None:
+            await acks.close()
         assert not pending, f"{len(pending)} events never acknowledged"
     result.sent = nxt
     result.mentions = len([i for i in range(nxt) if mention_every and i % mention_every == 0])
