@@ -21,6 +21,7 @@ import signal
 import sqlite3
 import sys
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,7 +30,7 @@ import aiohttp
 from tests.fakes.slack_api import FakeSlack
 from tests.harness.slack import directory, event_body, mention, sign
 
-__all__ = ["CrashResult", "crash_run", "percentile"]
+__all__ = ["CrashResult", "burst_run", "crash_run", "percentile"]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -273,4 +274,50 @@ async def crash_run(
     stored = {str(r[0]) for r in rows}
     result.lost = sorted(message_ts(i) for i in result.acked if message_ts(i) not in stored)
     result.duplicates = [str(r[0]) for r in dup]
+    return result
+
+
+async def burst_run(
+    tmp: Path, *, events: int = 2000, rate: float | None = 200.0, socket_mode: bool = False
+) -> CrashResult:
+    """``events`` events, ``rate`` a second (None: all at once; HTTP then uses up to 100
+    connections, as aiohttp pools them), to one child, nothing killed: the acknowledgement
+    times under a burst, from sending to the 200 or the envelope ack."""
+    db = tmp / "gistbot.db"
+    result = CrashResult()
+    tries: dict[int, int] = {}
+    async with FakeSlack() as fake, aiohttp.ClientSession() as http:
+        directory(fake)
+        child = Child(db, fake.api_url, fake.app_token if socket_mode else None)
+        url = await child.start()
+        acks = SocketAcks(fake) if socket_mode else None
+        try:
+            if acks is not None:
+                async def one(i: int) -> bool:
+                    started = time.perf_counter()
+                    body = event_body(event_for(i, 20), event_id=f"Ev{i}")
+                    ok = await acks.deliver(f"env-{i}", body, 0)
+                    if ok:
+                        result.ack_seconds.append(time.perf_counter() - started)
+                        result.acked.add(i)
+                    return ok
+
+                send = one
+            else:
+                def send(i: int) -> Awaitable[bool]:
+                    return _deliver(http, url, i, tries, 20, result)
+
+            tasks, began = [], time.monotonic()
+            for i in range(events):
+                tasks.append(asyncio.ensure_future(send(i)))
+                if rate:
+                    await asyncio.sleep(max(0.0, began + (i + 1) / rate - time.monotonic()))
+            done = list(await asyncio.gather(*tasks))
+            result.sent = result.deliveries = events
+            assert all(done), f"{done.count(False)} of {events} not acknowledged"
+        finally:
+            if acks is not None:
+                await acks.close()
+            child.kill()
+            await child.wait()
     return result
