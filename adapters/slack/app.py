@@ -65,6 +65,8 @@ class SlackAdapter:
 
     async def identify(self) -> BotIdentity:
         """``auth.test`` once; also names the bot in the service (its assistant turns)."""
+        if self._identity is not None:  # every event asks: no lock once known
+            return self._identity
         async with self._identity_lock:
             if self._identity is None:
                 try:
