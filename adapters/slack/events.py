@@ -52,6 +52,7 @@ from adapters.slack.text import (
     to_incoming,
     with_files,
 )
+from adapters.slack.transport import escape
 from adapters.slack.users import BotIdentity, UserDirectory
 from adapters.slack.web import call
 from bot.messages import IncomingMessage, Reply
@@ -126,9 +127,9 @@ class SlackEvents:
         try:
             return await self._event(body, spawn)
         except StoreError as e:
-            log.debug("Slack event %s not stored: %s", body.get("event_id"), e)
+            log.debug("Slack event %s not stored: %s", escape(body.get("event_id")), e)
         except Exception:
-            log.exception("handling Slack event %s failed", body.get("event_id"))
+            log.exception("handling Slack event %s failed", escape(body.get("event_id")))
         return False
 
     async def _event(self, body: Mapping[str, Any], spawn: Spawn) -> bool:
@@ -227,7 +228,7 @@ class SlackEvents:
         try:
             reply = await self.service.on_message(msg, on_delta=sink, on_recorded=durable)
         except Exception as e:
-            log.exception("reply to %s in %s failed", msg.message_id, msg.key)
+            log.exception("reply to %s in %s failed", escape(msg.message_id), escape(msg.key))
             reply = Reply(user_text(e), failed=True)
         placeholder = await posting
         if reply is not None and reply.text == STORE_FAILED and not self._first_telling(seen):
@@ -269,7 +270,7 @@ class SlackEvents:
             if not await self.claims.claim_event(event_id):
                 return None
         except Exception:
-            log.warning("could not claim %s; answering anyway", event_id, exc_info=True)
+            log.warning("could not claim %s; answering anyway", escape(event_id), exc_info=True)
         return await self._post(channel, thread_ts, PLACEHOLDER)
 
     async def _post(self, channel: str, thread_ts: str, text: str) -> str | None:

@@ -74,7 +74,7 @@ class UserDirectory:
             found = response.get("user")
             user = found if isinstance(found, dict) else None
         except Exception:
-            log.warning("users.info for %s failed", user_id, exc_info=True)
+            log.warning("users.info for %r failed", user_id, exc_info=True)
         self._cache[user_id] = (self.clock() + (self.ttl if user else self.negative_ttl), user)
         self._cache.move_to_end(user_id)
         while len(self._cache) > self.max_entries:
