@@ -142,14 +142,15 @@ def build_app(adapter: SlackAdapter) -> AsyncApp:
     Requests are signature-checked with ``SLACK_SIGNING_SECRET`` in HTTP mode (an unset
     secret rejects every HTTP request); Socket Mode requests need no signature.
     """
+    logger = logging.getLogger("gistbot.slack.bolt")
+    quiet_bolt_logs(logger)  # first: bolt copies its base logger's filters to its own loggers
     app = AsyncApp(
         name="gistbot",
         client=adapter.client,
         # explicit, so bolt never falls back to the process environment
         signing_secret=adapter.options.signing_secret or "",
-        logger=logging.getLogger("gistbot.slack.bolt"),
+        logger=logger,
         process_before_response=True,  # the listener's outcome is the acknowledgement
     )
-    quiet_bolt_logs(logging.getLogger("gistbot.slack.bolt"))
     adapter.register(app)
     return app
