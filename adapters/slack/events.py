@@ -188,7 +188,10 @@ class SlackEvents:
         return recorded.done()
 
     async def _remember(self, msg: IncomingMessage, durable: Callable[[], None]) -> None:
-        await self.service.on_message(msg, on_recorded=durable)
+        try:
+            await self.service.on_message(msg, on_recorded=durable)
+        except Exception:  # not acknowledged (durable never called): Slack delivers again
+            log.exception("recording %s in %s failed", escape(msg.message_id), escape(msg.key))
 
     async def _edited(self, team: str, event: Mapping[str, Any], me: BotIdentity) -> None:
         new: Mapping[str, Any] = event.get("message") or {}
