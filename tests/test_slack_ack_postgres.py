@@ -184,3 +184,49 @@ async def test_backends_terminated_three_times_during_600_slack_events_lose_noth
         # connection died reads as already stored on the retry and is not answered here:
         # answering those is issue 14's third item (missed mentions), not this test's.
         assert 0 < replies <= total // 50
+
+
+async def test_read_only_postgres_acknowledges_nothing_and_recovers(
+    tmp_path: Path, schema: str, admin: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """PostgreSQL's read-only: the bot's role gets ``default_transaction_read_only``
+    (as on a standby, or an operator's emergency switch), then is switched back."""
+    role = f"gistbot_ro_{uuid.uuid4().hex[:8]}"
+    await admin.execute(f'CREATE ROLE "{role}" LOGIN')
+    await admin.execute(f'GRANT CREATE ON DATABASE "{urlsplit(DSN).path.lstrip("/")}" TO "{role}"')
+    parts = urlsplit(DSN)
+    dsn = f"{parts.scheme}://{role}@{parts.hostname}:{parts.port or 5432}{parts.path}"
+
+    async def kick() -> None:  # sessions take the role's setting when they start
+        await admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                            "WHERE usename = $1", role)  # fmt: skip
+
+    caplog.set_level(logging.INFO)
+    try:
+        async with open_harness(tmp_path, FakeLLM(), {"DATABASE_URL": f"{dsn}#{schema}"}) as h:
+            ts = [f"{1700000000 + i}.000100" for i in range(12)]
+            assert await h.event(mention("before", ts=ts[0], kind="message"),
+                                 event_id="Ev0") == 200  # fmt: skip
+            await admin.execute(f'ALTER ROLE "{role}" SET default_transaction_read_only = on')
+            await kick()
+            refused = [await h.event(mention(f"m{i}", ts=ts[i], kind="message"),
+                                     event_id=f"Ev{i}") for i in range(1, 11)]  # fmt: skip
+            assert set(refused) == {503}  # nothing acknowledged
+            reports = [r for r in caplog.records
+                       if r.levelno >= logging.ERROR and "(read-only)" in r.getMessage()]
+            assert len(reports) == 1  # once a minute, not per event
+            await admin.execute(f'ALTER ROLE "{role}" RESET default_transaction_read_only')
+            await kick()
+            again = [await h.event(mention(f"m{i}", ts=ts[i], kind="message"),
+                                   event_id=f"Ev{i}", retry=1) for i in range(1, 11)]
+            assert set(again) == {200}
+            await h.settle()
+            rows = await admin.fetch(f'SELECT message_id FROM "{schema}".turns')
+            ids = [r["message_id"] for r in rows]
+            assert sorted(ids) == sorted(ts[:11]) and len(ids) == len(set(ids))
+    finally:
+        await admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        await kick()
+        await admin.execute(f'REVOKE ALL ON DATABASE "{urlsplit(DSN).path.lstrip("/")}" '
+                            f'FROM "{role}"')  # fmt: skip
+        await admin.execute(f'DROP ROLE IF EXISTS "{role}"')
