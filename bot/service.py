@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -56,9 +55,10 @@ from bot.messages import CommandResult, IncomingMessage, Reply
 from bot.observe import NullObserver, ServiceObserver, bind_request
 from bot.prompts import build_messages, fixed_overhead, settled_reply, strip_echoed_label
 from bot.quota import Quota
+from bot.rate_limit import RateLimiter
 from bot.usage_tab import open_tab
 from memory.completion import ChatMessage
-from memory.errors import StoreError
+from memory.errors import StoreError, StoreUnavailableError
 from memory.manager import MemoryManager
 from memory.models import ChannelKey, MemoryView, NewTurn, Turn
 from memory.speakers import human_name
@@ -82,7 +82,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 DeltaSink = Callable[[str], Awaitable[None]]
 
-RATE_WINDOW = 60.0  # seconds
 MAX_REPLY_CHARS = 40_000  # Slack cuts a message's text beyond this; no sane reply is longer
 TOO_LONG = (
     "That message is too long for me ({length:,} characters; I read at most {limit:,}). "
@@ -138,9 +137,8 @@ class ChatService(MemoryCommands):
         self.quota = quota or Quota(None)
         self._decided: dict[tuple[ChannelKey, str], ChannelSettings] = {}
         self._identities: dict[str, tuple[str, str]] = {}
-        # (platform, author id) -> times of recent replies, and whether they were told
-        self._recent: dict[tuple[str, str], deque[float]] = {}
-        self._told: set[tuple[str, str]] = set()
+        # USER_RATE_LIMIT; reads self.clock when asked (tests replace the clock)
+        self._rate = RateLimiter(config.user_rate_limit, lambda: self.clock())
         self.observer: ServiceObserver = NullObserver()  # the admin server's metrics
         # /catchup and /digest (bot/catchup_command.py, bot/digests.py); set by Runtime
         self.catchups: Catchups | None = None
@@ -186,12 +184,19 @@ class ChatService(MemoryCommands):
         return self.config.context_tokens - self.config.reply_tokens - fixed
 
     async def on_message(
-        self, msg: IncomingMessage, *, on_delta: DeltaSink | None = None
+        self,
+        msg: IncomingMessage,
+        *,
+        on_delta: DeltaSink | None = None,
+        on_recorded: Callable[[], None] | None = None,
     ) -> Reply | None:
         """Record ``msg``; return the reply when the bot is addressed, else ``None``.
 
         With ``on_delta`` the reply is streamed: it is called with the text so far as it
-        grows (the adapter decides how often to show it).
+        grows (the adapter decides how often to show it). ``on_recorded`` is called once the
+        message is durable (or needs no storing), before the reply is generated: an adapter
+        that acknowledges deliveries acknowledges then, and withholds the acknowledgement
+        when it is never called (the store failed), so the platform delivers again.
         """
         # From will_reply, or cached: no suspension. Else ChannelConfig queues callers per
         # channel in order, so messages reach record() in arrival order.
@@ -199,8 +204,12 @@ class ChatService(MemoryCommands):
                     or self.channels.peek(msg.key) or await self.channels.get(msg.key))
         addressed = answers(msg, settings)
         if settings.record == "off":  # privacy: nothing of this channel is stored
+            if on_recorded is not None:
+                on_recorded()  # nothing to keep
             return await self._answer(msg, None, on_delta, settings) if addressed else None
         if settings.record == "addressed" and not addressed:
+            if on_recorded is not None:
+                on_recorded()  # nothing to keep
             return None
         limit = self.config.max_input_chars
         bind_request(msg.key, msg.message_id)
@@ -222,9 +231,14 @@ class ChatService(MemoryCommands):
             )
         except StoreError as e:
             self.observer.store_error(type(e).__name__)
-            log.error("could not record message %s in %s: %s", msg.message_id, msg.key, e,
-                      exc_info=e)
+            if isinstance(e, StoreUnavailableError):  # the store reports it, once a minute
+                log.debug("could not record message %s in %s: %s", msg.message_id, msg.key, e)
+            else:
+                log.error("could not record message %s in %s: %s", msg.message_id, msg.key, e,
+                          exc_info=e)
             return Reply(STORE_FAILED, failed=True) if addressed else None
+        if on_recorded is not None:
+            on_recorded()
         if result.created:
             self.observer.recorded(msg.key, "user")
         owed = self.owed  # a re-delivery is answered only while its reply is still owed
@@ -236,12 +250,10 @@ class ChatService(MemoryCommands):
             log.info("message %s in %s is %d characters (limit %d): stored cut, not answered",
                      msg.message_id, msg.key, len(msg.text), limit)
             return Reply(TOO_LONG.format(length=len(msg.text), limit=limit), failed=True)
-        if not self._within_rate(msg):
-            who = (msg.key.platform, msg.author_id)
-            if who in self._told:  # told once this minute; stay quiet, the message is stored
-                await self.delivered(msg, True)  # nothing is owed then
+        if not self._rate.allow(msg.key.platform, msg.author_id):
+            if not self._rate.first_telling(msg.key.platform, msg.author_id):
+                await self.delivered(msg, True)  # told this minute; quiet, nothing owed
                 return None
-            self._told.add(who)
             log.info("user %s on %s is over %d replies a minute", msg.author_id,
                      msg.key.platform, self.config.user_rate_limit)
             return Reply(RATE_LIMITED.format(limit=self.config.user_rate_limit), failed=True)
@@ -293,27 +305,6 @@ class ChatService(MemoryCommands):
         turn = NewTurn(msg.key, msg.message_id, "user", msg.author_id, name,
                        cut(msg.text, self.config.max_input_chars), 0, msg.sent_at, due)
         return (await self.memory.record(turn)).created
-
-    def _within_rate(self, msg: IncomingMessage) -> bool:
-        """Count a reply for the author; False when that is over ``user_rate_limit``."""
-        limit = self.config.user_rate_limit
-        if limit <= 0 or msg.key.platform == "console":  # the operator at their own terminal
-            return True
-        who = (msg.key.platform, msg.author_id)
-        now = self.clock()
-        recent = self._recent.setdefault(who, deque())
-        while recent and recent[0] <= now - RATE_WINDOW:
-            recent.popleft()
-        if not recent:
-            self._told.discard(who)
-        if len(recent) >= limit:
-            return False
-        recent.append(now)
-        if len(self._recent) > 10_000:  # forget idle people, so the map stays small
-            for key in [k for k, q in self._recent.items() if not q or q[-1] <= now - RATE_WINDOW]:
-                del self._recent[key]
-                self._told.discard(key)
-        return True
 
     async def _answer(self, msg: IncomingMessage, seq: int | None, on_delta: DeltaSink | None,
                       settings: ChannelSettings) -> Reply | None:

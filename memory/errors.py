@@ -6,7 +6,11 @@
     ├── StoreError            the database could not do what was asked
     │   ├── StoreOpenError    cannot open: unwritable path, corrupt file, not a gistbot db
     │   ├── SchemaTooNewError the file was written by a newer gistbot
-    │   └── StoreBusyError    locked by another writer past the busy timeout
+    │   ├── StoreBusyError    locked by another writer past the busy timeout
+    │   └── StoreUnavailableError  no write can succeed until the operator acts or the
+    │                         server comes back: disk full, read-only, connection lost
+    │                         after every retry (``cause`` names which; the store logs it
+    │                         once a minute per cause, callers need not)
     ├── SummaryRejected       the summarizer's answer failed a check (empty, too long,
     │                         error-like, identifiers lost); the old summary stays
     └── Preempted             the summarizer's model call gave its endpoint slot to a
@@ -24,6 +28,7 @@ __all__ = [
     "StoreBusyError",
     "StoreError",
     "StoreOpenError",
+    "StoreUnavailableError",
     "SummaryRejected",
 ]
 
@@ -46,6 +51,19 @@ class SchemaTooNewError(StoreOpenError):
 
 class StoreBusyError(StoreError):
     """Another writer held the database lock for longer than the busy timeout."""
+
+
+class StoreUnavailableError(StoreError):
+    """No write can succeed for now: the disk is full, the database is read-only, or the
+    server stayed unreachable through every retry. Nothing was written; acknowledge nothing.
+
+    ``cause`` is a short stable name ("disk full", "read-only", "connection lost", …) that
+    the once-a-minute report in the log is keyed by.
+    """
+
+    def __init__(self, cause: str, detail: str) -> None:
+        super().__init__(f"the database cannot store anything now ({cause}): {detail}")
+        self.cause = cause
 
 
 class SummaryRejected(MemoryError_):

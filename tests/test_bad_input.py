@@ -244,7 +244,7 @@ async def test_slack_command_case(case: dict[str, Any], h: Harness) -> None:
 @pytest.mark.parametrize("case", cases("slack_event"))
 async def test_slack_event_case(case: dict[str, Any], h: Harness) -> None:
     await _seed(h)
-    await h.adapter.events.handle(case["body"])  # never raises
+    await h.adapter.events.receive(case["body"], h.adapter.spawn)  # never raises
     await h.settle()
     new = [t for t in await h.turns() if t.text != "seed"]
     if case["expect"] == "ignored":

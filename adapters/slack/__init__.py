@@ -5,8 +5,9 @@
 - ``users``: the bot's identity and the cached user directory.
 - ``events``: messages, mentions, edits and deletions; placeholders and replies.
 - ``commands``: the slash commands, through one handler.
-- ``app``: ``SlackAdapter`` (acknowledge first, work after) and ``build_app``.
-- ``web`` and ``transport``: the Web API client; HTTP mode and Socket Mode.
+- ``app``: ``SlackAdapter`` (acknowledge after commit, reply after) and ``build_app``.
+- ``web`` and ``transport``: the Web API client; HTTP mode (checked in front of bolt:
+  size, signature, form) and Socket Mode.
 - ``backfill``: reading back what was missed while the bot was away.
 - ``launch``: ``serve``.
 

@@ -1,10 +1,14 @@
 """The Slack adapter: slack-bolt ``AsyncApp`` listeners → ``ChatService``.
 
-Acknowledge first, work after
-    Every event and command is acknowledged at once (bolt acks events before the listener
-    runs; commands call ``ack()`` first) and the work runs in a task this adapter tracks,
-    so Slack's three seconds are never at risk and shutdown can wait for replies in flight.
-    What the work is: :mod:`adapters.slack.events` and :mod:`adapters.slack.commands`.
+Acknowledge after commit, reply after
+    bolt runs with ``process_before_response``: a message event's listener returns only
+    once the turn is committed (the store's group commit makes that a few milliseconds), so
+    Slack's 200 (HTTP mode) or envelope ack (Socket Mode) means stored; when the store
+    fails the listener answers 503, which HTTP mode sends and Socket Mode turns into no ack,
+    and Slack delivers the event again. The reply (the model call) runs afterwards in a task
+    this adapter tracks, so Slack's three seconds are never at risk and shutdown can wait
+    for replies in flight. Commands call ``ack()`` first and work after. What the work is:
+    :mod:`adapters.slack.events` and :mod:`adapters.slack.commands`.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
+from slack_bolt import BoltResponse
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -26,6 +31,7 @@ from adapters.slack.catchup import Permalinks, SlackOutlet
 from adapters.slack.commands import COMMANDS, SlackCommands
 from adapters.slack.events import SlackEvents
 from adapters.slack.options import SlackOptions
+from adapters.slack.transport import quiet_bolt_logs
 from adapters.slack.users import BotIdentity, UserDirectory
 from bot.errors import ConfigError, PlatformUnreachable
 from bot.service import ChatService
@@ -66,6 +72,8 @@ class SlackAdapter:
 
     async def identify(self) -> BotIdentity:
         """``auth.test`` once; also names the bot in the service (its assistant turns)."""
+        if self._identity is not None:  # every event asks: no lock once known
+            return self._identity
         async with self._identity_lock:
             if self._identity is None:
                 try:
@@ -92,11 +100,12 @@ class SlackAdapter:
                 self._identity = ident
             return self._identity
 
-    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        """Run ``work`` after the acknowledgement; kept so ``drain`` can wait for it."""
+    def spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Run ``work`` beside the acknowledgement; kept so ``drain`` can wait for it."""
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def drain(self, within: float | None = None) -> bool:
         """Wait until no work is running (new work started meanwhile included).
@@ -123,8 +132,10 @@ class SlackAdapter:
     def register(self, app: AsyncApp) -> None:
         """Attach the listeners to ``app``."""
 
-        async def on_event(body: Json) -> None:
-            self.spawn(self.events.handle(body))
+        async def on_event(body: Json) -> BoltResponse | None:
+            if await self.events.receive(body, self.spawn):
+                return None  # bolt acknowledges: 200, or the Socket Mode envelope ack
+            return BoltResponse(status=503, body="not stored; deliver again")
 
         app.event("message")(on_event)
         app.event("app_mention")(on_event)
@@ -145,12 +156,15 @@ def build_app(adapter: SlackAdapter) -> AsyncApp:
     Requests are signature-checked with ``SLACK_SIGNING_SECRET`` in HTTP mode (an unset
     secret rejects every HTTP request); Socket Mode requests need no signature.
     """
+    logger = logging.getLogger("gistbot.slack.bolt")
+    quiet_bolt_logs(logger)  # first: bolt copies its base logger's filters to its own loggers
     app = AsyncApp(
         name="gistbot",
         client=adapter.client,
         # explicit, so bolt never falls back to the process environment
         signing_secret=adapter.options.signing_secret or "",
-        logger=logging.getLogger("gistbot.slack.bolt"),
+        logger=logger,
+        process_before_response=True,  # the listener's outcome is the acknowledgement
     )
     adapter.register(app)
     return app

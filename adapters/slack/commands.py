@@ -127,7 +127,7 @@ class SlackCommands:
         for chunk in format_reply(text, self.users.known())[:RESPONSE_URL_LIMIT]:
             r = await call("response_url", respond(text=chunk, response_type=kind))
             if r is None or getattr(r, "status_code", 200) >= 400:
-                log.error("posting to response_url failed: %s", getattr(r, "body", r))
+                log.error("posting to response_url failed: %r", getattr(r, "body", r))
                 return
 
 

@@ -1,12 +1,21 @@
 """Slack ``message`` and ``app_mention`` events: translated once, decided once, answered once.
 
+Acknowledged means stored
+    ``receive`` runs before Slack gets its 200 (HTTP mode) or its envelope ack (Socket
+    Mode): it returns True only once the message's turn is committed (or the event needs
+    nothing stored); the reply — the model call — runs afterwards as background work. A
+    store failure returns False, the transport answers 503 or withholds the ack, and Slack
+    delivers the event again; nothing acknowledged is ever only in memory.
+
 One message, one turn, one reply
     A mention arrives twice — as ``message`` and as ``app_mention`` — and Slack re-delivers
     events it thinks were lost (``X-Slack-Retry-Num``). Both carry the same channel and
-    ``ts``; the first one claims ``(team, channel, ts)`` in this process and the others are
-    dropped before anything is posted. Across processes (HTTP mode behind a load balancer)
-    the delivery claims and the service's idempotent recording are the guard: a duplicate
-    gets no reply, and a placeholder it posted is deleted again.
+    ``ts``; the first one claims ``(team, channel, ts)`` in this process, and the others
+    wait for its outcome (acknowledged when it was stored, delivered again when not) and
+    post nothing. A stored turn is never stored twice: the store records by message id.
+    Across processes (HTTP mode behind a load balancer) the delivery claims and the
+    service's idempotent recording are the guard: a duplicate gets no reply, and a
+    placeholder it posted is deleted again.
 
 What is a conversation
     Human messages (no subtype, ``thread_broadcast``, ``file_share``, ``me_message``) in any
@@ -27,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -44,11 +53,13 @@ from adapters.slack.text import (
     to_incoming,
     with_files,
 )
+from adapters.slack.transport import escape
 from adapters.slack.users import BotIdentity, UserDirectory
 from adapters.slack.web import call
 from bot.messages import IncomingMessage, Reply
-from bot.service import ChatService
+from bot.service import STORE_FAILED, ChatService
 from bot.shutdown import SHUTDOWN_APOLOGY
+from memory.errors import StoreError
 from memory.models import ChannelKey, OwedReply
 
 __all__ = ["PLACEHOLDER", "SlackEvents"]
@@ -58,20 +69,37 @@ log = logging.getLogger(__name__)
 PLACEHOLDER = "_thinking…_"
 
 
+MessageKey = tuple[str, str, str]  # (team, channel, ts)
+Spawn = Callable[[Coroutine[Any, Any, None]], "asyncio.Task[None]"]
+NAMES_WITHIN = 1.0  # seconds the acknowledgement waits for users.info; ids after that
+
+
 class _Seen:
-    """Recently seen message keys; ``claim`` is true once per key (bounded memory)."""
+    """Recently seen message keys, each with the outcome of storing it (bounded memory).
+
+    ``claim`` returns None to the first claimer of a key, else the first claimer's outcome
+    (a future: True once stored). A key whose storing failed is forgotten, so Slack's next
+    delivery of it is handled afresh.
+    """
 
     def __init__(self, size: int = 10_000) -> None:
         self.size = size
-        self._seen: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+        self._seen: OrderedDict[MessageKey, asyncio.Future[bool]] = OrderedDict()
 
-    def claim(self, key: tuple[str, str, str]) -> bool:
-        if key in self._seen:
-            return False
-        self._seen[key] = None
+    def claim(self, key: MessageKey) -> asyncio.Future[bool] | None:
+        if (known := self._seen.get(key)) is not None:
+            return known
+        self._seen[key] = asyncio.get_running_loop().create_future()
         if len(self._seen) > self.size:
             self._seen.popitem(last=False)
-        return True
+        return None
+
+    def settle(self, key: MessageKey, stored: bool) -> None:
+        fut = self._seen.get(key)
+        if fut is not None and not fut.done():
+            fut.set_result(stored)
+        if not stored:
+            self._seen.pop(key, None)
 
 
 class SlackEvents:
@@ -89,41 +117,83 @@ class SlackEvents:
         self.service, self.options, self.claims = service, options, claims
         self.client, self.users, self.identify = client, users, identify
         self._seen = _Seen()
+        self._told_unsaved: OrderedDict[MessageKey, None] = OrderedDict()
 
-    async def handle(self, body: Mapping[str, Any]) -> None:
-        """A ``message`` or ``app_mention`` event callback; errors end here, logged."""
+    async def receive(self, body: Mapping[str, Any], spawn: Spawn) -> bool:
+        """A ``message`` or ``app_mention`` event callback, before its acknowledgement.
+
+        True when the event may be acknowledged: its turn is committed, or it needs none.
+        False when it was not stored (logged; the store reports its own faults): Slack must
+        deliver it again. A reply is started with ``spawn`` and is not waited for.
+        """
         try:
-            await self._event(body)
+            return await self._event(body, spawn)
+        except StoreError as e:
+            log.debug("Slack event %s not stored: %s", escape(body.get("event_id")), e)
         except Exception:
-            log.exception("handling Slack event %s failed", body.get("event_id"))
+            log.exception("handling Slack event %s failed", escape(body.get("event_id")))
+        return False
 
-    async def _event(self, body: Mapping[str, Any]) -> None:
+    async def _event(self, body: Mapping[str, Any], spawn: Spawn) -> bool:
         event: Mapping[str, Any] = body.get("event") or {}
         team = str(body.get("team_id") or event.get("team") or "")
         me = await self.identify()
         subtype = event.get("subtype")
         if subtype == "message_changed":
             await self._edited(team, event, me)
-            return
+            return True
         if subtype == "message_deleted":
             if event.get("deleted_ts"):
                 key = ChannelKey("slack", team, str(event["channel"]))
                 await self.service.deleted(key, str(event["deleted_ts"]))
-            return
+            return True
         if not is_conversation(event, me.user_id):
-            return
-        if not self._seen.claim((team, str(event["channel"]), str(event["ts"]))):
-            return  # the app_mention twin of a message event, or a retry
+            return True
+        seen = (team, str(event["channel"]), str(event["ts"]))
+        if (first := self._seen.claim(seen)) is not None:
+            # the app_mention twin of a message event, or a retry: as the first one went
+            return await asyncio.shield(first)
+        stored = False
+        try:
+            stored = await self._store(team, event, me, seen, spawn)
+        finally:
+            self._seen.settle(seen, stored)
+        return stored
+
+    async def _store(
+        self, team: str, event: Mapping[str, Any], me: BotIdentity, seen: MessageKey, spawn: Spawn
+    ) -> bool:
+        """Record the message (and start its reply); True once the turn is committed."""
         ids = [str(event["user"]), *mentioned_users(str(event.get("text") or ""))]
-        names = await self.users.names(i for i in ids if i != me.user_id)  # never raises
+        lookup = asyncio.ensure_future(self.users.names(i for i in ids if i != me.user_id))
+        try:  # the acknowledgement must not wait long for Slack's users.info
+            names = await asyncio.wait_for(asyncio.shield(lookup), NAMES_WITHIN)
+        except TimeoutError:
+            names = {}
         names[me.user_id] = me.name
         msg = to_incoming(team, event, bot_user_id=me.user_id, names=names)
         if msg is None:
-            return
-        if not await self.service.will_reply(msg):  # the channel's reply_mode
-            await self.service.on_message(msg)
-            return
-        await self._answer(msg, str(event["channel"]), str(event.get("thread_ts") or event["ts"]))
+            return True
+        recorded = asyncio.get_running_loop().create_future()
+
+        def durable() -> None:
+            if not recorded.done():
+                recorded.set_result(True)
+
+        if await self.service.will_reply(msg):  # the channel's reply_mode
+            thread_ts = str(event.get("thread_ts") or event["ts"])
+            work = self._answer(msg, str(event["channel"]), thread_ts, durable, seen)
+        else:
+            work = self._remember(msg, durable)
+        task = spawn(work)
+        await asyncio.wait({recorded, task}, return_when=asyncio.FIRST_COMPLETED)
+        return recorded.done()
+
+    async def _remember(self, msg: IncomingMessage, durable: Callable[[], None]) -> None:
+        try:
+            await self.service.on_message(msg, on_recorded=durable)
+        except Exception:  # not acknowledged (durable never called): Slack delivers again
+            log.exception("recording %s in %s failed", escape(msg.message_id), escape(msg.key))
 
     async def _edited(self, team: str, event: Mapping[str, Any], me: BotIdentity) -> None:
         new: Mapping[str, Any] = event.get("message") or {}
@@ -138,14 +208,21 @@ class SlackEvents:
         key = ChannelKey("slack", team, str(event["channel"]))
         await self.service.edited(key, str(new["ts"]), with_files(readable(raw, names), new))
 
-    async def _answer(self, msg: IncomingMessage, channel: str, thread_ts: str) -> None:
+    async def _answer(
+        self,
+        msg: IncomingMessage,
+        channel: str,
+        thread_ts: str,
+        durable: Callable[[], None],
+        seen: MessageKey,
+    ) -> None:
         # The placeholder is posted meanwhile, not awaited first: the message must be recorded
         # before any later message of the channel (which skips this round trip).
         msg = replace(msg, route=thread_ts)  # where a late answer goes (bot.owed)
         posting = asyncio.create_task(self._claim_and_post(msg, channel, thread_ts))
         sending: list[bool] = []  # set once the answer is being posted
         try:
-            await self._answer_with(msg, channel, thread_ts, posting, sending)
+            await self._answer_with(msg, channel, thread_ts, posting, sending, durable, seen)
         except asyncio.CancelledError:  # shutdown's grace ran out: never leave "thinking…"
             if sending:  # (part of) the answer is out: count it as answered
                 await asyncio.shield(self.service.delivered(msg, True))
@@ -165,7 +242,8 @@ class SlackEvents:
             await self.service.delivered(msg, False)
 
     async def _answer_with(self, msg: IncomingMessage, channel: str, thread_ts: str,
-                           posting: asyncio.Task[str | None], sending: list[bool]) -> None:
+                           posting: asyncio.Task[str | None], sending: list[bool],
+                           durable: Callable[[], None], seen: MessageKey) -> None:
         sink: Callable[[str], Awaitable[None]] | None = None
         if self.options.stream_replies:
             throttle = LiveThrottle(self.options.stream_interval, shown_now=True)
@@ -178,11 +256,13 @@ class SlackEvents:
             sink = show
         reply: Reply | None
         try:
-            reply = await self.service.on_message(msg, on_delta=sink)
+            reply = await self.service.on_message(msg, on_delta=sink, on_recorded=durable)
         except Exception as e:
-            log.exception("reply to %s in %s failed", msg.message_id, msg.key)
+            log.exception("reply to %s in %s failed", escape(msg.message_id), escape(msg.key))
             reply = Reply(user_text(e), failed=True)
         placeholder = await posting
+        if reply is not None and reply.text == STORE_FAILED and not self._first_telling(seen):
+            reply = None  # told once already; Slack's deliveries of it are retried silently
         if reply is None:  # another process answered this message already
             if placeholder is not None:
                 await call(
@@ -220,6 +300,15 @@ class SlackEvents:
         """Deliver the late answer to a mention a crash left unanswered (``bot.owed``)."""
         return await self.send_reply(owed.key.channel, owed.route or owed.message_id, reply)
 
+    def _first_telling(self, seen: MessageKey) -> bool:
+        """True the first time a message's "couldn't save" is to be told (bounded memory)."""
+        if seen in self._told_unsaved:
+            return False
+        self._told_unsaved[seen] = None
+        if len(self._told_unsaved) > 1000:
+            self._told_unsaved.popitem(last=False)
+        return True
+
     async def _claim_and_post(
         self, msg: IncomingMessage, channel: str, thread_ts: str
     ) -> str | None:
@@ -234,7 +323,7 @@ class SlackEvents:
             if not await self.claims.claim_event(event_id):
                 return None
         except Exception:
-            log.warning("could not claim %s; answering anyway", event_id, exc_info=True)
+            log.warning("could not claim %s; answering anyway", escape(event_id), exc_info=True)
         return await self._post(channel, thread_ts, PLACEHOLDER)
 
     async def _post(self, channel: str, thread_ts: str, text: str) -> str | None:

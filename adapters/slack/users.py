@@ -12,6 +12,8 @@ from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.slack.transport import escape
+
 __all__ = ["BotIdentity", "UserDirectory", "display_name"]
 
 log = logging.getLogger(__name__)
@@ -74,7 +76,7 @@ class UserDirectory:
             found = response.get("user")
             user = found if isinstance(found, dict) else None
         except Exception:
-            log.warning("users.info for %s failed", user_id, exc_info=True)
+            log.warning("users.info for %s failed", escape(user_id), exc_info=True)
         self._cache[user_id] = (self.clock() + (self.ttl if user else self.negative_ttl), user)
         self._cache.move_to_end(user_id)
         while len(self._cache) > self.max_entries:

@@ -8,10 +8,14 @@ sweeping together split the work instead of queueing on it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memory.models import ChannelKey, OwedReply, Turn
+from memory.stores.common import positive_ttl
+
+T = TypeVar("T")
+Conn = Any  # an asyncpg connection
 
 __all__ = [
     "CLAIM_DUE",
@@ -21,6 +25,7 @@ __all__ = [
     "RELEASE_OWED",
     "RENEW_OWED",
     "SETTLE_OWED",
+    "PostgresOwed",
     "owe_values",
     "owed_row",
 ]
@@ -78,3 +83,61 @@ def owed_row(row: Sequence[Any]) -> OwedReply:
 def by_owed_key(key: ChannelKey, message_id: str) -> tuple[str, str, str, str]:
     """``$1 … $4`` of the statements that name one debt."""
     return key.platform, key.workspace, key.channel, message_id
+
+
+class PostgresOwed:
+    """The reply ledger role (``ReplyLedger``), mixed into ``PostgresStore`` (which supplies
+    ``_fetch`` and ``_tx``)."""
+
+    if TYPE_CHECKING:
+        async def _tx(self, fn: Callable[[Conn], Awaitable[T]], *, read: bool = False) -> T: ...
+
+        async def _fetch(self, sql: str, *args: Any) -> list[Any]: ...
+
+    async def claim_owed(
+        self, key: ChannelKey, message_id: str, owner: str, claim_seconds: float
+    ) -> OwedReply | None:
+        """Claim this message's open debt (see ``ReplyLedger.claim_owed``)."""
+        rows = await self._fetch(CLAIM_OWED, *by_owed_key(key, message_id), owner,
+                                 positive_ttl(claim_seconds))
+        return owed_row(rows[0]) if rows else None
+
+    async def claim_due(
+        self, platform: str, owner: str, claim_seconds: float, *, since: float, limit: int = 20
+    ) -> list[OwedReply]:
+        """Claim debts whose claim ran out (see ``ReplyLedger.claim_due``)."""
+        rows = await self._fetch(CLAIM_DUE, platform, owner, positive_ttl(claim_seconds),
+                                 float(since), limit)
+        return sorted((owed_row(r) for r in rows), key=lambda o: o.sent_at)
+
+    async def renew_owed(
+        self, owner: str, items: Sequence[tuple[ChannelKey, str]], claim_seconds: float
+    ) -> int:
+        """Extend ``owner``'s live claims."""
+        ttl = positive_ttl(claim_seconds)
+
+        async def run(conn: Conn) -> int:
+            held = 0
+            for key, mid in items:
+                status = await conn.execute(RENEW_OWED, *by_owed_key(key, mid),
+                                            owner, ttl)
+                held += int(status.split()[-1])
+            return held
+
+        return await self._tx(run) if items else 0
+
+    async def release_owed(self, key: ChannelKey, message_id: str, owner: str) -> bool:
+        """Make ``owner``'s claimed debt due again."""
+        sql = RELEASE_OWED + " RETURNING seq"
+        return bool(await self._fetch(sql, *by_owed_key(key, message_id), owner))
+
+    async def settle_owed(self, key: ChannelKey, message_id: str) -> bool:
+        """Delete a delivered debt."""
+        return bool(await self._fetch(SETTLE_OWED, *by_owed_key(key, message_id)))
+
+    async def expire_owed(
+        self, platform: str, *, before: float, max_attempts: int
+    ) -> list[OwedReply]:
+        """Delete and return debts too old or tried too often."""
+        rows = await self._fetch(EXPIRE_OWED, platform, float(before), max_attempts)
+        return sorted((owed_row(r) for r in rows), key=lambda o: o.sent_at)

@@ -8,9 +8,11 @@ Same semantics as ``SqliteStore`` (one contract suite runs on both), kept under 
 * **Edit, delete and reset lock the channel row first**, ordering them against
   ``commit_summary``'s conditional ``UPDATE … WHERE version = …``.
 * **Views** (``state``, ``snapshot``) read one ``REPEATABLE READ READ ONLY`` transaction.
-* **A lost connection is retried once** on a fresh pooled connection; each operation is one
-  transaction, so nothing half-applies. If the link died just after COMMIT, ``record``
-  answers ``created=False`` and ``commit_summary`` False (the next compaction re-reads).
+* **A lost connection is retried with backoff** on a fresh pooled connection (asyncpg's
+  ``InternalClientError`` "cannot switch to state …" included; ``errors.LOST``); each
+  operation is one transaction, so nothing half-applies. If the link died just after
+  COMMIT, ``record`` answers ``created=False`` and ``commit_summary`` False (the next
+  compaction re-reads).
 * ``schema`` is the connection's startup ``search_path``; ``open`` creates it if missing.
 
 For replicas: ``try_lease`` / ``release_lease`` (per-channel compaction single-flight with
@@ -40,7 +42,6 @@ from memory.models import (
     NewEpisode,
     NewLongTermFact,
     NewTurn,
-    OwedReply,
     Recall,
     RecordResult,
     SummaryState,
@@ -54,16 +55,17 @@ from memory.stores.common import (
     positive_ttl,
     wants_search,
 )
+from memory.stores.faults import REPORT
 from memory.stores.postgres import (
     archive,
     backfill_marks,
     errors,
     history,
-    owed,
     queries,
     turn_search,
 )
 from memory.stores.postgres.digests import PostgresDigests
+from memory.stores.postgres.owed import PostgresOwed
 from memory.stores.postgres.queries import Conn, by_key
 from memory.stores.postgres.schema import migrate, quote_schema
 from memory.stores.postgres.settings import PostgresSettings
@@ -74,7 +76,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class PostgresStore(PostgresSettings, PostgresDigests):
+class PostgresStore(PostgresSettings, PostgresDigests, PostgresOwed):
     """A store on a PostgreSQL schema (every role of ``memory.store.Store``, and event
     claims); see the module docstring for the design."""
 
@@ -137,20 +139,31 @@ class PostgresStore(PostgresSettings, PostgresDigests):
         await self.close()
 
     async def _run(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
-        """Run ``fn`` on a pooled connection; retry once on a lost connection."""
-        for attempt in (1, 2):
+        """Run ``fn`` on a pooled connection; after a lost connection, retry on a fresh one
+        with backoff (``errors.RETRY_DELAYS``), then raise ``StoreUnavailableError``."""
+        delays = iter(errors.RETRY_DELAYS)
+        while True:
             if self._pool is None:
                 raise StoreError("the store is closed")
             try:
                 async with self._pool.acquire() as conn:
-                    return await fn(conn)
+                    try:
+                        result = await fn(conn)
+                    except errors.LOST:
+                        conn.terminate()  # never hand a half-dead connection back to the pool
+                        raise
+                if REPORT.active:
+                    REPORT.succeeded()
+                return result
             except errors.LOST as e:
-                if attempt == 2:
-                    raise errors.translate(e) from e
-                log.warning("PostgreSQL connection lost (%s); retrying once", type(e).__name__)
+                delay = next(delays, None)
+                if delay is None:
+                    raise errors.lost(e) from e
+                log.warning("PostgreSQL connection lost (%s); retrying in %.2f s",
+                            type(e).__name__, delay)
+                await asyncio.sleep(delay)
             except asyncpg.PostgresError as e:
                 raise errors.translate(e) from e
-        raise AssertionError("unreachable")
 
     async def _tx(self, fn: Callable[[Conn], Awaitable[T]], *, read: bool = False) -> T:
         """``fn`` in one transaction; a read is one consistent REPEATABLE READ snapshot."""
@@ -378,56 +391,6 @@ class PostgresStore(PostgresSettings, PostgresDigests):
     async def release_lease(self, key: ChannelKey, owner: str) -> bool:
         """Give the lease back if ``owner`` holds it; False if it had expired and moved on."""
         return bool(await self._fetch(queries.RELEASE_LEASE, *by_key(key), owner))
-
-    # ------------------------------------------------------------------ owed replies
-
-    async def claim_owed(
-        self, key: ChannelKey, message_id: str, owner: str, claim_seconds: float
-    ) -> OwedReply | None:
-        """Claim this message's open debt (see ``ReplyLedger.claim_owed``)."""
-        rows = await self._fetch(owed.CLAIM_OWED, *owed.by_owed_key(key, message_id), owner,
-                                 positive_ttl(claim_seconds))
-        return owed.owed_row(rows[0]) if rows else None
-
-    async def claim_due(
-        self, platform: str, owner: str, claim_seconds: float, *, since: float, limit: int = 20
-    ) -> list[OwedReply]:
-        """Claim debts whose claim ran out (see ``ReplyLedger.claim_due``)."""
-        rows = await self._fetch(owed.CLAIM_DUE, platform, owner, positive_ttl(claim_seconds),
-                                 float(since), limit)
-        return sorted((owed.owed_row(r) for r in rows), key=lambda o: o.sent_at)
-
-    async def renew_owed(
-        self, owner: str, items: Sequence[tuple[ChannelKey, str]], claim_seconds: float
-    ) -> int:
-        """Extend ``owner``'s live claims."""
-        ttl = positive_ttl(claim_seconds)
-
-        async def run(conn: Conn) -> int:
-            held = 0
-            for key, mid in items:
-                status = await conn.execute(owed.RENEW_OWED, *owed.by_owed_key(key, mid),
-                                            owner, ttl)
-                held += int(status.split()[-1])
-            return held
-
-        return await self._tx(run) if items else 0
-
-    async def release_owed(self, key: ChannelKey, message_id: str, owner: str) -> bool:
-        """Make ``owner``'s claimed debt due again."""
-        sql = owed.RELEASE_OWED + " RETURNING seq"
-        return bool(await self._fetch(sql, *owed.by_owed_key(key, message_id), owner))
-
-    async def settle_owed(self, key: ChannelKey, message_id: str) -> bool:
-        """Delete a delivered debt."""
-        return bool(await self._fetch(owed.SETTLE_OWED, *owed.by_owed_key(key, message_id)))
-
-    async def expire_owed(
-        self, platform: str, *, before: float, max_attempts: int
-    ) -> list[OwedReply]:
-        """Delete and return debts too old or tried too often."""
-        rows = await self._fetch(owed.EXPIRE_OWED, platform, float(before), max_attempts)
-        return sorted((owed.owed_row(r) for r in rows), key=lambda o: o.sent_at)
 
     async def claim_event(self, event_id: str, ttl: float = 86400) -> bool:
         """True for the first claimer of a platform event id within ``ttl`` seconds: replicas

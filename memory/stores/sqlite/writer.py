@@ -23,8 +23,9 @@ import aiosqlite
 
 from memory.errors import StoreBusyError, StoreError
 from memory.models import ChannelKey
+from memory.stores.faults import REPORT, unavailable
 
-__all__ = ["GroupCommitWriter", "WriteTx", "raw_connection", "translate"]
+__all__ = ["GroupCommitWriter", "WriteTx", "raw_connection", "translate", "unavailable_cause"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -80,8 +81,29 @@ def raw_connection(conn: aiosqlite.Connection | None) -> sqlite3.Connection:
     return raw
 
 
+_UNAVAILABLE = {  # SQLite's primary result codes that no retry of the write fixes
+    "SQLITE_FULL": "disk full",
+    "SQLITE_READONLY": "read-only",
+    "SQLITE_CANTOPEN": "read-only",  # a journal or WAL file cannot be created
+    "SQLITE_IOERR": "disk I/O error",
+}
+
+
+def unavailable_cause(exc: BaseException) -> str | None:
+    """``StoreUnavailableError``'s cause for a sqlite3 error (disk full, read-only, I/O), or
+    None when the error is about the operation rather than the disk."""
+    name = getattr(exc, "sqlite_errorname", None)
+    if not isinstance(exc, sqlite3.Error) or not isinstance(name, str):
+        return None
+    primary = "_".join(name.split("_")[:2])  # SQLITE_IOERR_WRITE -> SQLITE_IOERR
+    return _UNAVAILABLE.get(primary)
+
+
 def translate(exc: BaseException) -> BaseException:
-    """Map sqlite3 errors to the store's error classes, keeping the cause."""
+    """Map sqlite3 errors to the store's error classes, keeping the cause; a full disk or a
+    read-only database becomes ``StoreUnavailableError``, reported once a minute per cause."""
+    if (cause := unavailable_cause(exc)) is not None:
+        return unavailable(cause, exc)
     if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
         err: StoreError = StoreBusyError("the database is locked by another writer")
     elif isinstance(exc, sqlite3.Error):
@@ -159,6 +181,8 @@ class GroupCommitWriter:
                     raise
                 continue
             self.channel_ids.update(new_ids)
+            if REPORT.active and all(ok for ok, _ in results):
+                REPORT.succeeded()
             for (_, fut), (ok, value) in zip(batch, results, strict=True):
                 if fut.done():
                     continue

@@ -1,0 +1,66 @@
+"""The process ``test_slack_crash.py`` kills: the real Slack adapter in HTTP mode, on a
+real SQLite file, talking to the parent's loopback Slack.
+
+Usage: ``python -m tests.slack_crash_child DB_PATH SLACK_API_URL [socket APP_TOKEN]``
+
+It builds the runtime as ``gistbot run`` does (``Runtime.open`` from settings) and serves
+``run_slack`` until killed. In HTTP mode it prints ``READY <events url>`` (flushed) once
+it listens on its port-0 socket; in Socket Mode, ``READY socket`` once connected. The
+language model is the harness's in-process fake (a short pause per reply word, so
+replies are in flight when the kill lands).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import sys
+
+from adapters.slack import run_slack
+from bot.app import Runtime
+from bot.settings import load_settings
+from tests.harness.slack import SECRET, FakeLLM, claims_of, web_client
+
+__all__ = ["main"]
+
+
+class _Ready(logging.Handler):
+    """Prints ``READY <url>`` when the launcher logs where it listens or that it connected."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if m := re.search(r"listening on (\S+)", text):
+            sys.stdout.write(f"READY {m.group(1)}\n")
+            sys.stdout.flush()
+        elif "Socket Mode" in text:
+            sys.stdout.write("READY socket\n")
+            sys.stdout.flush()
+
+
+async def main(db: str, api_url: str, app_token: str | None) -> None:
+    env = {
+        "DATABASE_URL": f"sqlite:///{db}",
+        "SLACK_BOT_TOKEN": "xoxb-test-token",
+        "PORT": "0",
+        "HOST": "127.0.0.1",
+        "STREAM_REPLIES": "true",
+    }
+    if app_token is not None:
+        env["SLACK_APP_TOKEN"] = app_token
+    else:
+        env["SLACK_SIGNING_SECRET"] = SECRET
+    settings = load_settings(environ=env, env_file=None)
+    launch = logging.getLogger("adapters.slack.launch")
+    launch.setLevel(logging.INFO)
+    launch.addHandler(_Ready())
+    llm = FakeLLM()
+    llm.pause = 0.01
+    async with Runtime.open(settings, llm=llm) as rt:
+        client = web_client(settings, api_url)
+        await run_slack(rt.service, rt.settings, claims_of(rt), client=client)
+
+
+if __name__ == "__main__":
+    token = sys.argv[4] if len(sys.argv) > 4 and sys.argv[3] == "socket" else None
+    asyncio.run(main(sys.argv[1], sys.argv[2], token))
