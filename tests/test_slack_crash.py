@@ -22,6 +22,10 @@ async def test_sigkill_during_a_burst_loses_nothing_acknowledged(tmp_path: Path)
     assert not result.lost, f"acknowledged but never stored: {result.lost[:10]} {summary}"
     assert not result.duplicates, f"stored twice: {result.duplicates[:10]} {summary}"
     assert len(result.acked) == result.sent, summary
+    # Every mention (all younger than ANSWER_MISSED_SECONDS) is answered: a reply turn each
+    # (one at most per mention, ``reply:<id>``), and no reply is still owed.
+    assert result.owed_left == 0, summary
+    assert result.answered == result.mentions, summary
 
 
 async def test_sigkill_in_socket_mode_loses_nothing_acknowledged(tmp_path: Path) -> None:

@@ -45,6 +45,7 @@ class CrashResult:
     duplicates: list[str] = field(default_factory=list)
     mentions: int = 0
     answered: int = 0  # reply turns stored (one per mention at most: ``reply:<id>``)
+    owed_left: int = -1  # replies still owed when the run ended (0: every debt settled)
     ack_seconds: list[float] = field(default_factory=list)
 
     def summary(self) -> dict[str, object]:
@@ -52,7 +53,7 @@ class CrashResult:
             "events": self.sent, "deliveries": self.deliveries, "kills": self.kills,
             "acknowledged": len(self.acked), "acknowledged_but_lost": len(self.lost),
             "duplicates": len(self.duplicates), "mentions": self.mentions,
-            "replies_stored": self.answered,
+            "replies_stored": self.answered, "replies_still_owed": self.owed_left,
             "ack_p50_ms": round(1000 * percentile(self.ack_seconds, 50), 1),
             "ack_p99_ms": round(1000 * percentile(self.ack_seconds, 99), 1),
             "ack_max_ms": round(1000 * max(self.ack_seconds, default=0.0), 1),
@@ -66,8 +67,15 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
+_TS: dict[int, str] = {}
+
+
 def message_ts(i: int) -> str:
-    return f"{1700000000 + i}.000100"
+    """Event ``i``'s Slack ts: the wall-clock second it was first made, ``i`` as the
+    fraction (unique), so a mention's age is real (``ANSWER_MISSED_SECONDS`` applies)."""
+    if i not in _TS:
+        _TS[i] = f"{int(time.time())}.{i:06d}"
+    return _TS[i]
 
 
 def event_for(i: int, mention_every: int) -> dict[str, object]:
@@ -206,6 +214,7 @@ async def crash_run(
     socket_mode: bool = False,
 ) -> CrashResult:
     """See the module docstring; the database is ``tmp / 'gistbot.db'``."""
+    _TS.clear()  # a new run's events get their own (current) times
     rng = random.Random(seed)
     db = tmp / "gistbot.db"
     result = CrashResult()
@@ -263,7 +272,10 @@ async def crash_run(
                         break
                     done = await asyncio.gather(*(deliver(i) for i in pending))
                     pending = [i for i, ok in zip(pending, done, strict=True) if not ok]
-                await asyncio.sleep(1.0)  # replies in flight finish
+                # Replies in flight finish, and the mentions a kill left unanswered are
+                # answered by the restarted process's sweep (bot.owed): wait for the debts.
+                await asyncio.sleep(1.0)
+                result.owed_left = await _owed_drained(db, within=90.0)
                 child.kill()
             await child.wait()
         if acks is not None:
@@ -281,6 +293,17 @@ async def crash_run(
     result.lost = sorted(message_ts(i) for i in result.acked if message_ts(i) not in stored)
     result.duplicates = [str(r[0]) for r in dup]
     return result
+
+
+async def _owed_drained(db: Path, *, within: float) -> int:
+    """Wait until no reply is owed in ``db`` (or ``within`` seconds); how many still are."""
+    deadline = time.monotonic() + within
+    while True:
+        with contextlib.closing(sqlite3.connect(db, timeout=5)) as conn:
+            left = int(conn.execute("SELECT count(*) FROM owed_replies").fetchone()[0])
+        if left == 0 or time.monotonic() > deadline:
+            return left
+        await asyncio.sleep(0.25)
 
 
 async def burst_run(
