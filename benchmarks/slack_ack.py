@@ -28,7 +28,8 @@ async def measure(kills: int, events: int, modes: list[str]) -> dict[str, object
     out: dict[str, object] = {}
     for mode in modes:
         socket = mode == "socket"
-        for name, rate in ((f"{mode}_burst_200_per_s", 200.0), (f"{mode}_burst_all_at_once", None)):
+        bursts = ((f"{mode}_burst_200_per_s", 200.0), (f"{mode}_burst_all_at_once", None))
+        for name, rate in bursts if events > 0 else ():  # --events 0: the kills only
             with tempfile.TemporaryDirectory() as tmp:
                 began = time.monotonic()
                 burst = await burst_run(Path(tmp), events=events, rate=rate, socket_mode=socket)
