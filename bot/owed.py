@@ -173,14 +173,17 @@ async def sweep_missed(service: ChatService, platform: str, deliver: Deliver,
     answered = 0
     if owed.answer_missed_seconds <= 0:
         return 0
-    batch = await owed.ledger.claim_due(platform, owed.owner, owed.claim_seconds,
-                                        since=now - owed.answer_missed_seconds, limit=limit)
-    for n, item in enumerate(batch):
+    # One claim at a time: a claim counts an attempt, so a batch claimed at once would charge
+    # every mention in it when a kill cuts the first answer short (after MAX_ATTEMPTS such
+    # kills, mentions never tried would be given up).
+    for _ in range(limit):
         if stop is not None and stop.is_set():  # shutting down: the rest stay due
-            for rest in batch[n:]:
-                owed.answering(rest.key, rest.message_id)
-                await owed.finished(rest.key, rest.message_id, delivered=False)
             break
+        batch = await owed.ledger.claim_due(platform, owed.owner, owed.claim_seconds,
+                                            since=now - owed.answer_missed_seconds, limit=1)
+        if not batch:
+            break
+        item = batch[0]
         owed.answering(item.key, item.message_id)
         delivered = False
         try:

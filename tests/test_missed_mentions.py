@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import pytest
 
-from bot.owed import sweep_missed
+from bot.owed import MAX_ATTEMPTS, sweep_missed
 from memory.models import ChannelKey, NewTurn, ReplyDue
 from memory.store import Store
 from tests.fakes.slack_api import FakeSlack
@@ -197,6 +197,27 @@ async def test_a_mention_older_than_the_limit_is_logged_not_answered(
     assert old in warning and "ANSWER_MISSED_SECONDS" in warning
     assert await h.rt.store.claim_owed(KEY, old, "x", 30) is None  # dropped, not retried
     assert await sweep_missed(h.rt.service, "slack", h.adapter.events.deliver_owed) == 0
+
+
+async def test_a_sweep_cut_short_charges_only_the_mention_it_was_answering(h: Harness) -> None:
+    # A restart finds three owed mentions; each time, the process dies while posting the
+    # first answer. Only that mention is charged an attempt: the other two were never tried
+    # and are answered once the process lives (a batch claim used to charge all three, so
+    # MAX_ATTEMPTS kills gave up mentions nobody had tried to answer).
+    now = int(time.time())
+    tss = [f"{now}.00070{i}" for i in range(3)]
+    for ts in tss:
+        await owe_as_a_dead_process(h.rt.store, KEY, ts)
+    await asyncio.sleep(0.3)
+
+    async def killed(owed: object, reply: object) -> bool:
+        raise asyncio.CancelledError  # SIGKILL while posting
+
+    for _ in range(MAX_ATTEMPTS):
+        with pytest.raises(asyncio.CancelledError):
+            await sweep_missed(h.rt.service, "slack", killed)
+    assert await sweep_missed(h.rt.service, "slack", h.adapter.events.deliver_owed) == 2
+    assert sorted(p["thread_ts"] for p in posts(h.fake)) == tss[1:]
 
 
 async def test_a_slack_redelivery_of_an_unanswered_mention_is_answered_once(h: Harness) -> None:
