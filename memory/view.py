@@ -17,7 +17,7 @@ system prompt and the fence framing). It is split, in this order:
    turns already show are skipped.
 4. **Recall**: everything left (or ``RECALL_TOKENS`` when set): long-term facts, then the
    best-matching stored turns older than the verbatim ones — the best three with their
-   neighbours (±1 turn) — then matching episodes, the other matches, and the other
+   neighbours (±1 turn) — then the other matches, matching episodes, and the other
    matches' neighbours (below 1,500 tokens of recall, every match before any
    neighbour). Rendered inside the fence, grouped by day, with speaker and time.
 5. What recall leaves unused goes to older verbatim turns — unfolded ones, then the
@@ -207,12 +207,14 @@ def _recall(
     for hit in hits[:first]:
         for turn in (hit, *around(hit)):
             add(turn)
+    for hit in hits[first:]:
+        add(hit)
+    # Episodes after every match: an episode is a summary of a span, a matching turn is
+    # the message itself (scenario 6: episodes first cost 2-3 points of evidence).
     episodes: list[Episode] = []
     for episode in found.episodes:
         if budget.take([episode_line(episode)], [RECALL_HEADING]):
             episodes.append(episode)
-    for hit in hits[first:]:
-        add(hit)
     for hit in hits:
         for turn in around(hit):
             add(turn)

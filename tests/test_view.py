@@ -216,3 +216,17 @@ def test_the_verbatim_share_grows_with_the_budget_up_to_recent_share() -> None:
     assert split.facts_room(3300) == 330 and split.facts_room(2500) == 300
     assert split.facts_room(900) <= 0.15 * 900
     assert ViewSplit(recent_share=0.1).recent_room(900) == 90  # a lower share is kept
+
+
+def test_matching_turns_come_before_episodes_in_a_small_recall_room() -> None:
+    # Episodes summarize a span; a matching turn is the message itself. Episodes first let
+    # three long episode lines crowd most matches out of a small room (scenario 6).
+    old = [turn(i + 1, f"the parcel for depot {i} left on time") for i in range(200)]
+    new = [turn(201, "where did the parcels go?")]
+    episodes = tuple(Episode(KEY, i, 1, 2, 0.0, DAY, ("Dana",), "parcel talk " * 60)
+                     for i in range(3))
+    hits = tuple(old[:-40:-3])
+    view = compose_view(SummaryState(KEY, folded_through=200), new, budget=700, tokenizer=TOK,
+                        split=ViewSplit(), found=Recall((), episodes, hits), nearby=old)
+    assert {t.seq for t in hits} <= {t.seq for t in view.recall.turns}
+    assert view.tokens <= 700
