@@ -5,7 +5,7 @@ the fence framing take their part (``bot.prompts.fixed_overhead``) and the rest 
 *memory budget*. By default everything else follows from it, so raising
 ``CONTEXT_TOKENS`` buys a larger verbatim window and more recall:
 
-* compaction (``WindowPolicy.for_budget``): compact when the unsummarized turns pass 35% of
+* compaction (``WindowPolicy.for_budget``): compact when the unsummarized turns pass 40% of
   what the summary leaves, fold down to 10%; ``MAX_HISTORY_MESSAGES`` /
   ``KEEP_RECENT_MESSAGES`` select the original sliding window of messages instead, and
   ``WINDOW_TOKENS`` / ``KEEP_TOKENS`` set a token window explicitly;
