@@ -10,7 +10,7 @@ the fence framing take their part (``bot.prompts.fixed_overhead``) and the rest 
   ``KEEP_RECENT_MESSAGES`` select the original sliding window of messages instead, and
   ``WINDOW_TOKENS`` / ``KEEP_TOKENS`` set a token window explicitly;
 * the view (``memory.view.ViewSplit``): the newest turns up to a share of what the summary
-  leaves that grows from 15% (a tiny budget) to 45% (6,000 tokens and more), carried
+  leaves that grows from 10% (a tiny budget) to 45% (8,000 tokens and more), carried
   identifiers up to ``FACTS_TOKENS`` (or 10%; at most 15% in a small view), recall the
   rest (``RECALL_TOKENS`` caps it; ``0`` turns it off).
 """

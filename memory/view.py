@@ -6,13 +6,13 @@ system prompt and the fence framing). It is split, in this order:
 1. **The rolling summary**, whole (compaction bounds it by ``SUMMARY_TOKENS``; only a
    summary larger than ``B`` is cut, with a marker). ``R`` is what remains.
 2. **The newest turns verbatim**, the triggering message first, up to a share of ``R``
-   that grows with it: ``small_share`` (15%) of a tiny ``R``, rising linearly to
-   ``recent_share`` (45%) at ``R = full_shares_at`` (6,000) and beyond. A small budget so
+   that grows with it: ``small_share`` (10%) of a tiny ``R``, rising linearly to
+   ``recent_share`` (45%) at ``R = full_shares_at`` (8,000) and beyond. A small budget so
    keeps most of itself for recall: at 1,000 tokens, BM25 over the raw turns found more
    evidence than a view that spent 45% on the newest turns (issue 13's benchmark). A turn
    over half of ``B`` is cut with a marker.
 3. **Carried identifiers**, most relevant to the message first (``memory.relevance``), up
-   to ``max(facts_share × R, min(FACTS_TOKENS, small_share × R))`` — ``FACTS_TOKENS`` is
+   to ``max(facts_share × R, min(FACTS_TOKENS, facts_cap_share × R))`` (15%): ``FACTS_TOKENS`` is
    a floor only where it does not crowd a small view; those the summary or the verbatim
    turns already show are skipped.
 4. **Recall**: everything left (or ``RECALL_TOKENS`` when set): long-term facts, then the
@@ -72,10 +72,13 @@ class ViewSplit:
     recent_share: float = 0.45
     facts_tokens: int = 300
     facts_share: float = 0.1
-    small_share: float = 0.15
-    """The verbatim share, and the cap on the carried identifiers' share, of a tiny view:
-    the verbatim share grows linearly from it to ``recent_share`` at ``full_shares_at``."""
-    full_shares_at: int = 6000
+    small_share: float = 0.10
+    """The verbatim share of a tiny view; it grows linearly to ``recent_share`` at
+    ``full_shares_at``."""
+    facts_cap_share: float = 0.15
+    """``FACTS_TOKENS`` is a floor only up to this share of ``R``, so it cannot crowd a
+    small view."""
+    full_shares_at: int = 8000
     """``R`` (tokens) from which the newest turns get the whole ``recent_share``."""
     recall_tokens: int | None = None
     """``None``: recall gets everything left; ``0``: no recall; else at most this many."""
@@ -86,22 +89,25 @@ class ViewSplit:
     def __post_init__(self) -> None:
         if not 0 < self.recent_share <= 1 or not 0 <= self.facts_share < 1:
             raise ValueError("recent_share must be in (0, 1] and facts_share in [0, 1)")
-        if not 0 <= self.small_share <= 1 or self.full_shares_at < 0:
-            raise ValueError("small_share must be in [0, 1] and full_shares_at >= 0")
+        if not 0 <= self.small_share <= 1 or not 0 <= self.facts_cap_share <= 1:
+            raise ValueError("small_share and facts_cap_share must be in [0, 1]")
+        if self.full_shares_at < 0:
+            raise ValueError("full_shares_at must be >= 0")
 
     def recent_room(self, rest: int) -> int:
         """Tokens the newest turns may take of ``rest`` (what the summary leaves): a share
         that grows with ``rest``, so a small budget keeps room for recall."""
+        if rest >= self.full_shares_at:
+            return int(rest * self.recent_share)
         low = min(self.small_share, self.recent_share)
-        grown = min(rest / self.full_shares_at, 1.0) if self.full_shares_at else 1.0
-        return int(rest * (low + (self.recent_share - low) * grown))
+        return int(rest * (low + (self.recent_share - low) * rest / self.full_shares_at))
 
     def facts_room(self, rest: int) -> int:
         """Tokens the carried identifiers may take of ``rest``: ``facts_share`` of it, or
-        ``facts_tokens`` if more, but never more than ``small_share`` of it when that
-        floor would crowd a small view."""
+        ``facts_tokens`` if more, but that floor never more than ``facts_cap_share`` of
+        it, where it would crowd a small view."""
         return max(int(rest * self.facts_share),
-                   min(self.facts_tokens, int(rest * max(self.small_share, self.facts_share))))
+                   min(self.facts_tokens, int(rest * self.facts_cap_share)))
 
 
 @dataclass(frozen=True, slots=True)
