@@ -5,13 +5,14 @@ the fence framing take their part (``bot.prompts.fixed_overhead``) and the rest 
 *memory budget*. By default everything else follows from it, so raising
 ``CONTEXT_TOKENS`` buys a larger verbatim window and more recall:
 
-* compaction (``WindowPolicy.for_budget``): compact when the unsummarized turns pass 35% of
+* compaction (``WindowPolicy.for_budget``): compact when the unsummarized turns pass 40% of
   what the summary leaves, fold down to 10%; ``MAX_HISTORY_MESSAGES`` /
   ``KEEP_RECENT_MESSAGES`` select the original sliding window of messages instead, and
   ``WINDOW_TOKENS`` / ``KEEP_TOKENS`` set a token window explicitly;
-* the view (``memory.view.ViewSplit``): the newest turns up to 45% of what the summary
-  leaves, carried identifiers up to ``FACTS_TOKENS`` (or 10%), recall the rest
-  (``RECALL_TOKENS`` caps it; ``0`` turns it off).
+* the view (``memory.view.ViewSplit``): the newest turns up to a share of what the summary
+  leaves that grows from 10% (a tiny budget) to 45% (8,000 tokens and more), carried
+  identifiers up to ``FACTS_TOKENS`` (or 10%; at most 15% in a small view), recall the
+  rest (``RECALL_TOKENS`` caps it; ``0`` turns it off).
 """
 
 from __future__ import annotations

@@ -113,8 +113,9 @@ class Archive:
         hits: list[Turn] = []
         nearby: list[Turn] = []
         if below is not None and below > 1:
-            # Enough candidates to fill the recall room with short messages (~40 tokens).
-            limit = max(self.config.recall_turns, budget // 40)
+            # Enough candidates to fill the recall room with short messages (~20 tokens;
+            # budget // 40 left scenario 6's recall room short of matches at 4,000+).
+            limit = max(self.config.recall_turns, budget // 20)
             hits = await self.store.search_turns(
                 key, turn_query(turns), before_seq=below, limit=limit
             )

@@ -5,14 +5,19 @@ system prompt and the fence framing). It is split, in this order:
 
 1. **The rolling summary**, whole (compaction bounds it by ``SUMMARY_TOKENS``; only a
    summary larger than ``B`` is cut, with a marker). ``R`` is what remains.
-2. **The newest turns verbatim**, the triggering message first, up to ``recent_share``
-   (40%) of ``R``. A turn over half of ``B`` is cut with a marker.
+2. **The newest turns verbatim**, the triggering message first, up to a share of ``R``
+   that grows with it: ``small_share`` (10%) of a tiny ``R``, rising linearly to
+   ``recent_share`` (45%) at ``R = full_shares_at`` (8,000) and beyond. A small budget so
+   keeps most of itself for recall: at 1,000 tokens, BM25 over the raw turns found more
+   evidence than a view that spent 45% on the newest turns (issue 13's benchmark). A turn
+   over half of ``B`` is cut with a marker.
 3. **Carried identifiers**, most relevant to the message first (``memory.relevance``), up
-   to ``max(FACTS_TOKENS, facts_share × R)``; those the summary or the verbatim turns
-   already show are skipped.
+   to ``max(facts_share × R, min(FACTS_TOKENS, facts_cap_share × R))`` (15%): ``FACTS_TOKENS`` is
+   a floor only where it does not crowd a small view; those the summary or the verbatim
+   turns already show are skipped.
 4. **Recall**: everything left (or ``RECALL_TOKENS`` when set): long-term facts, then the
    best-matching stored turns older than the verbatim ones — the best three with their
-   neighbours (±1 turn) — then matching episodes, the other matches, and the other
+   neighbours (±1 turn) — then the other matches, matching episodes, and the other
    matches' neighbours (below 1,500 tokens of recall, every match before any
    neighbour). Rendered inside the fence, grouped by day, with speaker and time.
 5. What recall leaves unused goes to older verbatim turns — unfolded ones, then the
@@ -67,6 +72,14 @@ class ViewSplit:
     recent_share: float = 0.45
     facts_tokens: int = 300
     facts_share: float = 0.1
+    small_share: float = 0.10
+    """The verbatim share of a tiny view; it grows linearly to ``recent_share`` at
+    ``full_shares_at``."""
+    facts_cap_share: float = 0.15
+    """``FACTS_TOKENS`` is a floor only up to this share of ``R``, so it cannot crowd a
+    small view."""
+    full_shares_at: int = 8000
+    """``R`` (tokens) from which the newest turns get the whole ``recent_share``."""
     recall_tokens: int | None = None
     """``None``: recall gets everything left; ``0``: no recall; else at most this many."""
     max_turn_share: float = 0.5
@@ -76,6 +89,25 @@ class ViewSplit:
     def __post_init__(self) -> None:
         if not 0 < self.recent_share <= 1 or not 0 <= self.facts_share < 1:
             raise ValueError("recent_share must be in (0, 1] and facts_share in [0, 1)")
+        if not 0 <= self.small_share <= 1 or not 0 <= self.facts_cap_share <= 1:
+            raise ValueError("small_share and facts_cap_share must be in [0, 1]")
+        if self.full_shares_at < 0:
+            raise ValueError("full_shares_at must be >= 0")
+
+    def recent_room(self, rest: int) -> int:
+        """Tokens the newest turns may take of ``rest`` (what the summary leaves): a share
+        that grows with ``rest``, so a small budget keeps room for recall."""
+        if rest >= self.full_shares_at:
+            return int(rest * self.recent_share)
+        low = min(self.small_share, self.recent_share)
+        return int(rest * (low + (self.recent_share - low) * rest / self.full_shares_at))
+
+    def facts_room(self, rest: int) -> int:
+        """Tokens the carried identifiers may take of ``rest``: ``facts_share`` of it, or
+        ``facts_tokens`` if more, but that floor never more than ``facts_cap_share`` of
+        it, where it would crowd a small view."""
+        return max(int(rest * self.facts_share),
+                   min(self.facts_tokens, int(rest * self.facts_cap_share)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +134,7 @@ def _recent(
     # recent share; the turns before it share what the recent share leaves.
     picked, used, truncated = pick_newest(turns[-1:], rest, cap, tokenizer)
     if picked:
-        room = max(int(rest * split.recent_share) - used, 0)
+        room = max(split.recent_room(rest) - used, 0)
         more, more_used, more_cut = pick_newest(turns[:-1], room, cap, tokenizer)
         picked, used, truncated = more + picked, used + more_used, truncated or more_cut
     return _Recent(summary, summary_tokens, rest, picked, used, truncated)
@@ -181,12 +213,14 @@ def _recall(
     for hit in hits[:first]:
         for turn in (hit, *around(hit)):
             add(turn)
+    for hit in hits[first:]:
+        add(hit)
+    # Episodes after every match: an episode is a summary of a span, a matching turn is
+    # the message itself (scenario 6: episodes first cost 2-3 points of evidence).
     episodes: list[Episode] = []
     for episode in found.episodes:
         if budget.take([episode_line(episode)], [RECALL_HEADING]):
             episodes.append(episode)
-    for hit in hits[first:]:
-        add(hit)
     for hit in hits:
         for turn in around(hit):
             add(turn)
@@ -222,7 +256,7 @@ def compose_view(
     part = _recent(state, turns, budget, tokenizer, split)
     left = part.rest - part.used
     shown_text = "\n".join([part.summary, *(t.text for t in part.picked)])
-    facts_room = min(max(split.facts_tokens, int(part.rest * split.facts_share)), left)
+    facts_room = min(split.facts_room(part.rest), left)
     facts, facts_tokens = fit_facts(facts_order(state.facts), shown_text, facts_room, tokenizer)
     left -= facts_tokens
     recall, recall_tokens = Recall(), 0

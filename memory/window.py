@@ -71,12 +71,15 @@ class WindowPolicy:
             raise ValueError("keep_tokens must be smaller than window_tokens")
 
     @classmethod
-    def for_budget(cls, budget: int, *, summary_tokens: int, window_share: float = 0.35,
+    def for_budget(cls, budget: int, *, summary_tokens: int, window_share: float = 0.40,
                    keep_share: float = 0.1) -> WindowPolicy:
         """The default window, in tokens, derived from a reply's memory budget: compact when
         the unsummarized turns pass ``window_share`` of what the summary leaves, fold down
-        to ``keep_share``. One call then folds a quarter of the budget, and every unfolded
-        turn fits the view's verbatim share (``memory.view.ViewSplit.recent_share``)."""
+        to ``keep_share``. One call then folds 30% of the budget. From a large
+        budget on every unfolded turn fits the view's verbatim share
+        (``memory.view.ViewSplit.recent_room``); in a small one the verbatim share is
+        smaller, and the unfolded turns it leaves out are reached by the turn search and by
+        the fill with the conversation just before."""
         room = max(budget - summary_tokens, 40)
         window = max(int(room * window_share), 20)
         return cls(max_messages=0, keep_messages=0, window_tokens=window,

@@ -186,3 +186,47 @@ def test_earlier_turns_that_repeat_unfolded_ones_are_shown_once() -> None:
                         tokenizer=TOK, split=ViewSplit(), earlier=earlier)
     seqs = [t.seq for t in view.turns]
     assert len(seqs) == len(set(seqs)) and seqs == sorted(seqs)
+
+
+def test_a_small_budget_leaves_most_of_itself_to_recall() -> None:
+    # Issue 13: at 1,000 tokens a fixed 45% verbatim share and a 300-token identifier floor
+    # left recall ~250 tokens, and BM25 over raw turns found more evidence at that size.
+    old = [turn(i + 1, f"note {i}: the blue parcel went to depot {i}") for i in range(500)]
+    new = [turn(501 + i, f"recent chat line {i} about lunch plans") for i in range(60)]
+    facts = tuple(CarriedIdentifier(f"ORD-{1000 + i}", f"order ORD-{1000 + i} of a customer "
+                                    f"who asked about parcel {i}", i, i) for i in range(40))
+    state = SummaryState(KEY, "Summary. " * 10, folded_through=500, facts=facts)
+    view = compose_view(state, new, budget=1000, tokenizer=TOK, split=ViewSplit(),
+                        found=Recall(turns=tuple(old[::-7])), nearby=old)
+    rest = 1000 - view.summary_tokens
+    assert view.recall_tokens >= rest // 2, view
+    assert view.turns_tokens <= 0.25 * rest and view.facts_tokens <= 0.15 * rest
+    assert view.tokens <= 1000
+
+
+def test_the_verbatim_share_grows_with_the_budget_up_to_recent_share() -> None:
+    split = ViewSplit()
+    rooms = [split.recent_room(r) for r in range(0, 12000, 250)]
+    assert rooms == sorted(rooms)
+    shares = [round(split.recent_room(r) / r, 3) for r in range(250, 12000, 250)]
+    assert shares == sorted(shares), "a larger budget never gets a smaller verbatim share"
+    assert split.recent_room(split.full_shares_at) == int(split.full_shares_at * 0.45)
+    assert split.recent_room(20000) == int(20000 * split.recent_share)
+    # The identifier floor (FACTS_TOKENS) still holds where it fits; a tiny view caps it.
+    assert split.facts_room(3300) == 330 and split.facts_room(2500) == 300
+    assert split.facts_room(900) <= 0.15 * 900
+    assert ViewSplit(recent_share=0.1).recent_room(900) == 90  # a lower share is kept
+
+
+def test_matching_turns_come_before_episodes_in_a_small_recall_room() -> None:
+    # Episodes summarize a span; a matching turn is the message itself. Episodes first let
+    # three long episode lines crowd most matches out of a small room (scenario 6).
+    old = [turn(i + 1, f"the parcel for depot {i} left on time") for i in range(200)]
+    new = [turn(201, "where did the parcels go?")]
+    episodes = tuple(Episode(KEY, i, 1, 2, 0.0, DAY, ("Dana",), "parcel talk " * 60)
+                     for i in range(3))
+    hits = tuple(old[:-40:-3])
+    view = compose_view(SummaryState(KEY, folded_through=200), new, budget=700, tokenizer=TOK,
+                        split=ViewSplit(), found=Recall((), episodes, hits), nearby=old)
+    assert {t.seq for t in hits} <= {t.seq for t in view.recall.turns}
+    assert view.tokens <= 700
