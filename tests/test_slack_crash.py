@@ -18,7 +18,9 @@ async def test_sigkill_during_a_burst_loses_nothing_acknowledged(tmp_path: Path)
     result = await crash_run(tmp_path, kills=KILLS, rate=200.0, mention_every=20)
     summary = result.summary()
     assert result.kills == KILLS
-    assert result.deliveries > result.sent > 0, summary  # some were delivered again
+    # Usually a kill lands on requests in flight and they are delivered again; with fast
+    # acknowledgements all 8 kills can fall between requests (seen once), so not asserted.
+    assert result.deliveries >= result.sent > 0, summary
     assert not result.lost, f"acknowledged but never stored: {result.lost[:10]} {summary}"
     assert not result.duplicates, f"stored twice: {result.duplicates[:10]} {summary}"
     assert len(result.acked) == result.sent, summary
