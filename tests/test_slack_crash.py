@@ -36,7 +36,9 @@ async def test_sigkill_in_socket_mode_loses_nothing_acknowledged(tmp_path: Path)
                              socket_mode=True)  # fmt: skip
     summary = result.summary()
     assert result.kills == kills
-    assert result.deliveries > result.sent > 0, summary
+    assert result.deliveries >= result.sent > 0, summary  # re-delivery likely, not certain
     assert not result.lost, f"acknowledged but never stored: {result.lost[:10]} {summary}"
     assert not result.duplicates, f"stored twice: {result.duplicates[:10]} {summary}"
     assert len(result.acked) == result.sent, summary
+    assert result.owed_left == 0, summary
+    assert result.answered == result.mentions, summary
