@@ -9,9 +9,7 @@ replica honoured by the other within 5 s."""
 from __future__ import annotations
 
 import asyncio
-import os
 import time
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -24,12 +22,12 @@ from bot.prompts import FENCE_OPEN
 from memory.channel_settings import UsageKey
 from memory.models import ChannelKey
 from tests.fakes.openai_server import FakeOpenAI, default_responder
+from tests.harness.postgres import fresh_schema
 from tests.harness.service import KEY, bodies, msg, runtime
 
 OTHER = ChannelKey("test", "w1", "c2")
 ADMIN = Caller("op", "Operator", may_channel=True, may_server=True)
 ENV = {"ALLOWED_MODELS": "gpt-test,gpt-big,gpt-test-mini"}
-PG = os.environ.get("GISTBOT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 
 @pytest.fixture
@@ -221,12 +219,8 @@ async def test_every_change_is_logged_with_who_and_when(tmp_path: Path, fake: Fa
 
 @pytest.fixture
 async def pg_url() -> AsyncIterator[str]:
-    asyncpg = pytest.importorskip("asyncpg")
-    schema = f"gistbot_cfg_{uuid.uuid4().hex[:10]}"
-    yield f"{PG}#{schema}"
-    conn = await asyncpg.connect(PG)
-    await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-    await conn.close()
+    async with fresh_schema("gistbot_cfg") as url:
+        yield url
 
 
 async def test_a_change_through_one_replica_is_honoured_by_the_other_within_5_s(

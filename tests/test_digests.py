@@ -6,7 +6,6 @@ slots are not posted at all."""
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -21,9 +20,9 @@ from bot.since import SinceError
 from memory.catchup_store import DigestSchedule
 from memory.models import ChannelKey, NewTurn
 from tests.compaction_child import open_store
+from tests.harness.postgres import fresh_schema
 
 ROOT = Path(__file__).resolve().parent.parent
-PG = os.environ.get("GISTBOT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 KEY = ChannelKey("discord", "g1", "c1")
 NY = ZoneInfo("America/New_York")
 
@@ -74,12 +73,8 @@ async def spec(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
     if request.param == "sqlite":
         yield str(tmp_path / "shared.db")
         return
-    asyncpg = pytest.importorskip("asyncpg")
-    schema = f"gistbot_dg_{uuid.uuid4().hex[:10]}"
-    yield f"{PG}#{schema}"
-    conn = await asyncpg.connect(PG)
-    await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-    await conn.close()
+    async with fresh_schema("gistbot_dg") as url:
+        yield url
 
 
 SLOT = at(2026, 3, 9, 9)

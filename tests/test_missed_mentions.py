@@ -13,10 +13,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import sqlite3
 import time
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
@@ -29,6 +27,7 @@ from bot.owed import MAX_ATTEMPTS, sweep_missed
 from memory.models import ChannelKey, NewTurn, ReplyDue
 from memory.store import Store
 from tests.fakes.slack_api import FakeSlack
+from tests.harness.postgres import PG, fresh_schema, reachable
 from tests.harness.process import (
     SIGKILL,
     SIGTERM,
@@ -48,8 +47,6 @@ from tests.harness.slack import (
     posts,
     sign,
 )
-
-PG = os.environ.get("GISTBOT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 
 def answers(slack: FakeSlack, needle: str = "You said: ") -> list[str]:
@@ -109,30 +106,13 @@ async def test_sigkill_mid_reply_then_restart_answers_exactly_once(tmp_path: Pat
 # ---------------------------------------------------------------- PostgreSQL, two replicas
 
 
-def _pg_reachable() -> bool:
-    import socket
-
-    parts = urlsplit(PG)
-    try:
-        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 5432), 2):
-            return True
-    except OSError:
-        return False
-
-
 @pytest.fixture
 async def pg_url() -> AsyncIterator[str]:
     """A fresh PostgreSQL schema (``#schema`` URL), dropped afterwards."""
-    if not _pg_reachable():
+    if not reachable():
         pytest.skip(f"no PostgreSQL listening for {urlsplit(PG).netloc}")
-    asyncpg = pytest.importorskip("asyncpg")
-    name = f"gistbot_test_{uuid.uuid4().hex[:12]}"
-    yield f"{PG}#{name}"
-    conn = await asyncpg.connect(PG)
-    try:
-        await conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-    finally:
-        await conn.close()
+    async with fresh_schema() as url:
+        yield url
 
 
 async def owe_as_a_dead_process(store: Store, key: ChannelKey, ts: str, *,

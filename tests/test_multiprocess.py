@@ -5,11 +5,9 @@ holding the compaction lease blocks the channel only until the lease expires."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
 import time
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -18,11 +16,11 @@ import pytest
 from memory.models import ChannelKey
 from memory.store import Store
 from tests.compaction_child import open_store
+from tests.harness.postgres import fresh_schema
 from tests.harness.store_contract import new_turn
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = ChannelKey("discord", "g1", "c1")
-PG = os.environ.get("GISTBOT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -30,12 +28,8 @@ async def spec(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
     if request.param == "sqlite":
         yield str(tmp_path / "shared.db")
         return
-    asyncpg = pytest.importorskip("asyncpg")
-    schema = f"gistbot_mp_{uuid.uuid4().hex[:10]}"
-    yield f"{PG}#{schema}"
-    conn = await asyncpg.connect(PG)
-    await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-    await conn.close()
+    async with fresh_schema("gistbot_mp") as url:
+        yield url
 
 
 async def seed(spec: str, n: int) -> Store:

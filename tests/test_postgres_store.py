@@ -22,6 +22,7 @@ import pytest
 
 from memory.errors import SchemaTooNewError, StoreError, StoreOpenError
 from memory.models import ChannelKey
+from tests.harness.postgres import PG, reachable
 from tests.harness.store_contract import MakeStore, StoreContract, new_turn
 
 asyncpg = pytest.importorskip("asyncpg", reason="the postgres extra (asyncpg) is not installed")
@@ -29,22 +30,13 @@ asyncpg = pytest.importorskip("asyncpg", reason="the postgres extra (asyncpg) is
 from memory.stores.postgres.schema import MIGRATIONS, SCHEMA_VERSION  # noqa: E402
 from memory.stores.postgres.store import PostgresStore  # noqa: E402
 
-DSN = os.environ.get("GISTBOT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+DSN = PG
 ROOT = Path(__file__).resolve().parent.parent
 KEY = ChannelKey("discord", "g1", "c1")
 
 
-def _reachable() -> bool:
-    parts = urlsplit(DSN)
-    try:
-        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 5432), 2):
-            return True
-    except OSError:
-        return False
-
-
 pytestmark = pytest.mark.skipif(
-    not _reachable(), reason=f"no PostgreSQL listening for {urlsplit(DSN).netloc}"
+    not reachable(DSN), reason=f"no PostgreSQL listening for {urlsplit(DSN).netloc}"
 )
 
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import os
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -23,20 +21,16 @@ from bot.settings import load_settings
 from memory.channel_settings import server_scope
 from memory.models import ChannelKey
 from memory.stores.sqlite.store import SqliteStore
+from tests.harness.postgres import fresh_schema
 from tests.harness.store_contract import new_turn
 
-PG = os.environ.get("GISTBOT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 KEY = ChannelKey("slack", "T1", "C1")
 
 
 @pytest.fixture
 async def pg_url() -> AsyncIterator[str]:
-    asyncpg = pytest.importorskip("asyncpg")
-    schema = f"gistbot_setcopy_{uuid.uuid4().hex[:10]}"
-    yield f"{PG}#{schema}"
-    conn = await asyncpg.connect(PG)
-    await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-    await conn.close()
+    async with fresh_schema("gistbot_setcopy") as url:
+        yield url
 
 
 async def seed(path: Path) -> None:

@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import os
-import socket
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -26,6 +24,7 @@ import pytest
 from memory.errors import StoreUnavailableError
 from memory.models import ChannelKey
 from memory.stores.faults import REPORT
+from tests.harness.postgres import PG, reachable
 from tests.harness.slack import FakeLLM, mention, open_harness
 from tests.harness.store_contract import new_turn
 
@@ -34,21 +33,12 @@ asyncpg = pytest.importorskip("asyncpg", reason="the postgres extra (asyncpg) is
 from memory.stores.postgres import errors, queries  # noqa: E402
 from memory.stores.postgres.store import PostgresStore  # noqa: E402
 
-DSN = os.environ.get("GISTBOT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+DSN = PG
 KEY = ChannelKey("discord", "g1", "c1")
 
 
-def _reachable() -> bool:
-    parts = urlsplit(DSN)
-    try:
-        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 5432), 2):
-            return True
-    except OSError:
-        return False
-
-
 pytestmark = pytest.mark.skipif(
-    not _reachable(), reason=f"no PostgreSQL listening for {urlsplit(DSN).netloc}"
+    not reachable(DSN), reason=f"no PostgreSQL listening for {urlsplit(DSN).netloc}"
 )
 
 
