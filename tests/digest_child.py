@@ -43,10 +43,14 @@ class FileOutlet:
             fh.write(line + "\n")
 
 
-def _wait_for(path: Path) -> None:
-    """Block until ``path`` exists (the parent's start signal)."""
+async def _wait_for(path: Path, within: float = 60.0) -> None:
+    """Poll until ``path`` exists (the parent's start signal); TimeoutError past ``within``
+    seconds, so a parent that died never leaves this child waiting."""
+    deadline = time.monotonic() + within
     while not path.exists():
-        time.sleep(0.01)
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no start signal at {path} within {within:g} s")
+        await asyncio.sleep(0.01)
 
 
 async def main(spec: str, posts: str, clock: float, go: str, ticks: int) -> None:
@@ -58,7 +62,7 @@ async def main(spec: str, posts: str, clock: float, go: str, ticks: int) -> None
     scheduler = DigestScheduler(store, catchups, clock=lambda: clock + time.monotonic() - started)
     scheduler.add_outlet("discord", FileOutlet(posts))
     try:
-        await asyncio.to_thread(_wait_for, Path(go))
+        await _wait_for(Path(go))
         for _ in range(ticks):
             await scheduler.tick()
     finally:
