@@ -47,7 +47,7 @@ async def _wait_for(path: Path, within: float = 60.0) -> None:
     """Poll until ``path`` exists (the parent's start signal); TimeoutError past ``within``
     seconds, so a parent that died never leaves this child waiting."""
     deadline = time.monotonic() + within
-    while not path.exists():
+    while not await asyncio.to_thread(path.exists):
         if time.monotonic() > deadline:
             raise TimeoutError(f"no start signal at {path} within {within:g} s")
         await asyncio.sleep(0.01)
