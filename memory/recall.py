@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from functools import lru_cache
 
 from memory.models import Episode, LongTermFact, Recall, Turn
 from memory.search_text import query_terms
@@ -97,14 +98,17 @@ def episode_line(episode: Episode) -> str:
     return f"- [episode {episode_span(episode)} · {who}] {episode.text}"
 
 
+@lru_cache(maxsize=4096)
 def day_heading(turn: Turn) -> str:
     """The date line above a day's recalled messages (UTC, with the year)."""
     day = datetime.fromtimestamp(turn.sent_at, UTC)
     return f"### {day.day} {day:%b %Y}"
 
 
+@lru_cache(maxsize=4096)
 def recalled_turn_line(turn: Turn) -> str:
-    """One recalled message: time, speaker, text on one line (its line breaks folded)."""
+    """One recalled message: time, speaker, text on one line (its line breaks folded).
+    Remembered per turn: consecutive replies weigh mostly the same candidates."""
     at = datetime.fromtimestamp(turn.sent_at, UTC)
     name = speaker_name(turn.author_name) or "someone"
     if turn.role == "assistant":

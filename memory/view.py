@@ -60,6 +60,9 @@ __all__ = ["ViewSplit", "compose_view", "verbatim_from"]
 _LINE = 1  # the line break after each rendered line
 _NOTHING = Recall()
 _WITH_NEIGHBOURS = 3  # best matches shown with the turns around them before anything else
+_SLACK = 4
+"""Tokens a rendered line may count below its text's own count (the text's first word
+joins the space before it; an unknown model's x1.1 rounds up): see ``_cannot_fit``."""
 _NEIGHBOURS_ROOM = 1500
 """Recall room below which every match comes before any neighbour: in a small budget a
 neighbour would displace a match."""
@@ -182,6 +185,18 @@ def _cut(turn: Turn, max_tokens: int, tokenizer: Tokenizer) -> Turn:
     return replace(turn, text=text, tokens=tokenizer.count(text))
 
 
+def _cannot_fit(turn: Turn, left: int, split: ViewSplit) -> bool:
+    """Whether ``turn``'s recalled line surely costs more than ``left`` tokens, known from
+    its stored count without rendering and counting the line (a full view weighed ~300
+    candidates a reply). Only for turns shown whole with their spacing as stored: a line
+    holds the text after "- 14:02 Name: ", so it counts at least the text's tokens minus
+    ``_SLACK``. Never lets a line exceed the budget (every line taken is still counted); at
+    worst it leaves out a line that would just have fit."""
+    if turn.tokens > split.max_recalled_turn or " ".join(turn.text.split()) != turn.text:
+        return False  # cut or re-spaced first: only the rendered line can tell
+    return turn.tokens > left + _SLACK
+
+
 def _recall(
     found: Recall,
     nearby: Sequence[Turn],
@@ -201,6 +216,8 @@ def _recall(
     def add(turn: Turn | None) -> None:
         if turn is None or turn.seq in shown or turn.seq in turns:
             return
+        if _cannot_fit(turn, budget.room - budget.used, split):
+            return  # not worth rendering and counting
         turn = _cut(turn, split.max_recalled_turn, tokenizer)
         if budget.take([recalled_turn_line(turn)], [TURNS_HEADING, day_heading(turn)]):
             turns[turn.seq] = turn

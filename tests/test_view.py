@@ -230,3 +230,26 @@ def test_matching_turns_come_before_episodes_in_a_small_recall_room() -> None:
                         split=ViewSplit(), found=Recall((), episodes, hits), nearby=old)
     assert {t.seq for t in hits} <= {t.seq for t in view.recall.turns}
     assert view.tokens <= 700
+
+
+def test_hits_far_too_long_for_what_is_left_are_not_even_rendered(monkeypatch) -> None:
+    # Scenario 1 weighed ~300 candidate lines a reply after the room was full, each rendered
+    # and counted (40 ms of a reply's p95); a hit that cannot fit is now skipped unrendered.
+    import memory.view as view_module
+
+    rendered: list[int] = []
+    real = view_module.recalled_turn_line.__wrapped__  # type: ignore[attr-defined]
+
+    def line(t: Turn) -> str:
+        rendered.append(t.seq)
+        return str(real(t))
+
+    monkeypatch.setattr(view_module, "recalled_turn_line", line)
+    old = [turn(i + 1, f"depot {i} report: " + "the parcel left on time " * 27 + "today")
+           for i in range(100)]
+    new = [turn(101, "where did the parcels go?")]
+    view = compose_view(SummaryState(KEY, folded_through=100), new, budget=600, tokenizer=TOK,
+                        split=ViewSplit(), found=Recall((), (), tuple(old)), nearby=old)
+    assert view.tokens <= 600
+    assert len(view.recall.turns) >= 1  # the first hits fit, cut to max_recalled_turn
+    assert len(rendered) < 10, f"{len(rendered)} of 100 hits rendered"
