@@ -1,7 +1,7 @@
 """Scenario 1: prompt size and cost over the shipped conversation, four memories, one budget.
 
 The four memories (gistbot, full history, last-25 window, LangChain's summary buffer) run
-concurrently against the one fake server, each on its own model name; each replays the
+one after another against the one fake server, each on its own model name; each replays the
 conversation and answers every ``reply_every``-th message. Tokens are counted after the run
 from the requests the server received (o200k, OpenAI's chat formula: 3 per message + role +
 content, 3 to prime the answer), so every memory is measured the same way on the wire.
@@ -11,7 +11,6 @@ includes ``asave_context``, which summarizes before it returns).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -221,15 +220,13 @@ async def run(cfg: Config, base_url: str, responder: Responder,
     probes = load_probes(cfg.turns) if probe else []
     tok = TokenCounter("gpt-4o")
     progress(f"scenario 1: {len(rows)} turns, a reply every {cfg.reply_every}th message; "
-             "gistbot, LangChain and the last-25 window together, then full history")
+             "each memory alone, one after another")
     async with open_memories(cfg, base_url) as mems:
-        # Full history runs alone afterwards: the openai SDK spends up to ~0.2 s of CPU on
-        # each of its huge requests, which would distort the others' latency.
-        full = [m for m in mems if isinstance(m, FullHistory) and m.window is None]
-        rest = [m for m in mems if m not in full]
-        runs = list(await asyncio.gather(*(_one(m, rows, cfg, responder, probes)
-                                           for m in rest)))
-        runs += [await _one(m, rows, cfg, responder, probes) for m in full]
+        # One at a time: they share one event loop and two cores, and LangChain counts
+        # tokens and summarizes inside its replies, the openai SDK spends up to ~0.2 s of
+        # CPU on each full-history request; run together, each one's CPU would be in the
+        # others' reply latency (gistbot's p95 was 2.4x the last-25 window's so).
+        runs = [await _one(m, rows, cfg, responder, probes) for m in mems]
     order = [m.name for m in mems]
     runs.sort(key=lambda r: order.index(r.name))
     table = [summarize_calls(r, cfg, tok) for r in runs]
