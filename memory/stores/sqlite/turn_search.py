@@ -11,12 +11,12 @@ The index (schema step 5):
 * **Kept by triggers on ``turns``**, so every path that writes turns (record, edit,
   delete, ``/reset``, retention, copy-db import) keeps it in step inside its own
   transaction: the index is part of the same group commit, and a crash leaves both or
-  neither. They call ``gistbot_terms(author_name, text)`` (``register``; deterministic), which every
-  connection of the store registers; a tool that writes ``turns`` outside gistbot must
-  register it too. For ASCII it returns the text itself, which FTS5's tokenizer splits
-  into the same terms in C (``indexed_text``). A contentless table forgets a row when given its indexed values again
-  (FTS5's ``'delete'``), so ``gistbot_terms`` must never change meaning without a
-  migration that rebuilds ``turns_fts``.
+  neither. They call ``gistbot_terms(author_name, text)`` (``register``; deterministic),
+  which every connection of the store registers; a tool that writes ``turns`` outside
+  gistbot must register it too. For ASCII it returns the text itself, which FTS5's
+  tokenizer splits into the same terms, in C (``indexed_text``). A contentless table
+  forgets a row when given its indexed values again (FTS5's ``'delete'``), so the tokens
+  of ``gistbot_terms`` must never change without a migration that rebuilds ``turns_fts``.
 * **New and edited turns are queued** (``turns_unindexed``) and indexed by ``drain`` once
   per writer batch, before its COMMIT. SQLite 3.40's FTS5 writes its pending terms to disk
   at every savepoint, and the writer runs each operation under one (a trigger statement
