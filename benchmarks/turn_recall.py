@@ -1,7 +1,7 @@
 """Turn search benchmark: ``search_turns`` + ``turns_at`` at 1,000,000 stored turns in one
 channel (SQLite), the common-term bound's trade-off, and ingest with vs without the index.
 
-``python -m benchmarks.turn_recall [--quick] [--turns N] [--ingest N]``
+``python -m benchmarks.turn_recall [--quick] [--turns N] [--ingest N] [--rounds N]``
 
 * **build**: one channel of ``--turns`` turns (plus a channel a tenth of its size beside
   it) bulk-inserted in one transaction with the store's own ``INSERT`` (so the index
@@ -16,7 +16,8 @@ channel (SQLite), the common-term bound's trade-off, and ingest with vs without 
   question; is that turn among the 40 found?
 * **ingest**: ``SqliteStore.record()`` throughput (WAL, synchronous=FULL, 64 producers
   over 64 channels, group commit), on a file with the index triggers and on one where
-  they were dropped, alternating, in the same run.
+  they were dropped, alternating, in the same run: the best rate of each, and the least
+  CPU time per turn (the process's, both threads), which moves less with other load.
 
 Not a test: the numbers depend on the machine (2 shared cores here).
 """
@@ -142,8 +143,10 @@ async def bound_table(store: SqliteStore, words: Words, sample: dict[int, str], 
     return rows
 
 
-async def ingest(path: Path, n: int, producers: int = 64) -> float:
-    """record() throughput (turns/s) with ``producers`` concurrent channels."""
+async def ingest(path: Path, n: int, producers: int = 64) -> tuple[float, float]:
+    """record() throughput (turns/s) with ``producers`` concurrent channels, and the
+    process's CPU time per turn (µs; both threads): on a shared machine the second moves
+    less with the other load than the first."""
     words = Words(random.Random(3))
     texts = [words.text(i) for i in range(n)]
     async with SqliteStore(path) as store:
@@ -152,15 +155,16 @@ async def ingest(path: Path, n: int, producers: int = 64) -> float:
             for i in range(p, n, producers):
                 await store.record(NewTurn(key, f"m{i}", "user", "u", "U", texts[i], 20, i))
 
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         await asyncio.gather(*(produce(p) for p in range(producers)))
-        return n / (time.perf_counter() - started)
+        return n / (time.perf_counter() - started), (time.process_time() - cpu) / n * 1e6
 
 
-async def ingest_table(tmp: Path, n: int, rounds: int = 2) -> list[str]:
+async def ingest_table(tmp: Path, n: int, rounds: int) -> list[str]:
     rates: dict[str, list[float]] = {"with": [], "without": []}
+    cpus: dict[str, list[float]] = {"with": [], "without": []}
     for r in range(rounds):
-        for variant in ("with", "without"):
+        for variant in ("with", "without") if r % 2 == 0 else ("without", "with"):
             path = tmp / f"ingest-{variant}-{r}.db"
             async with SqliteStore(path):
                 pass
@@ -170,18 +174,24 @@ async def ingest_table(tmp: Path, n: int, rounds: int = 2) -> list[str]:
                     conn.execute(f"DROP TRIGGER turns_fts_{trigger}")
                 conn.commit()
                 conn.close()
-            rates[variant].append(await ingest(path, n))
+            rate, cpu = await ingest(path, n)
+            rates[variant].append(rate)
+            cpus[variant].append(cpu)
+            print(f"  ingest {variant}: {rate:,.0f} turns/s, {cpu:.1f} µs CPU/turn",
+                  file=sys.stderr, flush=True)
     best = {v: max(x) for v, x in rates.items()}
+    least = {v: min(x) for v, x in cpus.items()}
     return [
         f"| with the turn index (triggers) | {best['with']:,.0f} turns/s | "
-        f"{', '.join(f'{x:,.0f}' for x in rates['with'])} |",
+        f"{least['with']:.1f} µs | {', '.join(f'{x:,.0f}' for x in rates['with'])} |",
         f"| triggers dropped (as before) | {best['without']:,.0f} turns/s | "
-        f"{', '.join(f'{x:,.0f}' for x in rates['without'])} |",
-        f"| ratio with / without | {best['with'] / best['without']:.2f} | |",
+        f"{least['without']:.1f} µs | {', '.join(f'{x:,.0f}' for x in rates['without'])} |",
+        f"| ratio with / without | {best['with'] / best['without']:.2f} | "
+        f"{least['without'] / least['with']:.2f} (CPU without / with) | |",
     ]
 
 
-async def main(turns: int, n_queries: int, n_ingest: int) -> None:
+async def main(turns: int, n_queries: int, n_ingest: int, rounds: int) -> None:
     rng = random.Random(7)
     words = Words(rng)
     with tempfile.TemporaryDirectory() as tmp_dir:
@@ -199,7 +209,7 @@ async def main(turns: int, n_queries: int, n_ingest: int) -> None:
         async with SqliteStore(path) as store:
             lat = await timed(store, messages, turns + 1)
             bounds = await bound_table(store, words, sample, turns + 1, messages)
-        ingest_rows = await ingest_table(tmp, n_ingest)
+        ingest_rows = await ingest_table(tmp, n_ingest, rounds)
     print(f"machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
           f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}")
     print(f"\nbuilt {turns:,} turns (+{turns // 10:,} in another channel) in {built:.1f} s "
@@ -213,8 +223,9 @@ async def main(turns: int, n_queries: int, n_ingest: int) -> None:
           "known-item recall@40 |")
     print("|---|---:|---:|---:|")
     print("\n".join(bounds))
-    print(f"\n| ingest: record(), {n_ingest:,} turns, 64 channels | best | runs |")
-    print("|---|---:|---|")
+    print(f"\n| ingest: record(), {n_ingest:,} turns, 64 channels | best | least CPU per turn "
+          "| runs |")
+    print("|---|---:|---:|---|")
     print("\n".join(ingest_rows))
 
 
@@ -223,7 +234,9 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="20,000 turns, 100 queries")
     parser.add_argument("--turns", type=int, default=1_000_000)
     parser.add_argument("--ingest", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=4,
+                        help="ingest runs of each variant, alternating (default 4)")
     args = parser.parse_args()
     quick = args.quick
     asyncio.run(main(20_000 if quick else args.turns, 100 if quick else 400,
-                     4_000 if quick else args.ingest))
+                     4_000 if quick else args.ingest, 2 if quick else args.rounds))

@@ -4,33 +4,45 @@ shared by the store and crash-safety tests."""
 from __future__ import annotations
 
 import sqlite3
-from collections import Counter
+from collections import Counter, defaultdict
 
 from memory.stores.common import turn_terms
+from memory.stores.sqlite.turn_search import SEQ_BITS
 
 __all__ = ["assert_turn_index_matches_turns"]
 
 
 def assert_turn_index_matches_turns(conn: sqlite3.Connection) -> int:
     """Fail unless ``turns_fts`` indexes exactly the terms of the stored turns: FTS5's own
-    integrity check passes, and every term's document and instance counts equal a scan of
-    ``turns`` (a stale entry of a deleted or edited turn, or a missing one, changes them).
+    integrity check passes, every term's document and instance counts equal a scan of
+    ``turns``, every term matches exactly the turns that hold it, and it has one row per
+    turn (a stale entry of a deleted or edited turn, or a missing one, changes them).
     Returns how many turns were checked."""
     # the writer indexes its batch's new turns before each COMMIT: nothing stays queued
     assert conn.execute("SELECT count(*) FROM turns_unindexed").fetchone() == (0,)
     conn.execute("INSERT INTO turns_fts (turns_fts) VALUES ('integrity-check')")
     docs: Counter[str] = Counter()
     instances: Counter[str] = Counter()
+    holders: dict[str, set[int]] = defaultdict(set)
     n = 0
-    for text, author in conn.execute("SELECT text, author_name FROM turns"):
+    for cid, seq, text, author in conn.execute(
+        "SELECT channel_id, seq, text, author_name FROM turns"
+    ):
         words = turn_terms(text, author).split()
         instances.update(words)
         docs.update(set(words))
+        for word in words:
+            holders[word].add((cid << SEQ_BITS) | seq)
         n += 1
     indexed = {term: (doc, cnt) for term, doc, cnt in
                conn.execute("SELECT term, doc, cnt FROM turns_vocab")}
     expected = {term: (docs[term], instances[term]) for term in docs}
     assert indexed == expected, sorted(set(indexed.items()) ^ set(expected.items()))[:10]
+    for term, rowids in holders.items():  # the right turns, not only the right number
+        quoted = '"' + term.replace('"', '""') + '"'
+        found = {r for (r,) in conn.execute(
+            "SELECT rowid FROM turns_fts WHERE turns_fts MATCH ?", (quoted,))}
+        assert found == rowids, (term, sorted(found ^ rowids)[:10])
     rows = conn.execute("SELECT count(*) FROM turns_fts_docsize").fetchone()[0]
     assert rows == n, (rows, n)
     return n

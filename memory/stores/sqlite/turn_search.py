@@ -11,11 +11,12 @@ The index (schema step 5):
 * **Kept by triggers on ``turns``**, so every path that writes turns (record, edit,
   delete, ``/reset``, retention, copy-db import) keeps it in step inside its own
   transaction: the index is part of the same group commit, and a crash leaves both or
-  neither. They call ``gistbot_terms(author_name, text)`` (``register``; deterministic), which every
-  connection of the store registers; a tool that writes ``turns`` outside gistbot must
-  register it too. A contentless table forgets a row when given its indexed values again
-  (FTS5's ``'delete'``), so ``gistbot_terms`` must never change meaning without a
-  migration that rebuilds ``turns_fts``.
+  neither. They call ``gistbot_terms(author_name, text)`` (``register``; deterministic),
+  which every connection of the store registers; a tool that writes ``turns`` outside
+  gistbot must register it too. For ASCII it returns the text itself, which FTS5's
+  tokenizer splits into the same terms, in C (``indexed_text``). A contentless table
+  forgets a row when given its indexed values again (FTS5's ``'delete'``), so the tokens
+  of ``gistbot_terms`` must never change without a migration that rebuilds ``turns_fts``.
 * **New and edited turns are queued** (``turns_unindexed``) and indexed by ``drain`` once
   per writer batch, before its COMMIT. SQLite 3.40's FTS5 writes its pending terms to disk
   at every savepoint, and the writer runs each operation under one (a trigger statement
@@ -39,22 +40,45 @@ from collections.abc import Sequence
 
 from memory.models import ChannelKey, Turn
 from memory.stores import common
-from memory.stores.common import TURN_COLS, TurnRow, pick_turn_terms, turn_seqs, turn_terms
+from memory.stores.common import (
+    TURN_COLS,
+    TURN_TERMS_CHARS,
+    TurnRow,
+    pick_turn_terms,
+    turn_seqs,
+    turn_terms,
+)
 from memory.stores.sqlite.archive import channel_of
 
-__all__ = ["SEQ_BITS", "drain", "register", "search_turns", "turns_at"]
+__all__ = ["SEQ_BITS", "drain", "indexed_text", "register", "search_turns", "turns_at"]
 
 SEQ_BITS = 32
 """Low bits of a ``turns_fts`` rowid that hold the seq (a channel stores < 2**32 turns)."""
 _SEQ_MASK = (1 << SEQ_BITS) - 1
 
 
+def indexed_text(author: str, text: str) -> str:
+    """What ``gistbot_terms`` hands FTS5 for a turn: text that its ``unicode61`` tokenizer
+    splits into exactly the terms of ``common.turn_terms(text, author)``, in order.
+
+    For ASCII that is the speaker's name and the text themselves: ``unicode61`` takes runs
+    of ASCII letters and digits and lower-cases them, which is what ``search_text.terms``
+    does to ASCII, so the tokenizing happens in C, outside the GIL, instead of in Python
+    (the Python terms were the largest single cost of indexing a turn). Everything else
+    (CJK bigrams, case folding beyond ASCII, a text over ``TURN_TERMS_CHARS``) gets the
+    Python terms. Deletes hand FTS5 the same value again, so an index written before this
+    shortcut stays valid (the tests check the token streams are identical)."""
+    raw = f"{author} {text}" if author else text
+    if raw.isascii() and len(raw) <= TURN_TERMS_CHARS:
+        return raw
+    return turn_terms(text, author)
+
+
 def register(conn: sqlite3.Connection) -> None:
     """Give ``conn`` ``gistbot_terms(author_name, text)``, which the ``turns`` triggers
-    call (``common.turn_terms``: the speaker's name is indexed with the text)."""
-    conn.create_function(
-        "gistbot_terms", 2, lambda author, text: turn_terms(text, author), deterministic=True
-    )
+    call: ``indexed_text``, whose tokens are ``common.turn_terms`` (the speaker's name is
+    indexed with the text)."""
+    conn.create_function("gistbot_terms", 2, indexed_text, deterministic=True)
 
 
 def drain(conn: sqlite3.Connection) -> int:
