@@ -19,7 +19,8 @@ system prompt and the fence framing). It is split, in this order:
    best-matching stored turns older than the verbatim ones — the best three with their
    neighbours (±1 turn) — then the other matches, matching episodes, and the other
    matches' neighbours (below 1,500 tokens of recall, every match before any
-   neighbour). Rendered inside the fence, grouped by day, with speaker and time.
+   neighbour). Rendered inside the fence, grouped by day, with the speaker; a message
+   one speaker said again word for word is shown once (``said``).
 5. What recall leaves unused goes to older verbatim turns — unfolded ones, then the
    newest folded ones — so a channel with little to recall still gets its whole budget
    of conversation.
@@ -182,15 +183,24 @@ def _cut(turn: Turn, max_tokens: int, tokenizer: Tokenizer) -> Turn:
     return replace(turn, text=text, tokens=tokenizer.count(text))
 
 
+def said(turn: Turn) -> tuple[str, str, str]:
+    """Who said what, whitespace-normalised: two turns with the same are one line to a
+    reader, so recall shows such a message once ("Good for you!" said ten times would
+    otherwise take ten lines of the recall room)."""
+    return turn.role, turn.author_name, " ".join(turn.text.split())
+
+
 def _recall(
     found: Recall,
     nearby: Sequence[Turn],
-    shown: set[int],
+    shown: Sequence[Turn],
     room: int,
     tokenizer: Tokenizer,
     split: ViewSplit,
 ) -> tuple[Recall, int]:
     budget = _Budget(room, tokenizer)
+    shown_seqs = {t.seq for t in shown}
+    seen = {said(t) for t in shown}
     facts: list[LongTermFact] = []
     for fact in found.facts:
         if budget.take([fact_line(fact)], [RECALL_HEADING]):
@@ -199,16 +209,18 @@ def _recall(
     turns: dict[int, Turn] = {}
 
     def add(turn: Turn | None) -> None:
-        if turn is None or turn.seq in shown or turn.seq in turns:
+        if turn is None or turn.seq in shown_seqs or turn.seq in turns or said(turn) in seen:
             return
+        key = said(turn)
         turn = _cut(turn, split.max_recalled_turn, tokenizer)
         if budget.take([recalled_turn_line(turn)], [TURNS_HEADING, day_heading(turn)]):
             turns[turn.seq] = turn
+            seen.add(key)
 
     def around(hit: Turn) -> list[Turn | None]:
         return [by_seq.get(hit.seq - 1), by_seq.get(hit.seq + 1)]
 
-    hits = [t for t in found.turns if t.seq not in shown]
+    hits = [t for t in found.turns if t.seq not in shown_seqs]
     first = _WITH_NEIGHBOURS if room >= _NEIGHBOURS_ROOM else 0
     for hit in hits[:first]:
         for turn in (hit, *around(hit)):
@@ -262,8 +274,7 @@ def compose_view(
     recall, recall_tokens = Recall(), 0
     if split.recall_tokens != 0:
         room = left if split.recall_tokens is None else min(left, split.recall_tokens)
-        shown = {t.seq for t in part.picked}
-        recall, recall_tokens = _recall(found, nearby, shown, room, tokenizer, split)
+        recall, recall_tokens = _recall(found, nearby, part.picked, room, tokenizer, split)
         left -= recall_tokens
     picked, used, truncated = part.picked, part.used, part.truncated
     recalled = {t.seq for t in recall.turns}

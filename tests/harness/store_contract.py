@@ -734,6 +734,28 @@ class StoreContract(OwedContract, HistoryContract, SettingsContract, CatchupCont
         assert await store.search_turns(A, query_terms("마감 언제야?"), before_seq=10) == [ko]
         assert await store.search_turns(A, query_terms("締切は？"), before_seq=10) == [ja]
 
+    async def test_search_turns_a_name_in_half_the_turns_does_not_rank_them_first(
+        self, store: Store
+    ) -> None:
+        """In a two-person chat the speaker's name (indexed with the text) is in half the
+        turns: alone it is no match. After the turns with the question's telling words come
+        those sharing its other words (``fallback``, common ones too), then the rest of the
+        name's turns, newest first."""
+        said = [("dave", "ok"), ("dave", "sure"), ("dave", "My usual order at the café is a "
+                                                 "cold brew"), ("nate", "the coffee shop closed"),
+                ("dave", "yes"), ("dave", "fine by me"), ("nate", "hello there")]
+        seqs = [(await store.record(new_turn(A, f"n{i}", text, author=who))).turn.seq
+                for i, (who, text) in enumerate(said)]
+        question = "What does Dave normally get at the coffee shop?"
+        found = await store.search_turns(A, query_terms(question), before_seq=seqs[-1] + 1,
+                                         fallback=query_terms(question, common=True))
+        assert [t.seq for t in found] == [seqs[3], seqs[2], seqs[5], seqs[4], seqs[1],
+                                          seqs[0]]
+        # without a fallback the query's own terms order the rest: the name, newest first
+        found = await store.search_turns(A, query_terms(question), before_seq=seqs[-1] + 1)
+        assert [t.seq for t in found] == [seqs[3], seqs[5], seqs[4], seqs[2], seqs[1],
+                                          seqs[0]]
+
     async def test_turns_at_reads_by_seq_ascending(self, store: Store) -> None:
         seqs = await _fill(store, A, 6)
         await _fold(store, A, seqs[3])  # folded turns are read like the others
