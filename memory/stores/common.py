@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from memory.errors import SchemaTooNewError
 from memory.models import (
@@ -47,6 +47,7 @@ __all__ = [
     "FactRow",
     "LongTermFactRow",
     "StatsRow",
+    "TierOrder",
     "TurnEdit",
     "TurnPosition",
     "TurnRow",
@@ -355,11 +356,15 @@ def pick_turn_terms(
     return sorted(useful, key=lambda t: docs[t])[:TURN_QUERY_TERMS]
 
 
+TierOrder = Literal["best", "shortest", "newest"]
+
+
 class TurnTier(NamedTuple):
-    """One pass of a turn search: match any of ``terms``; best first, or newest first."""
+    """One pass of a turn search: the turns holding any of ``terms``, in ``order``: best
+    (BM25 / ``ts_rank``), shortest (fewest tokens) or newest first; ties: newer first."""
 
     terms: list[str]
-    newest: bool
+    order: TierOrder
 
 
 def turn_tiers(first: Sequence[str], query: Sequence[str], fallback: Sequence[str] | None,
@@ -368,19 +373,26 @@ def turn_tiers(first: Sequence[str], query: Sequence[str], fallback: Sequence[st
     of the limit. The first matches ``first``, the query's telling terms
     (``pick_turn_terms`` with ``searched``), best first; then:
 
-    2. ``fallback``'s telling terms, best first: the message's every word, common ones
+    2. the query's terms held by more than half the searched turns, shortest first: in a
+       two-person chat, the name of the person asked about, so that person's messages
+       come before anyone's that share only common words; no term tells them apart, so
+       the shortest, which cost the recall room least, go first (BM25 with FTS5's clamped
+       IDF did the same by accident). Scenario 6 at the default budget: 92% evidence in
+       the prompt, against 82% with passes 3-4 first;
+    3. ``fallback``'s telling terms, best first: the message's every word, common ones
        included (``memory.recall.turn_fallback_query``): BM25 weighs them by rarity, and
        a paraphrase often keeps only those ("at the café" for "at the coffee shop");
-    3. any of ``fallback``'s terms (a speaker's name too), newest first: what no
-       telling term orders, recency does.
+    4. any of ``fallback``'s terms, newest first: what no term orders, recency does.
 
     ``fallback`` None means the query itself; a pass over the terms of an earlier one is
     left out (it would find nothing new). ``docs`` must count every term of ``fallback``."""
     rest = list(dict.fromkeys(query if fallback is None else fallback))
+    weak = [t for t in pick_turn_terms(query, docs) if 2 * docs[t] > searched]
     seen = [set(first)]
     out: list[TurnTier] = []
-    for tier in (TurnTier(pick_turn_terms(rest, docs, searched), False),
-                 TurnTier(pick_turn_terms(rest, docs), True)):
+    for tier in (TurnTier(weak, "shortest"),
+                 TurnTier(pick_turn_terms(rest, docs, searched), "best"),
+                 TurnTier(pick_turn_terms(rest, docs), "newest")):
         if tier.terms and set(tier.terms) not in seen:
             seen.append(set(tier.terms))
             out.append(tier)

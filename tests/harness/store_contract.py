@@ -738,23 +738,26 @@ class StoreContract(OwedContract, HistoryContract, SettingsContract, CatchupCont
         self, store: Store
     ) -> None:
         """In a two-person chat the speaker's name (indexed with the text) is in half the
-        turns: alone it is no match. After the turns with the question's telling words come
-        those sharing its other words (``fallback``, common ones too), then the rest of the
-        name's turns, newest first."""
+        turns: it tells nothing apart. The turns with the question's telling words come
+        first, then the named person's, shortest first (ties: newer), then those sharing
+        only the question's common words (``fallback``)."""
         said = [("dave", "ok"), ("dave", "sure"), ("dave", "My usual order at the café is a "
                                                  "cold brew"), ("nate", "the coffee shop closed"),
-                ("dave", "yes"), ("dave", "fine by me"), ("nate", "hello there")]
+                ("dave", "yes"), ("dave", "fine by me"), ("nate", "see you at the gym"),
+                ("nate", "hello there")]
         seqs = [(await store.record(new_turn(A, f"n{i}", text, author=who))).turn.seq
                 for i, (who, text) in enumerate(said)]
         question = "What does Dave normally get at the coffee shop?"
         found = await store.search_turns(A, query_terms(question), before_seq=seqs[-1] + 1,
                                          fallback=query_terms(question, common=True))
-        assert [t.seq for t in found] == [seqs[3], seqs[2], seqs[5], seqs[4], seqs[1],
-                                          seqs[0]]
-        # without a fallback the query's own terms order the rest: the name, newest first
+        order = [seqs[i] for i in (3, 4, 1, 0, 5, 2, 6)]
+        assert [t.seq for t in found] == order
+        assert [t.seq for t in await store.search_turns(
+            A, query_terms(question), before_seq=seqs[-1] + 1, limit=3,
+            fallback=query_terms(question, common=True))] == order[:3]
+        # without a fallback the query's own terms are all there is
         found = await store.search_turns(A, query_terms(question), before_seq=seqs[-1] + 1)
-        assert [t.seq for t in found] == [seqs[3], seqs[5], seqs[4], seqs[2], seqs[1],
-                                          seqs[0]]
+        assert [t.seq for t in found] == order[:-1]
 
     async def test_turns_at_reads_by_seq_ascending(self, store: Store) -> None:
         seqs = await _fill(store, A, 6)

@@ -59,10 +59,13 @@ SEARCH_TURNS = (
     "WHERE channel_id = $1 AND seq < $2 AND terms @@ q "
     "ORDER BY ts_rank(terms, q) DESC, seq DESC LIMIT $4"
 )
-SEARCH_NEWEST = (
-    f"SELECT {TURN_COLS} FROM turns, to_tsquery('simple', $3) q "
-    "WHERE channel_id = $1 AND seq < $2 AND terms @@ q ORDER BY seq DESC LIMIT $4"
-)
+# The passes of ``common.turn_tiers`` after the first, by their order.
+SEARCH_BY = {
+    order: f"SELECT {TURN_COLS} FROM turns, to_tsquery('simple', $3) q "
+    f"WHERE channel_id = $1 AND seq < $2 AND terms @@ q ORDER BY {by}, seq DESC LIMIT $4"
+    for order, by in (("best", "ts_rank(terms, q) DESC"), ("shortest", "tokens"),
+                      ("newest", "seq DESC"))
+}
 TURNS_AT = (
     f"SELECT {TURN_COLS} FROM turns WHERE channel_id = $1 AND seq = ANY($2::bigint[]) "
     "ORDER BY seq"
@@ -138,8 +141,8 @@ async def search_turns(
         if unseen := [t for t in dict.fromkeys(fallback or ()) if t not in docs]:
             docs.update(await _docs(conn, int(cid), before_seq, unseen))
         for tier in turn_tiers(first, query, fallback, docs, before_seq - 1):
-            more = await conn.fetch(SEARCH_NEWEST if tier.newest else SEARCH_TURNS, cid,
-                                    before_seq, or_tsquery(tier.terms), limit + len(rows))
+            more = await conn.fetch(SEARCH_BY[tier.order], cid, before_seq,
+                                    or_tsquery(tier.terms), limit + len(rows))
             by_seq = {int(r[0]): r for r in [*more, *rows]}
             seqs = merge_turn_tiers([int(r[0]) for r in rows], (int(r[0]) for r in more),
                                     limit)

@@ -41,6 +41,7 @@ from memory.models import ChannelKey, Turn
 from memory.stores import common
 from memory.stores.common import (
     TURN_COLS,
+    TierOrder,
     TurnRow,
     merge_turn_tiers,
     pick_turn_terms,
@@ -112,16 +113,23 @@ def _match(query: Sequence[str]) -> str:
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in query)
 
 
+_ORDER = {
+    "best": "bm25(turns_fts), f.rowid DESC",
+    "newest": "f.rowid DESC",
+    "shortest": "t.tokens, f.rowid DESC",
+}
+
+
 def _ranked(conn: sqlite3.Connection, terms: Sequence[str], low: int, high: int,
-            limit: int, *, newest: bool = False) -> list[int]:
-    """Rowids matching any of ``terms`` in ``[low, high]``, best BM25 first (ties: newer),
-    or with ``newest`` newest first."""
+            limit: int, order: TierOrder = "best") -> list[int]:
+    """Rowids matching any of ``terms`` in ``[low, high]``, in ``order`` (ties: newer)."""
     if not terms or limit <= 0:
         return []
-    order = "rowid DESC" if newest else "bm25(turns_fts), rowid DESC"
+    join = (f"JOIN turns t ON t.channel_id = {low >> SEQ_BITS} "
+            f"AND t.seq = f.rowid & {_SEQ_MASK} ") if order == "shortest" else ""
     return [r for (r,) in conn.execute(
-        "SELECT rowid FROM turns_fts WHERE turns_fts MATCH ? AND rowid BETWEEN ? AND ? "
-        f"ORDER BY {order} LIMIT ?",
+        f"SELECT f.rowid FROM turns_fts f {join}WHERE turns_fts MATCH ? "
+        f"AND f.rowid BETWEEN ? AND ? ORDER BY {_ORDER[order]} LIMIT ?",
         (_match(terms), low, high, limit),
     )]
 
@@ -159,8 +167,7 @@ def search_turns(
     if len(rowids) < limit:  # the common words are counted only when they are needed
         count(fallback or ())
         for tier in turn_tiers(first, query, fallback, docs, before_seq - 1):
-            more = _ranked(conn, tier.terms, low, high, limit + len(rowids),
-                           newest=tier.newest)
+            more = _ranked(conn, tier.terms, low, high, limit + len(rowids), tier.order)
             rowids = merge_turn_tiers(rowids, more, limit)
             if len(rowids) >= limit:
                 break
