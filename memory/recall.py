@@ -65,8 +65,7 @@ def turn_fallback_query(turns: Sequence[Turn]) -> list[str]:
     (``ArchiveStore.search_turns``' ``fallback``): the triggering message's every word,
     the common ones too, then ``turn_query``'s. A paraphrased question ("What does Dave
     normally get at the coffee shop?") may share only those with the message it asks about
-    ("My usual order at the café is …"); BM25 weighs them by rarity, so they order what
-    is left better than the length of a turn does."""
+    ("My usual order at the café is …"); BM25 weighs them by rarity."""
     own = query_terms(turns[-1].text, common=True) if turns else []
     return list(dict.fromkeys([*own, *turn_query(turns)]))
 

@@ -202,8 +202,9 @@ class ArchiveStore(Protocol):
         newer first). No terms, or none that occurs, no results.
 
         Turns that match only terms held by more than half the searched turns (in a
-        two-person chat, a speaker's name) come after the others, ranked by the
-        ``fallback`` terms (default: ``query``; ``common.pick_turn_terms``)."""
+        two-person chat, a speaker's name) come after the others, shortest first; then
+        turns matching only the ``fallback`` terms (default: ``query``), best first, then
+        newest first (``common.turn_tiers``)."""
 
     async def turns_at(self, key: ChannelKey, seqs: Sequence[int]) -> list[Turn]:
         """The channel's stored turns with these seqs, ascending; unknown seqs are skipped."""

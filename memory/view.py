@@ -20,7 +20,7 @@ system prompt and the fence framing). It is split, in this order:
    neighbours (±1 turn) — then the other matches, matching episodes, and the other
    matches' neighbours (below 1,500 tokens of recall, every match before any
    neighbour). Rendered inside the fence, grouped by day, with the speaker; a message
-   one speaker said again word for word is shown once (``said``).
+   one speaker said again word for word is shown once (``_said``).
 5. What recall leaves unused goes to older verbatim turns — unfolded ones, then the
    newest folded ones — so a channel with little to recall still gets its whole budget
    of conversation.
@@ -183,7 +183,7 @@ def _cut(turn: Turn, max_tokens: int, tokenizer: Tokenizer) -> Turn:
     return replace(turn, text=text, tokens=tokenizer.count(text))
 
 
-def said(turn: Turn) -> tuple[str, str, str]:
+def _said(turn: Turn) -> tuple[str, str, str]:
     """Who said what, whitespace-normalised: two turns with the same are one line to a
     reader, so recall shows such a message once ("Good for you!" said ten times would
     otherwise take ten lines of the recall room)."""
@@ -200,7 +200,7 @@ def _recall(
 ) -> tuple[Recall, int]:
     budget = _Budget(room, tokenizer)
     shown_seqs = {t.seq for t in shown}
-    seen = {said(t) for t in shown}
+    seen = {_said(t) for t in shown}
     facts: list[LongTermFact] = []
     for fact in found.facts:
         if budget.take([fact_line(fact)], [RECALL_HEADING]):
@@ -209,9 +209,9 @@ def _recall(
     turns: dict[int, Turn] = {}
 
     def add(turn: Turn | None) -> None:
-        if turn is None or turn.seq in shown_seqs or turn.seq in turns or said(turn) in seen:
+        if turn is None or turn.seq in shown_seqs or turn.seq in turns or _said(turn) in seen:
             return
-        key = said(turn)
+        key = _said(turn)
         turn = _cut(turn, split.max_recalled_turn, tokenizer)
         if budget.take([recalled_turn_line(turn)], [TURNS_HEADING, day_heading(turn)]):
             turns[turn.seq] = turn

@@ -9,6 +9,9 @@ Each term's count is taken on the GIN index for this channel and ``seq < before_
 to that bound (a ``LIMIT``), so a common term costs at most the bound; a term the planner's
 statistics (``pg_stats.most_common_elems``, kept by ANALYZE) already show to be more
 common than the bound is not counted at all.
+What the telling terms leave of the limit is filled in the passes of
+``common.turn_tiers``, as on SQLite (``SEARCH_BY``: best by ``ts_rank``, shortest by the
+stored token count, or newest first).
 Rows stored before step 4 are indexed by ``backfill`` at open, in batches.
 """
 

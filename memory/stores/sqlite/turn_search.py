@@ -29,7 +29,10 @@ channel's turns before ``before_seq`` hold a term is counted in its rowid range 
 to ``COMMON_TURN_DOCS + 1``: ``turns_vocab``'s document counts read a term's whole doclist,
 which for a word in 700,000 turns took longer than the search itself (it stays, for
 inspection and the consistency tests). The matching rowids are ranked inside FTS5; the
-turns are then read by primary key.
+turns are then read by primary key. What the telling terms leave of the limit is filled in
+the passes of ``common.turn_tiers`` (a name in half the turns, shortest first by joining
+``turns`` for its token count; the message's common words; recency); a common word is
+counted only when those passes run.
 """
 
 from __future__ import annotations
