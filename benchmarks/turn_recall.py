@@ -37,6 +37,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from memory.archive import FOLLOW_UP
 from memory.models import ChannelKey, NewTurn
 from memory.search_text import query_terms, terms
 from memory.stores import common
@@ -96,8 +97,17 @@ def build(path: Path, turns: int, words: Words) -> dict[int, str]:
 
 
 async def recall(store: SqliteStore, message: str, before: int) -> list[int]:
-    """One reply's recall step; returns the seqs found."""
-    found = await store.search_turns(KEY, query_terms(message), before_seq=before, limit=40)
+    """One reply's recall step (as ``memory.archive.Archive.view`` does it: the passes of
+    ``common.turn_tiers`` with the message's every word as the fallback, then the
+    follow-up search on the best hit's own words); returns the seqs found."""
+    query = query_terms(message)
+    found = await store.search_turns(KEY, query, before_seq=before, limit=40,
+                                     fallback=query_terms(message, common=True))
+    if found:
+        words = [t for t in query_terms(found[0].text) if t not in set(query)]
+        if words:
+            more = await store.search_turns(KEY, words, before_seq=before, limit=FOLLOW_UP)
+            found = list({t.seq: t for t in [found[0], *more, *found[1:]]}.values())
     around = {s + d for t in found[:8] for s in (t.seq,) for d in (-1, 0, 1)}
     await store.turns_at(KEY, sorted(around))
     return [t.seq for t in found]

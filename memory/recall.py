@@ -35,6 +35,7 @@ __all__ = [
     "recall_query",
     "recalled_turn_line",
     "render_recalled_turns",
+    "turn_fallback_query",
     "turn_query",
 ]
 
@@ -58,6 +59,16 @@ def turn_query(turns: Sequence[Turn]) -> list[str]:
     if len(own) >= 3:
         return own
     return query_terms(*(t.text for t in reversed(list(turns)[-(QUERY_TURNS + 1) :])))
+
+
+def turn_fallback_query(turns: Sequence[Turn]) -> list[str]:
+    """The terms that order the stored turns ``turn_query``'s telling terms did not match
+    (``ArchiveStore.search_turns``' ``fallback``): the triggering message's every word,
+    the common ones too, then ``turn_query``'s. A paraphrased question ("What does Dave
+    normally get at the coffee shop?") may share only those with the message it asks about
+    ("My usual order at the café is …"); BM25 weighs them by rarity."""
+    own = query_terms(turns[-1].text, common=True) if turns else []
+    return list(dict.fromkeys([*own, *turn_query(turns)]))
 
 
 def episode_span(episode: Episode, now: float | None = None) -> str:
@@ -107,13 +118,15 @@ def day_heading(turn: Turn) -> str:
 
 @lru_cache(maxsize=4096)
 def recalled_turn_line(turn: Turn) -> str:
-    """One recalled message: time, speaker, text on one line (its line breaks folded).
-    Remembered per turn: consecutive replies weigh mostly the same candidates."""
-    at = datetime.fromtimestamp(turn.sent_at, UTC)
+    """One recalled message: speaker and text on one line (its line breaks folded), under
+    its day's heading. No time of day: "- 13:29 " cost 5 tokens a line, a third of a short
+    message, and a question about an old message asks for its day (scenario 6: at 1,000
+    tokens, 2 more points of evidence in the prompt without it). Remembered per turn:
+    consecutive replies weigh mostly the same candidates."""
     name = speaker_name(turn.author_name) or "someone"
     if turn.role == "assistant":
         name = f"{name} (bot)"
-    return f"- {at:%H:%M} {name}: {' '.join(turn.text.split())}"
+    return f"- {name}: {' '.join(turn.text.split())}"
 
 
 def render_recalled_turns(turns: Sequence[Turn]) -> list[str]:

@@ -47,13 +47,14 @@ def terms(text: str) -> str:
     return " ".join(_tokens(text))
 
 
-def query_terms(*texts: str) -> list[str]:
+def query_terms(*texts: str, common: bool = False) -> list[str]:
     """Distinct, non-stopword terms of ``texts`` in order of appearance, at most
-    ``MAX_QUERY_TERMS``: the first text (the triggering message) gets first pick."""
+    ``MAX_QUERY_TERMS``: the first text (the triggering message) gets first pick. With
+    ``common``, the stopwords too (a ranking that weighs terms by rarity can use them)."""
     out: dict[str, None] = {}
     for text in texts:
         for tok in _tokens(text):
-            if tok in _STOP or (len(tok) < 2 and not _IS_CJK.match(tok)):
+            if (tok in _STOP and not common) or (len(tok) < 2 and not _IS_CJK.match(tok)):
                 continue
             out[tok] = None
             if len(out) >= MAX_QUERY_TERMS:

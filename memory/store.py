@@ -194,11 +194,17 @@ class ArchiveStore(Protocol):
         superseded ones. No terms, no results."""
 
     async def search_turns(
-        self, key: ChannelKey, query: Sequence[str], *, before_seq: int, limit: int = 40
+        self, key: ChannelKey, query: Sequence[str], *, before_seq: int, limit: int = 40,
+        fallback: Sequence[str] | None = None,
     ) -> list[Turn]:
         """This channel's stored turns (folded or not) with ``seq < before_seq`` that match any
         of the ``query`` terms (``memory.search_text.query_terms``), best first (BM25; ties:
-        newer first). No terms, or none that occurs, no results."""
+        newer first). No terms, or none that occurs, no results.
+
+        Turns that match only terms held by more than half the searched turns (in a
+        two-person chat, a speaker's name) come after the others, shortest first; then
+        turns matching only the ``fallback`` terms (default: ``query``), best first, then
+        newest first (``common.turn_tiers``)."""
 
     async def turns_at(self, key: ChannelKey, seqs: Sequence[int]) -> list[Turn]:
         """The channel's stored turns with these seqs, ascending; unknown seqs are skipped."""

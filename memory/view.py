@@ -19,7 +19,8 @@ system prompt and the fence framing). It is split, in this order:
    best-matching stored turns older than the verbatim ones — the best three with their
    neighbours (±1 turn) — then the other matches, matching episodes, and the other
    matches' neighbours (below 1,500 tokens of recall, every match before any
-   neighbour). Rendered inside the fence, grouped by day, with speaker and time.
+   neighbour). Rendered inside the fence, grouped by day, with the speaker; a message
+   one speaker said again word for word is shown once (``_said``).
 5. What recall leaves unused goes to older verbatim turns — unfolded ones, then the
    newest folded ones — so a channel with little to recall still gets its whole budget
    of conversation.
@@ -165,12 +166,19 @@ class _Budget:
         self.tokenizer = tokenizer
         self.headings: set[str] = set()
 
-    def take(self, lines: Sequence[str], headings: Sequence[str] = ()) -> bool:
-        """Pay for ``lines`` plus any of ``headings`` not paid yet; False if they do not fit."""
+    def line_cost(self, line: str) -> int:
+        """What ``line`` costs as rendered (defused, with its line break)."""
+        return self.tokenizer.count(defuse(line)) + _LINE
+
+    def take(self, lines: Sequence[str], headings: Sequence[str] = (), *,
+             cost: int | None = None) -> bool:
+        """Pay for ``lines`` (``cost``, when the caller priced them already) plus any of
+        ``headings`` not paid yet; False if they do not fit."""
         new = [h for h in headings if h not in self.headings]
         # A heading may follow a blank line: two breaks. Lines are paid as rendered.
-        cost = sum(self.tokenizer.count(h) + 2 * _LINE for h in new)
-        cost += sum(self.tokenizer.count(defuse(x)) + _LINE for x in lines)
+        if cost is None:
+            cost = sum(self.line_cost(x) for x in lines)
+        cost += sum(self.tokenizer.count(h) + 2 * _LINE for h in new)
         if self.used + cost > self.room:
             return False
         self.used += cost
@@ -185,27 +193,37 @@ def _cut(turn: Turn, max_tokens: int, tokenizer: Tokenizer) -> Turn:
     return replace(turn, text=text, tokens=tokenizer.count(text))
 
 
-def _cannot_fit(turn: Turn, left: int, split: ViewSplit) -> bool:
+def _cannot_fit(turn: Turn, folded: str, left: int, split: ViewSplit) -> bool:
     """Whether ``turn``'s recalled line surely costs more than ``left`` tokens, known from
     its stored count without rendering and counting the line (a full view weighed ~300
     candidates a reply). Only for turns shown whole with their spacing as stored: a line
-    holds the text after "- 14:02 Name: ", so it counts at least the text's tokens minus
+    holds the text after "- Name: ", so it counts at least the text's tokens minus
     ``_SLACK``. Never lets a line exceed the budget (every line taken is still counted); at
-    worst it leaves out a line that would just have fit."""
-    if turn.tokens > split.max_recalled_turn or " ".join(turn.text.split()) != turn.text:
+    worst it leaves out a line that would just have fit. ``folded``: the text as the line
+    shows it (``_said``)."""
+    if turn.tokens > split.max_recalled_turn or folded != turn.text:
         return False  # cut or re-spaced first: only the rendered line can tell
     return turn.tokens > left + _SLACK
+
+
+def _said(turn: Turn) -> tuple[str, str, str]:
+    """Who said what, whitespace-normalised: two turns with the same are one line to a
+    reader, so recall shows such a message once ("Good for you!" said ten times would
+    otherwise take ten lines of the recall room)."""
+    return turn.role, turn.author_name, " ".join(turn.text.split())
 
 
 def _recall(
     found: Recall,
     nearby: Sequence[Turn],
-    shown: set[int],
+    shown: Sequence[Turn],
     room: int,
     tokenizer: Tokenizer,
     split: ViewSplit,
 ) -> tuple[Recall, int]:
     budget = _Budget(room, tokenizer)
+    shown_seqs = {t.seq for t in shown}
+    seen = {_said(t) for t in shown}
     facts: list[LongTermFact] = []
     for fact in found.facts:
         if budget.take([fact_line(fact)], [RECALL_HEADING]):
@@ -213,19 +231,32 @@ def _recall(
     by_seq = {t.seq: t for t in nearby}
     turns: dict[int, Turn] = {}
 
+    # A candidate may be weighed again (a hit, then a neighbour of another hit): each turn
+    # is normalised, cut, rendered and priced at most once a view.
+    said: dict[int, tuple[str, str, str]] = {}
+    priced: dict[int, tuple[Turn, str, int]] = {}
+
     def add(turn: Turn | None) -> None:
-        if turn is None or turn.seq in shown or turn.seq in turns:
+        if turn is None or turn.seq in shown_seqs or turn.seq in turns:
             return
-        if _cannot_fit(turn, budget.room - budget.used, split):
-            return  # not worth rendering and counting
-        turn = _cut(turn, split.max_recalled_turn, tokenizer)
-        if budget.take([recalled_turn_line(turn)], [TURNS_HEADING, day_heading(turn)]):
-            turns[turn.seq] = turn
+        key = said.get(turn.seq)
+        if key is None:
+            key = said[turn.seq] = _said(turn)
+        if key in seen or _cannot_fit(turn, key[2], budget.room - budget.used, split):
+            return  # said already, or surely too long: not worth rendering and counting
+        if turn.seq not in priced:
+            cut = _cut(turn, split.max_recalled_turn, tokenizer)
+            line = recalled_turn_line(cut)
+            priced[turn.seq] = (cut, line, budget.line_cost(line))
+        cut, line, cost = priced[turn.seq]
+        if budget.take([line], [TURNS_HEADING, day_heading(cut)], cost=cost):
+            turns[turn.seq] = cut
+            seen.add(key)
 
     def around(hit: Turn) -> list[Turn | None]:
         return [by_seq.get(hit.seq - 1), by_seq.get(hit.seq + 1)]
 
-    hits = [t for t in found.turns if t.seq not in shown]
+    hits = [t for t in found.turns if t.seq not in shown_seqs]
     first = _WITH_NEIGHBOURS if room >= _NEIGHBOURS_ROOM else 0
     for hit in hits[:first]:
         for turn in (hit, *around(hit)):
@@ -279,8 +310,7 @@ def compose_view(
     recall, recall_tokens = Recall(), 0
     if split.recall_tokens != 0:
         room = left if split.recall_tokens is None else min(left, split.recall_tokens)
-        shown = {t.seq for t in part.picked}
-        recall, recall_tokens = _recall(found, nearby, shown, room, tokenizer, split)
+        recall, recall_tokens = _recall(found, nearby, part.picked, room, tokenizer, split)
         left -= recall_tokens
     picked, used, truncated = part.picked, part.used, part.truncated
     recalled = {t.seq for t in recall.turns}

@@ -133,8 +133,27 @@ def test_recall_is_rendered_inside_the_fence_grouped_by_day_with_speakers() -> N
     system = build_messages(SYSTEM, view)[0]["content"]
     fence = system[system.index("<<<MEMORY"): system.index("MEMORY>>>")]
     assert "### 5 Feb 1971" in fence
-    assert "- 00:00 Melanie: We adopted a beagle named Biscuit" in fence
-    assert "- 00:01 Caroline: So cute!" in fence
+    assert "- Melanie: We adopted a beagle named Biscuit" in fence
+    assert "- Caroline: So cute!" in fence
+    assert "00:00" not in fence  # the day heading dates it; a clock time cost 5 tokens a line
+
+
+def test_a_message_said_again_and_again_is_recalled_once() -> None:
+    """Ten "Good for you!" of one speaker are one line to a reader: recall shows the first
+    (best-ranked) and spends the rest of its room on other matches; the same words from
+    another speaker, or already verbatim, are another matter / not repeated."""
+    old = [turn(i + 1, "Good for you!", "Dave") for i in range(10)]
+    old += [turn(11, "Good for you!", "Nate"), turn(12, "I adopted a beagle", "Dave"),
+            turn(13, "sounds good", "Dave")]
+    new = [turn(14, "sounds good", "Dave"), turn(15, "What did Dave adopt?", "Quinn")]
+    found = Recall(turns=(*old[9::-1], old[10], old[11], old[12]))
+    view = compose_view(SummaryState(KEY, folded_through=13), new, budget=3000, tokenizer=TOK,
+                        split=ViewSplit(), found=found, nearby=old)
+    said = [(t.author_name, t.text) for t in view.recall.turns]
+    assert said.count(("Dave", "Good for you!")) == 1
+    assert [t.seq for t in view.recall.turns if t.text == "Good for you!"] == [10, 11]
+    assert ("Dave", "I adopted a beagle") in said
+    assert ("Dave", "sounds good") not in said  # the verbatim turn 14 already says it
 
 
 def test_the_oldest_verbatim_turn_bounds_the_search() -> None:

@@ -734,6 +734,31 @@ class StoreContract(OwedContract, HistoryContract, SettingsContract, CatchupCont
         assert await store.search_turns(A, query_terms("마감 언제야?"), before_seq=10) == [ko]
         assert await store.search_turns(A, query_terms("締切は？"), before_seq=10) == [ja]
 
+    async def test_search_turns_a_name_in_half_the_turns_does_not_rank_them_first(
+        self, store: Store
+    ) -> None:
+        """In a two-person chat the speaker's name (indexed with the text) is in half the
+        turns: it tells nothing apart. The turns with the question's telling words come
+        first, then the named person's, shortest first (ties: newer), then those sharing
+        only the question's common words (``fallback``)."""
+        said = [("dave", "ok"), ("dave", "sure"), ("dave", "My usual order at the café is a "
+                                                 "cold brew"), ("nate", "the coffee shop closed"),
+                ("dave", "yes"), ("dave", "fine by me"), ("nate", "see you at the gym"),
+                ("nate", "hello there")]
+        seqs = [(await store.record(new_turn(A, f"n{i}", text, author=who))).turn.seq
+                for i, (who, text) in enumerate(said)]
+        question = "What does Dave normally get at the coffee shop?"
+        found = await store.search_turns(A, query_terms(question), before_seq=seqs[-1] + 1,
+                                         fallback=query_terms(question, common=True))
+        order = [seqs[i] for i in (3, 4, 1, 0, 5, 2, 6)]
+        assert [t.seq for t in found] == order
+        assert [t.seq for t in await store.search_turns(
+            A, query_terms(question), before_seq=seqs[-1] + 1, limit=3,
+            fallback=query_terms(question, common=True))] == order[:3]
+        # without a fallback the query's own terms are all there is
+        found = await store.search_turns(A, query_terms(question), before_seq=seqs[-1] + 1)
+        assert [t.seq for t in found] == order[:-1]
+
     async def test_turns_at_reads_by_seq_ascending(self, store: Store) -> None:
         seqs = await _fill(store, A, 6)
         await _fold(store, A, seqs[3])  # folded turns are read like the others

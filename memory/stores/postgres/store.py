@@ -349,12 +349,13 @@ class PostgresStore(PostgresSettings, PostgresDigests, PostgresOwed):
         return await self._tx(search, read=True)
 
     async def search_turns(
-        self, key: ChannelKey, query: Sequence[str], *, before_seq: int, limit: int = 40
+        self, key: ChannelKey, query: Sequence[str], *, before_seq: int, limit: int = 40,
+        fallback: Sequence[str] | None = None,
     ) -> list[Turn]:
         """``ts_rank`` over this channel's stored turns (see ``ArchiveStore.search_turns``)."""
         return await self._tx(partial(
             turn_search.search_turns, key=key, query=tuple(query), before_seq=before_seq,
-            limit=limit,
+            limit=limit, fallback=None if fallback is None else tuple(fallback),
         ), read=True)
 
     async def turns_at(self, key: ChannelKey, seqs: Sequence[int]) -> list[Turn]:

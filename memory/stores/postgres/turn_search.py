@@ -9,6 +9,9 @@ Each term's count is taken on the GIN index for this channel and ``seq < before_
 to that bound (a ``LIMIT``), so a common term costs at most the bound; a term the planner's
 statistics (``pg_stats.most_common_elems``, kept by ANALYZE) already show to be more
 common than the bound is not counted at all.
+What the telling terms leave of the limit is filled in the passes of
+``common.turn_tiers``, as on SQLite (``SEARCH_BY``: best by ``ts_rank``, shortest by the
+stored token count, or newest first).
 Rows stored before step 4 are indexed by ``backfill`` at open, in batches.
 """
 
@@ -18,7 +21,15 @@ from collections.abc import Sequence
 
 from memory.models import ChannelKey, Turn
 from memory.stores import common
-from memory.stores.common import TURN_COLS, TurnRow, pick_turn_terms, turn_seqs, turn_terms
+from memory.stores.common import (
+    TURN_COLS,
+    TurnRow,
+    merge_turn_tiers,
+    pick_turn_terms,
+    turn_seqs,
+    turn_terms,
+    turn_tiers,
+)
 from memory.stores.postgres.queries import CHANNEL_ID, Conn, by_key
 
 __all__ = ["BACKFILL_BATCH", "backfill", "or_tsquery", "search_turns", "turns_at"]
@@ -51,6 +62,13 @@ SEARCH_TURNS = (
     "WHERE channel_id = $1 AND seq < $2 AND terms @@ q "
     "ORDER BY ts_rank(terms, q) DESC, seq DESC LIMIT $4"
 )
+# The passes of ``common.turn_tiers`` after the first, by their order.
+SEARCH_BY = {
+    order: f"SELECT {TURN_COLS} FROM turns, to_tsquery('simple', $3) q "
+    f"WHERE channel_id = $1 AND seq < $2 AND terms @@ q ORDER BY {by}, seq DESC LIMIT $4"
+    for order, by in (("best", "ts_rank(terms, q) DESC"), ("shortest", "tokens"),
+                      ("newest", "seq DESC"))
+}
 TURNS_AT = (
     f"SELECT {TURN_COLS} FROM turns WHERE channel_id = $1 AND seq = ANY($2::bigint[]) "
     "ORDER BY seq"
@@ -105,18 +123,35 @@ async def _docs(conn: Conn, cid: int, before_seq: int, query: Sequence[str]) -> 
 
 
 async def search_turns(
-    conn: Conn, key: ChannelKey, query: Sequence[str], before_seq: int, limit: int
+    conn: Conn, key: ChannelKey, query: Sequence[str], before_seq: int, limit: int,
+    fallback: Sequence[str] | None = None,
 ) -> list[Turn]:
-    """``ts_rank`` over this channel's turns before ``before_seq``; ties: newer first."""
+    """``ts_rank`` over this channel's turns before ``before_seq``; ties: newer first. The
+    turns matching the query's telling terms come first, then the passes of
+    ``common.turn_tiers`` over ``fallback`` fill the rest of ``limit`` (the SQLite
+    store's rule)."""
     if not query or limit <= 0 or before_seq <= 1:
         return []
     cid = await conn.fetchval(CHANNEL_ID, *by_key(key))
     if cid is None:
         return []
-    picked = pick_turn_terms(query, await _docs(conn, int(cid), before_seq, query))
-    if not picked:
-        return []
-    rows = await conn.fetch(SEARCH_TURNS, cid, before_seq, or_tsquery(picked), limit)
+    docs = await _docs(conn, int(cid), before_seq, query)
+    # seqs start at 1, so ``before_seq - 1`` bounds how many turns the search covers
+    first = pick_turn_terms(query, docs, before_seq - 1)
+    rows = list(await conn.fetch(SEARCH_TURNS, cid, before_seq, or_tsquery(first), limit)
+                ) if first else []
+    if len(rows) < limit:  # the common words are counted only when they are needed
+        if unseen := [t for t in dict.fromkeys(fallback or ()) if t not in docs]:
+            docs.update(await _docs(conn, int(cid), before_seq, unseen))
+        for tier in turn_tiers(first, query, fallback, docs, before_seq - 1):
+            more = await conn.fetch(SEARCH_BY[tier.order], cid, before_seq,
+                                    or_tsquery(tier.terms), limit + len(rows))
+            by_seq = {int(r[0]): r for r in [*more, *rows]}
+            seqs = merge_turn_tiers([int(r[0]) for r in rows], (int(r[0]) for r in more),
+                                    limit)
+            rows = [by_seq[s] for s in seqs]
+            if len(rows) >= limit:
+                break
     return [TurnRow(*r).turn(key) for r in rows]
 
 

@@ -30,7 +30,10 @@ channel's turns before ``before_seq`` hold a term is counted in its rowid range 
 to ``COMMON_TURN_DOCS + 1``: ``turns_vocab``'s document counts read a term's whole doclist,
 which for a word in 700,000 turns took longer than the search itself (it stays, for
 inspection and the consistency tests). The matching rowids are ranked inside FTS5; the
-turns are then read by primary key.
+turns are then read by primary key. What the telling terms leave of the limit is filled in
+the passes of ``common.turn_tiers`` (a name in half the turns, shortest first by joining
+``turns`` for its token count; the message's common words; recency); a common word is
+counted only when those passes run.
 """
 
 from __future__ import annotations
@@ -43,10 +46,13 @@ from memory.stores import common
 from memory.stores.common import (
     TURN_COLS,
     TURN_TERMS_CHARS,
+    TierOrder,
     TurnRow,
+    merge_turn_tiers,
     pick_turn_terms,
     turn_seqs,
     turn_terms,
+    turn_tiers,
 )
 from memory.stores.sqlite.archive import channel_of
 
@@ -128,10 +134,38 @@ def _match(query: Sequence[str]) -> str:
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in query)
 
 
+_ORDER = {
+    "best": "bm25(turns_fts), f.rowid DESC",
+    "newest": "f.rowid DESC",
+    "shortest": "t.tokens, f.rowid DESC",
+}
+
+
+def _ranked(conn: sqlite3.Connection, terms: Sequence[str], low: int, high: int,
+            limit: int, order: TierOrder = "best") -> list[int]:
+    """Rowids matching any of ``terms`` in ``[low, high]``, in ``order`` (ties: newer)."""
+    if not terms or limit <= 0:
+        return []
+    join = (f"JOIN turns t ON t.channel_id = {low >> SEQ_BITS} "
+            f"AND t.seq = f.rowid & {_SEQ_MASK} ") if order == "shortest" else ""
+    return [r for (r,) in conn.execute(
+        f"SELECT f.rowid FROM turns_fts f {join}WHERE turns_fts MATCH ? "
+        f"AND f.rowid BETWEEN ? AND ? ORDER BY {_ORDER[order]} LIMIT ?",
+        (_match(terms), low, high, limit),
+    )]
+
+
 def search_turns(
-    conn: sqlite3.Connection, key: ChannelKey, query: Sequence[str], before_seq: int, limit: int
+    conn: sqlite3.Connection,
+    key: ChannelKey,
+    query: Sequence[str],
+    before_seq: int,
+    limit: int,
+    fallback: Sequence[str] | None = None,
 ) -> list[Turn]:
-    """BM25 over this channel's turns before ``before_seq``; ties: newer first."""
+    """BM25 over this channel's turns before ``before_seq``; ties: newer first. The turns
+    matching the query's telling terms come first, then the passes of
+    ``common.turn_tiers`` over ``fallback`` fill the rest of ``limit``."""
     cid = channel_of(conn, key)
     if cid is None or not query or limit <= 0 or before_seq <= 1:
         return []
@@ -140,15 +174,23 @@ def search_turns(
     # How many of these turns hold each term, counted only up to the bound: reading a
     # common term's whole doclist (as turns_vocab would) costs more than the search.
     cap = common.COMMON_TURN_DOCS + 1
-    docs = {t: conn.execute(_COUNT, (_match([t]), low, high, cap)).fetchone()[0]
-            for t in dict.fromkeys(query)}
-    picked = pick_turn_terms(query, docs)
-    if not picked:
-        return []
-    rowids = [r for (r,) in conn.execute(
-        "SELECT rowid FROM turns_fts WHERE turns_fts MATCH ? AND rowid BETWEEN ? AND ? "
-        "ORDER BY bm25(turns_fts), rowid DESC LIMIT ?",
-        (_match(picked), low, high, limit),
-    )]
+    docs: dict[str, int] = {}
+
+    def count(terms: Sequence[str]) -> None:
+        for t in dict.fromkeys(terms):
+            if t not in docs:
+                docs[t] = conn.execute(_COUNT, (_match([t]), low, high, cap)).fetchone()[0]
+
+    count(query)
+    # seqs start at 1, so ``before_seq - 1`` bounds how many turns the search covers
+    first = pick_turn_terms(query, docs, before_seq - 1)
+    rowids = _ranked(conn, first, low, high, limit)
+    if len(rowids) < limit:  # the common words are counted only when they are needed
+        count(fallback or ())
+        for tier in turn_tiers(first, query, fallback, docs, before_seq - 1):
+            more = _ranked(conn, tier.terms, low, high, limit + len(rowids), tier.order)
+            rowids = merge_turn_tiers(rowids, more, limit)
+            if len(rowids) >= limit:
+                break
     found = {t.seq: t for t in _read(conn, key, cid, sorted(r & _SEQ_MASK for r in rowids))}
     return [found[r & _SEQ_MASK] for r in rowids if r & _SEQ_MASK in found]
