@@ -52,6 +52,7 @@ from memory.stores.sqlite.digests import SqliteDigests
 from memory.stores.sqlite.owed import SqliteOwed
 from memory.stores.sqlite.schema import migrate
 from memory.stores.sqlite.settings import SqliteSettings
+from memory.stores.sqlite.term_counts import TermCounts
 from memory.stores.sqlite.writer import GroupCommitWriter, WriteTx, raw_connection, translate
 
 __all__ = ["SqliteStore"]
@@ -116,6 +117,8 @@ class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed):
         self._w: aiosqlite.Connection | None = None
         self._r: aiosqlite.Connection | None = None
         self._writer: GroupCommitWriter | None = None
+        self.term_counts = TermCounts()
+        """Common terms' turn counts, kept between turn searches (``term_counts``)."""
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -283,7 +286,9 @@ class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed):
 
     async def reset(self, key: ChannelKey) -> ResetResult:
         """Forget the channel: turns, summary and facts."""
-        return await self._write(queries.reset, key)
+        result = await self._write(queries.reset, key)
+        self.term_counts.clear()
+        return result
 
     async def purge_folded_before(self, cutoff: float) -> int:
         """Retention: delete folded turns and episodes older than ``cutoff``; unfolded turns
@@ -379,7 +384,8 @@ class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed):
     ) -> list[Turn]:
         """FTS5 BM25 over this channel's stored turns (see ``ArchiveStore.search_turns``)."""
         return await self._read(turn_search.search_turns, key, tuple(query), before_seq, limit,
-                                None if fallback is None else tuple(fallback))
+                                None if fallback is None else tuple(fallback),
+                                self.term_counts)
 
     async def turns_at(self, key: ChannelKey, seqs: Sequence[int]) -> list[Turn]:
         """The channel's stored turns with these seqs, ascending (unknown ones skipped)."""

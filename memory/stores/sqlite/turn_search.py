@@ -55,6 +55,7 @@ from memory.stores.common import (
     turn_tiers,
 )
 from memory.stores.sqlite.archive import channel_of
+from memory.stores.sqlite.term_counts import TermCounts
 
 __all__ = ["SEQ_BITS", "drain", "indexed_text", "register", "search_turns", "turns_at"]
 
@@ -162,10 +163,12 @@ def search_turns(
     before_seq: int,
     limit: int,
     fallback: Sequence[str] | None = None,
+    counts: TermCounts | None = None,
 ) -> list[Turn]:
     """BM25 over this channel's turns before ``before_seq``; ties: newer first. The turns
     matching the query's telling terms come first, then the passes of
-    ``common.turn_tiers`` over ``fallback`` fill the rest of ``limit``."""
+    ``common.turn_tiers`` over ``fallback`` fill the rest of ``limit``. ``counts`` keeps
+    common terms' counts between searches (``term_counts``)."""
     cid = channel_of(conn, key)
     if cid is None or not query or limit <= 0 or before_seq <= 1:
         return []
@@ -176,10 +179,14 @@ def search_turns(
     cap = common.COMMON_TURN_DOCS + 1
     docs: dict[str, int] = {}
 
+    def exact(term: str) -> int:
+        return int(conn.execute(_COUNT, (_match([term]), low, high, cap)).fetchone()[0])
+
     def count(terms: Sequence[str]) -> None:
         for t in dict.fromkeys(terms):
             if t not in docs:
-                docs[t] = conn.execute(_COUNT, (_match([t]), low, high, cap)).fetchone()[0]
+                docs[t] = exact(t) if counts is None else counts.get(
+                    cid, cap, t, before_seq - 1, exact)
 
     count(query)
     # seqs start at 1, so ``before_seq - 1`` bounds how many turns the search covers
