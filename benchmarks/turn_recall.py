@@ -37,7 +37,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from memory.archive import FOLLOW_UP
+from memory.archive import FOLLOW_UP, FOLLOW_UP_DOCS
 from memory.models import ChannelKey, NewTurn
 from memory.search_text import query_terms, terms
 from memory.stores import common
@@ -106,7 +106,8 @@ async def recall(store: SqliteStore, message: str, before: int) -> list[int]:
     if found:
         words = [t for t in query_terms(found[0].text) if t not in set(query)]
         if words:
-            more = await store.search_turns(KEY, words, before_seq=before, limit=FOLLOW_UP)
+            more = await store.search_turns(KEY, words, before_seq=before, limit=FOLLOW_UP,
+                                            max_docs=FOLLOW_UP_DOCS)
             found = list({t.seq: t for t in [found[0], *more, *found[1:]]}.values())
     around = {s + d for t in found[:8] for s in (t.seq,) for d in (-1, 0, 1)}
     await store.turns_at(KEY, sorted(around))

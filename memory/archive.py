@@ -56,6 +56,12 @@ FOLLOW_UP = 10
 On scenario 6 at 1,000-2,000 tokens, 5 brought both messages of a two-step question
 within reach for a third of them, 10 for a half; 15 or more pushed more one-step
 answers out than they brought in."""
+FOLLOW_UP_DOCS = 500
+"""The follow-up search uses only the best hit's words held by at most this many of the
+searched turns: a word in thousands of turns does not lead to the second message of a
+two-step question, and at 1,000,000 turns those words made the follow-up cost as much as
+the search itself (``benchmarks.turn_recall``). Scenario 6's conversations (~800 turns)
+are below it: their follow-up is unchanged."""
 RETENTION_INTERVAL = 3600.0
 _MAX_ID = 2**63 - 1  # the largest id SQLite INTEGER and PostgreSQL bigint hold
 """Seconds between retention passes."""
@@ -154,7 +160,8 @@ class Archive:
         words = [t for t in query_terms(hits[0].text) if t not in asked]
         if not words:
             return hits
-        more = await self.store.search_turns(key, words, before_seq=below, limit=FOLLOW_UP)
+        more = await self.store.search_turns(key, words, before_seq=below, limit=FOLLOW_UP,
+                                             max_docs=FOLLOW_UP_DOCS)
         merged = {t.seq: t for t in [hits[0], *more, *hits[1:]]}  # first place kept
         return list(merged.values())
 

@@ -195,7 +195,7 @@ class ArchiveStore(Protocol):
 
     async def search_turns(
         self, key: ChannelKey, query: Sequence[str], *, before_seq: int, limit: int = 40,
-        fallback: Sequence[str] | None = None,
+        fallback: Sequence[str] | None = None, max_docs: int | None = None,
     ) -> list[Turn]:
         """This channel's stored turns (folded or not) with ``seq < before_seq`` that match any
         of the ``query`` terms (``memory.search_text.query_terms``), best first (BM25; ties:
@@ -204,7 +204,8 @@ class ArchiveStore(Protocol):
         Turns that match only terms held by more than half the searched turns (in a
         two-person chat, a speaker's name) come after the others, shortest first; then
         turns matching only the ``fallback`` terms (default: ``query``), best first, then
-        newest first (``common.turn_tiers``)."""
+        newest first (``common.turn_tiers``). With ``max_docs``, terms held by more of the
+        searched turns are left out of every pass."""
 
     async def turns_at(self, key: ChannelKey, seqs: Sequence[int]) -> list[Turn]:
         """The channel's stored turns with these seqs, ascending; unknown seqs are skipped."""

@@ -53,6 +53,7 @@ __all__ = [
     "TurnRow",
     "TurnTier",
     "applied_change",
+    "bound_docs",
     "channel_token",
     "columns",
     "episode_terms",
@@ -354,6 +355,15 @@ def pick_turn_terms(
     useful = [t for t in dict.fromkeys(query) if 0 < docs.get(t, 0) <= COMMON_TURN_DOCS
               and (searched is None or 2 * docs[t] <= searched)]
     return sorted(useful, key=lambda t: docs[t])[:TURN_QUERY_TERMS]
+
+
+def bound_docs(n: int, max_docs: int | None) -> int:
+    """A term's turn count as a search with ``max_docs`` sees it: one over
+    ``COMMON_TURN_DOCS`` (too common, left out of every pass) when more than ``max_docs``
+    turns hold it. The follow-up search (``memory.archive``) searches with the best
+    match's rarer words only: at 1,000,000 turns in a channel, its words held by up to
+    2,000 turns each made it cost as much as the search itself."""
+    return n if max_docs is None or n <= max_docs else COMMON_TURN_DOCS + 1
 
 
 TierOrder = Literal["best", "shortest", "newest"]

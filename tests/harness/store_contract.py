@@ -714,6 +714,20 @@ class StoreContract(OwedContract, HistoryContract, SettingsContract, CatchupCont
         assert await store.search_turns(A, query_terms("falcon"), before_seq=seqs[0]) == []
         assert await store.search_turns(A, query_terms("falcon"), before_seq=1) == []
 
+    async def test_search_turns_with_max_docs_leaves_out_the_commoner_words(
+        self, store: Store
+    ) -> None:
+        # The follow-up search (memory.archive) searches with a hit's rarer words only.
+        texts = [f"falcon report {i}" for i in range(12)] + ["falcon harbour kestrel"]
+        seqs = [(await store.record(new_turn(A, f"k{i}", text))).turn.seq
+                for i, text in enumerate(texts)]
+        now = seqs[-1] + 1
+        words = ["report", "kestrel"]  # "report" is in 12 turns, "kestrel" in 1
+        assert len(await store.search_turns(A, words, before_seq=now)) == 13
+        found = await store.search_turns(A, words, before_seq=now, max_docs=5)
+        assert [t.seq for t in found] == [seqs[-1]]
+        assert await store.search_turns(A, ["report"], before_seq=now, max_docs=5) == []
+
     async def test_search_turns_never_crosses_channels(self, store: Store) -> None:
         a = (await store.record(new_turn(A, "x", "secret plan alpha"))).turn
         b = (await store.record(new_turn(B, "x", "secret plan beta"))).turn

@@ -350,12 +350,13 @@ class PostgresStore(PostgresSettings, PostgresDigests, PostgresOwed):
 
     async def search_turns(
         self, key: ChannelKey, query: Sequence[str], *, before_seq: int, limit: int = 40,
-        fallback: Sequence[str] | None = None,
+        fallback: Sequence[str] | None = None, max_docs: int | None = None,
     ) -> list[Turn]:
         """``ts_rank`` over this channel's stored turns (see ``ArchiveStore.search_turns``)."""
         return await self._tx(partial(
             turn_search.search_turns, key=key, query=tuple(query), before_seq=before_seq,
             limit=limit, fallback=None if fallback is None else tuple(fallback),
+            max_docs=max_docs,
         ), read=True)
 
     async def turns_at(self, key: ChannelKey, seqs: Sequence[int]) -> list[Turn]:

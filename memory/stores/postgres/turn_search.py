@@ -102,10 +102,12 @@ async def backfill(conn: Conn) -> int:
     return done
 
 
-async def _docs(conn: Conn, cid: int, before_seq: int, query: Sequence[str]) -> dict[str, int]:
+async def _docs(conn: Conn, cid: int, before_seq: int, query: Sequence[str],
+                max_docs: int | None = None) -> dict[str, int]:
     """term -> how many of the channel's turns before ``before_seq`` hold it, counted up to
-    ``COMMON_TURN_DOCS + 1``; a term the column's statistics already know to be more common
-    is not counted (that would read up to the cap of rows for nothing)."""
+    ``COMMON_TURN_DOCS + 1`` (``common.bound_docs`` with ``max_docs``); a term the column's
+    statistics already know to be more common is not counted (that would read up to the cap
+    of rows for nothing)."""
     cap = common.COMMON_TURN_DOCS + 1
     stats = await conn.fetchrow(TERM_STATS)
     known: dict[str, float] = {}
@@ -118,31 +120,31 @@ async def _docs(conn: Conn, cid: int, before_seq: int, query: Sequence[str]) -> 
     if rest:
         rows = await conn.fetch(TERM_COUNTS, cid, before_seq, rest, [quoted(t) for t in rest],
                                 cap)
-        docs.update({r[0]: int(r[1]) for r in rows})
+        docs.update({r[0]: common.bound_docs(int(r[1]), max_docs) for r in rows})
     return docs
 
 
 async def search_turns(
     conn: Conn, key: ChannelKey, query: Sequence[str], before_seq: int, limit: int,
-    fallback: Sequence[str] | None = None,
+    fallback: Sequence[str] | None = None, max_docs: int | None = None,
 ) -> list[Turn]:
     """``ts_rank`` over this channel's turns before ``before_seq``; ties: newer first. The
     turns matching the query's telling terms come first, then the passes of
     ``common.turn_tiers`` over ``fallback`` fill the rest of ``limit`` (the SQLite
-    store's rule)."""
+    store's rule); ``max_docs`` leaves out terms held by more turns."""
     if not query or limit <= 0 or before_seq <= 1:
         return []
     cid = await conn.fetchval(CHANNEL_ID, *by_key(key))
     if cid is None:
         return []
-    docs = await _docs(conn, int(cid), before_seq, query)
+    docs = await _docs(conn, int(cid), before_seq, query, max_docs)
     # seqs start at 1, so ``before_seq - 1`` bounds how many turns the search covers
     first = pick_turn_terms(query, docs, before_seq - 1)
     rows = list(await conn.fetch(SEARCH_TURNS, cid, before_seq, or_tsquery(first), limit)
                 ) if first else []
     if len(rows) < limit:  # the common words are counted only when they are needed
         if unseen := [t for t in dict.fromkeys(fallback or ()) if t not in docs]:
-            docs.update(await _docs(conn, int(cid), before_seq, unseen))
+            docs.update(await _docs(conn, int(cid), before_seq, unseen, max_docs))
         for tier in turn_tiers(first, query, fallback, docs, before_seq - 1):
             more = await conn.fetch(SEARCH_BY[tier.order], cid, before_seq,
                                     or_tsquery(tier.terms), limit + len(rows))

@@ -380,12 +380,12 @@ class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed):
 
     async def search_turns(
         self, key: ChannelKey, query: Sequence[str], *, before_seq: int, limit: int = 40,
-        fallback: Sequence[str] | None = None,
+        fallback: Sequence[str] | None = None, max_docs: int | None = None,
     ) -> list[Turn]:
         """FTS5 BM25 over this channel's stored turns (see ``ArchiveStore.search_turns``)."""
         return await self._read(turn_search.search_turns, key, tuple(query), before_seq, limit,
                                 None if fallback is None else tuple(fallback),
-                                self.term_counts)
+                                self.term_counts, max_docs)
 
     async def turns_at(self, key: ChannelKey, seqs: Sequence[int]) -> list[Turn]:
         """The channel's stored turns with these seqs, ascending (unknown ones skipped)."""

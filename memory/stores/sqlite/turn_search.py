@@ -164,11 +164,13 @@ def search_turns(
     limit: int,
     fallback: Sequence[str] | None = None,
     counts: TermCounts | None = None,
+    max_docs: int | None = None,
 ) -> list[Turn]:
     """BM25 over this channel's turns before ``before_seq``; ties: newer first. The turns
     matching the query's telling terms come first, then the passes of
     ``common.turn_tiers`` over ``fallback`` fill the rest of ``limit``. ``counts`` keeps
-    common terms' counts between searches (``term_counts``)."""
+    common terms' counts between searches (``term_counts``); ``max_docs`` leaves out terms
+    held by more turns (``common.bound_docs``)."""
     cid = channel_of(conn, key)
     if cid is None or not query or limit <= 0 or before_seq <= 1:
         return []
@@ -185,8 +187,8 @@ def search_turns(
     def count(terms: Sequence[str]) -> None:
         for t in dict.fromkeys(terms):
             if t not in docs:
-                docs[t] = exact(t) if counts is None else counts.get(
-                    cid, cap, t, before_seq - 1, exact)
+                n = exact(t) if counts is None else counts.get(cid, cap, t, before_seq - 1, exact)
+                docs[t] = common.bound_docs(n, max_docs)
 
     count(query)
     # seqs start at 1, so ``before_seq - 1`` bounds how many turns the search covers
