@@ -127,11 +127,12 @@ class Archive:
             # Enough candidates to fill the recall room with short messages (~20 tokens;
             # budget // 40 left scenario 6's recall room short of matches at 4,000+).
             limit = max(self.config.recall_turns, budget // 20)
+            query = turn_query(turns)
             hits = await self.store.search_turns(
-                key, turn_query(turns), before_seq=below, limit=limit,
-                fallback=turn_fallback_query(turns),
+                key, query, before_seq=below, limit=limit,
+                fallback=turn_fallback_query(turns, query),
             )
-            hits = await self._follow_up(key, turn_query(turns), hits, below)
+            hits = await self._follow_up(key, query, hits, below)
             around = {h.seq + d for h in hits for d in (-1, 1)} - {h.seq for h in hits}
             nearby = await self.store.turns_at(key, sorted(s for s in around if 0 < s < below))
         recalled = Recall(found.facts, found.episodes, tuple(hits))

@@ -61,14 +61,15 @@ def turn_query(turns: Sequence[Turn]) -> list[str]:
     return query_terms(*(t.text for t in reversed(list(turns)[-(QUERY_TURNS + 1) :])))
 
 
-def turn_fallback_query(turns: Sequence[Turn]) -> list[str]:
+def turn_fallback_query(turns: Sequence[Turn], query: Sequence[str] | None = None) -> list[str]:
     """The terms that order the stored turns ``turn_query``'s telling terms did not match
     (``ArchiveStore.search_turns``' ``fallback``): the triggering message's every word,
     the common ones too, then ``turn_query``'s. A paraphrased question ("What does Dave
     normally get at the coffee shop?") may share only those with the message it asks about
-    ("My usual order at the café is …"); BM25 weighs them by rarity."""
+    ("My usual order at the café is …"); BM25 weighs them by rarity. ``query``: the
+    ``turn_query`` of ``turns`` when the caller has it already."""
     own = query_terms(turns[-1].text, common=True) if turns else []
-    return list(dict.fromkeys([*own, *turn_query(turns)]))
+    return list(dict.fromkeys([*own, *(turn_query(turns) if query is None else query)]))
 
 
 def episode_span(episode: Episode, now: float | None = None) -> str:
