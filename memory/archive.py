@@ -115,26 +115,19 @@ class Archive:
         if split.recall_tokens == 0:
             return compose()
         below = verbatim_from(state, turns, budget=budget, tokenizer=self.tokenizer, split=split)
-        found = await self.store.search(
-            key,
-            recall_query(turns),
-            facts_limit=self.config.recall_facts,
-            episodes_limit=self.config.recall_episodes,
+        # The archive search and the turn search are independent reads: at once, they take
+        # the longer one's time, not the sum (two reader connections on SQLite, two pooled
+        # ones on PostgreSQL; scenario 1's reply p95, issue 13).
+        # (gather: a failure propagates as itself; the other read ends on its own.)
+        found, (hits, nearby) = await asyncio.gather(
+            self.store.search(
+                key,
+                recall_query(turns),
+                facts_limit=self.config.recall_facts,
+                episodes_limit=self.config.recall_episodes,
+            ),
+            self._recall_turns(key, turns, below, budget),
         )
-        hits: list[Turn] = []
-        nearby: list[Turn] = []
-        if below is not None and below > 1:
-            # Enough candidates to fill the recall room with short messages (~20 tokens;
-            # budget // 40 left scenario 6's recall room short of matches at 4,000+).
-            limit = max(self.config.recall_turns, budget // 20)
-            query = turn_query(turns)
-            hits = await self.store.search_turns(
-                key, query, before_seq=below, limit=limit,
-                fallback=turn_fallback_query(turns, query),
-            )
-            hits = await self._follow_up(key, query, hits, below)
-            around = {h.seq + d for h in hits for d in (-1, 1)} - {h.seq for h in hits}
-            nearby = await self.store.turns_at(key, sorted(s for s in around if 0 < s < below))
         recalled = Recall(found.facts, found.episodes, tuple(hits))
         view = compose(found=recalled, nearby=[*hits, *nearby])
         left = budget - view.tokens
@@ -145,6 +138,26 @@ class Archive:
             earlier = await self.store.turns_at(key, range(max(first - count, 1), first))
             view = compose(found=recalled, nearby=[*hits, *nearby], earlier=earlier)
         return view
+
+    async def _recall_turns(
+        self, key: ChannelKey, turns: Sequence[Turn], below: int | None, budget: int
+    ) -> tuple[list[Turn], list[Turn]]:
+        """The stored turns before ``below`` that best match the newest of ``turns``, and
+        their neighbours (±1) that are not matches themselves."""
+        if below is None or below <= 1:
+            return [], []
+        # Enough candidates to fill the recall room with short messages (~20 tokens;
+        # budget // 40 left scenario 6's recall room short of matches at 4,000+).
+        limit = max(self.config.recall_turns, budget // 20)
+        query = turn_query(turns)
+        hits = await self.store.search_turns(
+            key, query, before_seq=below, limit=limit,
+            fallback=turn_fallback_query(turns, query),
+        )
+        hits = await self._follow_up(key, query, hits, below)
+        around = {h.seq + d for h in hits for d in (-1, 1)} - {h.seq for h in hits}
+        nearby = await self.store.turns_at(key, sorted(s for s in around if 0 < s < below))
+        return hits, nearby
 
     async def _follow_up(
         self, key: ChannelKey, query: Sequence[str], hits: list[Turn], below: int

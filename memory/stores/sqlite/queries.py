@@ -1,8 +1,8 @@
 """``SqliteStore``'s SQL, as plain functions on a ``sqlite3`` connection.
 
 Writes take a ``WriteTx`` (they run inside the writer's batch transaction, under their own
-savepoint); reads take the reader connection inside one read transaction. Every statement
-is parameterized; table names in f-strings are constants of this module.
+savepoint); reads take a reader connection (``readers``) inside one read transaction.
+Every statement is parameterized; table names in f-strings are constants of this module.
 """
 
 from __future__ import annotations

@@ -4,9 +4,10 @@ Why it looks the way it does:
 
 * **Group commit** (``writer``): every write goes through one queue to one writer
   connection and is acknowledged only after the COMMIT that contains it.
-* **Reads on a second connection.** WAL lets the reader see the last committed state while
-  the writer works; a view runs in one read transaction, so summary, fold pointer and turns
-  are mutually consistent.
+* **Reads on other connections** (``readers``: two by default, so a view's independent
+  reads run at once). WAL lets a reader see the last committed state while the writer
+  works; each read runs in one read transaction, so summary, fold pointer and turns are
+  mutually consistent.
 * Parameterized SQL only, in ``queries`` and ``archive``; the schema lives in ``schema``.
 """
 
@@ -50,6 +51,7 @@ from memory.stores.sqlite import (
 )
 from memory.stores.sqlite.digests import SqliteDigests
 from memory.stores.sqlite.owed import SqliteOwed
+from memory.stores.sqlite.readers import Readers
 from memory.stores.sqlite.schema import migrate
 from memory.stores.sqlite.settings import SqliteSettings
 from memory.stores.sqlite.term_counts import TermCounts
@@ -108,6 +110,7 @@ class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed):
         synchronous: Synchronous = "FULL",
         batch_size: int = 512,
         summary_history: int = DEFAULT_SUMMARY_HISTORY,
+        readers: int = 2,
     ) -> None:
         self.path = Path(path)
         self.summary_history = summary_history
@@ -116,6 +119,9 @@ class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed):
         self.batch_size = batch_size
         self._w: aiosqlite.Connection | None = None
         self._r: aiosqlite.Connection | None = None
+        """The first reader (``_readers.first``): sequential reads all run there."""
+        self._readers = Readers()
+        self.reader_count = max(1, readers)
         self._writer: GroupCommitWriter | None = None
         self.term_counts = TermCounts()
         """Common terms' turn counts, kept between turn searches (``term_counts``)."""
@@ -150,11 +156,15 @@ class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed):
                 # A second connection would open a second, empty database. The writer's
                 # thread runs each batch whole, so reads on it still see committed state.
                 self._r = self._w
+                self._readers.add(self._w)
             else:
-                self._r = await _connect(self.path)
-                await self._r.execute(busy)
-                await self._r.execute("PRAGMA query_only = 1")
-                await self._register(self._r)
+                for _ in range(self.reader_count):
+                    reader = await _connect(self.path)
+                    self._readers.add(reader)
+                    await reader.execute(busy)
+                    await reader.execute("PRAGMA query_only = 1")
+                    await self._register(reader)
+                self._r = self._readers.first
         except BaseException as e:
             await self.close()
             if not isinstance(e, sqlite3.DatabaseError):
@@ -188,7 +198,7 @@ class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed):
         if self._writer is not None:
             await self._writer.close()
             self._writer = None
-        for conn in (self._w, self._r if self._r is not self._w else None):
+        for conn in (self._w, *(r for r in self._readers.take() if r is not self._w)):
             if conn is not None:
                 with contextlib.suppress(Exception):
                     await conn.close()
@@ -212,23 +222,21 @@ class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed):
         self, fn: Callable[Concatenate[sqlite3.Connection, P], T], *args: P.args,
         **kwargs: P.kwargs,
     ) -> T:
-        """``fn(conn, ...)`` in one read transaction on the reader connection."""
+        """``fn(conn, ...)`` in one read transaction on a reader connection."""
         if self._r is None:
             raise StoreError("the store is closed")
 
-        def in_read_tx() -> T:
-            conn = raw_connection(self._r)
-            conn.execute("BEGIN")
+        def in_read_tx(reader: sqlite3.Connection) -> T:
+            reader.execute("BEGIN")
             try:
-                return fn(conn, *args, **kwargs)
+                return fn(reader, *args, **kwargs)
             finally:
-                conn.execute("COMMIT")
+                reader.execute("COMMIT")
 
         try:
-            result: T = await self._r._execute(in_read_tx)  # type: ignore[no-untyped-call]
+            return await self._readers.run(in_read_tx)
         except sqlite3.Error as e:
             raise translate(e) from e
-        return result
 
     # ------------------------------------------------------------------ memory
 
