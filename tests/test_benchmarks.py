@@ -75,5 +75,9 @@ def test_json_has_machine_rows_and_targets(results: tuple[Path, str]) -> None:
     assert all(isinstance(r["in the probe's prompt, one at a time"], int)
                for r in sections["5"]["rows"])  # issue 13: each probe on a fresh copy
     targets = [t for s in data["sections"] for t in s["targets"]]
-    assert len(targets) == 10
+    assert len(targets) == 13
     assert all(t["measured"] for t in targets)
+    issue13 = [t["target"] for t in sections["1"]["targets"] if "(issue 13)" in t["target"]]
+    assert issue13 == ["≤ 100 summarizer calls (issue 13)",  # as the issue states them
+                       "total tokens ≤ 0.5x LangChain's (issue 13)",
+                       "reply p95 ≤ 1.1x the last-25 window's (issue 13)"]
