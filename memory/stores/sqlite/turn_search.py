@@ -8,6 +8,11 @@ The index (schema step 5):
   store every turn twice. "This channel's turns before ``before_seq``" is one rowid range,
   which FTS5 applies while it reads the doclists. Diacritics are kept, as PostgreSQL's
   ``simple`` configuration does, so a vocabulary entry is the term itself.
+* **No per-row sizes** (``columnsize = 0``, step 11). With these rowids the sizes table
+  took one write per channel of a batch (about half the pages the index added to a
+  commit) and one read per matching turn when ranking. BM25 therefore does not normalize
+  by a turn's length: for chat turns that left known-item recall unchanged and halved
+  search time (``benchmarks/results/turn_recall.md``).
 * **Kept by triggers on ``turns``**, so every path that writes turns (record, edit,
   delete, ``/reset``, retention, copy-db import) keeps it in step inside its own
   transaction: the index is part of the same group commit, and a crash leaves both or
