@@ -333,6 +333,21 @@ async def test_a_version_4_database_migrates_and_its_old_turns_become_searchable
         assert assert_turn_index_matches_turns(conn) == 4
 
 
+async def test_a_short_turn_outranks_a_long_one_with_the_same_match(store: SqliteStore) -> None:
+    # turns_fts keeps no row sizes, so FTS5's bm25() scores both alike (the newer would come
+    # first); the length re-ranking puts the shorter one first, as BM25 would
+    filler = " ".join(f"word{i}" for i in range(60))
+    for i in range(4):  # so that "kestrel" is in under half the turns (not a name's pass)
+        await store.record(new_turn(KEY, f"o{i}", "something else"))
+    texts = ["the kestrel landed", f"a kestrel and {filler}", f"o kestrel and {filler}"]
+    seqs = [(await store.record(new_turn(KEY, f"k{i}", t))).turn.seq for i, t in enumerate(texts)]
+    found = await store.search_turns(KEY, query_terms("kestrel"), before_seq=seqs[-1] + 1)
+    assert [t.seq for t in found] == [seqs[0], seqs[2], seqs[1]]  # ties: newer first
+    [only] = await store.search_turns(KEY, query_terms("kestrel"), before_seq=seqs[-1] + 1,
+                                      limit=1)
+    assert only.seq == seqs[0]
+
+
 async def test_a_version_10_turn_index_is_rebuilt_without_row_sizes(tmp_path: Path) -> None:
     path = tmp_path / "v10.db"
     with sqlite3.connect(path, isolation_level=None) as conn:
