@@ -271,9 +271,9 @@ MIGRATIONS: tuple[str, ...] = (
     # Its rowids are (channel_id << 32) | seq, so the sizes table (``turns_fts_docsize``)
     # took a write on another page for every channel of a batch: about half the WAL pages
     # the index added to a group commit, and one more read per matching turn in a search.
-    # Without it BM25 does not normalize by turn length (chat turns are short; known-item
-    # recall was unchanged in ``benchmarks/turn_recall.py``). Everything is indexed by the
-    # last statement, so nothing stays queued.
+    # Without it FTS5's bm25() takes every turn's length alike; ``turn_search`` re-ranks
+    # the best candidates by the turns' stored token counts instead. Everything is indexed
+    # by the last statement, so nothing stays queued.
     """
     DROP TABLE turns_vocab;
     DROP TABLE turns_fts;
