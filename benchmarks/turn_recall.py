@@ -41,6 +41,7 @@ from memory.archive import FOLLOW_UP, FOLLOW_UP_DOCS
 from memory.models import ChannelKey, NewTurn
 from memory.search_text import query_terms, terms
 from memory.stores import common
+from memory.stores.sqlite import turn_search
 from memory.stores.sqlite.queries import _INSERT_TURN
 from memory.stores.sqlite.store import SqliteStore
 from memory.stores.sqlite.turn_search import drain, register
@@ -49,7 +50,7 @@ KEY = ChannelKey("discord", "g1", "big")
 OTHER = ChannelKey("discord", "g1", "noise")
 KOREAN = ["마감은", "배포를", "주문이", "환불", "회의록",
           "서버가", "일정", "결제", "고객님", "문서"]
-BOUNDS = (500, 1_000, 2_000, 5_000, 20_000)
+BOUNDS = (500, 1_000, 2_000, 5_000, 10_000, 20_000)
 
 
 class Words:
@@ -85,7 +86,8 @@ def build(path: Path, turns: int, words: Words) -> dict[int, str]:
             text = words.text(seq)
             if key == KEY and seq % max(1, n // 200) == 7:
                 sample[seq] = text
-            rows.append((cid, seq, f"m{seq}", "user", "u1", "User", text, 20, seq * 30.0))
+            rows.append((cid, seq, f"m{seq}", "user", "u1", "User", text,
+                         len(text) // 4 + 1, seq * 30.0))  # about its tokens
             if len(rows) == 10_000:
                 conn.executemany(_INSERT_TURN, rows)
                 rows = []
@@ -143,10 +145,13 @@ async def bound_table(store: SqliteStore, words: Words, sample: dict[int, str], 
         own = sorted(set(terms(text).split()))
         mine = words.rng.sample(own, min(3, len(own)))
         questions.append((seq, " ".join(mine + words.sentence(6).split())))
-    rows, default = [], common.COMMON_TURN_DOCS
+    # SQLite's own bound (``turn_search.COMMON_DOCS``) where there is one
+    where = turn_search if hasattr(turn_search, "COMMON_DOCS") else common
+    name = "COMMON_DOCS" if where is turn_search else "COMMON_TURN_DOCS"
+    rows, default = [], getattr(where, name)
     try:
         for bound in BOUNDS:
-            common.COMMON_TURN_DOCS = bound
+            setattr(where, name, bound)
             lat = await timed(store, messages, before)
             hits = sum([seq in await recall(store, q, before) for seq, q in questions])
             label = f"{bound:,}"
@@ -155,7 +160,7 @@ async def bound_table(store: SqliteStore, words: Words, sample: dict[int, str], 
             rows.append(f"| {label}{mark} | {pct(lat, 50):.2f} ms | {pct(lat, 99):.2f} ms | "
                         f"{hits}/{len(questions)} ({100 * hits / len(questions):.0f}%) |")
     finally:
-        common.COMMON_TURN_DOCS = default
+        setattr(where, name, default)
     return rows
 
 

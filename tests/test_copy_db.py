@@ -106,13 +106,15 @@ async def test_round_trip_sqlite_postgres_sqlite_is_identical(tmp_path: Path, pg
                                for v in await a.summary_history_of(key)]
             assert [h[4] for h in history] == ["edit", "compaction"]
         # every copied turn is indexed for search: SQLite, its copy in PostgreSQL and the
-        # copy back give the same results
+        # copy back find the same turns (in the same order on SQLite; PostgreSQL's ts_rank
+        # does not weigh turn length, SQLite's BM25 does, so equal matches may swap)
         for key, question in ((KEYS[0], "message 1234, or 77?"), (KEYS[1], "message 17"),
                               (KEYS[2], "메시지 주문 ORD-33"), (KEYS[0], "line two")):
             terms = query_terms(question)
             found = [await s.search_turns(key, terms, before_seq=10**6, limit=12)
                      for s in (a, pg, b)]
-            assert found[0] and found[1] == found[0] == found[2], (key, question)
+            assert found[0] and found[0] == found[2], (key, question)
+            assert sorted(t.seq for t in found[1]) == sorted(t.seq for t in found[0])
             if key == KEYS[0] and "77" in question:
                 assert {t.text.split()[1] for t in found[0][:2]} == {"1234", "77"}
         hits = await b.search(KEYS[0], ["deadline"])  # the copies are searchable too

@@ -16,6 +16,7 @@ from memory.errors import SchemaTooNewError, StoreBusyError, StoreOpenError
 from memory.models import CarriedIdentifier, ChannelKey, Turn
 from memory.search_text import query_terms
 from memory.store import Store
+from memory.stores.sqlite import turn_search
 from memory.stores.sqlite.schema import MIGRATIONS, SCHEMA_VERSION
 from memory.stores.sqlite.store import SqliteStore
 from memory.stores.sqlite.turn_search import register
@@ -330,6 +331,57 @@ async def test_a_version_4_database_migrates_and_its_old_turns_become_searchable
         register(conn)
         assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
         assert assert_turn_index_matches_turns(conn) == 4
+
+
+async def test_a_short_turn_outranks_a_long_one_with_the_same_match(store: SqliteStore) -> None:
+    # turns_fts keeps no row sizes, so FTS5's bm25() scores both alike (the newer would come
+    # first); the length re-ranking puts the shorter one first, as BM25 would
+    filler = " ".join(f"word{i}" for i in range(60))
+    for i in range(4):  # so that "kestrel" is in under half the turns (not a name's pass)
+        await store.record(new_turn(KEY, f"o{i}", "something else"))
+    texts = ["the kestrel landed", f"a kestrel and {filler}", f"o kestrel and {filler}"]
+    seqs = [(await store.record(new_turn(KEY, f"k{i}", t))).turn.seq for i, t in enumerate(texts)]
+    found = await store.search_turns(KEY, query_terms("kestrel"), before_seq=seqs[-1] + 1)
+    assert [t.seq for t in found] == [seqs[0], seqs[2], seqs[1]]  # ties: newer first
+    [only] = await store.search_turns(KEY, query_terms("kestrel"), before_seq=seqs[-1] + 1,
+                                      limit=1)
+    assert only.seq == seqs[0]
+
+
+async def test_a_version_10_turn_index_is_rebuilt_without_row_sizes(tmp_path: Path) -> None:
+    path = tmp_path / "v10.db"
+    with sqlite3.connect(path, isolation_level=None) as conn:
+        register(conn)  # steps 5-10 as gistbot ran them, the turns indexed by its triggers
+        conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        conn.execute("INSERT INTO schema_version VALUES (0)")
+        for script in MIGRATIONS[:10]:
+            conn.executescript(script)
+        conn.execute("UPDATE schema_version SET version = 10")
+        conn.execute("INSERT INTO channels (platform, workspace, channel, next_seq) "
+                     "VALUES ('discord', 'g1', 'c1', 4)")
+        for seq, text in enumerate(["order ORD-7731 was charged twice", "프로젝트 마감은 금요일",
+                                    "still queued"], start=1):
+            conn.execute("INSERT INTO turns VALUES (1, ?, ?, 'user', 'a', 'A', ?, 3, 5.0)",
+                         (seq, f"m{seq}", text))
+            if seq < 3:  # the last one is left queued, as a crash before a drain would
+                turn_search.drain(conn)
+        assert conn.execute("SELECT count(*) FROM turns_fts_docsize").fetchone() == (2,)
+    async with SqliteStore(path) as s:
+        [korean] = await s.search_turns(KEY, query_terms("마감"), before_seq=10)
+        [queued] = await s.search_turns(KEY, query_terms("queued"), before_seq=10)
+        assert (korean.seq, queued.seq) == (2, 3)
+        assert await s.delete(KEY, "m1") == "deleted"
+        await s.record(new_turn(KEY, "m4", "charged again"))
+        assert [t.message_id for t in await s.search_turns(
+            KEY, query_terms("charged"), before_seq=10)] == ["m4"]
+    with sqlite3.connect(path) as conn:
+        register(conn)
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
+        (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'turns_fts'").fetchone()
+        assert "columnsize = 0" in sql
+        assert conn.execute("SELECT count(*) FROM sqlite_master "
+                            "WHERE name = 'turns_fts_docsize'").fetchone() == (0,)
+        assert assert_turn_index_matches_turns(conn) == 3
 
 
 async def test_turn_index_matches_the_turns_after_every_kind_of_write(

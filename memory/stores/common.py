@@ -319,11 +319,10 @@ def fact_terms(fact: NewLongTermFact) -> str:
 TURN_QUERY_TERMS = 8
 """Most terms one turn search uses, the rarest first (``pick_turn_terms``)."""
 COMMON_TURN_DOCS = 2_000
-"""A term in more of the channel's turns than this is left out of a turn search: BM25
+"""A term in more of the channel's turns than this is left out of a turn search (BM25
 would score every one of them on each reply, and a word that common tells turns apart
-less than the rarer terms beside it. Measured at 1,000,000 turns in one channel
-(``benchmarks/turn_recall.py``): 2,000 keeps the recall step's p99 near 13 ms (5,000: 21
-ms; 20,000: 57 ms) at the same known-item recall."""
+less than the rarer terms beside it). PostgreSQL's; SQLite has its own
+(``sqlite.turn_search.COMMON_DOCS``)."""
 TURN_TERMS_CHARS = 100_000
 """The indexed form of one turn is cut here: a PostgreSQL tsvector must stay under 1 MB,
 and a message longer than this (tens of thousands of words) is found by its beginning."""
@@ -339,12 +338,11 @@ def turn_terms(text: str, author: str = "") -> str:
     return indexed
 
 
-def pick_turn_terms(
-    query: Sequence[str], docs: Mapping[str, int], searched: int | None = None
-) -> list[str]:
+def pick_turn_terms(query: Sequence[str], docs: Mapping[str, int], searched: int | None = None,
+                    bound: int | None = None) -> list[str]:
     """The query terms a turn search uses: those that occur (``docs``: term -> how many
     stored turns hold it, 0 or missing when none), not more common than
-    ``COMMON_TURN_DOCS``, the rarest ``TURN_QUERY_TERMS`` (ties: the query's order).
+    ``bound`` (``COMMON_TURN_DOCS``), the rarest ``TURN_QUERY_TERMS`` (ties: query order).
 
     With ``searched`` (how many turns the search covers), also none held by more than
     half of them: BM25 weighs such a term at zero (FTS5 clamps its IDF), so a turn that
@@ -352,18 +350,19 @@ def pick_turn_terms(
     text) is in half the turns: as a match it listed every turn of that person, the
     shortest first, ahead of a turn that shares the question's other words. Such terms
     still order the rest (``turn_tiers``)."""
-    useful = [t for t in dict.fromkeys(query) if 0 < docs.get(t, 0) <= COMMON_TURN_DOCS
+    most = COMMON_TURN_DOCS if bound is None else bound
+    useful = [t for t in dict.fromkeys(query) if 0 < docs.get(t, 0) <= most
               and (searched is None or 2 * docs[t] <= searched)]
     return sorted(useful, key=lambda t: docs[t])[:TURN_QUERY_TERMS]
 
 
-def bound_docs(n: int, max_docs: int | None) -> int:
-    """A term's turn count as a search with ``max_docs`` sees it: one over
-    ``COMMON_TURN_DOCS`` (too common, left out of every pass) when more than ``max_docs``
+def bound_docs(n: int, max_docs: int | None, bound: int | None = None) -> int:
+    """A term's turn count as a search with ``max_docs`` sees it: one over ``bound``
+    (``COMMON_TURN_DOCS``; too common, left out of every pass) when more than ``max_docs``
     turns hold it. The follow-up search (``memory.archive``) searches with the best
     match's rarer words only: at 1,000,000 turns in a channel, its words held by up to
     2,000 turns each made it cost as much as the search itself."""
-    return n if max_docs is None or n <= max_docs else COMMON_TURN_DOCS + 1
+    return n if max_docs is None or n <= max_docs else (bound or COMMON_TURN_DOCS) + 1
 
 
 TierOrder = Literal["best", "shortest", "newest"]
@@ -378,7 +377,8 @@ class TurnTier(NamedTuple):
 
 
 def turn_tiers(first: Sequence[str], query: Sequence[str], fallback: Sequence[str] | None,
-               docs: Mapping[str, int], searched: int) -> list[TurnTier]:
+               docs: Mapping[str, int], searched: int, bound: int | None = None
+               ) -> list[TurnTier]:
     """The passes of a turn search after the first, each filling what the ones before left
     of the limit. The first matches ``first``, the query's telling terms
     (``pick_turn_terms`` with ``searched``), best first; then:
@@ -397,12 +397,12 @@ def turn_tiers(first: Sequence[str], query: Sequence[str], fallback: Sequence[st
     ``fallback`` None means the query itself; a pass over the terms of an earlier one is
     left out (it would find nothing new). ``docs`` must count every term of ``fallback``."""
     rest = list(dict.fromkeys(query if fallback is None else fallback))
-    weak = [t for t in pick_turn_terms(query, docs) if 2 * docs[t] > searched]
+    weak = [t for t in pick_turn_terms(query, docs, None, bound) if 2 * docs[t] > searched]
     seen = [set(first)]
     out: list[TurnTier] = []
     for tier in (TurnTier(weak, "shortest"),
-                 TurnTier(pick_turn_terms(rest, docs, searched), "best"),
-                 TurnTier(pick_turn_terms(rest, docs), "newest")):
+                 TurnTier(pick_turn_terms(rest, docs, searched, bound), "best"),
+                 TurnTier(pick_turn_terms(rest, docs, None, bound), "newest")):
         if tier.terms and set(tier.terms) not in seen:
             seen.append(set(tier.terms))
             out.append(tier)

@@ -1,8 +1,8 @@
 """How many of a channel's turns hold a term, remembered between searches (SQLite).
 
 A turn search picks its terms by rarity, so it first counts, per query term, the channel's
-turns in the searched rowid range that hold it, up to ``COMMON_TURN_DOCS + 1``. For a rare
-term that is a short doclist; for a common one it reads up to 2,001 rowids, and a reply's
+turns in the searched rowid range that hold it, up to ``turn_search.COMMON_DOCS + 1``. For a
+rare term that is a short doclist; for a common one it reads up to 5,001 rowids; a reply's
 search (its passes and the follow-up search on the best match's words) counts up to ~60
 terms: at 1,000,000 turns in one channel that was most of the recall step's time. Common
 words recur from message to message, so their counts are worth keeping.
@@ -15,7 +15,7 @@ What is kept, and why it is safe to reuse:
 * a kept count is reused while the channel has grown by at most an eighth of it since (and
   for at most ``MAX_AGE`` seconds): counts only rank terms by rarity and mark the very
   common ones, which a few newer turns do not change; after that it is counted again;
-* keyed by the channel, the count's cap (``COMMON_TURN_DOCS`` may change) and the term;
+* keyed by the channel, the count's cap (``COMMON_DOCS`` may change) and the term;
   ``MAX_ENTRIES`` at most, least recently used dropped.
 
 One instance per store; searches run on the reader's thread, ``clear`` on the event loop's,

@@ -8,6 +8,13 @@ The index (schema step 5):
   store every turn twice. "This channel's turns before ``before_seq``" is one rowid range,
   which FTS5 applies while it reads the doclists. Diacritics are kept, as PostgreSQL's
   ``simple`` configuration does, so a vocabulary entry is the term itself.
+* **No per-row sizes** (``columnsize = 0``, step 11). With these rowids the sizes table
+  took one write per channel of a batch (about half the pages the index added to a
+  commit) and one read per matching turn when ranking, which took half the search time.
+  FTS5's ``bm25()`` then takes every turn's length as the same, so a "best" pass ranks
+  ``RERANK`` times its limit and re-orders them by the turns' stored token counts
+  (``_by_length``): known-item recall as high as with the sizes table, at half the
+  latency (``benchmarks/results/turn_recall.md``).
 * **Kept by triggers on ``turns``**, so every path that writes turns (record, edit,
   delete, ``/reset``, retention, copy-db import) keeps it in step inside its own
   transaction: the index is part of the same group commit, and a crash leaves both or
@@ -27,13 +34,13 @@ The index (schema step 5):
 A query uses only the rarer terms that occur (``common.pick_turn_terms``), so BM25 scores
 the turns that carry a meaningful word, not most of a long channel. How many of the
 channel's turns before ``before_seq`` hold a term is counted in its rowid range and only up
-to ``COMMON_TURN_DOCS + 1``: ``turns_vocab``'s document counts read a term's whole doclist,
+to ``COMMON_DOCS + 1``: ``turns_vocab``'s document counts read a term's whole doclist,
 which for a word in 700,000 turns took longer than the search itself (it stays, for
-inspection and the consistency tests). The matching rowids are ranked inside FTS5; the
-turns are then read by primary key. What the telling terms leave of the limit is filled in
-the passes of ``common.turn_tiers`` (a name in half the turns, shortest first by joining
-``turns`` for its token count; the message's common words; recency); a common word is
-counted only when those passes run.
+inspection and the consistency tests). The matching rowids are ranked inside FTS5 (and by
+length, for the few best); the turns are then read by primary key. What the telling terms
+leave of the limit is filled in the passes of ``common.turn_tiers`` (a name in half the
+turns, shortest first by joining ``turns`` for its token count; the message's common
+words; recency); a common word is counted only when those passes run.
 """
 
 from __future__ import annotations
@@ -142,11 +149,48 @@ _ORDER = {
 }
 
 
+COMMON_DOCS = 5_000
+"""SQLite's ``common.COMMON_TURN_DOCS``: a term in more of the channel's turns than this is
+left out of a turn search. Higher than PostgreSQL's (2,000): without per-row sizes FTS5
+ranks a matching turn with one doclist read, and at 1,000,000 turns in one channel 5,000
+found more known items at a lower p99 than 2,000 did with the sizes table
+(``benchmarks/results/turn_recall.md``)."""
+RERANK = 3
+"""A "best" pass ranks this many times its limit by FTS5's ``bm25()``, then keeps the best
+after normalizing by each turn's length (``_by_length``)."""
+_K1, _B = 1.2, 0.75  # FTS5's bm25() constants
+
+
+def _by_length(rows: Sequence[tuple[int, float, int]], limit: int) -> list[int]:
+    """Rowids of ``(rowid, bm25, tokens)`` rows in BM25 order with length normalization.
+
+    Without per-row sizes (``columnsize = 0``) FTS5's ``bm25()`` takes every turn's length
+    as -1: a term found once scores the same in a 3-word turn and a 60-word one. For a term
+    found once in a turn (nearly always, in chat) BM25's term weight is
+    ``idf * (k1 + 1) / (1 + k1 * (1 - b + b * len / avglen))``; FTS5's score is that with
+    one constant length, so dividing it by ``1 + k1 * (1 - b + b * len / avglen)`` restores
+    the order by length. ``len`` is the turn's stored token count and ``avglen`` the mean
+    of the candidates'."""
+    if not rows:
+        return []
+    avg = max(1.0, sum(r[2] for r in rows) / len(rows))
+    ranked = sorted(rows, key=lambda r: (r[1] / (1 + _K1 * (1 - _B + _B * r[2] / avg)), -r[0]))
+    return [r[0] for r in ranked[:limit]]
+
+
 def _ranked(conn: sqlite3.Connection, terms: Sequence[str], low: int, high: int,
             limit: int, order: TierOrder = "best") -> list[int]:
     """Rowids matching any of ``terms`` in ``[low, high]``, in ``order`` (ties: newer)."""
     if not terms or limit <= 0:
         return []
+    if order == "best" and RERANK > 1:
+        return _by_length(conn.execute(
+            "SELECT c.rowid, c.score, t.tokens FROM (SELECT f.rowid, bm25(turns_fts) AS score "
+            "FROM turns_fts f WHERE turns_fts MATCH ? AND f.rowid BETWEEN ? AND ? "
+            "ORDER BY score, f.rowid DESC LIMIT ?) c "
+            f"JOIN turns t ON t.channel_id = {low >> SEQ_BITS} AND t.seq = c.rowid & {_SEQ_MASK}",
+            (_match(terms), low, high, limit * RERANK),
+        ).fetchall(), limit)
     join = (f"JOIN turns t ON t.channel_id = {low >> SEQ_BITS} "
             f"AND t.seq = f.rowid & {_SEQ_MASK} ") if order == "shortest" else ""
     return [r for (r,) in conn.execute(
@@ -178,7 +222,8 @@ def search_turns(
     high = low | min(before_seq - 1, _SEQ_MASK)
     # How many of these turns hold each term, counted only up to the bound: reading a
     # common term's whole doclist (as turns_vocab would) costs more than the search.
-    cap = common.COMMON_TURN_DOCS + 1
+    bound = COMMON_DOCS
+    cap = bound + 1
     docs: dict[str, int] = {}
 
     def exact(term: str) -> int:
@@ -188,15 +233,15 @@ def search_turns(
         for t in dict.fromkeys(terms):
             if t not in docs:
                 n = exact(t) if counts is None else counts.get(cid, cap, t, before_seq - 1, exact)
-                docs[t] = common.bound_docs(n, max_docs)
+                docs[t] = common.bound_docs(n, max_docs, bound)
 
     count(query)
     # seqs start at 1, so ``before_seq - 1`` bounds how many turns the search covers
-    first = pick_turn_terms(query, docs, before_seq - 1)
+    first = pick_turn_terms(query, docs, before_seq - 1, bound)
     rowids = _ranked(conn, first, low, high, limit)
     if len(rowids) < limit:  # the common words are counted only when they are needed
         count(fallback or ())
-        for tier in turn_tiers(first, query, fallback, docs, before_seq - 1):
+        for tier in turn_tiers(first, query, fallback, docs, before_seq - 1, bound):
             more = _ranked(conn, tier.terms, low, high, limit + len(rowids), tier.order)
             rowids = merge_turn_tiers(rowids, more, limit)
             if len(rowids) >= limit:
