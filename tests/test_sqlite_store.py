@@ -4,6 +4,7 @@ opening bad files, lock contention, index use)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import re
 import sqlite3
@@ -348,7 +349,9 @@ async def test_a_short_turn_outranks_a_long_one_with_the_same_match(store: Sqlit
     assert only.seq == seqs[0]
 
 
-async def test_a_version_10_turn_index_is_rebuilt_without_row_sizes(tmp_path: Path) -> None:
+async def test_a_version_10_turn_index_is_rebuilt_without_row_sizes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     path = tmp_path / "v10.db"
     with sqlite3.connect(path, isolation_level=None) as conn:
         register(conn)  # steps 5-10 as gistbot ran them, the turns indexed by its triggers
@@ -366,7 +369,10 @@ async def test_a_version_10_turn_index_is_rebuilt_without_row_sizes(tmp_path: Pa
             if seq < 3:  # the last one is left queued, as a crash before a drain would
                 turn_search.drain(conn)
         assert conn.execute("SELECT count(*) FROM turns_fts_docsize").fetchone() == (2,)
+    caplog.set_level(logging.INFO, logger="memory.stores.sqlite.schema")
     async with SqliteStore(path) as s:
+        # the rebuild takes seconds per million turns: the log says why the start waits
+        assert f"from schema version 10 to {SCHEMA_VERSION}" in caplog.text
         [korean] = await s.search_turns(KEY, query_terms("마감"), before_seq=10)
         [queued] = await s.search_turns(KEY, query_terms("queued"), before_seq=10)
         assert (korean.seq, queued.seq) == (2, 3)

@@ -13,11 +13,14 @@ by a rowid range of one channel (step 5; without per-row sizes since step 11).
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 
 from memory.stores.common import schema_too_new
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate"]
+
+log = logging.getLogger(__name__)
 
 MIGRATIONS: tuple[str, ...] = (
     """
@@ -309,6 +312,10 @@ def migrate(conn: sqlite3.Connection) -> None:
     current = int(row[0]) if row else 0
     if current > SCHEMA_VERSION:
         raise schema_too_new(current, SCHEMA_VERSION)
+    if 0 < current < SCHEMA_VERSION:  # a long step (11 rebuilds the turn index) is no hang
+        log.info("upgrading the database from schema version %d to %d; rebuilding the turn "
+                 "search index takes about 7 s per million stored turns", current,
+                 SCHEMA_VERSION)
     for version in range(current, SCHEMA_VERSION):
         conn.execute("BEGIN IMMEDIATE")
         try:
