@@ -300,19 +300,27 @@ async def test_view_and_pending_cost_does_not_grow_with_history(tmp_path: Path) 
 # ---------------------------------------------------------------------------- turn search
 
 
+def _old_file(conn: sqlite3.Connection, version: int, last: str, *, folded_through: int = 0,
+              after_turn: Callable[[int], object] = lambda seq: None) -> None:
+    """Schema ``version`` as gistbot left it, one channel with three turns (``last`` the
+    third); ``after_turn(seq)`` runs after each insert (what that version did then)."""
+    conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    conn.execute("INSERT INTO schema_version VALUES (?)", (version,))
+    for script in MIGRATIONS[:version]:
+        conn.executescript(script)
+    conn.execute("INSERT INTO channels (platform, workspace, channel, next_seq, "
+                 "folded_through) VALUES ('discord', 'g1', 'c1', 4, ?)", (folded_through,))
+    for seq, text in enumerate(["order ORD-7731 was charged twice", "프로젝트 마감은 금요일",
+                                last], start=1):
+        conn.execute("INSERT INTO turns VALUES (1, ?, ?, 'user', 'a', 'A', ?, 3, 5.0)",
+                     (seq, f"m{seq}", text))
+        after_turn(seq)
+
+
 def _version_4_database(path: Path) -> None:
     """A file as gistbot with schema version 4 (before turn search) left it, with turns."""
     with sqlite3.connect(path, isolation_level=None) as conn:
-        for script in MIGRATIONS[:4]:
-            conn.executescript(script)
-        conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
-        conn.execute("INSERT INTO schema_version VALUES (4)")
-        conn.execute("INSERT INTO channels (platform, workspace, channel, next_seq, "
-                     "folded_through) VALUES ('discord', 'g1', 'c1', 4, 2)")
-        for seq, text in enumerate(["order ORD-7731 was charged twice", "프로젝트 마감은 금요일",
-                                    "nothing special"], start=1):
-            conn.execute("INSERT INTO turns VALUES (1, ?, ?, 'user', 'a', 'A', ?, 3, 5.0)",
-                         (seq, f"m{seq}", text))
+        _old_file(conn, 4, "nothing special", folded_through=2)
 
 
 async def test_a_version_4_database_migrates_and_its_old_turns_become_searchable(
@@ -355,19 +363,12 @@ async def test_a_version_10_turn_index_is_rebuilt_without_row_sizes(
     path = tmp_path / "v10.db"
     with sqlite3.connect(path, isolation_level=None) as conn:
         register(conn)  # steps 5-10 as gistbot ran them, the turns indexed by its triggers
-        conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
-        conn.execute("INSERT INTO schema_version VALUES (0)")
-        for script in MIGRATIONS[:10]:
-            conn.executescript(script)
-        conn.execute("UPDATE schema_version SET version = 10")
-        conn.execute("INSERT INTO channels (platform, workspace, channel, next_seq) "
-                     "VALUES ('discord', 'g1', 'c1', 4)")
-        for seq, text in enumerate(["order ORD-7731 was charged twice", "프로젝트 마감은 금요일",
-                                    "still queued"], start=1):
-            conn.execute("INSERT INTO turns VALUES (1, ?, ?, 'user', 'a', 'A', ?, 3, 5.0)",
-                         (seq, f"m{seq}", text))
+
+        def drain(seq: int) -> None:
             if seq < 3:  # the last one is left queued, as a crash before a drain would
                 turn_search.drain(conn)
+
+        _old_file(conn, 10, "still queued", after_turn=drain)
         assert conn.execute("SELECT count(*) FROM turns_fts_docsize").fetchone() == (2,)
     caplog.set_level(logging.INFO, logger="memory.stores.sqlite.schema")
     async with SqliteStore(path) as s:
