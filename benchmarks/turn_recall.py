@@ -10,8 +10,8 @@ channel (SQLite), the common-term bound's trade-off, and ingest with vs without 
 * **latency**: what a reply's recall step does: ``query_terms`` of a realistic message,
   ``search_turns`` (40 turns), then ``turns_at`` for the best 8 and their neighbours (±1).
   p50/p99 through the store's API (aiosqlite's thread hop included), after a warm-up.
-* **bound**: the same queries at several values of ``COMMON_TURN_DOCS`` (the number of
-  turns above which a query term is left out): latency, and recall quality as "known
+* **bound**: the same queries at several values of SQLite's ``turn_search.COMMON_DOCS``
+  (the number of turns above which a query term is left out): latency, and recall quality as "known
   item" search: 3 random words of a stored turn plus 6 words of Zipf noise as the
   question; is that turn among the 40 found?
 * **ingest**: ``SqliteStore.record()`` throughput (WAL, synchronous=FULL, 64 producers
@@ -40,7 +40,6 @@ from pathlib import Path
 from memory.archive import FOLLOW_UP, FOLLOW_UP_DOCS
 from memory.models import ChannelKey, NewTurn
 from memory.search_text import query_terms, terms
-from memory.stores import common
 from memory.stores.sqlite import turn_search
 from memory.stores.sqlite.queries import _INSERT_TURN
 from memory.stores.sqlite.store import SqliteStore
@@ -145,13 +144,10 @@ async def bound_table(store: SqliteStore, words: Words, sample: dict[int, str], 
         own = sorted(set(terms(text).split()))
         mine = words.rng.sample(own, min(3, len(own)))
         questions.append((seq, " ".join(mine + words.sentence(6).split())))
-    # SQLite's own bound (``turn_search.COMMON_DOCS``) where there is one
-    where = turn_search if hasattr(turn_search, "COMMON_DOCS") else common
-    name = "COMMON_DOCS" if where is turn_search else "COMMON_TURN_DOCS"
-    rows, default = [], getattr(where, name)
+    rows, default = [], turn_search.COMMON_DOCS  # SQLite's own bound
     try:
         for bound in BOUNDS:
-            setattr(where, name, bound)
+            turn_search.COMMON_DOCS = bound
             lat = await timed(store, messages, before)
             hits = sum([seq in await recall(store, q, before) for seq, q in questions])
             label = f"{bound:,}"
@@ -160,7 +156,7 @@ async def bound_table(store: SqliteStore, words: Words, sample: dict[int, str], 
             rows.append(f"| {label}{mark} | {pct(lat, 50):.2f} ms | {pct(lat, 99):.2f} ms | "
                         f"{hits}/{len(questions)} ({100 * hits / len(questions):.0f}%) |")
     finally:
-        setattr(where, name, default)
+        turn_search.COMMON_DOCS = default
     return rows
 
 
@@ -240,7 +236,7 @@ async def main(turns: int, n_queries: int, n_ingest: int, rounds: int) -> None:
     print(f"| query_terms + search_turns(40) + turns_at(best 8 ±1) | {pct(lat, 50):.2f} ms | "
           f"{pct(lat, 99):.2f} ms | p99 < 20 ms |")
     print(f"\n({len(lat)} messages of 4-25 Zipf words, 20 of them asking for an order number)")
-    print("\n| COMMON_TURN_DOCS (terms in more turns are left out) | p50 | p99 | "
+    print("\n| turn_search.COMMON_DOCS (terms in more turns are left out) | p50 | p99 | "
           "known-item recall@40 |")
     print("|---|---:|---:|---:|")
     print("\n".join(bounds))

@@ -362,7 +362,8 @@ def bound_docs(n: int, max_docs: int | None, bound: int | None = None) -> int:
     turns hold it. The follow-up search (``memory.archive``) searches with the best
     match's rarer words only: at 1,000,000 turns in a channel, its words held by up to
     2,000 turns each made it cost as much as the search itself."""
-    return n if max_docs is None or n <= max_docs else (bound or COMMON_TURN_DOCS) + 1
+    return n if max_docs is None or n <= max_docs else (
+        COMMON_TURN_DOCS if bound is None else bound) + 1
 
 
 TierOrder = Literal["best", "shortest", "newest"]

@@ -118,13 +118,17 @@ class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed):
         self.synchronous = synchronous
         self.batch_size = batch_size
         self._w: aiosqlite.Connection | None = None
-        self._r: aiosqlite.Connection | None = None
-        """The first reader (``_readers.first``): sequential reads all run there."""
         self._readers = Readers()
         self.reader_count = max(1, readers)
         self._writer: GroupCommitWriter | None = None
         self.term_counts = TermCounts()
         """Common terms' turn counts, kept between turn searches (``term_counts``)."""
+
+    @property
+    def _r(self) -> aiosqlite.Connection | None:
+        """The first reader (the writer's connection in memory): sequential reads run
+        there; None while closed."""
+        return self._readers.first
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -155,7 +159,6 @@ class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed):
             if in_memory:
                 # A second connection would open a second, empty database. The writer's
                 # thread runs each batch whole, so reads on it still see committed state.
-                self._r = self._w
                 self._readers.add(self._w)
             else:
                 for _ in range(self.reader_count):
@@ -164,7 +167,6 @@ class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed):
                     await reader.execute(busy)
                     await reader.execute("PRAGMA query_only = 1")
                     await self._register(reader)
-                self._r = self._readers.first
         except BaseException as e:
             await self.close()
             if not isinstance(e, sqlite3.DatabaseError):
@@ -202,7 +204,7 @@ class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed):
             if conn is not None:
                 with contextlib.suppress(Exception):
                     await conn.close()
-        self._w = self._r = None
+        self._w = None
 
     async def __aenter__(self) -> SqliteStore:
         await self.open()
