@@ -360,8 +360,8 @@ def bound_docs(n: int, max_docs: int | None, bound: int | None = None) -> int:
     """A term's turn count as a search with ``max_docs`` sees it: one over ``bound``
     (``COMMON_TURN_DOCS``; too common, left out of every pass) when more than ``max_docs``
     turns hold it. The follow-up search (``memory.archive``) searches with the best
-    match's rarer words only: at 1,000,000 turns in a channel, its words held by up to
-    2,000 turns each made it cost as much as the search itself."""
+    match's rarer words only (at 1,000,000 turns, with all of them it cost as much as the
+    search itself)."""
     return n if max_docs is None or n <= max_docs else (
         COMMON_TURN_DOCS if bound is None else bound) + 1
 
