@@ -359,9 +359,8 @@ def pick_turn_terms(query: Sequence[str], docs: Mapping[str, int], searched: int
 def bound_docs(n: int, max_docs: int | None, bound: int | None = None) -> int:
     """A term's turn count as a search with ``max_docs`` sees it: one over ``bound``
     (``COMMON_TURN_DOCS``; too common, left out of every pass) when more than ``max_docs``
-    turns hold it. The follow-up search (``memory.archive``) searches with the best
-    match's rarer words only (at 1,000,000 turns, with all of them it cost as much as the
-    search itself)."""
+    turns hold it. The follow-up search (``memory.archive``) uses the best match's rarer
+    words only (at 1,000,000 turns, all of them cost as much as the search itself)."""
     return n if max_docs is None or n <= max_docs else (
         COMMON_TURN_DOCS if bound is None else bound) + 1
 
