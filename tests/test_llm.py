@@ -123,6 +123,33 @@ async def test_stream_yields_deltas_and_records_usage(fake: FakeOpenAI, make_llm
     assert meter.totals()["reply"].completion_tokens == 5
 
 
+async def test_messages_skip_the_sdk_transform(
+    fake: FakeOpenAI, make_llm: MakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK walks ``create(messages=...)`` key by key against every message type (~0.4
+    ms a message on the event loop); ours go on the wire as they are, all of them, in
+    order, for a plain and a streamed call alike."""
+    from openai.resources.chat.completions import completions
+
+    walked: list[object] = []
+    transform = completions.async_maybe_transform
+
+    async def spy(data: Any, expected_type: object) -> Any:
+        walked.append(data.get("messages"))
+        return await transform(data, expected_type)
+
+    monkeypatch.setattr(completions, "async_maybe_transform", spy)
+    many: list[ChatMessage] = [MESSAGES[0], *({"role": "user", "content": f"m{i}"}
+                                              for i in range(30))]
+    llm = make_llm()
+    fake.push("Hi!")
+    fake.push("Hi again")
+    await llm.complete(many, max_tokens=64, purpose="reply")
+    assert "".join([p async for p in llm.stream(many, max_tokens=64, purpose="reply")])
+    assert walked == [[], []]  # the SDK saw no message to walk
+    assert [(r.json or {})["messages"] for r in fake.chat_requests] == [many, many]
+
+
 @pytest.mark.parametrize(
     ("purpose", "model"),
     [("reply", "gpt-test"), ("summary", "gpt-test-mini"), ("digest", "gpt-test-mini")],
