@@ -21,7 +21,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
-from functools import partial
 from typing import Protocol, TypeAlias
 
 from memory.config import VIEW_TURN_LIMIT, MemoryConfig
@@ -42,7 +41,7 @@ from memory.search_text import query_terms
 from memory.store import ArchiveStore
 from memory.text import clean_text
 from memory.tokens import Tokenizer
-from memory.view import compose_view, verbatim_from
+from memory.view import compose_parts, compose_view, verbatim_from
 
 __all__ = ["Archive", "ArchiveWithRetention", "ForgetOutcome", "match_facts"]
 
@@ -110,10 +109,9 @@ class Archive:
         def order(facts: Sequence[CarriedIdentifier]) -> list[CarriedIdentifier]:
             return rank_facts(facts, weights)
 
-        compose = partial(compose_view, state, turns, budget=budget,
-                          tokenizer=self.tokenizer, split=split, facts_order=order)
         if split.recall_tokens == 0:
-            return compose()
+            return compose_view(state, turns, budget=budget, tokenizer=self.tokenizer,
+                                split=split, facts_order=order)
         below = verbatim_from(state, turns, budget=budget, tokenizer=self.tokenizer, split=split)
         # The archive search and the turn search are independent reads: at once, they take
         # the longer one's time, not the sum (two reader connections on SQLite, two pooled
@@ -129,14 +127,18 @@ class Archive:
             self._recall_turns(key, turns, below, budget),
         )
         recalled = Recall(found.facts, found.episodes, tuple(hits))
-        view = compose(found=recalled, nearby=[*hits, *nearby])
+        composed = compose_parts(state, turns, budget=budget, tokenizer=self.tokenizer,
+                                 split=split, facts_order=order, found=recalled,
+                                 nearby=[*hits, *nearby])
+        view = composed.view()
         left = budget - view.tokens
         first = view.turns[0].seq if view.turns else None
         if left > budget // 10 and first is not None and first > 1:
-            # Little matched: fill the rest with the conversation just before, verbatim.
+            # Little matched: fill the rest with the conversation just before, verbatim
+            # (the recall is not weighed again).
             count = min(left // 12, VIEW_TURN_LIMIT)
             earlier = await self.store.turns_at(key, range(max(first - count, 1), first))
-            view = compose(found=recalled, nearby=[*hits, *nearby], earlier=earlier)
+            view = composed.view(earlier)
         return view
 
     async def _recall_turns(

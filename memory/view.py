@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 
 from memory.models import (
     CarriedIdentifier,
+    ChannelKey,
     Episode,
     LongTermFact,
     MemoryView,
@@ -56,7 +57,7 @@ from memory.text import defuse
 from memory.tokens import Tokenizer
 from memory.window import build_view, fit_facts, pick_newest, truncate_marked
 
-__all__ = ["ViewSplit", "compose_view", "verbatim_from"]
+__all__ = ["Composed", "ViewSplit", "compose_parts", "compose_view", "verbatim_from"]
 
 _LINE = 1  # the line break after each rendered line
 _NOTHING = Recall()
@@ -276,6 +277,88 @@ def _recall(
     return Recall(tuple(facts), tuple(episodes), ordered), budget.used
 
 
+@dataclass(frozen=True, slots=True)
+class Composed:
+    """A view's summary, newest turns, identifiers and recall, fitted: what is left of the
+    budget goes to older verbatim turns in ``view``. Kept apart so that a view whose recall
+    left room can take in the earlier conversation read afterwards without weighing its
+    recall again (``memory.archive``: about a tenth of scenario 1's replies)."""
+
+    key: ChannelKey
+    version: int
+    turns: Sequence[Turn]
+    part: _Recent
+    facts: tuple[CarriedIdentifier, ...]
+    facts_tokens: int
+    recall: Recall
+    recall_tokens: int
+    left: int
+    cap: int  # at most this many tokens for one older turn (longer ones are cut)
+    tokenizer: Tokenizer
+
+    def view(self, earlier: Sequence[Turn] = ()) -> MemoryView:
+        """The view, with what recall left given to the newest older turns: those of
+        ``turns`` below the verbatim ones, then ``earlier`` (stored turns just before
+        ``turns``, ascending)."""
+        part, turns, recall = self.part, self.turns, self.recall
+        picked, used, truncated = part.picked, part.used, part.truncated
+        recalled = {t.seq for t in recall.turns}
+        # ``earlier`` may repeat the oldest of ``turns`` (both are read below the verbatim
+        # ones): one candidate per seq, ascending.
+        candidates = {t.seq: t for t in (*earlier, *turns)}
+        older = [
+            candidates[seq] for seq in sorted(candidates)
+            if picked and seq < picked[0].seq and seq not in recalled
+        ]
+        if older and self.left > 0:  # recall left room: more of the conversation, verbatim
+            extra, extra_used, extra_cut = pick_newest(older, self.left, self.cap, self.tokenizer)
+            picked, used, truncated = extra + picked, used + extra_used, truncated or extra_cut
+        shown_seqs = {t.seq for t in picked} | recalled
+        return MemoryView(
+            key=self.key,
+            summary=part.summary,
+            summary_tokens=part.summary_tokens,
+            facts=self.facts,
+            facts_tokens=self.facts_tokens,
+            turns=tuple(picked),
+            turns_tokens=used,
+            dropped=sum(1 for t in turns if t.seq not in shown_seqs),
+            truncated=truncated,
+            version=self.version,
+            recall=recall,
+            recall_tokens=self.recall_tokens,
+        )
+
+
+def compose_parts(
+    state: SummaryState,
+    turns: Sequence[Turn],
+    *,
+    budget: int,
+    tokenizer: Tokenizer,
+    split: ViewSplit,
+    facts_order: Callable[[Sequence[CarriedIdentifier]], Sequence[CarriedIdentifier]] = list,
+    found: Recall = _NOTHING,
+    nearby: Sequence[Turn] = (),
+) -> Composed:
+    """Summary, the newest of ``turns``, the identifiers and the recall ``found``, fitted
+    into ``budget`` (see ``compose_view``, which is ``compose_parts(...).view(earlier)``)."""
+    budget = max(budget, 0)
+    part = _recent(state, turns, budget, tokenizer, split)
+    left = part.rest - part.used
+    shown_text = "\n".join([part.summary, *(t.text for t in part.picked)])
+    facts_room = min(split.facts_room(part.rest), left)
+    facts, facts_tokens = fit_facts(facts_order(state.facts), shown_text, facts_room, tokenizer)
+    left -= facts_tokens
+    recall, recall_tokens = Recall(), 0
+    if split.recall_tokens != 0:
+        room = left if split.recall_tokens is None else min(left, split.recall_tokens)
+        recall, recall_tokens = _recall(found, nearby, part.picked, room, tokenizer, split)
+        left -= recall_tokens
+    return Composed(state.key, state.version, turns, part, tuple(facts), facts_tokens, recall,
+                    recall_tokens, left, max(int(budget * split.max_turn_share), 1), tokenizer)
+
+
 def compose_view(
     state: SummaryState,
     turns: Sequence[Turn],
@@ -301,42 +384,5 @@ def compose_view(
         return build_view(state, turns, budget=budget, tokenizer=tokenizer,
                           facts_budget=split.facts_tokens, max_turn_share=split.max_turn_share,
                           facts=facts_order(state.facts))
-    part = _recent(state, turns, budget, tokenizer, split)
-    left = part.rest - part.used
-    shown_text = "\n".join([part.summary, *(t.text for t in part.picked)])
-    facts_room = min(split.facts_room(part.rest), left)
-    facts, facts_tokens = fit_facts(facts_order(state.facts), shown_text, facts_room, tokenizer)
-    left -= facts_tokens
-    recall, recall_tokens = Recall(), 0
-    if split.recall_tokens != 0:
-        room = left if split.recall_tokens is None else min(left, split.recall_tokens)
-        recall, recall_tokens = _recall(found, nearby, part.picked, room, tokenizer, split)
-        left -= recall_tokens
-    picked, used, truncated = part.picked, part.used, part.truncated
-    recalled = {t.seq for t in recall.turns}
-    # ``earlier`` may repeat the oldest of ``turns`` (both are read below the verbatim ones):
-    # one candidate per seq, ascending.
-    candidates = {t.seq: t for t in (*earlier, *turns)}
-    older = [
-        candidates[seq] for seq in sorted(candidates)
-        if picked and seq < picked[0].seq and seq not in recalled
-    ]
-    if older and left > 0:  # recall left room: more of the conversation, verbatim
-        cap = max(int(budget * split.max_turn_share), 1)
-        extra, extra_used, extra_cut = pick_newest(older, left, cap, tokenizer)
-        picked, used, truncated = extra + picked, used + extra_used, truncated or extra_cut
-    shown_seqs = {t.seq for t in picked} | recalled
-    return MemoryView(
-        key=state.key,
-        summary=part.summary,
-        summary_tokens=part.summary_tokens,
-        facts=facts,
-        facts_tokens=facts_tokens,
-        turns=tuple(picked),
-        turns_tokens=used,
-        dropped=sum(1 for t in turns if t.seq not in shown_seqs),
-        truncated=truncated,
-        version=state.version,
-        recall=recall,
-        recall_tokens=recall_tokens,
-    )
+    return compose_parts(state, turns, budget=budget, tokenizer=tokenizer, split=split,
+                         facts_order=facts_order, found=found, nearby=nearby).view(earlier)

@@ -7,10 +7,16 @@ role and content, 3 to prime the reply — in any language, with hostile names a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot.prompts import build_messages, fixed_overhead
+from memory.archive import Archive
+from memory.config import MemoryConfig
 from memory.models import CarriedIdentifier, ChannelKey, Episode, Recall, SummaryState, Turn
 from memory.relevance import query_weights, rank_facts
 from memory.tokens import TokenCounter
@@ -272,3 +278,40 @@ def test_hits_far_too_long_for_what_is_left_are_not_even_rendered(monkeypatch) -
     assert view.tokens <= 600
     assert len(view.recall.turns) >= 1  # the first hits fit, cut to max_recalled_turn
     assert len(rendered) < 10, f"{len(rendered)} of 100 hits rendered"
+
+
+async def test_little_recalled_fills_with_earlier_turns_weighing_recall_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A view whose recall left room reads the conversation before its turns and takes the
+    newest of it in; the recall it already weighed is not weighed again."""
+    import memory.view
+
+    older = [turn(i, f"older line {i}") for i in range(1, 101)]
+
+    class Store:  # nothing matches: all of recall's room is left
+        async def search(self, key: ChannelKey, query: object, **_: object) -> Recall:
+            return Recall()
+
+        async def search_turns(self, key: ChannelKey, query: object, **_: object) -> list[Turn]:
+            return []
+
+        async def turns_at(self, key: ChannelKey, seqs: Sequence[int]) -> list[Turn]:
+            wanted = set(seqs)
+            return [t for t in older if t.seq in wanted]
+
+    weighed: list[int] = []
+    recall = memory.view._recall
+
+    def counted(*args: Any, **kwargs: Any) -> tuple[Recall, int]:
+        weighed.append(1)
+        return recall(*args, **kwargs)
+
+    monkeypatch.setattr(memory.view, "_recall", counted)
+    new = [turn(101 + i, f"recent line {i}") for i in range(5)]
+    archive = Archive(Store(), TOK, MemoryConfig(recall_tokens=None))  # type: ignore[arg-type]
+    view = await archive.view(KEY, SummaryState(KEY, folded_through=100), new, 2000)
+    assert [t.seq for t in view.turns][-5:] == [101, 102, 103, 104, 105]
+    assert [t.seq for t in view.turns][:-5] == list(range(1, 101))  # all of them fit
+    assert weighed == [1]
+    assert view.tokens <= 2000
