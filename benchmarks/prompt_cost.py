@@ -240,9 +240,9 @@ async def run(cfg: Config, base_url: str, responder: Responder,
              "each memory alone, one after another")
     async with open_memories(cfg, base_url) as mems:
         # One at a time: they share one event loop and two cores, and LangChain counts
-        # tokens and summarizes inside its replies, the openai SDK spends up to ~0.2 s of
-        # CPU on each full-history request; run together, each one's CPU would be in the
-        # others' reply latency (gistbot's p95 was 2.4x the last-25 window's so).
+        # tokens and summarizes inside its replies, and a full-history request takes
+        # milliseconds to encode; run together, each one's CPU would be in the others'
+        # reply latency (gistbot's p95 was 2.4x the last-25 window's so).
         # gistbot and the last-25 window first, back to back: their p95s are compared.
         first = ("gistbot", "last-25 window")
         runs = [await _one(m, rows, cfg, responder, probes)
@@ -286,8 +286,11 @@ async def run(cfg: Config, base_url: str, responder: Responder,
         "of every summarizer call (gistbot's identifier retries included).",
         "gistbot replays at channel pace: each message after background compaction is idle; "
         f"{b.get('compactions')} compactions committed, {b.get('compaction_failures')} failed.",
-        "Reply latency includes client CPU: the openai SDK needs up to ~0.2 s to build a "
-        "full-history request (the fake answers every request after a fixed delay).",
+        "Reply latency includes client CPU (the fake answers every request after a fixed "
+        "delay): building and encoding the request, and for gistbot recording the message "
+        "and the reply durably and composing its view. gistbot, the full history and the "
+        "last-25 window send through bot.llm.OpenAILLM (the messages skip the openai SDK's "
+        "per-message type walk); LangChain through its own ChatOpenAI.",
         f"Plot: {plot.name}." + (f" gistbot reply failures: {failures}." if failures else ""),
     ]
     data = {"series": {k: {"turn": v[0], "prompt_tokens": v[1]} for k, v in series.items()}}
