@@ -37,7 +37,6 @@ from dataclasses import dataclass, replace
 
 from memory.models import (
     CarriedIdentifier,
-    ChannelKey,
     Episode,
     LongTermFact,
     MemoryView,
@@ -284,8 +283,7 @@ class Composed:
     left room can take in the earlier conversation read afterwards without weighing its
     recall again (``memory.archive``: about a tenth of scenario 1's replies)."""
 
-    key: ChannelKey
-    version: int
+    state: SummaryState
     turns: Sequence[Turn]
     part: _Recent
     facts: tuple[CarriedIdentifier, ...]
@@ -315,7 +313,7 @@ class Composed:
             picked, used, truncated = extra + picked, used + extra_used, truncated or extra_cut
         shown_seqs = {t.seq for t in picked} | recalled
         return MemoryView(
-            key=self.key,
+            key=self.state.key,
             summary=part.summary,
             summary_tokens=part.summary_tokens,
             facts=self.facts,
@@ -324,7 +322,7 @@ class Composed:
             turns_tokens=used,
             dropped=sum(1 for t in turns if t.seq not in shown_seqs),
             truncated=truncated,
-            version=self.version,
+            version=self.state.version,
             recall=recall,
             recall_tokens=self.recall_tokens,
         )
@@ -355,8 +353,8 @@ def compose_parts(
         room = left if split.recall_tokens is None else min(left, split.recall_tokens)
         recall, recall_tokens = _recall(found, nearby, part.picked, room, tokenizer, split)
         left -= recall_tokens
-    return Composed(state.key, state.version, turns, part, tuple(facts), facts_tokens, recall,
-                    recall_tokens, left, max(int(budget * split.max_turn_share), 1), tokenizer)
+    return Composed(state, turns, part, tuple(facts), facts_tokens, recall, recall_tokens, left,
+                    max(int(budget * split.max_turn_share), 1), tokenizer)
 
 
 def compose_view(
