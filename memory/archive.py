@@ -41,7 +41,7 @@ from memory.search_text import query_terms
 from memory.store import ArchiveStore
 from memory.text import clean_text
 from memory.tokens import Tokenizer
-from memory.view import compose_parts, compose_view, verbatim_from
+from memory.view import compose_parts, compose_view, recent_part
 
 __all__ = ["Archive", "ArchiveWithRetention", "ForgetOutcome", "match_facts"]
 
@@ -112,7 +112,8 @@ class Archive:
         if split.recall_tokens == 0:
             return compose_view(state, turns, budget=budget, tokenizer=self.tokenizer,
                                 split=split, facts_order=order)
-        below = verbatim_from(state, turns, budget=budget, tokenizer=self.tokenizer, split=split)
+        part = recent_part(state, turns, max(budget, 0), self.tokenizer, split)
+        below = part.first_seq
         # The archive search and the turn search are independent reads: at once, they take
         # the longer one's time, not the sum (two reader connections on SQLite, two pooled
         # ones on PostgreSQL; scenario 1's reply p95, issue 13).
@@ -129,7 +130,7 @@ class Archive:
         recalled = Recall(found.facts, found.episodes, tuple(hits))
         composed = compose_parts(state, turns, budget=budget, tokenizer=self.tokenizer,
                                  split=split, facts_order=order, found=recalled,
-                                 nearby=[*hits, *nearby])
+                                 nearby=[*hits, *nearby], part=part)
         view = composed.view()
         left = budget - view.tokens
         first = view.turns[0].seq if view.turns else None

@@ -33,6 +33,7 @@ __all__ = [
     "fact_line",
     "fit_recall",
     "recall_query",
+    "recalled_line",
     "recalled_turn_line",
     "render_recalled_turns",
     "turn_fallback_query",
@@ -110,24 +111,37 @@ def episode_line(episode: Episode) -> str:
     return f"- [episode {episode_span(episode)} · {who}] {episode.text}"
 
 
-@lru_cache(maxsize=4096)
 def day_heading(turn: Turn) -> str:
     """The date line above a day's recalled messages (UTC, with the year)."""
-    day = datetime.fromtimestamp(turn.sent_at, UTC)
-    return f"### {day.day} {day:%b %Y}"
+    return _day_heading(int(turn.sent_at // 86400))
 
 
 @lru_cache(maxsize=4096)
+def _day_heading(day: int) -> str:
+    """Remembered by the UTC day's number (POSIX days are 86,400 s): a view asks for the
+    heading of each of its ~300 candidates, and a ``Turn`` is slow to hash."""
+    d = datetime.fromtimestamp(day * 86400, UTC)
+    return f"### {d.day} {d:%b %Y}"
+
+
 def recalled_turn_line(turn: Turn) -> str:
     """One recalled message: speaker and text on one line (its line breaks folded), under
     its day's heading. No time of day: "- 13:29 " cost 5 tokens a line, a third of a short
     message, and a question about an old message asks for its day (scenario 6: at 1,000
-    tokens, 2 more points of evidence in the prompt without it). Remembered per turn:
-    consecutive replies weigh mostly the same candidates."""
-    name = speaker_name(turn.author_name) or "someone"
-    if turn.role == "assistant":
-        name = f"{name} (bot)"
-    return f"- {name}: {' '.join(turn.text.split())}"
+    tokens, 2 more points of evidence in the prompt without it)."""
+    return recalled_line(turn.role, turn.author_name, " ".join(turn.text.split()))
+
+
+def recalled_line(role: str, author_name: str, folded: str) -> str:
+    """``recalled_turn_line`` of a turn whose text, its whitespace folded, is ``folded``
+    (a view has folded it already to find repeats)."""
+    return f"- {_speaker(role, author_name)}: {folded}"
+
+
+@lru_cache(maxsize=4096)
+def _speaker(role: str, author_name: str) -> str:
+    name = speaker_name(author_name) or "someone"
+    return f"{name} (bot)" if role == "assistant" else name
 
 
 def render_recalled_turns(turns: Sequence[Turn]) -> list[str]:

@@ -50,13 +50,21 @@ from memory.recall import (
     day_heading,
     episode_line,
     fact_line,
-    recalled_turn_line,
+    recalled_line,
 )
 from memory.text import defuse
 from memory.tokens import Tokenizer
 from memory.window import build_view, fit_facts, pick_newest, truncate_marked
 
-__all__ = ["Composed", "ViewSplit", "compose_parts", "compose_view", "verbatim_from"]
+__all__ = [
+    "Composed",
+    "Recent",
+    "ViewSplit",
+    "compose_parts",
+    "compose_view",
+    "recent_part",
+    "verbatim_from",
+]
 
 _LINE = 1  # the line break after each rendered line
 _NOTHING = Recall()
@@ -115,7 +123,9 @@ class ViewSplit:
 
 
 @dataclass(frozen=True, slots=True)
-class _Recent:
+class Recent:
+    """The summary and the newest turns a view shows verbatim (steps 1 and 2)."""
+
     summary: str
     summary_tokens: int
     rest: int  # R
@@ -123,10 +133,18 @@ class _Recent:
     used: int
     truncated: bool
 
+    @property
+    def first_seq(self) -> int | None:
+        """The seq of the oldest turn shown verbatim (recall searches below it)."""
+        return self.picked[0].seq if self.picked else None
 
-def _recent(
+
+def recent_part(
     state: SummaryState, turns: Sequence[Turn], budget: int, tokenizer: Tokenizer, split: ViewSplit
-) -> _Recent:
+) -> Recent:
+    """Steps 1 and 2 of the module docstring: the summary, and the newest turns verbatim.
+    A reply's view computes it once: it tells recall where to search below
+    (``verbatim_from``) and is then composed with what recall found (``compose_parts``)."""
     summary = state.text
     summary_tokens = tokenizer.count(summary)
     if summary_tokens > budget:
@@ -141,7 +159,7 @@ def _recent(
         room = max(split.recent_room(rest) - used, 0)
         more, more_used, more_cut = pick_newest(turns[:-1], room, cap, tokenizer)
         picked, used, truncated = more + picked, used + more_used, truncated or more_cut
-    return _Recent(summary, summary_tokens, rest, picked, used, truncated)
+    return Recent(summary, summary_tokens, rest, picked, used, truncated)
 
 
 def verbatim_from(
@@ -153,8 +171,7 @@ def verbatim_from(
     split: ViewSplit,
 ) -> int | None:
     """The seq of the oldest turn the view shows verbatim (recall searches below it)."""
-    part = _recent(state, turns, max(budget, 0), tokenizer, split)
-    return part.picked[0].seq if part.picked else None
+    return recent_part(state, turns, max(budget, 0), tokenizer, split).first_seq
 
 
 class _Budget:
@@ -193,17 +210,21 @@ def _cut(turn: Turn, max_tokens: int, tokenizer: Tokenizer) -> Turn:
     return replace(turn, text=text, tokens=tokenizer.count(text))
 
 
-def _cannot_fit(turn: Turn, folded: str, left: int, split: ViewSplit) -> bool:
+def _cannot_fit(turn: Turn, left: int, split: ViewSplit) -> bool:
     """Whether ``turn``'s recalled line surely costs more than ``left`` tokens, known from
     its stored count without rendering and counting the line (a full view weighed ~300
-    candidates a reply). Only for turns shown whole with their spacing as stored: a line
-    holds the text after "- Name: ", so it counts at least the text's tokens minus
-    ``_SLACK``. Never lets a line exceed the budget (every line taken is still counted); at
-    worst it leaves out a line that would just have fit. ``folded``: the text as the line
-    shows it (``_said``)."""
-    if turn.tokens > split.max_recalled_turn or folded != turn.text:
-        return False  # cut or re-spaced first: only the rendered line can tell
-    return turn.tokens > left + _SLACK
+    candidates a reply). Only for turns shown whole and as stored (``_plain``): a line holds
+    the text after "- Name: ", so it counts at least the text's tokens minus ``_SLACK``.
+    Never lets a line exceed the budget (every line taken is still counted); at worst it
+    leaves out a line that would just have fit."""
+    return (split.max_recalled_turn >= turn.tokens > left + _SLACK
+            and _plain(turn.text))
+
+
+def _plain(text: str) -> bool:
+    """Whether folding ``text``'s whitespace (``_said``) leaves it as it is, found without
+    folding it: ``isprintable`` is False for every whitespace character but the space."""
+    return text.isprintable() and "  " not in text and text[:1] != " " != text[-1:]
 
 
 def _said(turn: Turn) -> tuple[str, str, str]:
@@ -239,14 +260,17 @@ def _recall(
     def add(turn: Turn | None) -> None:
         if turn is None or turn.seq in shown_seqs or turn.seq in turns:
             return
+        if _cannot_fit(turn, budget.room - budget.used, split):
+            return  # surely too long: not worth folding, rendering and counting
         key = said.get(turn.seq)
         if key is None:
             key = said[turn.seq] = _said(turn)
-        if key in seen or _cannot_fit(turn, key[2], budget.room - budget.used, split):
-            return  # said already, or surely too long: not worth rendering and counting
+        if key in seen:
+            return  # said already
         if turn.seq not in priced:
             cut = _cut(turn, split.max_recalled_turn, tokenizer)
-            line = recalled_turn_line(cut)
+            line = recalled_line(cut.role, cut.author_name,
+                                 key[2] if cut is turn else " ".join(cut.text.split()))
             priced[turn.seq] = (cut, line, budget.line_cost(line))
         cut, line, cost = priced[turn.seq]
         if budget.take([line], [TURNS_HEADING, day_heading(cut)], cost=cost):
@@ -285,7 +309,7 @@ class Composed:
 
     state: SummaryState
     turns: Sequence[Turn]
-    part: _Recent
+    part: Recent
     facts: tuple[CarriedIdentifier, ...]
     facts_tokens: int
     recall: Recall
@@ -338,11 +362,14 @@ def compose_parts(
     facts_order: Callable[[Sequence[CarriedIdentifier]], Sequence[CarriedIdentifier]] = list,
     found: Recall = _NOTHING,
     nearby: Sequence[Turn] = (),
+    part: Recent | None = None,
 ) -> Composed:
     """Summary, the newest of ``turns``, the identifiers and the recall ``found``, fitted
-    into ``budget`` (see ``compose_view``, which is ``compose_parts(...).view(earlier)``)."""
+    into ``budget`` (see ``compose_view``, which is ``compose_parts(...).view(earlier)``).
+    ``part``: ``recent_part`` of the same arguments, when the caller has it already."""
     budget = max(budget, 0)
-    part = _recent(state, turns, budget, tokenizer, split)
+    if part is None:
+        part = recent_part(state, turns, budget, tokenizer, split)
     left = part.rest - part.used
     shown_text = "\n".join([part.summary, *(t.text for t in part.picked)])
     facts_room = min(split.facts_room(part.rest), left)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memory.tokens import COUNT_CACHE_CHARS, TokenCounter
+from memory.tokens import COUNT_CACHE_CHARS, LONG_CACHE_CHARS, LONG_CACHE_SIZE, TokenCounter
 
 
 class _Spy:
@@ -33,11 +33,27 @@ def test_a_short_text_is_encoded_once_and_counted_the_same() -> None:
     assert first == len(spy.enc.encode(line, disallowed_special=()))
 
 
-def test_long_texts_are_counted_each_time_and_unknown_models_still_scaled() -> None:
+def test_a_few_long_texts_are_remembered_and_unknown_models_still_scaled() -> None:
+    # A channel's summary is counted by every reply's view, twice, and changes only when
+    # a compaction commits: the newest few long texts are remembered too.
     tok = TokenCounter("some-local-model")  # o200k x 1.1
     spy = _Spy(tok._enc)
     tok._enc = spy
-    long = "word " * (COUNT_CACHE_CHARS // 5 + 10)
-    assert tok.count(long) == tok.count(long) > len(long.split())
-    assert spy.calls == 2  # not remembered: the cache's memory stays bounded
+    summary = "word " * (COUNT_CACHE_CHARS // 5 + 10)
+    assert tok.count(summary) == tok.count(summary) > len(summary.split())
+    assert spy.calls == 1
+    for i in range(LONG_CACHE_SIZE):  # that many other long texts push it out
+        tok.count(f"{i} {summary}")
+    calls = spy.calls
+    tok.count(summary)
+    assert spy.calls == calls + 1
     assert tok.count("hello there") == tok.count("hello there") == 3  # ceil(2 x 1.1)
+
+
+def test_texts_past_the_long_cache_bound_are_counted_each_time() -> None:
+    tok = TokenCounter("gpt-4o")
+    spy = _Spy(tok._enc)
+    tok._enc = spy
+    huge = "word " * (LONG_CACHE_CHARS // 5 + 10)
+    assert tok.count(huge) == tok.count(huge) >= len(huge.split())
+    assert spy.calls == 2  # not remembered: the caches' memory stays bounded

@@ -262,14 +262,14 @@ def test_hits_far_too_long_for_what_is_left_are_not_even_rendered(monkeypatch) -
     # and counted (40 ms of a reply's p95); a hit that cannot fit is now skipped unrendered.
     import memory.view as view_module
 
-    rendered: list[int] = []
-    real = view_module.recalled_turn_line.__wrapped__  # type: ignore[attr-defined]
+    rendered: list[str] = []
+    real = view_module.recalled_line
 
-    def line(t: Turn) -> str:
-        rendered.append(t.seq)
-        return str(real(t))
+    def line(role: str, author_name: str, folded: str) -> str:
+        rendered.append(folded)
+        return real(role, author_name, folded)
 
-    monkeypatch.setattr(view_module, "recalled_turn_line", line)
+    monkeypatch.setattr(view_module, "recalled_line", line)
     old = [turn(i + 1, f"depot {i} report: " + "the parcel left on time " * 27 + "today")
            for i in range(100)]
     new = [turn(101, "where did the parcels go?")]
