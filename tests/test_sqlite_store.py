@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from memory.errors import SchemaTooNewError, StoreBusyError, StoreOpenError
-from memory.models import CarriedIdentifier, ChannelKey, Turn
+from memory.models import CarriedIdentifier, ChannelKey, NewLongTermFact, Turn
 from memory.search_text import query_terms
 from memory.store import Store
 from memory.stores.sqlite import turn_search
@@ -389,6 +389,27 @@ async def test_a_version_10_turn_index_is_rebuilt_without_row_sizes(
         assert conn.execute("SELECT count(*) FROM sqlite_master "
                             "WHERE name = 'turns_fts_docsize'").fetchone() == (0,)
         assert assert_turn_index_matches_turns(conn) == 3
+
+
+async def test_a_version_11_archive_counts_its_writes_after_migrating(tmp_path: Path) -> None:
+    path = tmp_path / "v11.db"
+    with sqlite3.connect(path, isolation_level=None) as conn:
+        register(conn)
+        _old_file(conn, 11, "the egret invoice", after_turn=lambda seq: turn_search.drain(conn))
+        conn.execute("INSERT INTO memory_facts (channel_id, text, source_seqs, author, pinned, "
+                     "created_at) VALUES (1, 'the egret invoice is INV-5', '', '', 1, 1.0)")
+        conn.execute("INSERT INTO memory_facts_fts (rowid, chan, terms) "
+                     "VALUES (1, 'c1', 'the egret invoice is inv 5')")
+    async with SqliteStore(path) as s:
+        found = await s.search(KEY, query_terms("the egret invoice?"))
+        assert [f.text for f in found.facts] == ["the egret invoice is INV-5"]
+        looked_up = s.archive_vocab.looked_up
+        await s.add_fact(KEY, NewLongTermFact("the egret invoice was paid"), now=2.0)
+        found = await s.search(KEY, query_terms("the egret invoice?"))
+        assert len(found.facts) == 2 and s.archive_vocab.looked_up > looked_up
+    with sqlite3.connect(path) as conn:
+        assert dict(conn.execute("SELECT name, n FROM archive_writes")) == {
+            "episodes": 0, "memory_facts": 1}
 
 
 async def test_turn_index_matches_the_turns_after_every_kind_of_write(

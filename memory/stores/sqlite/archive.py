@@ -22,6 +22,7 @@ from memory.stores.common import (
     fact_terms,
     stored_fact,
 )
+from memory.stores.sqlite.archive_vocab import ArchiveVocab
 from memory.stores.sqlite.writer import WriteTx
 
 __all__ = [
@@ -176,17 +177,16 @@ def episodes(conn: sqlite3.Connection, key: ChannelKey, limit: int) -> list[Epis
     return [_episode(key, r) for r in rows]
 
 
-def _rarest(conn: sqlite3.Connection, vocab: str, query: Sequence[str]) -> list[str]:
+def _rarest(conn: sqlite3.Connection, vocab: str, query: Sequence[str],
+            kept: ArchiveVocab) -> list[str]:
     """The query's ``RAREST_TERMS`` rarest terms that occur in the index, common ones left out.
 
     Rare terms carry the meaning ("ORD-1042", "deadline"); common ones match most rows and
     would make BM25 score much of the archive. Counts are over all channels, which ranks
-    terms well enough and keeps this a handful of index lookups.
+    terms well enough and keeps this a handful of index lookups (``kept``: remembered until
+    the archive is written, ``archive_vocab``).
     """
-    marks = ",".join("?" * len(query))
-    counts = dict(
-        conn.execute(f"SELECT term, doc FROM {vocab} WHERE term IN ({marks})", tuple(query))
-    )
+    counts = kept.counts(conn, vocab, query)
     useful = [t for t in query if 0 < counts.get(t, 0) <= COMMON_TERM_DOCS]
     return sorted(useful, key=lambda t: counts[t])[:RAREST_TERMS]
 
@@ -199,14 +199,14 @@ def _fts_query(cid: int, query: Sequence[str]) -> str:
 
 def search(
     conn: sqlite3.Connection, key: ChannelKey, query: Sequence[str], facts_limit: int,
-    episodes_limit: int, include_superseded: bool,
+    episodes_limit: int, include_superseded: bool, kept: ArchiveVocab,
 ) -> Recall:
     """FTS5 BM25 over this channel's facts and episodes, rarest query terms only."""
     cid = channel_of(conn, key)
     if cid is None:
         return Recall()
-    rare_fact_terms = _rarest(conn, "memory_facts_vocab", query)
-    rare_episode_terms = _rarest(conn, "episodes_vocab", query)
+    rare_fact_terms = _rarest(conn, "memory_facts_vocab", query, kept)
+    rare_episode_terms = _rarest(conn, "episodes_vocab", query, kept)
     # bm25 weights: 0 for the channel column, so only the terms rank.
     facts = [] if not rare_fact_terms else conn.execute(
         f"SELECT {_FACT_COLS} FROM memory_facts_fts "

@@ -49,6 +49,7 @@ from memory.stores.sqlite import (
     queries,
     turn_search,
 )
+from memory.stores.sqlite.archive_vocab import ArchiveVocab
 from memory.stores.sqlite.digests import SqliteDigests
 from memory.stores.sqlite.owed import SqliteOwed
 from memory.stores.sqlite.readers import Readers
@@ -123,6 +124,8 @@ class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed):
         self._writer: GroupCommitWriter | None = None
         self.term_counts = TermCounts()
         """Common terms' turn counts, kept between turn searches (``term_counts``)."""
+        self.archive_vocab = ArchiveVocab()
+        """Archive term counts, kept until the archive is written (``archive_vocab``)."""
 
     @property
     def _r(self) -> aiosqlite.Connection | None:
@@ -384,9 +387,8 @@ class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed):
         """FTS5 BM25 over this channel's facts and episodes (see ``ArchiveStore.search``)."""
         if not wants_search(query, facts_limit, episodes_limit):
             return Recall()
-        return await self._read(
-            archive.search, key, query, facts_limit, episodes_limit, include_superseded
-        )
+        return await self._read(archive.search, key, query, facts_limit, episodes_limit,
+                                include_superseded, self.archive_vocab)
 
     async def search_turns(
         self, key: ChannelKey, query: Sequence[str], *, before_seq: int, limit: int = 40,
