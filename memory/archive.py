@@ -41,7 +41,7 @@ from memory.search_text import query_terms
 from memory.store import ArchiveStore
 from memory.text import clean_text
 from memory.tokens import Tokenizer
-from memory.view import compose_parts, compose_view, recent_part
+from memory.view import compose_parts, compose_view, recent_part, within_reach
 
 __all__ = ["Archive", "ArchiveWithRetention", "ForgetOutcome", "match_facts"]
 
@@ -125,7 +125,7 @@ class Archive:
                 facts_limit=self.config.recall_facts,
                 episodes_limit=self.config.recall_episodes,
             ),
-            self._recall_turns(key, turns, below, budget),
+            self._recall_turns(key, turns, below, budget, part.rest - part.used),
         )
         recalled = Recall(found.facts, found.episodes, tuple(hits))
         composed = compose_parts(state, turns, budget=budget, tokenizer=self.tokenizer,
@@ -143,10 +143,11 @@ class Archive:
         return view
 
     async def _recall_turns(
-        self, key: ChannelKey, turns: Sequence[Turn], below: int | None, budget: int
+        self, key: ChannelKey, turns: Sequence[Turn], below: int | None, budget: int, room: int
     ) -> tuple[list[Turn], list[Turn]]:
         """The stored turns before ``below`` that best match the newest of ``turns``, and
-        their neighbours (±1) that are not matches themselves."""
+        the neighbours (±1) that are not matches themselves of those a recall room of at
+        most ``room`` tokens could show (``view.within_reach``)."""
         if below is None or below <= 1:
             return [], []
         # Enough candidates to fill the recall room with short messages (~20 tokens;
@@ -158,7 +159,8 @@ class Archive:
             fallback=turn_fallback_query(turns, query),
         )
         hits = await self._follow_up(key, query, hits, below)
-        around = {h.seq + d for h in hits for d in (-1, 1)} - {h.seq for h in hits}
+        shown = hits[: within_reach(hits, room, self.config.split)]
+        around = {h.seq + d for h in shown for d in (-1, 1)} - {h.seq for h in hits}
         nearby = await self.store.turns_at(key, sorted(s for s in around if 0 < s < below))
         return hits, nearby
 

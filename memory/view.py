@@ -64,6 +64,7 @@ __all__ = [
     "compose_view",
     "recent_part",
     "verbatim_from",
+    "within_reach",
 ]
 
 _LINE = 1  # the line break after each rendered line
@@ -219,6 +220,20 @@ def _cannot_fit(turn: Turn, left: int, split: ViewSplit) -> bool:
     leaves out a line that would just have fit."""
     return (split.max_recalled_turn >= turn.tokens > left + _SLACK
             and _plain(turn.text))
+
+
+def within_reach(hits: Sequence[Turn], room: int, split: ViewSplit) -> int:
+    """How many of ``hits`` (best first) a recall room of ``room`` tokens could show: their
+    lines' least costs (``_cannot_fit``'s bound) add up to at most ``room``, and at least
+    the first ``_WITH_NEIGHBOURS``. Only these hits' neighbours can be shown beside them
+    (``_recall`` tries hits before neighbours), so only theirs are read: scenario 1's views
+    read ~240 neighbours of 170 hits to show ~46 lines."""
+    used = 0
+    for i, hit in enumerate(hits):
+        used += max(min(hit.tokens, split.max_recalled_turn) - _SLACK, 0) + _LINE
+        if used > room:
+            return max(i + 1, _WITH_NEIGHBOURS)
+    return len(hits)
 
 
 def _plain(text: str) -> bool:

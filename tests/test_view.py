@@ -20,7 +20,7 @@ from memory.config import MemoryConfig
 from memory.models import CarriedIdentifier, ChannelKey, Episode, Recall, SummaryState, Turn
 from memory.relevance import query_weights, rank_facts
 from memory.tokens import TokenCounter
-from memory.view import ViewSplit, compose_view, verbatim_from
+from memory.view import ViewSplit, compose_view, verbatim_from, within_reach
 
 KEY = ChannelKey("discord", "g", "c")
 TOK = TokenCounter("gpt-4o")
@@ -315,3 +315,46 @@ async def test_little_recalled_fills_with_earlier_turns_weighing_recall_once(
     assert [t.seq for t in view.turns][:-5] == list(range(1, 101))  # all of them fit
     assert weighed == [1]
     assert view.tokens <= 2000
+
+
+def test_within_reach_counts_the_hits_a_room_could_show() -> None:
+    split = ViewSplit()
+    hits = [turn(i, "word " * 49 + "end") for i in range(1, 101)]  # 50 tokens each
+    assert {h.tokens for h in hits} == {50}
+    # each line costs at least 50 - 4 (slack) + 1 (line break): 11 of them pass 500
+    assert within_reach(hits, 500, split) == 11
+    assert within_reach(hits, 10, split) == 3  # the first three always, with neighbours
+    assert within_reach(hits, 100_000, split) == 100
+    long = [turn(i, "word " * 999) for i in range(1, 11)]  # cut to max_recalled_turn
+    assert within_reach(long, 2 * split.max_recalled_turn, split) == 3
+
+
+async def test_neighbours_are_read_only_for_hits_the_recall_room_could_show() -> None:
+    """Scenario 1's views read ~240 neighbours of 170 hits to show ~46 lines; the view is
+    the same when only the reachable hits' neighbours are read."""
+    older = [turn(i, f"parcel {i} report: " + "the parcel left on time " * 7)
+             for i in range(1, 401)]
+    hits = [t for t in older if t.seq % 2 == 0][::-1]  # 200 matches, newest first
+    asked: list[int] = []
+
+    class Store:
+        async def search(self, key: ChannelKey, query: object, **_: object) -> Recall:
+            return Recall()
+
+        async def search_turns(self, key: ChannelKey, query: object, **kw: object) -> list[Turn]:
+            return hits if kw.get("max_docs") is None else []  # no follow-up matches
+
+        async def turns_at(self, key: ChannelKey, seqs: Sequence[int]) -> list[Turn]:
+            asked.extend(seqs)
+            wanted = set(seqs)
+            return [t for t in older if t.seq in wanted]
+
+    new = [turn(401 + i, f"where did parcel {i} go?") for i in range(3)]
+    state = SummaryState(KEY, folded_through=400)
+    archive = Archive(Store(), TOK, MemoryConfig(recall_tokens=None))  # type: ignore[arg-type]
+    view = await archive.view(KEY, state, new, 2000)
+    assert view.tokens <= 2000 and len(view.recall.turns) > 10
+    assert len(asked) < 100, f"{len(asked)} neighbours read for {len(view.recall.turns)} lines"
+    everything = compose_view(state, new, budget=2000, tokenizer=TOK, split=ViewSplit(),
+                              found=Recall(turns=tuple(hits)), nearby=older)
+    assert view.recall == everything.recall  # what every neighbour would have shown
