@@ -8,6 +8,7 @@ Why it looks the way it does:
   reads run at once). WAL lets a reader see the last committed state while the writer
   works; each read runs in one read transaction, so summary, fold pointer and turns are
   mutually consistent.
+* **WAL checkpoints on their own connection** (``checkpointer``), never inside a COMMIT.
 * Parameterized SQL only, in ``queries`` and ``archive``; the schema lives in ``schema``.
 """
 
@@ -50,6 +51,7 @@ from memory.stores.sqlite import (
     turn_search,
 )
 from memory.stores.sqlite.archive_vocab import ArchiveVocab
+from memory.stores.sqlite.checkpointer import CHECKPOINT_INTERVAL, Checkpointer
 from memory.stores.sqlite.digests import SqliteDigests
 from memory.stores.sqlite.owed import SqliteOwed
 from memory.stores.sqlite.readers import Readers
@@ -112,6 +114,7 @@ class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed):
         batch_size: int = 512,
         summary_history: int = DEFAULT_SUMMARY_HISTORY,
         readers: int = 2,
+        checkpoint_interval: float = CHECKPOINT_INTERVAL,
     ) -> None:
         self.path = Path(path)
         self.summary_history = summary_history
@@ -122,6 +125,8 @@ class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed):
         self._readers = Readers()
         self.reader_count = max(1, readers)
         self._writer: GroupCommitWriter | None = None
+        self.checkpointer = Checkpointer(checkpoint_interval)
+        """WAL checkpoints off the commit path (``checkpointer``); unused in memory."""
         self.term_counts = TermCounts()
         """Common terms' turn counts, kept between turn searches (``term_counts``)."""
         self.archive_vocab = ArchiveVocab()
@@ -170,14 +175,16 @@ class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed):
                     await reader.execute(busy)
                     await reader.execute("PRAGMA query_only = 1")
                     await self._register(reader)
+                await self._w.execute("PRAGMA wal_autocheckpoint = 0")  # see checkpointer
+                await self.checkpointer.start(lambda: self._connected(busy))
         except BaseException as e:
             await self.close()
             if not isinstance(e, sqlite3.DatabaseError):
                 raise
             raise _open_error(self.path, e) from e
-        self._writer = GroupCommitWriter(
-            self._w, batch_size=self.batch_size, before_commit=turn_search.drain
-        )
+        self._writer = GroupCommitWriter(self._w, batch_size=self.batch_size,
+                                         before_commit=turn_search.drain,
+                                         after_commit=self.checkpointer.written)
         self._writer.start()
 
     @staticmethod
@@ -192,6 +199,12 @@ class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed):
             raise
         conn.execute("COMMIT")
 
+    async def _connected(self, *pragmas: str) -> aiosqlite.Connection:
+        conn = await _connect(self.path)
+        for pragma in pragmas:
+            await conn.execute(pragma)
+        return conn
+
     @staticmethod
     async def _register(conn: aiosqlite.Connection) -> None:
         await conn._execute(  # type: ignore[no-untyped-call]
@@ -203,6 +216,7 @@ class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed):
         if self._writer is not None:
             await self._writer.close()
             self._writer = None
+        await self.checkpointer.close()
         for conn in (self._w, *(r for r in self._readers.take() if r is not self._w)):
             if conn is not None:
                 with contextlib.suppress(Exception):

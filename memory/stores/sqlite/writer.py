@@ -7,7 +7,8 @@ per statement), then resolves each caller's future. A caller's ``run()`` returns
 the COMMIT that contains its operation, so acknowledged means durable; under load one fsync
 covers hundreds of operations. Each operation runs under its own SAVEPOINT, so one bad
 operation fails alone and the rest of the batch commits. ``before_commit`` runs once per
-batch, after the operations and before the COMMIT (the store indexes new turns there).
+batch, after the operations and before the COMMIT (the store indexes new turns there);
+``after_commit`` after it, on the event loop (the store's ``checkpointer`` hears of it).
 """
 
 from __future__ import annotations
@@ -126,10 +127,12 @@ class GroupCommitWriter:
         *,
         batch_size: int,
         before_commit: Callable[[sqlite3.Connection], object] | None = None,
+        after_commit: Callable[[], object] | None = None,
     ) -> None:
         self._conn = conn
         self.batch_size = batch_size
         self.before_commit = before_commit
+        self.after_commit = after_commit
         self.channel_ids: dict[ChannelKey, int] = {}
         self._queue: asyncio.Queue[_Op | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
@@ -181,6 +184,8 @@ class GroupCommitWriter:
                     raise
                 continue
             self.channel_ids.update(new_ids)
+            if self.after_commit is not None:
+                self.after_commit()
             if REPORT.active and all(ok for ok, _ in results):
                 REPORT.succeeded()
             for (_, fut), (ok, value) in zip(batch, results, strict=True):
