@@ -160,11 +160,12 @@ class MemoryManager:
         identifiers by relevance, and recall — long-term facts, episodes and the stored
         turns search finds for it — from the same budget.
         """
-        state, turns = await self.store.snapshot(
-            key, limit=VIEW_TURN_LIMIT, through_seq=through_seq
-        )
-        if recall and turns:
-            return await self._archive.view(key, state, turns, budget)
+        with self._compaction.views.viewing():  # background compaction waits for it
+            state, turns = await self.store.snapshot(
+                key, limit=VIEW_TURN_LIMIT, through_seq=through_seq
+            )
+            if recall and turns:
+                return await self._archive.view(key, state, turns, budget)
         return build_view(
             state,
             turns,

@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memory.compaction import Views
 from memory.config import MemoryConfig
 from memory.identifiers import contains_identifier, extract_identifiers
 from memory.manager import MemoryManager
@@ -715,3 +716,51 @@ async def test_a_preempted_summary_is_retried_soon_and_is_not_a_failure(
     assert mgr.compaction_failures == 0
     assert (await store.state(KEY)).folded_through == 7
     model.assert_done()
+
+
+# ---------------------------------------------------------------------------- replies first
+
+
+async def test_a_background_compaction_waits_for_the_reply_view_in_progress(
+    make_manager: MakeManager, store: SpyStore, tok: TokenCounter
+) -> None:
+    """The message that overflows the window is often the one being answered: its
+    compaction reads and builds its request only after that reply's view is composed."""
+    mgr = make_manager(ExtractiveModel(tok))
+    events: list[str] = []
+    gate = asyncio.Event()
+    snapshot, state = store.inner.snapshot, store.inner.state
+
+    async def slow_snapshot(*a: Any, **kw: Any) -> Any:
+        await gate.wait()
+        return await snapshot(*a, **kw)
+
+    async def compaction_reads(*a: Any, **kw: Any) -> Any:
+        events.append("compaction reads")
+        return await state(*a, **kw)
+
+    store.snapshot = slow_snapshot  # type: ignore[method-assign]
+    store.state = compaction_reads  # type: ignore[method-assign]
+    await record_all(mgr, [say(i) for i in range(10)])  # at the window, not over it
+
+    async def reply() -> None:
+        await mgr.view(KEY, 2000, recall=True)
+        events.append("view composed")
+
+    replying = asyncio.create_task(reply())
+    await asyncio.sleep(0)  # the view has started
+    await mgr.record(say(10))  # over the window: compaction scheduled
+    await asyncio.sleep(0.1)
+    assert events == []  # it waits for the view
+    gate.set()
+    await replying
+    await mgr.wait_idle()
+    assert events[:2] == ["view composed", "compaction reads"]
+    assert len(store.commits) == 1
+
+
+async def test_the_wait_for_views_is_capped() -> None:
+    views = Views()
+    with views.viewing():  # a view that never ends does not stop compaction
+        await asyncio.wait_for(views.finished(cap=0.05), timeout=5)
+    assert views.running == 0
