@@ -85,10 +85,11 @@ class Views:
                 self._idle.set()
 
     async def finished(self, cap: float = REPLIES_FIRST) -> None:
-        """Return once no view is in progress, or after ``cap`` seconds. A view starts a few
-        awaits after the record that scheduled the compaction, so this first lets the loop
-        run what is ready."""
-        await asyncio.sleep(0.005)
+        """Return once no view is in progress, or after ``cap`` seconds. The reply that
+        follows the record which scheduled the compaction starts its view without
+        suspending in between, so one turn of the loop lets it register first (with daily
+        quotas set, it reads them first, and the compaction may start before it)."""
+        await asyncio.sleep(0)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._idle.wait(), cap)
 
