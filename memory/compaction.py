@@ -113,10 +113,10 @@ class Compactor:
         config: MemoryConfig,
         *,
         clock: Callable[[], float] = time.time,
-        views: Views | None = None,
     ) -> None:
         self.store = store
-        self.views = views or Views()
+        self.views = Views()
+        """The replies' views in progress (``MemoryManager.view`` registers them)."""
         self.summarizer = summarizer
         self.policy = policy
         self.facts = facts

@@ -51,6 +51,7 @@ from memory.recall import (
     episode_line,
     fact_line,
     recalled_line,
+    recalled_turn_line,
 )
 from memory.text import defuse
 from memory.tokens import Tokenizer
@@ -63,7 +64,6 @@ __all__ = [
     "compose_parts",
     "compose_view",
     "recent_part",
-    "verbatim_from",
     "within_reach",
 ]
 
@@ -145,7 +145,7 @@ def recent_part(
 ) -> Recent:
     """Steps 1 and 2 of the module docstring: the summary, and the newest turns verbatim.
     A reply's view computes it once: it tells recall where to search below
-    (``verbatim_from``) and is then composed with what recall found (``compose_parts``)."""
+    (``Recent.first_seq``) and is then composed with what recall found (``compose_parts``)."""
     summary = state.text
     summary_tokens = tokenizer.count(summary)
     if summary_tokens > budget:
@@ -161,18 +161,6 @@ def recent_part(
         more, more_used, more_cut = pick_newest(turns[:-1], room, cap, tokenizer)
         picked, used, truncated = more + picked, used + more_used, truncated or more_cut
     return Recent(summary, summary_tokens, rest, picked, used, truncated)
-
-
-def verbatim_from(
-    state: SummaryState,
-    turns: Sequence[Turn],
-    *,
-    budget: int,
-    tokenizer: Tokenizer,
-    split: ViewSplit,
-) -> int | None:
-    """The seq of the oldest turn the view shows verbatim (recall searches below it)."""
-    return recent_part(state, turns, max(budget, 0), tokenizer, split).first_seq
 
 
 class _Budget:
@@ -284,8 +272,8 @@ def _recall(
             return  # said already
         if turn.seq not in priced:
             cut = _cut(turn, split.max_recalled_turn, tokenizer)
-            line = recalled_line(cut.role, cut.author_name,
-                                 key[2] if cut is turn else " ".join(cut.text.split()))
+            line = (recalled_line(turn.role, turn.author_name, key[2]) if cut is turn
+                    else recalled_turn_line(cut))
             priced[turn.seq] = (cut, line, budget.line_cost(line))
         cut, line, cost = priced[turn.seq]
         if budget.take([line], [TURNS_HEADING, day_heading(cut)], cost=cost):

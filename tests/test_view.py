@@ -20,7 +20,7 @@ from memory.config import MemoryConfig
 from memory.models import CarriedIdentifier, ChannelKey, Episode, Recall, SummaryState, Turn
 from memory.relevance import query_weights, rank_facts
 from memory.tokens import TokenCounter
-from memory.view import ViewSplit, compose_view, verbatim_from, within_reach
+from memory.view import ViewSplit, compose_view, recent_part, within_reach
 
 KEY = ChannelKey("discord", "g", "c")
 TOK = TokenCounter("gpt-4o")
@@ -165,7 +165,7 @@ def test_a_message_said_again_and_again_is_recalled_once() -> None:
 def test_the_oldest_verbatim_turn_bounds_the_search() -> None:
     new = [turn(10 + i, "chat " * 20) for i in range(200)]
     state = SummaryState(KEY, folded_through=9)
-    first = verbatim_from(state, new, budget=3000, tokenizer=TOK, split=ViewSplit())
+    first = recent_part(state, new, 3000, TOK, ViewSplit()).first_seq
     view = compose_view(state, new, budget=3000, tokenizer=TOK, split=ViewSplit())
     assert first is not None and first > new[0].seq
     # With nothing recalled, the unused recall room went to older verbatim turns.
