@@ -159,11 +159,18 @@ class MemoryManager:
         With ``recall`` the view is composed for the newest turn (``memory.view``): carried
         identifiers by relevance, and recall — long-term facts, episodes and the stored
         turns search finds for it — from the same budget.
+
+        With ``through_seq`` the view is for that turn, which comes last even when
+        compaction has folded it meanwhile (a late answer): it is read back by its seq and
+        the summary stands for what came before it.
         """
         with self._compaction.views.viewing():  # background compaction waits for it
             state, turns = await self.store.snapshot(
                 key, limit=VIEW_TURN_LIMIT, through_seq=through_seq
             )
+            if through_seq is not None and (not turns or turns[-1].seq != through_seq):
+                turns = [t for t in turns if t.seq < through_seq]
+                turns += await self.store.turns_at(key, [through_seq])
             if recall and turns:
                 return await self._archive.view(key, state, turns, budget)
         return build_view(

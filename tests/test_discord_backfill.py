@@ -22,7 +22,7 @@ from adapters.discord.client import GistbotClient
 from adapters.discord.text import channel_key
 from bot.app import Runtime
 from tests.fakes.discord_server import FakeDiscord
-from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_server import FakeOpenAI, is_summary_request
 from tests.harness.discord import GENERAL, W, has_turns, make_settings, mention, running
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -248,3 +248,38 @@ async def test_sigkill_during_a_burst_then_restart_backfills_every_missed_messag
                   for a in answers}
     assert replied_to == mentions
     assert len(discord_llm.chat_requests) == 4
+
+
+async def test_a_late_answer_is_built_for_its_mention_after_compaction_folded_it(
+    tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI
+) -> None:
+    """A mention posted while the bot was down, then 30 more messages: the backfill folds
+    the mention into the summary before the sweep answers it. The model still gets the
+    mention as the last user message, and the answer is a reply to it."""
+    fake = discord_fake
+    settings = make_settings(tmp_path, discord_llm, MAX_HISTORY_MESSAGES="10",
+                             KEEP_RECENT_MESSAGES="4")
+    async with running(settings, backfill=True) as (rt, client, watch):
+        await fake.send_message(W.general, W.alice, "hello before the downtime")
+        await watch.until(lambda: has_turns(rt, 1))
+    question = await fake.send_message(
+        W.general, W.bob, mention("which port does the staging proxy listen on?"),
+        mentions=[W.bot_user])
+    for i in range(30):
+        await fake.send_message(W.general, (W.alice, W.bob)[i % 2], f"chatter line {i}")
+    posts_before = len(fake.calls("POST", "/channels/"))
+
+    async with running(settings, backfill=True) as (rt, client, _):
+        await backfilled(client)
+        await fake.wait_for(lambda f: len(f.calls("POST", "/channels/")) > posts_before,
+                            within=30)
+        state = await rt.store.state(GENERAL)
+    [answer] = fake.calls("POST", "/channels/")[posts_before:]
+    assert str((answer.json or {}).get("message_reference", {}).get("message_id")) == question["id"]
+    [request] = [r for r in discord_llm.chat_requests
+                 if not is_summary_request(r.json or {})]
+    messages = (request.json or {})["messages"]
+    assert len(messages) > 1, "the model got only the system message"
+    assert messages[-1]["role"] == "user"
+    assert "which port does the staging proxy listen on?" in messages[-1]["content"]
+    assert state.folded_through > 0  # compaction did fold meanwhile

@@ -764,3 +764,26 @@ async def test_the_wait_for_views_is_capped() -> None:
     with views.viewing():  # a view that never ends does not stop compaction
         await asyncio.wait_for(views.finished(cap=0.05), timeout=5)
     assert views.running == 0
+
+
+# ---------------------------------------------------------------------------- late answers
+
+
+@pytest.mark.parametrize("recall", [True, False])
+async def test_a_view_for_a_folded_turn_ends_with_that_turn(
+    make_manager: MakeManager, store: SpyStore, tok: TokenCounter, recall: bool
+) -> None:
+    """A late answer (after a crash or downtime) is for its message even when compaction
+    folded that message into the summary first: the view reads it back and puts it last."""
+    mgr = make_manager(ExtractiveModel(tok))
+    mention = (await mgr.record(say(0, "@gistbot which port does the staging proxy use?"))).turn
+    await record_all(mgr, [say(i) for i in range(1, 31)])
+    await mgr.wait_idle()
+    assert (await store.state(KEY)).folded_through > mention.seq  # folded meanwhile
+
+    view = await mgr.view(KEY, 2000, through_seq=mention.seq, recall=recall)
+    assert view.turns, "the view has no turn to answer"
+    assert view.turns[-1].message_id == mention.message_id
+    assert view.turns[-1].text == mention.text
+    assert all(t.seq < mention.seq for t in view.turns[:-1])
+    assert view.tokens <= 2000

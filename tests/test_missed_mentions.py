@@ -26,6 +26,7 @@ import pytest
 from bot.owed import MAX_ATTEMPTS, sweep_missed
 from memory.models import ChannelKey, NewTurn, ReplyDue
 from memory.store import Store
+from tests.fakes.openai_server import is_summary_request
 from tests.fakes.slack_api import FakeSlack
 from tests.harness.postgres import PG, fresh_schema, reachable
 from tests.harness.process import (
@@ -66,6 +67,15 @@ async def post_event(url: str, event: dict[str, object], event_id: str,
         return r.status
 
 
+def mention_folded(db: Path, message_id: str) -> bool:
+    """Whether compaction has folded the stored message into the channel's summary."""
+    with sqlite3.connect(db) as conn:
+        row = conn.execute(
+            "SELECT c.folded_through >= t.seq FROM channels c JOIN turns t "
+            "ON t.channel_id = c.id WHERE t.message_id = ?", (message_id,)).fetchone()
+    return bool(row and row[0])
+
+
 def open_debts(db: Path) -> list[str]:
     with sqlite3.connect(db) as conn:
         return [r[0] for r in conn.execute("SELECT message_id FROM owed_replies")]
@@ -101,6 +111,51 @@ async def test_sigkill_mid_reply_then_restart_answers_exactly_once(tmp_path: Pat
     with sqlite3.connect(db) as conn:
         ids = [r[0] for r in conn.execute("SELECT message_id FROM turns")]
     assert sorted(ids) == sorted([ts, f"reply:{ts}"])
+
+
+
+async def test_a_late_answer_after_sigkill_is_for_its_mention_though_compaction_folded_it(
+    tmp_path: Path,
+) -> None:
+    """Killed mid-reply while 30 more messages arrive and compaction folds the mention
+    (``MAX_HISTORY_MESSAGES=10``): after the restart the model still gets the mention as the
+    last user message, not a prompt with only the system message."""
+    db = tmp_path / "bot.db"
+    now = int(time.time())
+    ts = f"{now}.000300"
+    asked = mention("<@UBOT> which port does the staging proxy listen on?", ts=ts)
+    async with FakeSlack() as slack, slow_replies(30.0) as llm:
+        directory(slack)
+        env = slack_env(f"sqlite:///{db}", slack, llm, SECRET, REPLY_CLAIM_SECONDS="2",
+                        MAX_HISTORY_MESSAGES="10", KEEP_RECENT_MESSAGES="4")
+        async with bot_process(env) as bot:
+            url = (await bot.wait_log(r"listening on (\S+)")).group(1)
+            assert await post_event(url, asked, "EvQ") == 200
+            await llm.wait_for(lambda m: reply_requests(m) >= 1, within=20)
+            for i in range(30):
+                chatter = mention(f"chatter line {i}", ts=f"{now}.{400 + i:06d}",
+                                  kind="message", user=("U1", "U2")[i % 2])
+                assert await post_event(url, chatter, f"EvC{i}") == 200
+            async with asyncio.timeout(20):  # compaction folds the mention meanwhile
+                while not mention_folded(db, ts):
+                    await asyncio.sleep(0.05)
+            bot.send(SIGKILL)
+            assert await bot.wait(within=10) == -SIGKILL
+        llm.latency = None
+        asked_before = len(llm.chat_requests)
+        async with bot_process(env) as again:
+            await again.wait_log(r"listening on (\S+)")
+            await slack.wait_until(lambda: bool(answers(slack)), within=30, what="the answer")
+            again.send(SIGTERM)
+            assert await again.wait(within=20) == 0, again.log
+    [request] = [r for r in llm.chat_requests[asked_before:]
+                 if not is_summary_request(r.json or {})]
+    messages = (request.json or {})["messages"]
+    assert len(messages) > 1, "the model got only the system message"
+    assert messages[-1]["role"] == "user"
+    assert "which port does the staging proxy listen on?" in messages[-1]["content"]
+    assert len(answers(slack)) == 1
+    assert "which port does the staging proxy" in answers(slack)[0]
 
 
 # ---------------------------------------------------------------- PostgreSQL, two replicas
