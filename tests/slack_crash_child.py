@@ -60,6 +60,7 @@ async def main(db: str, api_url: str, app_token: str | None) -> None:
     launch.addHandler(_Ready())
     llm = FakeLLM()
     llm.pause = 0.01
+    llm.echo = True  # so the parent can check each answer is to its own mention
     async with Runtime.open(settings, llm=llm) as rt:
         client = web_client(settings, api_url)
         await run_slack(rt.service, rt.settings, claims_of(rt), client=client)

@@ -83,20 +83,26 @@ class FakeLLM:
         self.gate: asyncio.Event | None = None
         self.entered = asyncio.Event()
         self.pause = 0.0
+        self.echo = False  # answer "You said: <the last message>" instead of ``default``
 
-    async def _reply_text(self) -> str:
+    async def _reply_text(self, messages: Sequence[ChatMessage]) -> str:
         self.reply_calls += 1
         self.entered.set()
         if self.gate is not None:
             await self.gate.wait()
-        return self.replies.popleft() if self.replies else self.default
+        if self.replies:
+            return self.replies.popleft()
+        if self.echo:  # the answer says which message it answers
+            last = messages[-1] if len(messages) > 1 else None
+            return f"You said: {last['content'] if last else '(nothing)'}"
+        return self.default
 
     async def complete(
         self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str,
         model: str | None = None,
     ) -> Completion:
         self.purposes.append(purpose)
-        text = await self._reply_text() if purpose == "reply" else self.digest
+        text = await self._reply_text(messages) if purpose == "reply" else self.digest
         return Completion(text, Usage(), self.name)
 
     async def stream(
@@ -104,7 +110,7 @@ class FakeLLM:
         model: str | None = None,
     ) -> AsyncIterator[str]:
         self.purposes.append(purpose)
-        text = await self._reply_text()
+        text = await self._reply_text(messages)
         for i, word in enumerate(text.split(" ")):
             await asyncio.sleep(self.pause)
             yield word if i == 0 else " " + word

@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import signal
 import sqlite3
 import sys
@@ -45,6 +46,7 @@ class CrashResult:
     duplicates: list[str] = field(default_factory=list)
     mentions: int = 0
     answered: int = 0  # reply turns stored (one per mention at most: ``reply:<id>``)
+    misanswered: list[str] = field(default_factory=list)  # replies not to their mention
     owed_left: int = -1  # replies still owed when the run ended (0: every debt settled)
     ack_seconds: list[float] = field(default_factory=list)
 
@@ -54,6 +56,7 @@ class CrashResult:
             "acknowledged": len(self.acked), "acknowledged_but_lost": len(self.lost),
             "duplicates": len(self.duplicates), "mentions": self.mentions,
             "replies_stored": self.answered, "replies_still_owed": self.owed_left,
+            "replies_not_to_their_mention": len(self.misanswered),
             "ack_p50_ms": round(1000 * percentile(self.ack_seconds, 50), 1),
             "ack_p99_ms": round(1000 * percentile(self.ack_seconds, 99), 1),
             "ack_max_ms": round(1000 * max(self.ack_seconds, default=0.0), 1),
@@ -287,11 +290,20 @@ async def crash_run(
         rows = conn.execute("SELECT message_id FROM turns WHERE role = 'user'").fetchall()
         result.answered = conn.execute(
             "SELECT count(*) FROM turns WHERE role = 'assistant'").fetchone()[0]
+        replies = conn.execute(
+            "SELECT q.text, a.text, q.message_id FROM turns a JOIN turns q "
+            "ON q.channel_id = a.channel_id AND a.message_id = 'reply:' || q.message_id "
+            "WHERE a.role = 'assistant'").fetchall()
         dup = conn.execute("SELECT message_id FROM turns GROUP BY channel_id, message_id "
                            "HAVING count(*) > 1").fetchall()  # fmt: skip
     stored = {str(r[0]) for r in rows}
     result.lost = sorted(message_ts(i) for i in result.acked if message_ts(i) not in stored)
     result.duplicates = [str(r[0]) for r in dup]
+    # The child's model answers "You said: <last message>": the last message of each
+    # answer's request must be its own mention ("question <i>?").
+    result.misanswered = [str(ts) for asked, answer, ts in replies
+                          if (m := re.search(r"question \d+\?", asked)) is None
+                          or m.group() not in answer]
     return result
 
 
