@@ -4,8 +4,9 @@ the Manage Channels check, and the digest ``Outlet`` that posts in a channel.
 A Discord thread is a channel of its own in memory, so a catch-up of a channel also reads
 the threads of it that the client knows (active threads of the guild whose parent is the
 channel) that its audience may read: the private ones are marked, and a command hands the
-member's access (``adapters.discord.access``) for ``bot.visibility`` to decide. Links are jump URLs, ``https://discord.com/channels/<guild>/<channel>/<message>``
-(a thread's messages under the thread's id), built from the stored ids.
+member's access (``adapters.discord.access``) for ``bot.visibility`` to decide. Links
+are jump URLs, ``https://discord.com/channels/<guild>/<channel>/<message>`` (a thread's
+messages under the thread's id), built from the stored ids.
 """
 
 from __future__ import annotations
