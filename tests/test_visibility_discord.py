@@ -183,3 +183,19 @@ async def test_a_reply_recalls_only_the_memory_of_its_own_channel(
                                                options={"public": True})
         summary = (await followup_to(discord_fake, inter)).json["content"]
         assert "LC-4411" in summary and SECRET not in summary and "Dana" not in summary
+
+
+async def test_a_catchup_in_a_dm_is_of_the_dm(
+    tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI
+) -> None:
+    discord_llm.responder = citing
+    dm = ChannelKey("discord", "dm", str(W.dm_channel))
+    async with running(make_settings(tmp_path, discord_llm)) as (rt, _, watch):
+        await conversation(discord_fake, rt, watch)
+        await discord_fake.send_message(W.dm_channel, W.alice, "my own note NT-3")
+        await watch.until(lambda: has_turns(rt, 1, dm))
+        inter = await discord_fake.interaction("catchup", invoker=W.alice,
+                                               channel_id=W.dm_channel, permissions=0,
+                                               options={"since": "1h"})
+        text = (await followup_to(discord_fake, inter)).json["content"]
+        assert "NT-3" in text and "SB-9" not in text and "v2.4.0" not in text
