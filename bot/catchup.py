@@ -110,10 +110,11 @@ class CatchupResult:
     calls: int = 0
     max_prompt_tokens: int = 0
     note: str = ""
+    refused: bool = False  # the reader may not read the channel (``bot.visibility``)
 
     @property
     def empty(self) -> bool:
-        """Nothing was said in the period."""
+        """Nothing was said in the period (or nothing of it may be shown)."""
         return self.count == 0
 
 

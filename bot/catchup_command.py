@@ -5,14 +5,16 @@ caller's own last message in the channel or its threads — Discord and Slack do
 bot what someone has read, so a person's last post is the best "where they left off" — or
 24 hours back when they never posted there.
 
-Adapters hand a ``Where``: the channel, its threads (Discord) and how to link a message.
+Adapters hand a ``Where``: the channel, its threads (Discord; which are private), how to
+link a message and, for a command, what the person asking may read. Only what
+``bot.visibility`` lets the answer's audience read is gathered.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from zoneinfo import ZoneInfo
 
 from bot.catchup import Catchup, CatchupResult, Period, Scope
@@ -20,26 +22,42 @@ from bot.catchup_text import when
 from bot.citations import Linker, plain_links
 from bot.messages import CommandResult
 from bot.since import SinceError, parse_catchup_args, resolve_since, time_of_link
+from bot.visibility import Access, Audience, visible
 from memory.catchup_store import CatchupStore
 from memory.models import ChannelKey
 
-__all__ = ["DEFAULT_HOURS", "Catchups", "Where", "is_public"]
+__all__ = ["CANNOT_READ", "DEFAULT_HOURS", "Catchups", "Where", "is_public"]
 
 DEFAULT_HOURS = 24
+CANNOT_READ = "You can't read this channel's history, so I can't catch you up on it."
 
 
 @dataclass(frozen=True, slots=True)
 class Where:
-    """A channel as an adapter sees it: its key, its threads (key → name), its links."""
+    """A channel as an adapter sees it: its key, its threads (key → name), its links, the
+    threads only their members may read (``private``) and the person asking (``reader``;
+    ``None`` when nobody asked or the platform cannot say)."""
 
     key: ChannelKey
     threads: Mapping[ChannelKey, str] = field(default_factory=dict)
     linker: Linker = plain_links
+    private: frozenset[ChannelKey] = frozenset()
+    reader: Access | None = None
 
     @property
     def scope(self) -> Scope:
         """The catch-up scope: the channel and its threads."""
         return Scope(self.key, self.threads)
+
+    async def seen_by(self, public: bool) -> Where | None:
+        """This place cut to what its answer's audience may read (``bot.visibility``):
+        the reader alone, or everyone here when ``public``; ``None`` when the reader
+        cannot read the channel itself."""
+        keys = await visible(Audience(self.reader, public), self.key, self.threads, self.private)
+        if self.key not in keys:
+            return None
+        threads = {k: name for k, name in self.threads.items() if k in keys}
+        return replace(self, threads=threads, private=self.private & keys)
 
 
 def is_public(text: str) -> bool:
@@ -70,18 +88,27 @@ class Catchups:
             return Period(now - DEFAULT_HOURS * 3600, now, f"last {DEFAULT_HOURS} hours")
         return Period(last + 0.001, now, f"since your last message ({when(last, zone)})")
 
-    async def command(self, where: Where, author_id: str, text: str) -> CommandResult:
-        """``/catchup`` for ``author_id`` in ``where`` with the command's ``text``."""
+    async def command(self, where: Where, author_id: str, text: str, *,
+                      public: bool = False) -> CommandResult:
+        """``/catchup`` for ``author_id`` in ``where`` with the command's ``text``; posted
+        for everyone here when ``public`` (or ``public`` is among the words)."""
         try:
             args = parse_catchup_args(text)
             zone = args.zone or self.zone
-            period = await self.period(where, author_id, args.since, zone)
+            seen = await where.seen_by(public or args.public)
+            if seen is None:
+                return CommandResult(CANNOT_READ, ok=False)
+            period = await self.period(seen, author_id, args.since, zone)
         except SinceError as e:
             return CommandResult(str(e), ok=False)
-        result = await self.run(where, period, zone)
+        result = await self.engine.run(seen.scope, period, seen.linker, zone=zone)
         return CommandResult(result.text)
 
     async def run(self, where: Where, period: Period, zone: ZoneInfo, *,
-                  title: str = "Catch-up") -> CatchupResult:
-        """The catch-up of ``where`` over ``period`` (digests use it too)."""
-        return await self.engine.run(where.scope, period, where.linker, zone=zone, title=title)
+                  public: bool, title: str = "Catch-up") -> CatchupResult:
+        """The catch-up of ``where`` over ``period``, cut for its audience: everyone in the
+        channel when ``public`` (a digest), else the reader (see ``Where.seen_by``)."""
+        seen = await where.seen_by(public)
+        if seen is None:
+            return CatchupResult(CANNOT_READ, 0, refused=True)
+        return await self.engine.run(seen.scope, period, seen.linker, zone=zone, title=title)

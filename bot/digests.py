@@ -15,7 +15,8 @@ Exactly once, across replicas and restarts
     expires after ``claim_ttl``, so the slot is posted late rather than lost.
 
 The period of a slot is the previous slot (same local time one day or week earlier)
-to the slot; the digest is ``bot.catchup``'s, with the same citations, posted in the
+to the slot; the digest is ``bot.catchup``'s, with the same citations, of what everyone in
+the channel may read (never a private thread: ``bot.visibility``), posted in the
 channel through the platform's ``Outlet`` (with ``thread``: its heading in the channel,
 the points in a thread under it).
 """
@@ -179,8 +180,8 @@ class DigestScheduler:
             days = 7 if current is not None and current.every == "weekly" else 1
             zone = ZoneInfo(current.tz if current else self.default_zone)
             period = Period(now - days * 86400, now, "last 7 days" if days == 7 else "last day")
-            result = await self.catchups.run(where, period, zone, title="Digest")
-            return CommandResult(result.text)
+            result = await self.catchups.run(where, period, zone, title="Digest", public=True)
+            return CommandResult(result.text, ok=not result.refused)
         assert isinstance(parsed, DigestSchedule)
         await self.store.set_digest_schedule(parsed)
         return CommandResult(f"Scheduled. {describe(parsed, now)}. "
@@ -209,7 +210,7 @@ class DigestScheduler:
         where = await outlet.where(s.key)
         title = "Daily digest" if s.every == "daily" else "Weekly digest"
         period = Period(previous_slot(s, slot), slot, "period")
-        result = await self.catchups.run(where, period, ZoneInfo(s.tz), title=title)
+        result = await self.catchups.run(where, period, ZoneInfo(s.tz), title=title, public=True)
         if result.empty:
             await self.store.finish_digest_slot(s.key, slot, self.owner, "skipped")
             return 0

@@ -409,11 +409,13 @@ class ChatService(MemoryCommands):
         """``/config``: see ``bot.config_command`` (answered to the caller only)."""
         return await run_config(key, request, caller, self.channels, self.quota)
 
-    async def catchup(self, where: Where, author_id: str, text: str = "") -> CommandResult:
-        """``/catchup [since] [zone] [public]``: what happened since (``bot.catchup_command``)."""
+    async def catchup(self, where: Where, author_id: str, text: str = "", *,
+                      public: bool = False) -> CommandResult:
+        """``/catchup [since] [zone] [public]``: what happened since (``bot.catchup_command``);
+        ``public``: the answer is posted for everyone here."""
         if self.catchups is None:
             return CommandResult("Catch-up is not available here.", ok=False)
-        return await self.catchups.command(where, author_id, text)
+        return await self.catchups.command(where, author_id, text, public=public)
 
     async def digest(self, where: Where, text: str, *, allowed: bool, by: str = "",
                      refusal: str = "") -> CommandResult:

@@ -3,8 +3,10 @@ the Manage Channels check, and the digest ``Outlet`` that posts in a channel.
 
 A Discord thread is a channel of its own in memory, so a catch-up of a channel also reads
 the threads of it that the client knows (active threads of the guild whose parent is the
-channel). Links are jump URLs, ``https://discord.com/channels/<guild>/<channel>/<message>``
-(a thread's messages under the thread's id), built from the stored ids.
+channel) that its audience may read: the private ones are marked, and a command hands the
+member's access (``adapters.discord.access``) for ``bot.visibility`` to decide. Links
+are jump URLs, ``https://discord.com/channels/<guild>/<channel>/<message>`` (a thread's
+messages under the thread's id), built from the stored ids.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from typing import Any
 import discord
 from discord import app_commands
 
+from adapters.discord.access import MemberAccess
 from adapters.discord.text import NO_PINGS, channel_key, plan_reply
 from bot.catchup_command import Where
 from bot.citations import discord_link
 from bot.service import ChatService
+from bot.visibility import Access
 from memory.models import ChannelKey, Turn
 
 __all__ = [
@@ -33,6 +37,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 DIGEST_PERMISSION = "manage_channels"
+OPEN_THREADS = frozenset({discord.ChannelType.public_thread, discord.ChannelType.news_thread})
 REFUSAL = "You need the Manage Channels permission to manage this channel's digests."
 
 
@@ -41,15 +46,22 @@ async def jump_links(turns: Sequence[Turn]) -> Mapping[Turn, str]:
     return {t: discord_link(t) for t in turns}
 
 
-def where(client: discord.Client, guild_id: int | None, channel_id: int) -> Where:
-    """The channel and its known threads, with jump-URL links."""
+def where(client: discord.Client, guild_id: int | None, channel_id: int,
+          reader: Access | None = None) -> Where:
+    """The channel and its known threads (the private ones marked), with jump-URL links;
+    ``reader``: the access of the member asking, if one is."""
     threads: dict[ChannelKey, str] = {}
+    private: set[ChannelKey] = set()
     guild = client.get_guild(guild_id) if guild_id else None
     if guild is not None:
         for thread in guild.threads:
             if thread.parent_id == channel_id:
-                threads[channel_key(guild_id, thread.id)] = thread.name
-    return Where(channel_key(guild_id, channel_id), threads, jump_links)
+                key = channel_key(guild_id, thread.id)
+                threads[key] = thread.name
+                if thread.type not in OPEN_THREADS:
+                    private.add(key)  # private (or of an unknown kind): members only
+    return Where(channel_key(guild_id, channel_id), threads, jump_links, frozenset(private),
+                 reader)
 
 
 def may_manage(interaction: discord.Interaction) -> bool:
@@ -95,16 +107,18 @@ def add_catchup_commands(tree: app_commands.CommandTree[Any], service: ChatServi
         public="Show it to everyone here (default: only you)")
     async def catchup(interaction: discord.Interaction, since: str = "",
                       public: bool = False) -> None:
-        here = where(interaction.client, interaction.guild_id, interaction.channel_id or 0)
+        here = where(interaction.client, interaction.guild_id, interaction.channel_id or 0,
+                     MemberAccess(interaction))
         user = str(interaction.user.id)
-        await run_command(interaction, "catchup",
-                          lambda key: service.catchup(here, user, since), ephemeral=not public)
+        await run_command(interaction, "catchup", lambda key: service.catchup(
+            here, user, since, public=public), ephemeral=not public)
 
     @app_commands.command(name="digest", description="Scheduled digests of this channel")
     @app_commands.describe(
         schedule="daily 09:00 [zone] [thread] · weekly mon 09:00 [zone] [thread] · off · now")
     async def digest(interaction: discord.Interaction, schedule: str = "") -> None:
-        here = where(interaction.client, interaction.guild_id, interaction.channel_id or 0)
+        here = where(interaction.client, interaction.guild_id, interaction.channel_id or 0,
+                     MemberAccess(interaction))
         allowed = may_manage(interaction)
         public = allowed and schedule.strip().lower() == "now"
         await run_command(interaction, "digest", lambda key: service.digest(

@@ -10,7 +10,9 @@ The gateway sends HELLO, takes IDENTIFY, sends READY and a GUILD_CREATE per guil
 answers heartbeats, and RESUME (``accept_resume``: RESUMED, else a new session); it can
 ask clients to reconnect (``request_reconnect``) or drop them (``drop_connections``).
 REST answers what the adapter uses: login, application info, the gateway URL and shard
-count (``/gateway/bot``, for ``AutoShardedClient``), command sync, messages (create/edit,
+count (``/gateway/bot``, for ``AutoShardedClient``), command sync, thread membership
+(``GET /channels/{thread}/thread-members/{user}``: 404 for a non-member, from
+``thread_members``), messages (create/edit,
 JSON or multipart with files), channel history (``GET /channels/{id}/messages`` with
 ``after``/``before``/``limit``, newest first as Discord pages it; ``rate_limits`` makes the
 next reads answer 429), typing, and interaction callbacks and follow-ups. Every REST call
@@ -46,6 +48,7 @@ __all__ = [
 
 JSON = dict[str, Any]
 DISCORD_EPOCH_MS = 1_420_070_400_000
+UNKNOWN_MEMBER = 10007  # Discord's error code for "not a member"
 _counter = itertools.count(1)
 
 # Permission bits (https://discord.com/developers/docs/topics/permissions).
@@ -86,8 +89,9 @@ def member(u: JSON, *, roles: Iterable[int] = (), nick: str | None = None) -> JS
 @dataclass
 class World:
     """The fixed little Discord the fake serves: one server with two text channels (one
-    where @everyone may not send), a thread, a moderator role, the bot's managed role, two
-    people, another bot, and a DM channel with Alice. Ids are 18 digits like real ones
+    where @everyone may not send), a public thread and a private thread (type 12, Alice and
+    the bot its members, not Bob) under #general, a moderator role, the bot's managed role,
+    two people, another bot, and a DM channel with Alice. Ids are 18 digits like real ones
     (discord.py only parses mentions of 15-20 digit ids)."""
 
     bot_id: int = 100_000_000_000_000_001
@@ -97,6 +101,7 @@ class World:
     general: int = 200_000_000_000_000_001
     readonly: int = 200_000_000_000_000_002
     thread: int = 200_000_000_000_000_003
+    private_thread: int = 200_000_000_000_000_004
     mod_role: int = 210_000_000_000_000_000
     bot_role: int = 210_000_000_000_000_001
     alice: JSON = field(
@@ -120,6 +125,10 @@ class World:
     def channel_of(self, channel_id: int) -> int | None:
         """The guild a channel belongs to (``None`` for the DM channel)."""
         return None if channel_id == self.dm_channel else self.guild_id
+
+    def private_members(self) -> set[str]:
+        """The user ids of the private thread's members."""
+        return {self.alice["id"], str(self.bot_id)}
 
     def guild_create(self) -> JSON:
         """The GUILD_CREATE payload."""
@@ -149,6 +158,14 @@ class World:
                 "message_count": 0, "member_count": 2, "rate_limit_per_user": 0,
                 "thread_metadata": {"archived": False, "auto_archive_duration": 1440,
                                     "archive_timestamp": iso_now(), "locked": False},
+            }, {
+                "id": str(self.private_thread), "guild_id": str(g),
+                "parent_id": str(self.general), "owner_id": self.alice["id"],
+                "name": "hr-private", "type": 12, "message_count": 0, "member_count": 2,
+                "rate_limit_per_user": 0,
+                "thread_metadata": {"archived": False, "auto_archive_duration": 1440,
+                                    "archive_timestamp": iso_now(), "locked": False,
+                                    "invitable": False},
             }],
             "members": [self.member_of(u) for u in (self.alice, self.bob, self.other_bot,
                                                       self.bot_user)],
@@ -261,6 +278,9 @@ class FakeDiscord:
         self.requests: list[Request] = []
         self.unexpected: list[Request] = []
         self.forbidden_channels: set[int] = set()
+        # thread id -> user ids of its members (Get Thread Member answers from it)
+        self.thread_members: dict[int, set[str]] = {
+            self.world.private_thread: self.world.private_members()}
         self.identifies: list[JSON] = []
         self.messages: dict[int, JSON] = {}
         self.rate_limits = 0  # the next this many history reads answer 429 (retry_after)
@@ -475,7 +495,7 @@ class FakeDiscord:
             status, answer = await self._answer(seen)
         finally:
             await self._notify()
-        if status == 404:
+        if status == 404 and answer.get("code") != UNKNOWN_MEMBER:  # a non-member is no surprise
             self.unexpected.append(seen)
         if answer is None:
             return web.Response(status=status)
@@ -512,6 +532,8 @@ class FakeDiscord:
                 return 403, {"message": "Missing Permissions", "code": 50013}
             if route == ("POST", "channels", parts[1], "typing"):
                 return 204, None
+            if route == ("GET", "channels", parts[1], "thread-members", parts[-1]):
+                return self._thread_member(channel_id, parts[3])
             if route == ("POST", "channels", parts[1], "messages"):
                 return 200, await self._create(channel_id, r)
             if route == ("GET", "channels", parts[1], "messages"):
@@ -554,6 +576,13 @@ class FakeDiscord:
         if self.echo_own_messages:
             await self.dispatch("MESSAGE_UPDATE", new)
         return 200, new
+
+    def _thread_member(self, thread_id: int, user_id: str) -> tuple[int, Any]:
+        """Get Thread Member: the thread member object, or 404 (Unknown Member)."""
+        if user_id not in self.thread_members.get(thread_id, set()):
+            return 404, {"message": "Unknown Member", "code": UNKNOWN_MEMBER}
+        return 200, {"id": str(thread_id), "user_id": user_id, "join_timestamp": iso_now(),
+                     "flags": 0}
 
     def _history(self, channel_id: int, query: Mapping[str, str]) -> tuple[int, Any]:
         """Like Discord: at most ``limit`` (1-100) messages, newest first; with ``after``

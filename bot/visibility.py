@@ -1,0 +1,66 @@
+"""Visibility: which channels' messages an answer may include, decided here once.
+
+A catch-up or a digest of a channel reads more than the channel: on Discord, its threads
+(channels of their own in memory). Whoever will read the answer must be able to read every
+message it rests on, so before anything is gathered the candidate channels pass ``visible``:
+
+- **A person** (a private ``/catchup``) sees the channel and its threads only if they can
+  read them (Discord: View Channel and Read Message History there), and a *private* thread
+  only if they are one of its members. Whatever the platform cannot confirm is left out.
+- **A public post** (a digest, scheduled or ``/digest now``; a ``public`` catch-up) is read
+  by everyone who can read the channel it is posted in, so it never includes a private
+  thread, whoever asked; the person who asked must still be able to read the rest.
+
+The adapter says which threads are private and hands an ``Access`` for the person asking:
+plain answers about one person, never a platform object. Recall in replies needs no rule
+here: memory is kept per channel and a thread is a channel, so a reply only ever reads the
+memory of the channel it is in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from memory.models import ChannelKey
+
+__all__ = ["Access", "Audience", "visible"]
+
+
+class Access(Protocol):
+    """What the platform can tell about one person's access; ``False`` when it cannot tell."""
+
+    async def can_read(self, key: ChannelKey) -> bool:
+        """Whether the person may read the history of channel (or thread) ``key``."""
+
+    async def is_member(self, key: ChannelKey) -> bool:
+        """Whether the person is a member of private thread ``key``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Audience:
+    """Who will read an answer: the person asking (``reader``, when the platform can say
+    what they may read) and, when ``public``, everyone who can read the channel."""
+
+    reader: Access | None = None
+    public: bool = False
+
+
+async def visible(audience: Audience, channel: ChannelKey, threads: Iterable[ChannelKey],
+                  private: Collection[ChannelKey]) -> frozenset[ChannelKey]:
+    """The keys among ``channel`` and its ``threads`` whose messages ``audience`` may read
+    (``private``: the threads only their members may read). Without ``channel`` itself the
+    answer must be a refusal, not a partial catch-up."""
+    reader = audience.reader
+
+    async def allowed(key: ChannelKey) -> bool:
+        if key in private and key != channel:
+            if audience.public or reader is None or not await reader.is_member(key):
+                return False
+        return reader is None or await reader.can_read(key)
+
+    keys = list(dict.fromkeys([channel, *threads]))
+    verdicts = await asyncio.gather(*(allowed(k) for k in keys))
+    return frozenset(k for k, ok in zip(keys, verdicts, strict=True) if ok)
