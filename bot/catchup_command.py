@@ -25,7 +25,7 @@ from bot.since import CatchupArgs, Since, SinceError, read_since, start_of, time
 from memory.catchup_store import CatchupStore
 from memory.models import ChannelKey
 
-__all__ = ["DEFAULT_HOURS", "Catchups", "Where", "is_public"]
+__all__ = ["DEFAULT_HOURS", "Catchups", "Where"]
 
 DEFAULT_HOURS = 24
 
@@ -42,13 +42,6 @@ class Where:
     def scope(self) -> Scope:
         """The catch-up scope: the channel and its threads."""
         return Scope(self.key, self.threads)
-
-
-def is_public(text: str) -> bool:
-    """Whether ``/catchup`` text asks for a public answer (``public`` among its words, and
-    the rest readable)."""
-    args = CATCHUP.parse(text)
-    return not isinstance(args, Usage) and args.public
 
 
 class Catchups:

@@ -17,6 +17,13 @@
 A trailing IANA zone name (``yesterday Europe/Berlin``, ``09:00 Asia/Seoul``) or ``UTC``
 picks the zone; otherwise the configured ``TIMEZONE``. ``public`` anywhere asks for a
 public answer. Anything else is a ``SinceError`` whose message says what is accepted.
+
+Reading and resolving are separate: ``read_since`` turns the words into one of the small
+values below (digits 0-9 only; a length reaches at most 100 years back, a date lies in
+1970-9998), and ``start_of`` finds its start at a given time in a zone — arithmetic that
+cannot leave the years ``datetime`` can show, so only "in the future" is left to refuse
+there. A new phrase ("3 days ago") is a grammar rule returning one of these values, or a
+new value with a ``start``.
 """
 
 from __future__ import annotations

@@ -88,3 +88,21 @@ async def test_the_console_answers_unreadable_arguments_with_the_usage(
         assert says in answer and "Sorry" not in answer
         assert await rt.store.digest_schedule(console_key("ops")) is None
     no_errors(caplog)
+
+
+async def test_discord_answers_options_discord_py_cannot_read_with_the_usage(
+    tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI,
+    caplog: pytest.LogCaptureFixture
+) -> None:
+    """A required option missing (a stale registration, a crafted payload) fails in
+    discord.py before gistbot's callback: the caller still gets the usage, privately."""
+    caplog.set_level(logging.INFO)
+    async with running(make_settings(tmp_path, discord_llm)) as (rt, _, _watch):
+        inter = await discord_fake.interaction("remember", invoker=W.bob, channel_id=W.general,
+                                               options={})
+        path = f"/interactions/{inter['id']}/{inter['token']}/callback"
+        [answer] = await discord_fake.wait_for(lambda f: f.calls("POST", path))
+        assert answer.json["data"]["flags"] & EPHEMERAL
+        assert "Usage: /remember <text>" in answer.json["data"]["content"]
+        assert await rt.store.list_facts(GENERAL, limit=10) == []
+    no_errors(caplog)

@@ -87,7 +87,8 @@ def add_commands(tree: app_commands.CommandTree[Any], service: ChatService,
                           description="What this channel has talked about, as I remember it")
     @app_commands.describe(public="Show it to everyone here (default: only you)")
     async def summary(interaction: discord.Interaction, public: bool = False) -> None:
-        await run_command(interaction, "summary", service.summary, ephemeral=not public)
+        args = read_options("summary", {"public": public})
+        await run_command(interaction, "summary", service.summary, ephemeral=not args.public)
 
     @app_commands.command(name="reset", description="Forget this channel's conversation")
     async def reset(interaction: discord.Interaction) -> None:
@@ -129,6 +130,33 @@ def add_commands(tree: app_commands.CommandTree[Any], service: ChatService,
     tree.add_command(forget)
     add_config_command(tree, service)  # /config: adapters.discord.config
     add_catchup_commands(tree, service)  # /catchup, /digest (adapters/discord/catchup.py)
+    answer_unreadable_options(tree)
+
+
+def answer_unreadable_options(tree: app_commands.CommandTree[Any]) -> None:
+    """Options discord.py itself can't read (a required one missing, a value of the wrong
+    type: a stale command registration or a crafted payload) get the command's usage
+    sentence, privately, instead of an unanswered command and a logged traceback."""
+    default = tree.on_error
+
+    @tree.error
+    async def on_error(interaction: discord.Interaction,
+                       error: app_commands.AppCommandError) -> None:
+        if not isinstance(error, app_commands.TransformerError
+                          | app_commands.CommandSignatureMismatch):
+            return await default(interaction, error)
+        name = interaction.command.name if interaction.command else ""
+        log.warning("/%s: options that could not be read (%s)", name, type(error).__name__)
+        spec = SPECS.get(name)
+        text = f"I can't read those options. {spec.usage if spec else ''}".strip()
+        if interaction.response.is_done():
+            return None
+        try:
+            await interaction.response.send_message(text, ephemeral=True,
+                                                    allowed_mentions=NO_PINGS)
+        except discord.HTTPException:
+            log.warning("could not answer /%s with its usage", name)
+        return None
 
 
 async def run_command(interaction: discord.Interaction, name: str, work: Work, *,
