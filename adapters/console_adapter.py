@@ -32,14 +32,16 @@ from collections.abc import Awaitable
 from typing import Any, TextIO, TypeVar
 
 from bot.catchup_command import Where
-from bot.config_command import Caller, parse_config
+from bot.commands.args import Usage
+from bot.commands.registry import SPECS
+from bot.config_command import Caller
 from bot.logs import LiveLine
 from bot.messages import IncomingMessage
 from bot.service import ChatService
 from bot.shutdown import SHUTDOWN_APOLOGY
 from memory.models import ChannelKey
 
-__all__ = ["HELP", "ConsoleChat", "console_key"]
+__all__ = ["HELP", "ConsoleChat", "console_key", "read_line"]
 
 T = TypeVar("T")
 HELP = (
@@ -157,42 +159,15 @@ class ConsoleChat:
     async def handle(self, line: str) -> bool:
         """Act on one input line; return False to stop."""
         command = line.strip().lower()
-        word, _, rest = line.strip().partition(" ")
-        word = word.lower()
-        if word == "/config":  # the operator at the terminal may change everything
-            parsed = parse_config(rest)
-            if isinstance(parsed, str):
-                self._print(parsed)
-                return True
-            caller = Caller(self.user, self.user, may_channel=True, may_server=True)
-            self._print((await self.service.configure(self.key, parsed, caller)).text)
-            return True
-        if word in ("/catchup", "/digest"):  # bot/catchup_command.py, bot/digests.py
-            where = Where(self.key)
-            result = await self._busy(
-                self.service.catchup(where, self.user, rest) if word == "/catchup"
-                else self.service.digest(where, rest, allowed=True, by=self.user))
-            self._print(result.text)
-            return True
-        if word in ("/remember", "/forget"):
-            if word == "/remember":
-                result = await self.service.remember(self.key, rest, author=self.user)
-            else:
-                result = await self.service.forget(self.key, rest, allowed=True)
-            self._print(result.text)
+        read = read_line(line)
+        if read is not None:  # a command's arguments are read before anything else is done
+            name, args = read
+            self._print(args.text if isinstance(args, Usage) else await self._command(name, args))
             return True
         if command in ("/quit", "/exit"):
             return False
         if command == "/help":
             self._print(HELP)
-        elif command == "/summary":
-            result = await self._busy(self.service.summary(self.key))
-            self._print(result.text)
-        elif command == "/memory":
-            self._print((await self.service.memory_list(self.key)).text)
-        elif command == "/reset":
-            result = await self.service.reset(self.key, allowed=True)
-            self._print(result.text)
         elif command.startswith("/") and " " not in command:
             self._print(f"Unknown command {command}. {HELP}")
         else:
@@ -202,6 +177,28 @@ class ConsoleChat:
             if reply is not None:
                 self._print(f"gistbot> {reply.text}")
         return True
+
+    async def _command(self, name: str, args: Any) -> str:
+        """Run command ``name`` with its parsed ``args``; the operator at the terminal may
+        reset, forget, manage digests and change every setting."""
+        service, key = self.service, self.key
+        if name == "config":
+            caller = Caller(self.user, self.user, may_channel=True, may_server=True)
+            return (await service.configure(key, args, caller)).text
+        if name == "catchup":  # bot/catchup_command.py
+            return (await self._busy(service.catchup(Where(key), self.user, args))).text
+        if name == "digest":  # bot/digests.py
+            return (await self._busy(service.digest(Where(key), args, allowed=True,
+                                                    by=self.user))).text
+        if name == "remember":
+            return (await service.remember(key, args.text, author=self.user)).text
+        if name == "forget":
+            return (await service.forget(key, args.text, allowed=True)).text
+        if name == "summary":
+            return (await self._busy(service.summary(key))).text
+        if name == "memory":
+            return (await service.memory_list(key)).text
+        return (await service.reset(key, allowed=True)).text
 
     async def _busy(self, work: Awaitable[T]) -> T:
         """Await ``work`` showing a spinner when interactive (nothing in batch mode)."""
@@ -221,6 +218,14 @@ class ConsoleChat:
         for frame in itertools.cycle("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"):
             self.live.show(self.stdout, f"{frame} thinking…")
             await asyncio.sleep(0.1)
+
+
+def read_line(line: str) -> tuple[str, Any] | None:
+    """A command line's command name and arguments (a ``Usage`` when its parser can't read
+    them); None for a line that is no command of the registry (a message, /help, /quit)."""
+    word, rest = ([*line.strip().split(None, 1), ""])[:2]
+    spec = SPECS.get(word.lower().removeprefix("/")) if word.startswith("/") else None
+    return None if spec is None else (spec.name, spec.parse(rest))
 
 
 def _read_lines(

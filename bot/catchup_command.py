@@ -20,13 +20,15 @@ from zoneinfo import ZoneInfo
 from bot.catchup import Catchup, CatchupResult, Period, Scope
 from bot.catchup_text import when
 from bot.citations import Linker, plain_links
+from bot.commands.args import Usage
+from bot.commands.catchup import CATCHUP
 from bot.messages import CommandResult
-from bot.since import SinceError, parse_catchup_args, resolve_since, time_of_link
+from bot.since import CatchupArgs, Since, SinceError, read_since, start_of, time_of_link
 from bot.visibility import Access, Audience, visible
 from memory.catchup_store import CatchupStore
 from memory.models import ChannelKey
 
-__all__ = ["CANNOT_READ", "DEFAULT_HOURS", "Catchups", "Where", "is_public"]
+__all__ = ["CANNOT_READ", "DEFAULT_HOURS", "Catchups", "Where"]
 
 DEFAULT_HOURS = 24
 CANNOT_READ = "You can't read this channel's history, so I can't catch you up on it."
@@ -60,11 +62,6 @@ class Where:
         return replace(self, threads=threads, private=self.private & keys)
 
 
-def is_public(text: str) -> bool:
-    """Whether ``/catchup`` text asks for a public answer (``public`` among its words)."""
-    return parse_catchup_args(text).public if text.strip() else False
-
-
 class Catchups:
     """Runs ``/catchup`` for the service (one per process)."""
 
@@ -72,11 +69,13 @@ class Catchups:
                  clock: Callable[[], float] = time.time) -> None:
         self.engine, self.store, self.zone, self.clock = engine, store, zone, clock
 
-    async def period(self, where: Where, author_id: str, since: str, zone: ZoneInfo) -> Period:
-        """The period ``since`` names, or the default (see the module docstring)."""
+    async def period(self, where: Where, author_id: str, since: str, zone: ZoneInfo, *,
+                     read: Since | None = None) -> Period:
+        """The period ``since`` (``read`` already, or read here) names, or the default (see
+        the module docstring); ``SinceError`` when it is in the future."""
         now = self.clock()
         if since:
-            start = resolve_since(since, now=now, zone=zone)
+            start = start_of(read or read_since(since), since, now=now, zone=zone)
             label = "since that message" if time_of_link(since) is not None else f"since {since}"
             return Period(start, now, label)
         last = None
@@ -88,17 +87,22 @@ class Catchups:
             return Period(now - DEFAULT_HOURS * 3600, now, f"last {DEFAULT_HOURS} hours")
         return Period(last + 0.001, now, f"since your last message ({when(last, zone)})")
 
-    async def command(self, where: Where, author_id: str, text: str, *,
+    async def command(self, where: Where, author_id: str, args: str | CatchupArgs, *,
                       public: bool = False) -> CommandResult:
-        """``/catchup`` for ``author_id`` in ``where`` with the command's ``text``; posted
-        for everyone here when ``public`` (or ``public`` is among the words)."""
+        """``/catchup`` for ``author_id`` in ``where`` with the command's text (or the
+        arguments ``bot.commands.catchup`` read from it); posted for everyone here when
+        ``public`` (or the arguments say ``public``)."""
+        if isinstance(args, str):
+            parsed = CATCHUP.parse(args)
+            if isinstance(parsed, Usage):
+                return CommandResult(parsed.text, ok=False)
+            args = parsed
+        zone = args.zone or self.zone
         try:
-            args = parse_catchup_args(text)
-            zone = args.zone or self.zone
             seen = await where.seen_by(public or args.public)
             if seen is None:
                 return CommandResult(CANNOT_READ, ok=False)
-            period = await self.period(seen, author_id, args.since, zone)
+            period = await self.period(seen, author_id, args.since, zone, read=args.start)
         except SinceError as e:
             return CommandResult(str(e), ok=False)
         result = await self.engine.run(seen.scope, period, seen.linker, zone=zone)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import time
 import uuid
 from collections.abc import Callable
@@ -38,17 +37,16 @@ from zoneinfo import ZoneInfo
 from bot.catchup import Period
 from bot.catchup_command import Catchups, Where
 from bot.catchup_text import when
+from bot.commands.args import Usage
+from bot.commands.digest import DIGEST, USAGE, DigestRequest, read_digest
 from bot.messages import CommandResult
-from bot.since import WEEKDAYS, SinceError, parse_zone
+from bot.since import WEEKDAYS
 from memory.catchup_store import DigestSchedule, DigestStore
 from memory.models import ChannelKey
 
 __all__ = ["DigestScheduler", "Outlet", "latest_slot", "parse_digest", "previous_slot"]
 
 log = logging.getLogger(__name__)
-USAGE = ("Use /digest daily 09:00 [time zone] [thread], /digest weekly mon 09:00 [time zone] "
-         "[thread], /digest off or /digest now.")
-_CLOCK = re.compile(r"^(\d{1,2}):(\d{2})$")
 
 
 class Outlet(Protocol):
@@ -91,38 +89,16 @@ def parse_digest(text: str, key: ChannelKey, *, default_zone: str, now: float,
                  by: str = "") -> DigestSchedule | str:
     """A schedule from ``daily HH:MM [zone] [thread]`` / ``weekly <day> HH:MM [zone]
     [thread]``, or one of the words ``off``, ``now``, ``status``; ``SinceError`` for
-    anything else."""
-    words = text.split()
-    in_thread = bool(words) and len(words) > 2 and words[-1].lower() == "thread"
-    if in_thread:
-        words = words[:-1]
-    if not words:
-        return "status"
-    first = words[0].lower()
-    if first in ("off", "now", "status") and len(words) == 1:
-        return first
-    weekday = -1
-    rest = words[1:]
-    if first == "weekly":
-        if not rest:
-            raise SinceError(USAGE)
-        day = rest[0].lower()
-        match = [i for i, name in enumerate(WEEKDAYS) if len(day) >= 3 and name.startswith(day)]
-        if not match:
-            raise SinceError(f"{rest[0]!r} is not a weekday. " + USAGE)
-        weekday, rest = match[0], rest[1:]
-    elif first != "daily":
-        raise SinceError(USAGE)
-    if not rest or not (m := _CLOCK.match(rest[0])):
-        raise SinceError("Give the time as HH:MM (24-hour). " + USAGE)
-    hour, minute = int(m.group(1)), int(m.group(2))
-    if hour > 23 or minute > 59:
-        raise SinceError(f"{rest[0]!r} is not a time of day. " + USAGE)
-    zone = parse_zone(rest[1]).key if len(rest) > 1 else default_zone
-    if len(rest) > 2:
-        raise SinceError(USAGE)
-    return DigestSchedule(key, "weekly" if weekday >= 0 else "daily", weekday,
-                          hour * 60 + minute, zone, now, by, in_thread)
+    anything else (``bot.commands.digest`` reads the words)."""
+    return _schedule(read_digest(text), key, default_zone=default_zone, now=now, by=by)
+
+
+def _schedule(request: DigestRequest, key: ChannelKey, *, default_zone: str, now: float,
+              by: str) -> DigestSchedule | str:
+    if request.action not in ("daily", "weekly"):
+        return request.action
+    return DigestSchedule(key, request.action, request.weekday, request.minute,
+                          request.zone or default_zone, now, by, request.in_thread)
 
 
 def describe(s: DigestSchedule, now: float) -> str:
@@ -155,14 +131,15 @@ class DigestScheduler:
         """Let the scheduler post to ``platform`` (an adapter calls this when connected)."""
         self.outlets[platform] = outlet
 
-    async def command(self, where: Where, text: str, *, allowed: bool, by: str = "",
-                      refusal: str = "") -> CommandResult:
-        """``/digest …`` in ``where``; changing the schedule or posting needs ``allowed``."""
+    async def command(self, where: Where, request: str | DigestRequest, *, allowed: bool,
+                      by: str = "", refusal: str = "") -> CommandResult:
+        """``/digest …`` in ``where`` (its text, or the request ``bot.commands.digest`` read);
+        changing the schedule or posting needs ``allowed``."""
         now = self.clock()
-        try:
-            parsed = parse_digest(text, where.key, default_zone=self.default_zone, now=now, by=by)
-        except SinceError as e:
-            return CommandResult(str(e), ok=False)
+        read = DIGEST.parse(request) if isinstance(request, str) else request
+        if isinstance(read, Usage):
+            return CommandResult(read.text, ok=False)
+        parsed = _schedule(read, where.key, default_zone=self.default_zone, now=now, by=by)
         if parsed == "status":
             current = await self.store.digest_schedule(where.key)
             if current is None:

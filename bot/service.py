@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 
 from bot.catchup_command import Catchups, Where
 from bot.channel_config import ChannelConfig, ChannelSettings, Defaults, answers
+from bot.commands.digest import DigestRequest
 from bot.config_command import Caller, ConfigRequest, run_config
 from bot.digests import DigestScheduler
 from bot.errors import ContextLengthExceeded, LLMError
@@ -56,6 +57,7 @@ from bot.observe import NullObserver, ServiceObserver, bind_request
 from bot.prompts import build_messages, fixed_overhead, settled_reply, strip_echoed_label
 from bot.quota import Quota
 from bot.rate_limit import RateLimiter
+from bot.since import CatchupArgs
 from bot.usage_tab import open_tab
 from memory.completion import ChatMessage
 from memory.errors import StoreError, StoreUnavailableError
@@ -409,17 +411,19 @@ class ChatService(MemoryCommands):
         """``/config``: see ``bot.config_command`` (answered to the caller only)."""
         return await run_config(key, request, caller, self.channels, self.quota)
 
-    async def catchup(self, where: Where, author_id: str, text: str = "", *,
-                      public: bool = False) -> CommandResult:
-        """``/catchup [since] [zone] [public]``: what happened since (``bot.catchup_command``);
-        ``public``: the answer is posted for everyone here."""
+    async def catchup(self, where: Where, author_id: str,
+                      text: str | CatchupArgs = "", *, public: bool = False) -> CommandResult:
+        """``/catchup [since] [zone] [public]``: what happened since (``bot.catchup_command``;
+        the text, or its arguments as ``bot.commands.catchup`` read them); ``public``: the
+        answer is posted for everyone here."""
         if self.catchups is None:
             return CommandResult("Catch-up is not available here.", ok=False)
         return await self.catchups.command(where, author_id, text, public=public)
 
-    async def digest(self, where: Where, text: str, *, allowed: bool, by: str = "",
-                     refusal: str = "") -> CommandResult:
-        """``/digest daily|weekly|off|now``: scheduled digests (``bot.digests``)."""
+    async def digest(self, where: Where, text: str | DigestRequest, *, allowed: bool,
+                     by: str = "", refusal: str = "") -> CommandResult:
+        """``/digest daily|weekly|off|now``: scheduled digests (``bot.digests``; the text, or
+        the request ``bot.commands.digest`` read)."""
         if self.digests is None:
             return CommandResult("Digests are not available here.", ok=False)
         return await self.digests.command(where, text, allowed=allowed, by=by, refusal=refusal)

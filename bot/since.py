@@ -17,6 +17,13 @@
 A trailing IANA zone name (``yesterday Europe/Berlin``, ``09:00 Asia/Seoul``) or ``UTC``
 picks the zone; otherwise the configured ``TIMEZONE``. ``public`` anywhere asks for a
 public answer. Anything else is a ``SinceError`` whose message says what is accepted.
+
+Reading and resolving are separate: ``read_since`` turns the words into one of the small
+values below (digits 0-9 only; a length reaches at most 100 years back, a date lies in
+1970-9998), and ``start_of`` finds its start at a given time in a zone — arithmetic that
+cannot leave the years ``datetime`` can show, so only "in the future" is left to refuse
+there. A new phrase ("3 days ago") is a grammar rule returning one of these values, or a
+new value with a ``start``.
 """
 
 from __future__ import annotations
@@ -26,14 +33,26 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from bot.commands.args import ArgumentError
+
 __all__ = [
     "ACCEPTED",
+    "Ago",
     "CatchupArgs",
+    "ClockTime",
+    "DaysBack",
+    "Instant",
+    "LocalDate",
+    "LocalDateTime",
+    "Since",
     "SinceError",
+    "Weekday",
     "local_midnight",
     "parse_catchup_args",
     "parse_zone",
+    "read_since",
     "resolve_since",
+    "start_of",
     "time_of_link",
 ]
 
@@ -44,40 +63,141 @@ ACCEPTED = (
 )
 DISCORD_EPOCH_MS = 1_420_070_400_000
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+MAX_BACK = 100 * 366 * 86400  # a length reaches at most about a century back
+YEARS = (1970, 9998)  # dates outside cannot be turned into times in every zone
 _UNITS = {"m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
           "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600,
           "d": 86400, "day": 86400, "days": 86400, "w": 604800, "week": 604800, "weeks": 604800}
-_LENGTH = re.compile(r"^(?:(\d+)\s*([a-z]+)\s*)+$")
-_PART = re.compile(r"(\d+)\s*([a-z]+)")
+# ASCII digits only (re.ASCII): "\d" alone also matches full-width and other digits.
+_LENGTH = re.compile(r"^(?:(\d+)\s*([a-z]+)\s*)+$", re.ASCII)
+_PART = re.compile(r"(\d+)\s*([a-z]+)", re.ASCII)
 _DISCORD = re.compile(
-    r"https?://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/channels/(@me|\d+)/(\d+)/(\d+)")
-_SLACK = re.compile(r"https?://[\w.-]+\.slack\.com/archives/([A-Z0-9]+)/p(\d{10})(\d{6})")
-_CLOCK = re.compile(r"^(\d{1,2}):(\d{2})$")
+    r"https?://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/channels/(@me|\d{1,20})/(\d{1,20})/"
+    r"(\d{1,20})(?!\d)", re.ASCII)
+_SLACK = re.compile(r"https?://[\w.-]+\.slack\.com/archives/([A-Z0-9]+)/p(\d{10})(\d{6})(?!\d)",
+                    re.ASCII)
+_CLOCK = re.compile(r"^(\d{1,2}):(\d{2})$", re.ASCII)
+_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}(?:[T ][\d:.,+-]+Z?)?$", re.ASCII)
 
 
-class SinceError(ValueError):
+class SinceError(ArgumentError):
     """A ``since`` (or zone) gistbot cannot read; the message is for the user."""
+
+
+# ---------------------------------------------------------------- what a ``since`` means
+# Each reading is a small value whose ``start(now, zone)`` is plain arithmetic that stays
+# inside the years datetime can show: the bounds are checked when the text is read.
+
+
+@dataclass(frozen=True, slots=True)
+class Instant:
+    """A fixed moment (a message link, an ISO time with an offset)."""
+
+    at: float
+
+    def start(self, now: float, zone: ZoneInfo) -> float:
+        """The moment itself."""
+        return self.at
+
+
+@dataclass(frozen=True, slots=True)
+class Ago:
+    """A length back from now, in exact seconds (``2h``, ``1h30m``)."""
+
+    seconds: int
+
+    def start(self, now: float, zone: ZoneInfo) -> float:
+        """``seconds`` before ``now``."""
+        return now - self.seconds
+
+
+@dataclass(frozen=True, slots=True)
+class DaysBack:
+    """Local midnight ``days`` calendar days ago (``today`` 0, ``yesterday`` 1)."""
+
+    days: int
+
+    def start(self, now: float, zone: ZoneInfo) -> float:
+        """That day's 00:00 in ``zone``."""
+        return local_midnight(_local(now, zone).date() - timedelta(days=self.days), zone)
+
+
+@dataclass(frozen=True, slots=True)
+class Weekday:
+    """The most recent such weekday (0 = Monday), today included, from local midnight."""
+
+    index: int
+
+    def start(self, now: float, zone: ZoneInfo) -> float:
+        """Midnight of the most recent such day in ``zone``."""
+        today = _local(now, zone).date()
+        return local_midnight(today - timedelta(days=(today.weekday() - self.index) % 7), zone)
+
+
+@dataclass(frozen=True, slots=True)
+class ClockTime:
+    """A time of day: today, or yesterday when it is still to come."""
+
+    hour: int
+    minute: int
+
+    def start(self, now: float, zone: ZoneInfo) -> float:
+        """The latest such local time not after ``now``."""
+        today = _local(now, zone).date()
+        at = datetime.combine(today, time(self.hour, self.minute), tzinfo=zone).timestamp()
+        if at > now:
+            yesterday = today - timedelta(days=1)
+            at = datetime.combine(yesterday, time(self.hour, self.minute), tzinfo=zone).timestamp()
+        return at
+
+
+@dataclass(frozen=True, slots=True)
+class LocalDate:
+    """A calendar date: its local midnight."""
+
+    day: date
+
+    def start(self, now: float, zone: ZoneInfo) -> float:
+        """``day``'s 00:00 in ``zone``."""
+        return local_midnight(self.day, zone)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalDateTime:
+    """A date and time without an offset: local time in the zone."""
+
+    at: datetime
+
+    def start(self, now: float, zone: ZoneInfo) -> float:
+        """That wall-clock time in ``zone``."""
+        return self.at.replace(tzinfo=zone).timestamp()
+
+
+Since = Instant | Ago | DaysBack | Weekday | ClockTime | LocalDate | LocalDateTime
 
 
 @dataclass(frozen=True, slots=True)
 class CatchupArgs:
-    """``/catchup``'s words: the ``since`` text (empty: the default), the zone, ``public``."""
+    """``/catchup``'s words: the ``since`` text (empty: the default) and its reading, the
+    zone, ``public``."""
 
     since: str
     zone: ZoneInfo | None
     public: bool
+    start: Since | None = None
 
 
 def parse_zone(name: str) -> ZoneInfo:
     """An IANA zone (``Europe/Berlin``, ``UTC``); ``SinceError`` naming it otherwise."""
+    shown = name if len(name) <= 60 else name[:60] + "…"
     try:
         if name.upper() in ("UTC", "GMT", "Z"):
             return ZoneInfo("UTC")
-        if not re.fullmatch(r"[A-Za-z_]+(?:/[A-Za-z0-9_+-]+)+", name):
+        if len(name) > 60 or not re.fullmatch(r"[A-Za-z_]+(?:/[A-Za-z0-9_+-]+)+", name):
             raise ZoneInfoNotFoundError(name)
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise SinceError(f"I don't know the time zone {name!r}; use an IANA name such as "
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a directory, say
+        raise SinceError(f"I don't know the time zone {shown!r}; use an IANA name such as "
                          "Europe/Berlin, America/New_York or Asia/Seoul") from None
 
 
@@ -86,19 +206,25 @@ def _looks_like_zone(word: str) -> bool:
 
 
 def parse_catchup_args(text: str) -> CatchupArgs:
-    """Split ``/catchup`` text into the ``since`` words, a trailing zone and ``public``."""
+    """Split ``/catchup`` text into the ``since`` words, a trailing zone and ``public``, and
+    read the ``since``; ``SinceError`` for what cannot be read."""
     words = [w.strip("<>") for w in text.split()]
     public = any(w.lower() == "public" for w in words)
     words = [w for w in words if w.lower() != "public"]
     zone = None
     if words and _looks_like_zone(words[-1]):
         zone = parse_zone(words.pop())
-    return CatchupArgs(" ".join(words), zone, public)
+    since = " ".join(words)
+    return CatchupArgs(since, zone, public, read_since(since) if since else None)
 
 
 def local_midnight(day: date, zone: ZoneInfo) -> float:
     """Unix time of ``day``'s 00:00 in ``zone`` (DST-aware)."""
     return datetime.combine(day, time(0), tzinfo=zone).timestamp()
+
+
+def _local(now: float, zone: ZoneInfo) -> datetime:
+    return datetime.fromtimestamp(now, UTC).astimezone(zone)
 
 
 def time_of_link(text: str) -> float | None:
@@ -112,15 +238,26 @@ def time_of_link(text: str) -> float | None:
     return None
 
 
-def _length(text: str) -> float | None:
+def _shown(raw: str) -> str:
+    return repr(raw if len(raw) <= 60 else raw[:60] + "…")
+
+
+def _length(text: str, raw: str) -> Ago | None:
     if not _LENGTH.match(text):
         return None
     total = 0
     for amount, unit in _PART.findall(text):
         if unit not in _UNITS:
             return None
+        if len(amount) > 9:  # no int() of a digit run past anything meaningful
+            total = MAX_BACK + 1
+            break
         total += int(amount) * _UNITS[unit]
-    return float(total)
+    if total <= 0:
+        raise SinceError("A period of zero length has nothing to catch up on; " + ACCEPTED)
+    if total > MAX_BACK:
+        raise SinceError(f"{_shown(raw)} reaches back more than 100 years; " + ACCEPTED)
+    return Ago(total)
 
 
 def _weekday(word: str) -> int | None:
@@ -132,49 +269,62 @@ def _weekday(word: str) -> int | None:
     return None
 
 
-def _iso(text: str, zone: ZoneInfo) -> float | None:
+def _iso(text: str) -> Instant | LocalDate | LocalDateTime | None:
+    if not _ISO.match(text):
+        return None
     try:
-        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
-            return local_midnight(date.fromisoformat(text), zone)
-        parsed = datetime.fromisoformat(text.replace(" ", "T", 1))
+        if len(text) == 10:
+            day = date.fromisoformat(text)
+            parsed = None
+        else:
+            parsed = datetime.fromisoformat(text.replace(" ", "T", 1))
+            day = parsed.date()
     except ValueError:
         return None
+    if not YEARS[0] <= day.year <= YEARS[1]:
+        raise SinceError(f"{_shown(text)} is out of range: use a date from {YEARS[0]} on; "
+                         + ACCEPTED)
+    if parsed is None:
+        return LocalDate(day)
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=zone)
-    return parsed.timestamp()
+        return LocalDateTime(parsed)
+    return Instant(parsed.timestamp())
+
+
+def read_since(text: str) -> Since:
+    """What ``text`` means (see the module docstring); ``SinceError`` when unreadable."""
+    raw = text.strip()
+    word = raw.lower()
+    if (at := time_of_link(raw)) is not None:
+        return Instant(at)
+    if (length := _length(word.replace(" ", ""), raw)) is not None:
+        return length
+    if word == "today":
+        return DaysBack(0)
+    if word == "yesterday":
+        return DaysBack(1)
+    if (day := _weekday(word)) is not None:
+        return Weekday(day)
+    if m := _CLOCK.match(word):
+        hour, minute = int(m.group(1)), int(m.group(2))
+        if hour > 23 or minute > 59:
+            raise SinceError(f"{_shown(raw)} is not a time of day; " + ACCEPTED)
+        return ClockTime(hour, minute)
+    if (iso := _iso(raw)) is not None:
+        return iso
+    raise SinceError(f"I can't read {_shown(raw)} as a time; " + ACCEPTED)
+
+
+def start_of(since: Since, text: str, *, now: float, zone: ZoneInfo) -> float:
+    """The unix time ``since`` (read from ``text``) means at ``now`` in ``zone``;
+    ``SinceError`` when it is in the future."""
+    start = since.start(now, zone)
+    if start > now:
+        raise SinceError(f"{_shown(text.strip())} is in the future; " + ACCEPTED)
+    return start
 
 
 def resolve_since(text: str, *, now: float, zone: ZoneInfo) -> float:
     """The unix time ``text`` means at ``now`` in ``zone``; ``SinceError`` when unreadable
     or in the future."""
-    raw = text.strip()
-    word = raw.lower()
-    local_now = datetime.fromtimestamp(now, UTC).astimezone(zone)
-    start: float | None
-    if (start := time_of_link(raw)) is not None:
-        pass
-    elif (length := _length(word.replace(" ", ""))) is not None:
-        if length <= 0:
-            raise SinceError("A period of zero length has nothing to catch up on; " + ACCEPTED)
-        start = now - length
-    elif word == "today":
-        start = local_midnight(local_now.date(), zone)
-    elif word == "yesterday":
-        start = local_midnight(local_now.date() - timedelta(days=1), zone)
-    elif (day := _weekday(word)) is not None:
-        back = (local_now.weekday() - day) % 7
-        start = local_midnight(local_now.date() - timedelta(days=back), zone)
-    elif m := _CLOCK.match(word):
-        hour, minute = int(m.group(1)), int(m.group(2))
-        if hour > 23 or minute > 59:
-            raise SinceError(f"{raw!r} is not a time of day; " + ACCEPTED)
-        at = datetime.combine(local_now.date(), time(hour, minute), tzinfo=zone)
-        if at.timestamp() > now:
-            at = datetime.combine(local_now.date() - timedelta(days=1), time(hour, minute),
-                                  tzinfo=zone)
-        start = at.timestamp()
-    elif (start := _iso(raw, zone)) is None:
-        raise SinceError(f"I can't read {raw!r} as a time; " + ACCEPTED)
-    if start > now:
-        raise SinceError(f"{raw!r} is in the future; " + ACCEPTED)
-    return start
+    return start_of(read_since(text), text, now=now, zone=zone)

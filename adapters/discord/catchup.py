@@ -22,6 +22,7 @@ from adapters.discord.access import MemberAccess
 from adapters.discord.text import NO_PINGS, channel_key, plan_reply
 from bot.catchup_command import Where
 from bot.citations import discord_link
+from bot.commands.args import Usage
 from bot.service import ChatService
 from bot.visibility import Access
 from memory.models import ChannelKey, Turn
@@ -97,7 +98,8 @@ class DiscordOutlet:
 
 def add_catchup_commands(tree: app_commands.CommandTree[Any], service: ChatService) -> None:
     """Register ``/catchup`` and ``/digest`` on ``tree``."""
-    from adapters.discord.commands import run_command  # the shared defer-and-answer
+    # the shared parse, defer and answer
+    from adapters.discord.commands import answer_usage, read_options, run_command
 
     @app_commands.command(name="catchup",
                           description="What happened here since your last message (only you)")
@@ -107,22 +109,29 @@ def add_catchup_commands(tree: app_commands.CommandTree[Any], service: ChatServi
         public="Show it to everyone here (default: only you)")
     async def catchup(interaction: discord.Interaction, since: str = "",
                       public: bool = False) -> None:
+        args = read_options("catchup", {"since": since, "public": public})
+        if isinstance(args, Usage):
+            return await answer_usage(interaction, "catchup", args)
         here = where(interaction.client, interaction.guild_id, interaction.channel_id or 0,
                      MemberAccess(interaction))
         user = str(interaction.user.id)
-        await run_command(interaction, "catchup", lambda key: service.catchup(
-            here, user, since, public=public), ephemeral=not public)
+        await run_command(interaction, "catchup",
+                          lambda key: service.catchup(here, user, args),
+                          ephemeral=not args.public)
 
     @app_commands.command(name="digest", description="Scheduled digests of this channel")
     @app_commands.describe(
         schedule="daily 09:00 [zone] [thread] · weekly mon 09:00 [zone] [thread] · off · now")
     async def digest(interaction: discord.Interaction, schedule: str = "") -> None:
+        args = read_options("digest", {"schedule": schedule})
+        if isinstance(args, Usage):
+            return await answer_usage(interaction, "digest", args)
         here = where(interaction.client, interaction.guild_id, interaction.channel_id or 0,
                      MemberAccess(interaction))
         allowed = may_manage(interaction)
-        public = allowed and schedule.strip().lower() == "now"
+        public = allowed and args.public
         await run_command(interaction, "digest", lambda key: service.digest(
-            here, schedule, allowed=allowed, by=str(interaction.user.id), refusal=REFUSAL),
+            here, args, allowed=allowed, by=str(interaction.user.id), refusal=REFUSAL),
             ephemeral=not public)
 
     digest.default_permissions = discord.Permissions(manage_channels=True)

@@ -14,7 +14,8 @@ import discord
 from discord import app_commands
 
 from bot.channel_config import KEYS
-from bot.config_command import Caller, ConfigRequest
+from bot.commands.args import Usage
+from bot.config_command import Caller
 from bot.service import ChatService
 
 __all__ = ["add_config_command", "caller_of", "rights"]
@@ -45,7 +46,8 @@ def caller_of(interaction: discord.Interaction) -> Caller:
 
 def add_config_command(tree: app_commands.CommandTree[Any], service: ChatService) -> None:
     """Register ``/config`` on ``tree``."""
-    from adapters.discord.commands import run_command  # the shared defer/answer path
+    # the shared parse, defer and answer path
+    from adapters.discord.commands import answer_usage, read_options, run_command
 
     async def keys(interaction: discord.Interaction,
                    current: str) -> list[app_commands.Choice[str]]:
@@ -77,7 +79,10 @@ def add_config_command(tree: app_commands.CommandTree[Any], service: ChatService
         value: str = "",
         scope: Literal["channel", "server"] = "channel",
     ) -> None:
-        request = ConfigRequest(action, key.strip().lower(), value.strip(), scope == "server")
+        request = read_options("config", {"action": action, "key": key, "value": value,
+                                          "scope": scope})
+        if isinstance(request, Usage):
+            return await answer_usage(interaction, "config", request)
         caller = caller_of(interaction)
         await run_command(interaction, "config",
                           lambda where: service.configure(where, request, caller))

@@ -1,0 +1,8 @@
+"""Command arguments: one parser per command, answering a usage sentence for what it can't
+read.
+
+``args`` holds the layer (``CommandSpec.parse(text) -> args | Usage``, which never raises);
+the other modules declare one command's spec each; ``registry.SPECS`` lists them by name.
+Every platform's entry point parses before any other work and answers a ``Usage``
+privately.
+"""
