@@ -179,6 +179,7 @@ def write(root: Path = ROOT) -> list[Path]:
     changed = check(root)
     for path, text in _targets(root).items():
         if path in changed:
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
     return changed
 
