@@ -188,7 +188,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m bot.settings_doc [--check] [--root DIR]``: 0 up to date, 1 stale, 2 error."""
     parser = argparse.ArgumentParser(prog="python -m bot.settings_doc", description=__doc__)
     parser.add_argument("--check", action="store_true", help="compare only; exit 1 if stale")
-    parser.add_argument("--root", type=Path, default=ROOT, help="the repository (default: %(default)s)")
+    parser.add_argument("--root", type=Path, default=ROOT,
+                        help="the repository (default: %(default)s)")
     args = parser.parse_args(argv)
     try:
         paths = check(args.root) if args.check else write(args.root)
