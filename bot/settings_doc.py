@@ -90,7 +90,7 @@ def _values(annotation: Any, info: FieldInfo) -> str:
         return ", ".join(f"`{v}`" for v in typing.get_args(annotation))
     if typing.get_origin(annotation) is list:
         return "comma-separated list"
-    names = {bool: "`true` or `false`", int: "integer", float: "number", str: "text",
+    names = {bool: "true or false", int: "integer", float: "number", str: "text",
              SecretStr: "secret"}
     kind = names.get(annotation, getattr(annotation, "__name__", str(annotation)))
     bounds = _bounds(info)
@@ -156,7 +156,8 @@ def env_example(items: Sequence[Setting]) -> str:
     for section in dict.fromkeys(s.section for s in items):
         lines += ["", f"# ---- {section} ".ljust(92, "-")]
         for s in (s for s in items if s.section == section):
-            lines += textwrap.wrap(s.description, 90, initial_indent="# ",
+            choices = f" One of: {s.values.replace('`', '')}." if s.values.startswith("`") else ""
+            lines += textwrap.wrap(s.description + choices, 90, initial_indent="# ",
                                    subsequent_indent="# ", break_on_hyphens=False)
             lines.append(f"# {s.variable}={s.default}")
     return "\n".join(lines) + "\n"

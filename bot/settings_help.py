@@ -52,7 +52,7 @@ DESCRIPTIONS: dict[str, str] = {
     "openai_api_key": "Key for api.openai.com. A placeholder such as YOUR_API_KEY is an error.",
     "openai_base_url": "Any OpenAI-compatible endpoint instead of api.openai.com: Ollama "
     "http://localhost:11434/v1, vLLM, llama.cpp, LM Studio, OpenRouter.",
-    "llm_provider": "openai or offline. Unset: openai when a key or base URL is set, else "
+    "llm_provider": "Which model answers. Unset: openai when a key or base URL is set, else "
     "offline (answers that no model is configured; extractive summaries). openai without a "
     "key or URL is an error, never a silent fallback.",
     "model_name": "Model that writes the replies.",
@@ -71,7 +71,7 @@ DESCRIPTIONS: dict[str, str] = {
     "sqlite:////data/gistbot.db.",
     "database_pool_size": "PostgreSQL connections per process.",
     "sqlite_synchronous": "SQLite durability: FULL survives power loss, NORMAL survives "
-    "process crashes (OFF, NORMAL, FULL or EXTRA).",
+    "process crashes.",
     "retention_days": "Delete turns that are already summarized after this many days. "
     "Unset: keep forever.",
     # Memory
@@ -145,9 +145,9 @@ DESCRIPTIONS: dict[str, str] = {
     "host": "Where Slack HTTP mode listens (the container image sets 0.0.0.0).",
     "port": "Slack HTTP mode's port.",
     # Logs and the admin server
-    "log_level": "DEBUG, INFO, WARNING or ERROR. Secrets are scrubbed from every line; "
-    "tracebacks only at DEBUG.",
-    "log_format": "text, or json: one JSON object per line with the channel and request id.",
+    "log_level": "How much is logged. Secrets are scrubbed from every line; tracebacks only "
+    "at DEBUG.",
+    "log_format": "json: one JSON object per line with the channel and request id.",
     "admin_port": "Port of the admin server (/healthz, /readyz, /metrics, the inspector), "
     "e.g. 9464. Unset: off.",
     "admin_host": "Where the admin server listens (0.0.0.0 to be scraped from another "
