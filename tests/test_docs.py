@@ -50,15 +50,16 @@ def anchors(path: Path) -> frozenset[str]:
     return frozenset(out)
 
 
-def broken_links(path: Path) -> list[str]:
-    """``target`` for each relative link of ``path`` whose file or heading does not exist."""
+def broken_links(path: Path, root: Path = ROOT) -> list[str]:
+    """``target`` for each relative link of ``path`` whose file or heading does not exist
+    (or lies outside ``root``)."""
     bad = []
     for target in re.findall(r"\]\(<?([^)\s>]+)>?(?: \"[^\"]*\")?\)", prose(path)):
         if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto:
             continue
         file, _, anchor = target.partition("#")
-        dest = (path.parent / file).resolve() if file else path
-        if not dest.exists() or ROOT not in (dest, *dest.parents):
+        dest = (path.parent / file if file else path).resolve()
+        if not dest.exists() or root.resolve() not in (dest, *dest.parents):
             bad.append(target)
         elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
             bad.append(target)
@@ -76,14 +77,18 @@ def test_every_relative_link_resolves(path: Path) -> None:
 
 
 def test_the_link_check_finds_a_missing_file_and_a_missing_heading(tmp_path: Path) -> None:
-    page = ROOT / "docs" / "memory.md"
-    probe = page.with_name(".probe.md")
-    probe.write_text("[a](memory.md#no-such-heading) [b](../DESIGN.md) [c](memory.md)\n"
-                     "`[d](nowhere.md)` [e](https://example.org/x.md)\n")
-    try:
-        assert broken_links(probe) == ["memory.md#no-such-heading", "../DESIGN.md"]
-    finally:
-        probe.unlink()
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "memory.md").write_text("# How memory works\n\n## The window\n")
+    (tmp_path / "outside.md").write_text("# Outside\n")
+    probe = tmp_path / "docs" / "probe.md"
+    probe.write_text("[a](memory.md#no-such-heading) [b](../DESIGN.md) [c](memory.md#the-window)\n"
+                     "`[d](nowhere.md)` [e](https://example.org/x.md) [f](#here)\n\n# Here\n"
+                     "```\n[g](in-a-block.md)\n```\n")
+    assert broken_links(probe, tmp_path) == ["memory.md#no-such-heading", "../DESIGN.md"]
+    assert broken_links(probe, tmp_path / "docs") == broken_links(probe, tmp_path)
+    assert broken_links(tmp_path / "docs" / "memory.md", tmp_path) == []
+    (tmp_path / "docs" / "up.md").write_text("[o](../outside.md)\n")
+    assert broken_links(tmp_path / "docs" / "up.md", tmp_path / "docs") == ["../outside.md"]
 
 
 def test_user_docs_name_no_issue_numbers_and_no_files_outside_the_repository() -> None:
