@@ -186,7 +186,7 @@ class ConsoleChat:
         if command == "/help":
             self._print(HELP)
         elif command == "/summary":
-            result = await self._busy(self.service.summary(self.key))
+            result = await self._busy(self.service.summary(self.key, self.user))
             self._print(result.text)
         elif command == "/memory":
             self._print((await self.service.memory_list(self.key)).text)

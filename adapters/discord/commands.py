@@ -53,7 +53,8 @@ def add_commands(tree: app_commands.CommandTree[Any], service: ChatService,
                           description="What this channel has talked about, as I remember it")
     @app_commands.describe(public="Show it to everyone here (default: only you)")
     async def summary(interaction: discord.Interaction, public: bool = False) -> None:
-        await run_command(interaction, "summary", service.summary, ephemeral=not public)
+        await run_command(interaction, "summary", lambda key: service.summary(
+            key, str(interaction.user.id)), ephemeral=not public)
 
     @app_commands.command(name="reset", description="Forget this channel's conversation")
     async def reset(interaction: discord.Interaction) -> None:
