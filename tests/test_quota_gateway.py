@@ -19,9 +19,12 @@ import pytest
 
 from bot.catchup_command import Where
 from bot.config_command import Caller, ConfigRequest, parse_config
+from bot.digests import latest_slot
 from bot.quota import KINDS
+from memory.catchup_store import DigestSchedule
 from memory.channel_settings import UsageKey
 from memory.errors import CallRefused
+from memory.models import ChannelKey
 from tests.fakes.openai_server import FakeOpenAI, default_responder
 from tests.harness.service import KEY, bodies, msg, runtime
 
@@ -169,3 +172,54 @@ async def test_config_usage_lists_every_kind_for_the_person_and_the_server(
         for kind in ("reply", "summary", "catchup"):
             assert f"{KINDS[kind]} {kinds[ALICE].get(kind, 0):,}" in you_line
         assert kinds[ALICE]["summary"] > 0 and kinds[ALICE]["catchup"] > 0
+
+
+class Posts:
+    """The digest scheduler's outlet: what it would post in the channel."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    async def where(self, key: ChannelKey) -> Where:
+        return Where(key)
+
+    async def post(self, key: ChannelKey, text: str, *, in_thread: bool = False) -> None:
+        self.texts.append(text)
+
+
+async def test_a_scheduled_digest_over_the_servers_limit_waits_unposted_then_is_posted_once(
+    tmp_path: Path, fake: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="bot.digests")
+    async with runtime(tmp_path, fake, DAILY_TOKENS_PER_SERVER="3000") as rt:
+        digests = rt.service.digests
+        assert digests is not None
+        now = time.time()
+        minute = (int(now % 86400) // 60 - 30) % 1440  # the slot was half an hour ago
+        schedule = DigestSchedule(KEY, "daily", -1, minute, "UTC", now - 3 * 86400, "admin")
+        await rt.store.set_digest_schedule(schedule)
+        slot = latest_slot(schedule, now)
+        for i in range(3):
+            await rt.service.on_message(replace(msg(i, f"ticket OPS-{i} is done"),
+                                                sent_at=slot - 600 + i))
+        posts, digests.claim_ttl = Posts(), 0.2
+        digests.add_outlet("test", posts)
+        await rt.store.add_tokens(rt.service.quota.day(), [SERVER], 3000)
+
+        assert await digests.tick() == 0
+        assert posts.texts == [] and fake.chat_requests == []
+        [claim] = await rt.store.digest_slots(KEY)
+        assert claim.state == "claimed"  # neither posted nor skipped: tried again later
+        assert "not posted: over this server's daily token limit" in caplog.text
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+        rt.service.quota.clock = lambda: time.time() + 86_400  # a new UTC day
+        deadline = time.monotonic() + 5
+        while not await digests.tick():  # once the claim has expired
+            assert time.monotonic() < deadline, "the digest was never posted"
+            await asyncio.sleep(0.05)
+        assert len(posts.texts) == 1 and "OPS-" in posts.texts[0]
+        assert await digests.tick() == 0  # once
+        await rt.service.quota.flush()
+        kinds = await rt.store.tokens_by_kind(rt.service.quota.day(), [SERVER])
+        assert set(kinds[SERVER]) == {"digest"}
