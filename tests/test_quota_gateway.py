@@ -23,9 +23,9 @@ from bot.digests import latest_slot
 from bot.quota import KINDS
 from memory.catchup_store import DigestSchedule
 from memory.channel_settings import UsageKey
-from memory.errors import CallRefused
+from memory.errors import CallRefused, Preempted
 from memory.models import ChannelKey
-from tests.fakes.openai_server import FakeOpenAI, default_responder
+from tests.fakes.openai_server import FakeOpenAI, default_responder, is_summary_request
 from tests.harness.service import KEY, bodies, msg, runtime
 
 ALICE, SERVER = UsageKey("test", "w1", "alice"), UsageKey("test", "w1")
@@ -223,3 +223,55 @@ async def test_a_scheduled_digest_over_the_servers_limit_waits_unposted_then_is_
         await rt.service.quota.flush()
         kinds = await rt.store.tokens_by_kind(rt.service.quota.day(), [SERVER])
         assert set(kinds[SERVER]) == {"digest"}
+
+
+async def poll(check: Any, what: str, within: float = 10.0) -> None:
+    """Wait until ``await check()`` is true (a deadline, not a timing assertion)."""
+    deadline = time.monotonic() + within
+    while not await check():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.02)
+
+
+async def test_a_compaction_started_by_someones_reply_is_charged_to_the_server_only(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    env = {"DAILY_TOKENS_PER_USER": "1000000", "MAX_HISTORY_MESSAGES": "4",
+           "KEEP_RECENT_MESSAGES": "2"}
+    async with runtime(tmp_path, fake, **env) as rt:
+        for i in range(3):  # each reply's record overflows the window: compaction starts
+            reply = await rt.service.on_message(msg(i, f"note OPS-{i}, please", mention=True))
+            assert reply is not None and not reply.failed
+
+        async def compacted() -> bool:
+            await rt.service.quota.flush()
+            kinds = await rt.store.tokens_by_kind(rt.service.quota.day(), [SERVER])
+            return "compaction" in kinds[SERVER]
+
+        await poll(compacted, "no background summary was charged")
+        kinds = await rt.store.tokens_by_kind(rt.service.quota.day(), [ALICE])
+        assert set(kinds[ALICE]) == {"reply"}  # the task inherited alice's bill, not her tab
+
+
+async def test_a_reply_waiting_on_a_limited_server_preempts_its_background_summary(
+    tmp_path: Path,
+) -> None:
+    def slow_summaries(body: dict[str, Any]) -> float:
+        return 30.0 if is_summary_request(body) else 0.0
+
+    async with FakeOpenAI(responder=default_responder, latency=slow_summaries) as fake:
+        env = {"DAILY_TOKENS_PER_SERVER": "1000000", "MAX_HISTORY_MESSAGES": "1000"}
+        async with runtime(tmp_path, fake, **env) as rt:
+            await chat(rt.service, 3)
+            summary = asyncio.ensure_future(rt.memory.compact_now(KEY, force=True))
+
+            async def summary_in_flight() -> bool:
+                return bool(bodies(fake, summary=True))
+
+            await poll(summary_in_flight, "the summary never reached the model")
+            reply = await asyncio.wait_for(
+                rt.service.on_message(msg(9, "still there?", mention=True)), 10)
+            assert reply is not None and not reply.failed  # did not wait 30 s for the gate
+            with pytest.raises(Preempted):
+                await summary
+            assert [is_summary_request(r.json or {}) for r in fake.disconnected] == [True]
