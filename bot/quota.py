@@ -283,8 +283,8 @@ class Bill:
             with open_tab() as tab:
                 try:
                     return await call()
-                finally:
-                    await self.quota.add(self.accounts, self.kind, tab.total)
+                finally:  # counted even if the caller is cancelled (preempted) meanwhile
+                    await asyncio.shield(self.quota.add(self.accounts, self.kind, tab.total))
 
         return await _through(self.quota.gates(limited), purpose, checked)
 
@@ -306,7 +306,7 @@ class Bill:
             try:
                 yield tab
             finally:
-                await self.quota.add(self.accounts, self.kind, tab.total)
+                await asyncio.shield(self.quota.add(self.accounts, self.kind, tab.total))
 
 
 async def _through(gates: list[LLMGate], purpose: str, call: Callable[[], Awaitable[T]]) -> T:

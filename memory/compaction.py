@@ -211,6 +211,7 @@ class Compactor:
         task = self._tasks.pop(key, None)
         self._again.discard(key)
         self._failures.pop(key, None)
+        self._refused.discard(key)
         if task is not None and not task.done():
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
