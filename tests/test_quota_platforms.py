@@ -93,3 +93,28 @@ async def test_discord_catchup_over_the_servers_limit_is_refused_without_a_call(
         assert answer.json["flags"] & 64
         assert "this server's daily allowance of tokens (3,000)" in answer.json["content"]
         assert discord_llm.chat_requests == []
+
+
+async def test_discord_catchup_asked_in_public_over_the_limit_is_told_only_to_the_caller(
+    tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI
+) -> None:
+    settings = make_settings(tmp_path, discord_llm, DAILY_TOKENS_PER_SERVER="3000")
+    async with running(settings) as (rt, _, watch):
+        await discord_fake.send_message(W.general, W.bob, "ticket OPS-42 tracks the launch")
+        await watch.until(lambda: has_turns(rt, 1))
+        await rt.store.add_tokens(rt.service.quota.day(),
+                                  [UsageKey("discord", str(W.guild_id))], 3000)
+        inter = await discord_fake.interaction("catchup", invoker=W.alice, channel_id=W.general,
+                                               options={"since": "1d", "public": True})
+        original = f"/webhooks/{W.app_id}/{inter['token']}/messages/@original"
+        await discord_fake.wait_for(lambda f: f.calls("DELETE", original))
+        (callback,) = discord_fake.calls("POST", f"/interactions/{inter['id']}/")
+        assert callback.json == {"type": 5}  # deferred in public, as asked
+        (resolved,) = discord_fake.calls("PATCH", original)
+        assert "allowance" not in resolved.json["content"]  # nothing said in public
+        answer = await followup_to(discord_fake, inter)
+        assert answer.json["flags"] & 64  # after the deferral is resolved: its own visibility
+        assert "this server's daily allowance of tokens (3,000)" in answer.json["content"]
+        (deleted,) = discord_fake.calls("DELETE", original)
+        assert resolved.at <= answer.at <= deleted.at
+        assert discord_llm.chat_requests == []
