@@ -195,7 +195,7 @@ class ConsoleChat:
         if name == "forget":
             return (await service.forget(key, args.text, allowed=True)).text
         if name == "summary":
-            return (await self._busy(service.summary(key))).text
+            return (await self._busy(service.summary(key, self.user))).text
         if name == "memory":
             return (await service.memory_list(key)).text
         return (await service.reset(key, allowed=True)).text

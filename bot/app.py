@@ -122,7 +122,7 @@ class Runtime:
         try:
             # per-channel settings and quotas (bot.channel_config, bot.quota)
             channels = ChannelConfig(store, Defaults.from_settings(settings))
-            quota = Quota(store)
+            quota = Quota(store, settings_of=channels.get)
             summarizer = Summarizer(
                 model,
                 tokenizer,

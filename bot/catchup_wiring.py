@@ -27,4 +27,5 @@ def attach_catchup(service: ChatService, settings: Settings, store: Store, llm: 
     )
     catchups = Catchups(Catchup(store, llm, tokenizer, config), store, ZoneInfo(settings.timezone))
     service.catchups = catchups
-    service.digests = DigestScheduler(store, catchups, default_zone=settings.timezone)
+    service.digests = DigestScheduler(store, catchups, default_zone=settings.timezone,
+                                      payer=lambda key: service.quota.bill(key, "digest"))

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 
 from bot.channel_config import KEYS, ChannelConfig, ChannelSettings, Invalid, scope_of
 from bot.messages import CommandResult
-from bot.quota import Quota
+from bot.quota import KINDS, PERSONAL_KINDS, Quota
 from memory.channel_settings import SERVER, UsageKey
 from memory.models import ChannelKey
 
@@ -184,14 +184,20 @@ async def _usage(key: ChannelKey, caller: Caller, channels: ChannelConfig,
                  quota: Quota) -> CommandResult:
     settings = await channels.get(key)
     used = await quota.usage(key, caller.user_id)
-    server = used.get(UsageKey(key.platform, key.workspace), 0)
-    mine = used.get(UsageKey(key.platform, key.workspace, caller.user_id), 0)
 
-    def limit(n: int) -> str:
-        return f"of {n:,}" if n else "(no limit)"
+    def line(who: str, account: UsageKey, limit: int, kinds: tuple[str, ...]) -> str:
+        counts = used.get(account, {})
+        total = sum(counts.values())
+        of = f"of {limit:,}" if limit else "(no limit)"
+        parts = [f"{KINDS[k]} {counts.get(k, 0):,}" for k in kinds]
+        if counts.get(""):
+            parts.append(f"not broken down {counts['']:,}")
+        return f"- {who}: {total:,} {of} — {' · '.join(parts)}"
 
     lines = [f"Token usage today ({quota.day()}, UTC; counts reset at 00:00 UTC):"]
     if not caller.is_direct:
-        lines.append(f"- this server: {server:,} {limit(settings.daily_tokens_per_server)}")
-    lines.append(f"- you: {mine:,} {limit(settings.daily_tokens_per_user)}")
+        lines.append(line("this server", UsageKey(key.platform, key.workspace),
+                          settings.daily_tokens_per_server, tuple(KINDS)))
+    lines.append(line("you", UsageKey(key.platform, key.workspace, caller.user_id),
+                      settings.daily_tokens_per_user, PERSONAL_KINDS))
     return CommandResult("\n".join(lines))

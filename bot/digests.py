@@ -14,6 +14,13 @@ Exactly once, across replicas and restarts
     latest slot is ever due). A claimer that dies before finishing leaves a claim that
     expires after ``claim_ttl``, so the slot is posted late rather than lost.
 
+Daily token limits
+    A digest is the server's model call (``bot.quota``). One refused because the server is
+    over its daily limit is neither posted nor marked: its claim expires after
+    ``claim_ttl`` and the slot is tried again (an INFO line each time), so it is posted
+    late, once, when the limit allows (after 00:00 UTC, or a raised limit) unless the
+    next slot has come by then.
+
 The period of a slot is the previous slot (same local time one day or week earlier)
 to the slot; the digest is ``bot.catchup``'s, with the same citations, of what everyone in
 the channel may read (never a private thread: ``bot.visibility``), posted in the
@@ -41,7 +48,9 @@ from bot.commands.args import Usage
 from bot.commands.digest import DIGEST, USAGE, DigestRequest, read_digest
 from bot.messages import CommandResult
 from bot.since import WEEKDAYS
+from bot.usage_tab import Payer, paying
 from memory.catchup_store import DigestSchedule, DigestStore
+from memory.errors import CallRefused
 from memory.models import ChannelKey
 
 __all__ = ["DigestScheduler", "Outlet", "latest_slot", "parse_digest", "previous_slot"]
@@ -119,8 +128,9 @@ class DigestScheduler:
 
     def __init__(self, store: DigestStore, catchups: Catchups, *, default_zone: str = "UTC",
                  interval: float = 30.0, claim_ttl: float = 600.0,
-                 clock: Callable[[], float] = time.time, owner: str | None = None) -> None:
-        self.store, self.catchups = store, catchups
+                 clock: Callable[[], float] = time.time, owner: str | None = None,
+                 payer: Callable[[ChannelKey], Payer | None] = lambda key: None) -> None:
+        self.store, self.catchups, self.payer = store, catchups, payer
         self.default_zone, self.interval, self.claim_ttl = default_zone, interval, claim_ttl
         self.clock = clock
         self.owner = owner or uuid.uuid4().hex
@@ -173,7 +183,11 @@ class DigestScheduler:
             if outlet is None:
                 continue
             try:
-                posted += await self._slot(s, outlet, now)
+                with paying(self.payer(s.key)):  # the server pays (bot.quota)
+                    posted += await self._slot(s, outlet, now)
+            except CallRefused as e:
+                log.info("digest of %s not posted: %s; its claim expires and it is tried "
+                         "again", s.key, e)
             except Exception:
                 log.exception("digest of %s failed; its claim expires and it is retried", s.key)
         return posted

@@ -7,6 +7,9 @@
     │                              variable and the fix
     ├── PermissionDenied           the caller may not do this (e.g. ``/reset``)
     ├── PlatformUnreachable        Discord or Slack could not be reached at start
+    ├── OverQuota                  a model call was refused before it started: the person
+    │                              or server that pays is over its daily token limit (also
+    │                              a ``memory.errors.CallRefused``)
     └── LLMError                   the language model call failed; nothing was stored
         ├── LLMTimeout             no answer within the timeout (after the SDK's retries)
         ├── LLMRateLimited         429 after the SDK's retries; ``retry_after`` if known
@@ -22,7 +25,8 @@ exception's own ``str()`` is for logs and may be technical. ``llm_error_from`` s
 
 Memory-layer errors live in ``memory.errors`` (``memory/`` never imports ``bot/``). One of
 them comes from here: a background summary call that gives its endpoint slot to a reply
-raises ``memory.errors.Preempted`` (``bot.llm_gate``), so compaction can tell it apart.
+raises ``memory.errors.Preempted`` (``bot.llm_gate``), so compaction can tell it apart;
+a call refused by a daily token limit raises ``OverQuota``, a ``memory.errors.CallRefused``.
 """
 
 from __future__ import annotations
@@ -30,7 +34,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from memory.errors import CallRefused
+
 __all__ = [
+    "OVER_QUOTA",
     "ConfigError",
     "ContextLengthExceeded",
     "GistbotError",
@@ -41,6 +48,7 @@ __all__ = [
     "LLMTimeout",
     "LLMUnavailable",
     "ModelNotServed",
+    "OverQuota",
     "PermissionDenied",
     "PlatformUnreachable",
     "is_context_length_error",
@@ -73,6 +81,22 @@ class PlatformUnreachable(GistbotError):
     """
 
     user_message = "I can't reach the chat platform right now."
+
+
+OVER_QUOTA = (
+    "You have used {what} daily allowance of tokens ({limit:,}). I still remember what you "
+    "write here; I can answer again after 00:00 UTC."
+)
+
+
+class OverQuota(GistbotError, CallRefused):
+    """A model call was refused before it was sent: ``whose`` ("your" or "this server's")
+    daily token limit ``limit`` is used up (``bot.quota``). ``user_message`` is the notice."""
+
+    def __init__(self, whose: str, limit: int, user_id: str = "") -> None:
+        super().__init__(f"over {whose} daily token limit ({limit})")
+        self.whose, self.limit, self.user_id = whose, limit, user_id
+        self.user_message = OVER_QUOTA.format(what=whose, limit=limit)
 
 
 class LLMError(GistbotError):

@@ -7,9 +7,12 @@ llama.cpp, gateways) through the official ``openai`` SDK. Retries are the SDK's:
 ``retry-after-ms``/``Retry-After`` when the server sends one (≤ 120 s) and backing off
 exponentially (0.5 s, 1 s, … ≤ 8 s) otherwise. Whatever still fails becomes a
 ``bot.errors.LLMError`` (``llm_error_from``), so callers never see an SDK exception.
-Calls pass through a ``bot.llm_gate.LLMGate``: at most ``concurrency`` at once, replies and
-digests before background summaries, at most ``summary_concurrency`` summaries, and a
-waiting reply preempts a summary (which raises ``memory.errors.Preempted``).
+Calls pass through the LLM gateway: first the payer open in the caller's context
+(``bot.usage_tab``: the daily token quotas of ``bot.quota`` may refuse the call before it
+starts, and charge it the reported usage after it), then a ``bot.llm_gate.LLMGate``: at
+most ``concurrency`` at once, replies and digests before background summaries, at most
+``summary_concurrency`` summaries, and a waiting reply preempts a summary (which raises
+``memory.errors.Preempted``).
 
 ``OfflineLLM`` needs no network and is deterministic: extractive summaries, and replies that
 say no model is configured and show what the bot remembers (DESIGN: Configuration).
@@ -34,7 +37,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletio
 from bot.errors import LLMBadResponse, LLMError, ModelNotServed, llm_error_from
 from bot.llm_gate import LLMGate
 from bot.thinking import ThinkFilter, strip_think
-from bot.usage_tab import note_usage
+from bot.usage_tab import UsageTab, metered, metered_hold, note_usage
 from memory.completion import ChatMessage
 
 __all__ = [
@@ -243,9 +246,9 @@ class OpenAILLM:
         """One chat completion, reasoning removed. Raises ``LLMError`` subclasses, and
         ``Preempted`` for a summary that gave its slot to a reply."""
         model = self.model_for(purpose, model)
-        return await self.gate.run(
+        return await metered(purpose, lambda: self.gate.run(
             purpose, lambda: self._complete(messages, max_tokens, purpose, model)
-        )
+        ))
 
     async def _complete(
         self, messages: Sequence[ChatMessage], max_tokens: int, purpose: str, model: str
@@ -280,13 +283,15 @@ class OpenAILLM:
         """Text deltas as they arrive, reasoning removed even when a tag spans chunks. The
         stream holds its gate slot until it ends (or is closed)."""
         model = self.model_for(purpose, model)
-        pieces = self._stream(messages, max_tokens, purpose, model)
-        async with self.gate.hold(purpose), contextlib.aclosing(pieces):
-            async for piece in pieces:
-                yield piece
+        async with metered_hold(purpose) as tab, self.gate.hold(purpose):
+            pieces = self._stream(messages, max_tokens, purpose, model, tab)
+            async with contextlib.aclosing(pieces):
+                async for piece in pieces:
+                    yield piece
 
     async def _stream(
-        self, messages: Sequence[ChatMessage], max_tokens: int, purpose: str, model: str
+        self, messages: Sequence[ChatMessage], max_tokens: int, purpose: str, model: str,
+        tab: UsageTab | None = None,
     ) -> AsyncGenerator[str, None]:
         started = time.monotonic()
         think, usage, sent = ThinkFilter(), Usage(), False
@@ -320,7 +325,7 @@ class OpenAILLM:
         except LLMError as e:
             self._record(purpose, model, started, None, type(e).__name__)
             raise
-        self._record(purpose, model, started, usage)
+        self._record(purpose, model, started, usage, tab=tab)
 
     async def probe(self) -> str:
         """One line about the endpoint for ``gistbot doctor``; raises ``LLMError``."""
@@ -384,9 +389,10 @@ class OpenAILLM:
         return (limit, omit) if self._token_param == "max_tokens" else (omit, limit)
 
     def _record(self, purpose: str, model: str, started: float, usage: Usage | None,
-                error: str = "") -> None:
-        if usage is not None:
-            note_usage(usage.prompt_tokens, usage.completion_tokens)
+                error: str = "", *, tab: UsageTab | None = None) -> None:
+        if usage is not None:  # a stream's tab, or the one open in this context
+            (tab.add if tab is not None else note_usage)(usage.prompt_tokens,
+                                                         usage.completion_tokens)
         if self._meter is None:
             return
         if usage is None:

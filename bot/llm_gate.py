@@ -27,7 +27,9 @@ which ``memory.summarizer`` puts around the whole call, does include the wait; a
 that times out while waiting never reached the endpoint, and compaction retries it.)
 
 ``OfflineLLM`` uses a gate of ``summary_slots`` slots for its summaries alone, so at most
-that many CPU-bound extractive summaries run per event-loop turn.
+that many CPU-bound extractive summaries run per event-loop turn. ``bot.quota`` gives each
+account with a daily token limit a gate of one slot, taken before the endpoint's: one
+uncounted call per account at a time, with the same priority and preemption.
 """
 
 from __future__ import annotations

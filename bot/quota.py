@@ -1,26 +1,37 @@
 """Daily token quotas: ``DAILY_TOKENS_PER_USER`` and ``DAILY_TOKENS_PER_SERVER`` (0 = no
 limit; a server may set lower ones with ``/config``), counted per UTC day in the database.
 
-What counts: the usage the provider reported for each reply (streamed or not,
-``bot.usage_tab``) against the person and their server, and for each summary against the
-server (``charge_server``). The offline model reports nothing and costs nothing. Direct
-messages count against the person only; the console (the operator) is never limited.
+What counts: every model call, metered at the LLM gateway (``bot.usage_tab``): the caller
+opens a ``Bill`` saying who pays and for what kind of call (``KINDS``), and the gateway
+asks it to admit each call before it starts and charges it the usage the provider
+reported after it (streamed or not). Who pays:
 
-Enforcement across replicas: before a reply, the counts are read from the database and the
-reply is refused when the person or the server is at or over its limit. Within one process
-the check, the model call and the charge run under a lock per limited account, so a process
-has at most one reply in flight per limited account that the database does not yet count:
-the overshoot is at most one request per replica. The cost is that, while a limit is set,
-one process answers one person (or, with a server limit, one server) at a time.
+- a reply, ``/summary`` and ``/catchup``: the person and their server;
+- a digest (scheduled or ``/digest now``) and a background summary (compaction): the
+  server;
+- in a direct message only the person (a background summary of a direct-message channel
+  has no one to pay and is not counted); the console (the operator) is never limited.
 
-Counting costs a database write. Where a limit applies it is written before the next reply
+The offline model reports nothing and costs nothing.
+
+Enforcement across replicas: before each call the counts are read from the database and
+the call is refused (``OverQuota``) when the person or the server is at or over its limit.
+Within one process the check, the call and the charge run holding each limited account's
+gate (an ``LLMGate`` of one slot: interactive calls first, and a waiting one preempts a
+background summary), so a process has at most one call in flight per limited account that
+the database does not yet count: the overshoot is at most one request per replica, for
+every kind. The cost is that, while a limit is set, one process makes one call at a time
+for that person (or, with a server limit, that server).
+
+Counting costs a database write. Where a limit applies it is written before the next call
 of that account may start (that is what enforces the limit); where none does, counts are
-added up in memory and written once a second (``FLUSH_EVERY``) and at close, so a reply
+added up in memory and written once a second (``FLUSH_EVERY``) and at close, so a call
 without a limit costs no extra commit. ``/config usage`` adds this process's unwritten
 counts.
 
-A person past their quota is told once per day (claimed in the database, so once across
-replicas too) and only privately; their messages are still remembered.
+A person past their quota is told once per day when a reply is refused (claimed in the
+database, so once across replicas too) and only privately; their messages are still
+remembered. A refused command is answered with the same notice, privately.
 """
 
 from __future__ import annotations
@@ -30,26 +41,41 @@ import contextlib
 import logging
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from bot.channel_config import ChannelSettings
+from bot.errors import OVER_QUOTA, OverQuota
+from bot.llm_gate import LLMGate
 from bot.messages import Reply
-from memory.channel_settings import UsageKey
+from bot.usage_tab import UsageTab, open_tab, paying
+from memory.channel_settings import SERVER, UsageKey
 from memory.errors import StoreError
 from memory.models import ChannelKey
 from memory.store import SettingsStore
 
-__all__ = ["FLUSH_EVERY", "OVER_QUOTA", "Quota", "Verdict", "utc_day"]
+__all__ = [
+    "FLUSH_EVERY", "KINDS", "OVER_QUOTA", "PERSONAL_KINDS", "Bill", "Quota", "is_direct",
+    "utc_day",
+]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 FLUSH_EVERY = 1.0  # seconds between writes of counts no limit is waiting for
-OVER_QUOTA = (
-    "You have used {what} daily allowance of tokens ({limit:,}). I still remember what you "
-    "write here; I can answer again after 00:00 UTC."
-)
+KINDS = {
+    "reply": "replies",
+    "summary": "/summary",
+    "catchup": "/catchup",
+    "digest": "digests",
+    "compaction": "background summaries",
+}
+"""The kinds of model call counted apart, and how ``/config usage`` names them."""
+PERSONAL_KINDS = ("reply", "summary", "catchup")
+"""The kinds also charged to the person who asked (the others are the server's)."""
+
+SettingsOf = Callable[[ChannelKey], Awaitable[ChannelSettings]]
 
 
 def utc_day(ts: float) -> str:
@@ -57,24 +83,23 @@ def utc_day(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """Whether a reply may go ahead; when not, whose limit it hit and the account to tell."""
-
-    allowed: bool
-    account: UsageKey | None = None
-    limit: int = 0
-    whose: str = ""  # "your" or "this server's"
+def is_direct(key: ChannelKey) -> bool:
+    """Whether ``key`` is a direct-message channel, by the adapters' key conventions:
+    Discord's workspace ``dm``, Slack's ``D…`` channel ids."""
+    return key.workspace == "dm" or (key.platform == "slack" and key.channel.startswith("D"))
 
 
 class Quota:
-    """Counts tokens per person and server per UTC day; refuses replies past a limit."""
+    """Counts tokens per person and server per UTC day, per kind; opens the bills that
+    the LLM gateway admits and charges calls with. ``settings_of`` gives a channel's
+    limits (``ChannelConfig.get``)."""
 
-    def __init__(self, store: SettingsStore | None, *,
+    def __init__(self, store: SettingsStore | None, *, settings_of: SettingsOf | None = None,
                  clock: Callable[[], float] = time.time) -> None:
-        self.store, self.clock = store, clock
-        self._locks = weakref.WeakValueDictionary[UsageKey, asyncio.Lock]()
-        self._pending: dict[tuple[str, UsageKey], int] = {}  # unwritten, unlimited counts
+        self.store, self.settings_of, self.clock = store, settings_of, clock
+        self._gates = weakref.WeakValueDictionary[UsageKey, LLMGate]()
+        # unwritten counts of accounts without a limit: (day, account, kind) -> tokens
+        self._pending: dict[tuple[str, UsageKey, str], int] = {}
         self._flusher: asyncio.Task[None] | None = None
 
     def day(self) -> str:
@@ -83,79 +108,84 @@ class Quota:
 
     @staticmethod
     def accounts(key: ChannelKey, user_id: str, *, direct: bool) -> list[UsageKey]:
-        """The person's account, and their server's unless this is a direct message."""
-        person = UsageKey(key.platform, key.workspace, user_id)
-        return [person] if direct else [person, UsageKey(key.platform, key.workspace)]
+        """The person's account (if any), and their server's unless this is a direct message."""
+        person = [UsageKey(key.platform, key.workspace, user_id)] if user_id else []
+        return person if direct else [*person, UsageKey(key.platform, key.workspace)]
 
     @staticmethod
     def limits(settings: ChannelSettings, accounts: list[UsageKey]) -> dict[UsageKey, int]:
         """The limited accounts among ``accounts`` and their limits."""
         out = {}
         for account in accounts:
-            limit = (settings.daily_tokens_per_server if account.user == ""
+            limit = (settings.daily_tokens_per_server if account.user == SERVER
                      else settings.daily_tokens_per_user)
             if limit > 0:
                 out[account] = limit
         return out
 
-    @contextlib.asynccontextmanager
-    async def reply(
-        self, key: ChannelKey, user_id: str, settings: ChannelSettings, *, direct: bool
-    ) -> AsyncIterator[tuple[Verdict, Callable[[int], None]]]:
-        """Around one reply: yields the verdict and ``spend(tokens)``; on exit what was
-        spent is added to the person's and server's counts, and the locks are released."""
+    def bill(self, key: ChannelKey, kind: str, user_id: str = "", *, direct: bool | None = None,
+             settings: ChannelSettings | None = None) -> Bill | None:
+        """Who pays for ``kind`` calls in ``key`` (see the module docstring); None when
+        nobody does (the console, no store, a background call in a direct message)."""
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {tuple(KINDS)}, not {kind!r}")
         if self.store is None or key.platform == "console":
-            yield Verdict(True), lambda _: None
-            return
-        accounts = self.accounts(key, user_id, direct=direct)
-        limited = self.limits(settings, accounts)
-        spent = [0]
+            return None
+        user = user_id if kind in PERSONAL_KINDS else ""
+        accounts = self.accounts(key, user, direct=is_direct(key) if direct is None else direct)
+        return Bill(self, key, accounts, kind, settings) if accounts else None
 
-        def spend(tokens: int) -> None:
-            spent[0] += tokens
+    @contextlib.contextmanager
+    def paying(self, key: ChannelKey, kind: str, user_id: str = "", *,
+               direct: bool | None = None, settings: ChannelSettings | None = None
+               ) -> Iterator[None]:
+        """Model calls made inside the block are metered on :meth:`bill`'s bill."""
+        with paying(self.bill(key, kind, user_id, direct=direct, settings=settings)):
+            yield
 
-        async with contextlib.AsyncExitStack() as stack:
-            for account in sorted(limited, key=lambda a: a.user):  # one order: no deadlock
-                lock = self._locks.get(account)
-                if lock is None:
-                    lock = self._locks[account] = asyncio.Lock()
-                await stack.enter_async_context(lock)
-            verdict = await self._check(limited)
-            try:
-                yield verdict, spend
-            finally:
-                if spent[0] > 0 and limited:
-                    await self._add(accounts, spent[0])
-                elif spent[0] > 0:
-                    self._later(accounts, spent[0])
+    # ------------------------------------------------------------------ the bill's steps
 
-    async def _check(self, limited: dict[UsageKey, int]) -> Verdict:
+    def gates(self, limited: dict[UsageKey, int]) -> list[LLMGate]:
+        """The gates of the limited accounts, in one order (so two calls never deadlock)."""
+        out = []
+        for account in sorted(limited, key=lambda a: a.user):
+            gate = self._gates.get(account)
+            if gate is None:
+                gate = self._gates[account] = LLMGate(1)
+            out.append(gate)
+        return out
+
+    async def check(self, limited: dict[UsageKey, int], user_id: str) -> None:
+        """Raise ``OverQuota`` when an account is at or over its limit today."""
         if not limited or self.store is None:
-            return Verdict(True)
+            return
         try:
             used = await self.store.tokens_used(self.day(), list(limited))
         except StoreError:
-            log.warning("could not read token usage; allowing the reply", exc_info=True)
-            return Verdict(True)
+            log.warning("could not read token usage; allowing the call", exc_info=True)
+            return
         for account, limit in limited.items():
             if used.get(account, 0) >= limit:
-                whose = "this server's" if account.user == "" else "your"
-                return Verdict(False, account, limit, whose)
-        return Verdict(True)
+                whose = "this server's" if account.user == SERVER else "your"
+                raise OverQuota(whose, limit, user_id)
 
-    async def _add(self, accounts: list[UsageKey], tokens: int) -> None:
-        if self.store is None:
+    async def add(self, accounts: list[UsageKey], kind: str, tokens: int) -> None:
+        """Count ``tokens`` now (the accounts have a limit that waits for it)."""
+        if self.store is None or tokens <= 0:
             return
         try:
-            await self.store.add_tokens(self.day(), accounts, tokens)
+            await self.store.add_tokens(self.day(), accounts, tokens, kind=kind)
         except StoreError:
             log.error("could not count %d tokens for %s", tokens, accounts, exc_info=True)
 
-    def _later(self, accounts: list[UsageKey], tokens: int) -> None:
+    def later(self, accounts: list[UsageKey], kind: str, tokens: int) -> None:
         """Count ``tokens`` for accounts without a limit at the next flush."""
+        if tokens <= 0:
+            return
         day = self.day()
         for account in accounts:
-            self._pending[(day, account)] = self._pending.get((day, account), 0) + tokens
+            k = (day, account, kind)
+            self._pending[k] = self._pending.get(k, 0) + tokens
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.get_running_loop().create_task(self._flush_soon())
 
@@ -166,10 +196,10 @@ class Quota:
     async def flush(self) -> None:
         """Write the counts added up in memory."""
         pending, self._pending = self._pending, {}
-        for (day, account), tokens in pending.items():
+        for (day, account, kind), tokens in pending.items():
             if self.store is not None:
                 try:
-                    await self.store.add_tokens(day, [account], tokens)
+                    await self.store.add_tokens(day, [account], tokens, kind=kind)
                 except StoreError:
                     log.error("could not count %d tokens for %s", tokens, account, exc_info=True)
 
@@ -181,34 +211,106 @@ class Quota:
                 await self._flusher
         await self.flush()
 
-    async def charge_server(self, key: ChannelKey, tokens: int) -> None:
-        """Count a summary's tokens against ``key``'s server (summaries are never refused,
-        so the count may wait for the next flush)."""
-        if key.platform != "console" and self.store is not None:
-            self._later([UsageKey(key.platform, key.workspace)], tokens)
+    # ------------------------------------------------------------------ telling people
 
-    async def first_notice(self, verdict: Verdict, key: ChannelKey, user_id: str) -> bool:
-        """True the first time today this person is refused (tell them once, privately)."""
-        if self.store is None:
-            return False
-        who = UsageKey(key.platform, key.workspace, user_id)
-        try:
-            return await self.store.claim_quota_notice(self.day(), who)
-        except StoreError:
-            return False
-
-    async def refused(self, verdict: Verdict, key: ChannelKey, user_id: str) -> Reply | None:
+    async def refused(self, error: OverQuota, key: ChannelKey, user_id: str) -> Reply | None:
         """The private notice for a refused reply the first time today, else nothing."""
-        log.info("%s in %s is over %s daily token limit", user_id, key, verdict.whose)
-        if not await self.first_notice(verdict, key, user_id):
+        log.info("%s in %s is over %s daily token limit", user_id, key, error.whose)
+        if self.store is None:
             return None
-        text = OVER_QUOTA.format(what=verdict.whose, limit=verdict.limit)
-        return Reply(text, failed=True, private=True)
+        try:
+            first = await self.store.claim_quota_notice(
+                self.day(), UsageKey(key.platform, key.workspace, user_id))
+        except StoreError:
+            return None
+        return Reply(error.user_message, failed=True, private=True) if first else None
 
-    async def usage(self, key: ChannelKey, user_id: str) -> dict[UsageKey, int]:
-        """Today's counts of the person and their server."""
+    async def usage(self, key: ChannelKey, user_id: str) -> dict[UsageKey, dict[str, int]]:
+        """Today's counts of the person and their server by kind; ``""`` holds what was
+        counted without a kind (before the counts were kept per kind)."""
         if self.store is None:
             return {}
         day = self.day()
-        used = await self.store.tokens_used(day, self.accounts(key, user_id, direct=False))
-        return {a: n + self._pending.get((day, a), 0) for a, n in used.items()}
+        accounts = self.accounts(key, user_id, direct=False)
+        totals = await self.store.tokens_used(day, accounts)
+        kinds = await self.store.tokens_by_kind(day, accounts)
+        out: dict[UsageKey, dict[str, int]] = {}
+        for account in accounts:
+            counts = dict(kinds.get(account, {}))
+            unkinded = totals.get(account, 0) - sum(counts.values())
+            if unkinded > 0:
+                counts[""] = unkinded
+            for (d, a, kind), n in self._pending.items():
+                if d == day and a == account:
+                    counts[kind] = counts.get(kind, 0) + n
+            out[account] = counts
+        return out
+
+
+class Bill:
+    """Who pays for the model calls of one reply, command, digest or background summary;
+    the LLM gateway's payer (``bot.usage_tab.Payer``). Limits are read per call, from
+    ``settings`` or the channel's current settings."""
+
+    def __init__(self, quota: Quota, key: ChannelKey, accounts: list[UsageKey], kind: str,
+                 settings: ChannelSettings | None = None) -> None:
+        self.quota, self.key, self.accounts, self.kind = quota, key, accounts, kind
+        self.settings = settings
+        self.user = next((a.user for a in accounts if a.user != SERVER), "")
+
+    async def limited(self) -> dict[UsageKey, int]:
+        """The accounts of this bill that have a limit now, and their limits."""
+        settings = self.settings
+        if settings is None:
+            if self.quota.settings_of is None:
+                return {}
+            settings = await self.quota.settings_of(self.key)
+        return Quota.limits(settings, self.accounts)
+
+    async def run(self, purpose: str, call: Callable[[], Awaitable[T]]) -> T:
+        """``await call()`` admitted and charged (see the module docstring); a background
+        summary waiting on an account's gate gives way to interactive calls."""
+        limited = await self.limited()
+        if not limited:  # the cheap path: no lock, no read, the count written later
+            with open_tab() as tab:
+                try:
+                    return await call()
+                finally:
+                    self.quota.later(self.accounts, self.kind, tab.total)
+
+        async def checked() -> T:
+            await self.quota.check(limited, self.user)
+            with open_tab() as tab:
+                try:
+                    return await call()
+                finally:  # counted even if the caller is cancelled (preempted) meanwhile
+                    await asyncio.shield(self.quota.add(self.accounts, self.kind, tab.total))
+
+        return await _through(self.quota.gates(limited), purpose, checked)
+
+    @contextlib.asynccontextmanager
+    async def hold(self, purpose: str) -> AsyncIterator[UsageTab]:
+        """The same around a stream: yields the tab the stream notes its usage on."""
+        limited = await self.limited()
+        tab = UsageTab()
+        if not limited:
+            try:
+                yield tab
+            finally:
+                self.quota.later(self.accounts, self.kind, tab.total)
+            return
+        async with contextlib.AsyncExitStack() as stack:
+            for gate in self.quota.gates(limited):
+                await stack.enter_async_context(gate.hold(purpose))
+            await self.quota.check(limited, self.user)
+            try:
+                yield tab
+            finally:
+                await asyncio.shield(self.quota.add(self.accounts, self.kind, tab.total))
+
+
+async def _through(gates: list[LLMGate], purpose: str, call: Callable[[], Awaitable[T]]) -> T:
+    """``call()`` holding every gate in ``gates``, taken in order."""
+    if not gates:
+        return await call()
+    return await gates[0].run(purpose, lambda: _through(gates[1:], purpose, call))

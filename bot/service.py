@@ -44,7 +44,7 @@ from bot.channel_config import ChannelConfig, ChannelSettings, Defaults, answers
 from bot.commands.digest import DigestRequest
 from bot.config_command import Caller, ConfigRequest, run_config
 from bot.digests import DigestScheduler
-from bot.errors import ContextLengthExceeded, LLMError
+from bot.errors import ContextLengthExceeded, LLMError, OverQuota
 from bot.llm import LLM
 from bot.memory_commands import (
     MAX_FACT_CHARS,
@@ -58,7 +58,6 @@ from bot.prompts import build_messages, fixed_overhead, settled_reply, strip_ech
 from bot.quota import Quota
 from bot.rate_limit import RateLimiter
 from bot.since import CatchupArgs
-from bot.usage_tab import open_tab
 from memory.completion import ChatMessage
 from memory.errors import StoreError, StoreUnavailableError
 from memory.manager import MemoryManager
@@ -310,16 +309,14 @@ class ChatService(MemoryCommands):
 
     async def _answer(self, msg: IncomingMessage, seq: int | None, on_delta: DeltaSink | None,
                       settings: ChannelSettings) -> Reply | None:
-        """``_reply`` within the daily quotas, charged what the provider reported."""
-        async with self.quota.reply(msg.key, msg.author_id, settings,
-                                    direct=msg.is_direct) as (verdict, spend):
-            if not verdict.allowed:
-                return await self.quota.refused(verdict, msg.key, msg.author_id)
-            with open_tab() as tab:
-                try:
-                    return await self._reply(msg, seq, on_delta, settings)
-                finally:
-                    spend(tab.total)
+        """``_reply`` with its model calls metered on the person's (and server's) daily
+        quotas (``bot.quota``); refused: the private notice, once a day."""
+        with self.quota.paying(msg.key, "reply", msg.author_id, direct=msg.is_direct,
+                               settings=settings):
+            try:
+                return await self._reply(msg, seq, on_delta, settings)
+            except OverQuota as e:
+                return await self.quota.refused(e, msg.key, msg.author_id)
 
     async def _reply(self, msg: IncomingMessage, seq: int | None, on_delta: DeltaSink | None,
                      settings: ChannelSettings) -> Reply:
@@ -411,22 +408,40 @@ class ChatService(MemoryCommands):
         """``/config``: see ``bot.config_command`` (answered to the caller only)."""
         return await run_config(key, request, caller, self.channels, self.quota)
 
+    async def summary(self, key: ChannelKey, author_id: str = "") -> CommandResult:
+        """``/summary`` (``MemoryCommands.summary``), paid by the caller and their server."""
+        with self.quota.paying(key, "summary", author_id):
+            try:
+                return await super().summary(key)
+            except OverQuota as e:
+                return CommandResult(e.user_message, ok=False)  # private, like a reply's
+
     async def catchup(self, where: Where, author_id: str,
                       text: str | CatchupArgs = "", *, public: bool = False) -> CommandResult:
         """``/catchup [since] [zone] [public]``: what happened since (``bot.catchup_command``;
-        the text, or its arguments as ``bot.commands.catchup`` read them); ``public``: the
-        answer is posted for everyone here."""
+        the text, or its arguments as ``bot.commands.catchup`` read them), paid by the caller
+        and their server; ``public``: the answer is posted for everyone here."""
         if self.catchups is None:
             return CommandResult("Catch-up is not available here.", ok=False)
-        return await self.catchups.command(where, author_id, text, public=public)
+        with self.quota.paying(where.key, "catchup", author_id):
+            try:
+                return await self.catchups.command(where, author_id, text, public=public)
+            except OverQuota as e:
+                return CommandResult(e.user_message, ok=False)
 
     async def digest(self, where: Where, text: str | DigestRequest, *, allowed: bool,
                      by: str = "", refusal: str = "") -> CommandResult:
         """``/digest daily|weekly|off|now``: scheduled digests (``bot.digests``; the text, or
-        the request ``bot.commands.digest`` read)."""
+        the request ``bot.commands.digest`` read); ``now`` is paid by the server, like a
+        scheduled one."""
         if self.digests is None:
             return CommandResult("Digests are not available here.", ok=False)
-        return await self.digests.command(where, text, allowed=allowed, by=by, refusal=refusal)
+        with self.quota.paying(where.key, "digest"):
+            try:
+                return await self.digests.command(where, text, allowed=allowed, by=by,
+                                                  refusal=refusal)
+            except OverQuota as e:
+                return CommandResult(e.user_message, ok=False)
 
     async def edited(self, key: ChannelKey, message_id: str, text: str) -> None:
         """A platform edit: update the turn if it is not summarized yet."""

@@ -1,5 +1,5 @@
 """How a channel's summaries are written: the channel's ``summary_model`` and ``language``,
-and their tokens counted against the channel's server (``bot.quota``).
+and who pays for them (``bot.quota``).
 
 ``memory.summarizer.Summarizer`` asks the router for each channel's ``SummaryRoute``; the
 model it gets is the shared ``LLM`` bound to the channel (``ChannelModel``), so memory/
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from bot.channel_config import ChannelConfig
 from bot.llm import LLM, Completion
 from bot.quota import Quota
-from bot.usage_tab import open_tab
+from bot.usage_tab import current_payer, paying
 from memory.completion import ChatMessage, SummaryRoute
 from memory.models import ChannelKey
 
@@ -24,8 +24,11 @@ log = logging.getLogger(__name__)
 
 
 class ChannelModel:
-    """``llm`` for one channel's summaries: its chosen model (None: the configured one) and
-    every call's reported usage counted against its server."""
+    """``llm`` for one channel's summaries: its chosen model (None: the configured one).
+
+    A background summary (``summary``: compaction) is always the server's, even when the
+    compaction started inside someone's reply (its task inherits the reply's payer); a
+    ``digest`` (``/summary``) is whoever's command asked for it, or the server's."""
 
     def __init__(self, llm: LLM, key: ChannelKey, model: str | None, quota: Quota) -> None:
         self.llm, self.key, self.model, self.quota = llm, key, model, quota
@@ -33,16 +36,14 @@ class ChannelModel:
     async def complete(
         self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
     ) -> Completion:
-        """One summary call; its tokens go on the server's count."""
+        """One summary call, metered on the right bill."""
         extra = {"model": self.model} if self.model else {}
-        with open_tab() as tab:  # what the provider reported (the offline model: nothing)
-            try:
-                return await self.llm.complete(
-                    messages, max_tokens=max_tokens, purpose=purpose, **extra
-                )
-            finally:
-                if tab.total:
-                    await self.quota.charge_server(self.key, tab.total)
+        payer = current_payer() if purpose != "summary" else None
+        if payer is None:
+            payer = self.quota.bill(self.key, "compaction" if purpose == "summary" else "summary")
+        with paying(payer):
+            return await self.llm.complete(messages, max_tokens=max_tokens, purpose=purpose,
+                                           **extra)
 
 
 class SummaryRouter:

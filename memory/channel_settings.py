@@ -9,7 +9,8 @@ polling one integer.
 
 Token usage is counted per UTC day and ``UsageKey`` (a user of a server, or the server
 itself with ``user == SERVER``); ``add_tokens`` is an atomic increment, so replicas
-sharing one database count together.
+sharing one database count together. Each count is also kept per *kind* (what the tokens
+were spent on, a short name the application chooses); the total is what limits apply to.
 """
 
 from __future__ import annotations

@@ -8,7 +8,9 @@ processes one lease holder) folds the oldest turns into the summary via the
 Why nothing is lost: compaction never deletes turns (folded ones stay as the archive); the
 commit is atomic and conditional on the channel's version, so a ``/reset``, edit, delete
 or another compaction in between voids the result; a failed, timed-out or rejected
-summary leaves the old state and is retried with exponential backoff. The lease only
+summary leaves the old state and is retried with exponential backoff; a summary whose
+model call was refused (``CallRefused``: the server is over its daily token limit) is
+not a failure and is tried again every ``retry_max`` seconds. The lease only
 saves duplicate work: correctness rests on the conditional commit.
 """
 
@@ -25,7 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from memory.config import VIEW_TURN_LIMIT, MemoryConfig
-from memory.errors import Preempted, SummaryRejected
+from memory.errors import CallRefused, Preempted, SummaryRejected
 from memory.models import ChannelKey, LongTermFact, NewEpisode, NewLongTermFact, RecordResult, Turn
 from memory.store import LeaseStore, MemoryStore
 from memory.summarizer import Summarizer
@@ -126,6 +128,7 @@ class Compactor:
         self._tasks: dict[ChannelKey, asyncio.Task[Any]] = {}
         self._again: set[ChannelKey] = set()
         self._failures: dict[ChannelKey, int] = {}
+        self._refused: set[ChannelKey] = set()  # waiting for a daily token limit (logged)
         self._closed = False
         self.compactions = 0
         self.compaction_failures = 0
@@ -208,6 +211,7 @@ class Compactor:
         task = self._tasks.pop(key, None)
         self._again.discard(key)
         self._failures.pop(key, None)
+        self._refused.discard(key)
         if task is not None and not task.done():
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -243,12 +247,22 @@ class Compactor:
             try:
                 await self._compact_once(key)
                 self._failures.pop(key, None)
+                self._refused.discard(key)
             except asyncio.CancelledError:
                 raise
             except Preempted:
                 # A reply needed the endpoint's slot: not the model's fault. Try again soon,
                 # without counting a failure or growing the backoff.
                 await asyncio.sleep(self.config.lease_wait)
+                continue
+            except CallRefused as e:
+                # Whoever pays is over a daily token limit: nothing was sent. Not a failure;
+                # one line when it starts, then a look every ``retry_max`` seconds.
+                if key not in self._refused:
+                    self._refused.add(key)
+                    log.info("compaction of %s waits: %s; trying again every %.0fs",
+                             key, e, self.config.retry_max)
+                await asyncio.sleep(self.config.retry_max)
                 continue
             except LeaseBusy:
                 # Another process holds the lease: look again later, not a failure. When it
@@ -291,8 +305,8 @@ class Compactor:
         renew = asyncio.create_task(self._renew_lease(key))
         try:
             return await self._fold(key, force=force)
-        except Preempted:
-            raise  # gave the endpoint to a reply: not a failure
+        except (Preempted, CallRefused):
+            raise  # gave the endpoint to a reply, or over a token limit: not a failure
         except Exception as e:
             self._tell("rejected" if isinstance(e, SummaryRejected) else "failed")
             raise

@@ -13,8 +13,10 @@
     │                         once a minute per cause, callers need not)
     ├── SummaryRejected       the summarizer's answer failed a check (empty, too long,
     │                         error-like, identifiers lost); the old summary stays
-    └── Preempted             the summarizer's model call gave its endpoint slot to a
-                              reply and was cancelled; nothing changed, retried later
+    ├── Preempted             the summarizer's model call gave its endpoint slot to a
+    │                         reply and was cancelled; nothing changed, retried later
+    └── CallRefused           a model call was refused before it started: whoever pays
+                              for it is over a daily token limit; retried later
 
 The name ends in ``_`` so it never shadows the builtin ``MemoryError``.
 """
@@ -22,6 +24,7 @@ The name ends in ``_`` so it never shadows the builtin ``MemoryError``.
 from __future__ import annotations
 
 __all__ = [
+    "CallRefused",
     "MemoryError_",
     "Preempted",
     "SchemaTooNewError",
@@ -73,3 +76,9 @@ class SummaryRejected(MemoryError_):
 class Preempted(MemoryError_):
     """A background summary call was cancelled so that a waiting reply could use its slot
     at the model endpoint (``bot.llm_gate``). Nothing was stored; compaction retries."""
+
+
+class CallRefused(MemoryError_):
+    """A model call was refused before it was sent: the account that pays for it is over
+    its daily token limit (``bot.quota``). Nothing was sent or stored; compaction waits
+    and tries again, a command answers with the notice."""

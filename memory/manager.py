@@ -25,6 +25,7 @@ from typing import Protocol
 from memory.archive import Archive, ArchiveWithRetention, ForgetOutcome
 from memory.compaction import CompactionStore, Compactor
 from memory.config import VIEW_TURN_LIMIT, MemoryConfig
+from memory.errors import CallRefused
 from memory.models import (
     ChannelKey,
     ChannelStats,
@@ -198,6 +199,8 @@ class MemoryManager:
                 state, turns, max_tokens=self.config.summary_tokens, key=key
             )
             return Digest(text, stats, fresh=True, empty=False, episodes=cited)
+        except CallRefused:
+            raise  # over a token limit: the caller says so, no stale summary instead
         except Exception as e:
             log.warning("digest for %s failed; showing the stored summary", key, exc_info=True)
             fallback = state.text or "\n".join(f"{t.author_name}: {t.text}" for t in turns[-10:])

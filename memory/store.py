@@ -350,8 +350,15 @@ class SettingsStore(Protocol):
         """Replace all settings and the change log with these (``copy-db``); one transaction."""
         ...
 
-    async def add_tokens(self, day: str, accounts: Sequence[UsageKey], tokens: int) -> None:
-        """Add ``tokens`` to each account's count for ``day`` (``YYYY-MM-DD`` UTC)."""
+    async def add_tokens(self, day: str, accounts: Sequence[UsageKey], tokens: int, *,
+                         kind: str = "") -> None:
+        """Add ``tokens`` to each account's count for ``day`` (``YYYY-MM-DD`` UTC) and,
+        when ``kind`` is given, to its count of that kind, in one transaction."""
+        ...
+
+    async def tokens_by_kind(self, day: str, accounts: Sequence[UsageKey]
+                             ) -> dict[UsageKey, dict[str, int]]:
+        """Each account's counts for ``day`` by kind (kinds with none are left out)."""
         ...
 
     async def tokens_used(self, day: str, accounts: Sequence[UsageKey]) -> dict[UsageKey, int]:

@@ -149,18 +149,20 @@ async def test_slack_config_in_a_dm_changes_nothing_and_bad_models_show_the_list
 
 
 async def test_slack_quota_notice_is_ephemeral_and_the_message_is_remembered(
-    tmp_path: Path, llm: Any
+    tmp_path: Path, discord_llm: FakeOpenAI
 ) -> None:
     from tests.harness.slack import open_harness
 
-    async with open_harness(tmp_path, llm, {"DAILY_TOKENS_PER_USER": "100"}) as h:
+    env = {"DAILY_TOKENS_PER_USER": "100", "OPENAI_BASE_URL": discord_llm.base_url,
+           "MODEL_NAME": "gpt-test", "LLM_MAX_RETRIES": "0"}
+    async with open_harness(tmp_path, None, env) as h:
         day = h.rt.service.quota.day()
         await h.rt.store.add_tokens(day, [UsageKey("slack", KEY.workspace, "U1")], 100)
         assert await h.event(mention("<@UBOT> are you there?")) == 200
         await h.settle()
         [notice] = [c.params for c in h.fake.calls_to("chat.postEphemeral")]
         assert notice["user"] == "U1" and "00:00 UTC" in notice["text"]
-        assert llm.purposes == []  # no model call past the quota
+        assert discord_llm.chat_requests == []  # no model call past the quota
         placeholders = h.fake.calls_to("chat.postMessage")
         assert len(h.fake.calls_to("chat.delete")) == len(placeholders)  # nothing left public
         assert not h.fake.calls_to("chat.update")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-MAX_LINES = 450
+MAX_LINES = 600  # a smoke alarm, not a target: split by concept, never to meet a count
 PLATFORM_LIBRARIES = ("discord", "slack", "slack_bolt", "slack_sdk")
 
 
@@ -133,7 +133,7 @@ def test_memory_knows_nothing_of_bot_adapters_or_platforms() -> None:
 
 
 def test_modules_are_small() -> None:
-    """No Python module in ``memory/``, ``bot/``, ``adapters/`` is over 450 lines."""
+    """No Python module in ``memory/``, ``bot/``, ``adapters/`` is over ``MAX_LINES`` lines."""
     assert_none(long_modules(ROOT))
 
 

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from memory.channel_settings import UsageKey
 from memory.errors import SchemaTooNewError, StoreError, StoreOpenError
 from memory.models import ChannelKey
 from tests.harness.postgres import PG, reachable
@@ -113,6 +114,26 @@ async def test_forward_migration_from_version_1_keeps_data(
     assert [t.text for t in await s.turns(KEY)] == ["kept"]
     assert (await s.record(new_turn(KEY, "new"))).turn.seq == 2
     assert await s.try_lease(KEY, "r1", 5)  # the version-2 table exists now
+    assert await admin.fetchval("SELECT version FROM schema_version") == SCHEMA_VERSION
+
+
+async def test_token_counts_from_before_kinds_survive_the_migration(
+    make_pg: MakeStore, admin: asyncpg.Connection, schema: str
+) -> None:
+    await admin.execute(f'CREATE SCHEMA "{schema}"; SET search_path = "{schema}"')
+    for script in MIGRATIONS[:9]:  # version 9: daily counts, no kinds
+        await admin.execute(script)
+    await admin.execute("CREATE TABLE schema_version (version integer NOT NULL);"
+                        "INSERT INTO schema_version VALUES (9);"
+                        "INSERT INTO token_usage (day, platform, workspace, user_id, tokens) "
+                        "VALUES ('2026-01-01', 'discord', 'g1', '', 9833)")
+    s = await make_pg()
+    server = UsageKey("discord", "g1")
+    assert await s.tokens_used("2026-01-01", [server]) == {server: 9833}
+    assert await s.tokens_by_kind("2026-01-01", [server]) == {server: {}}
+    await s.add_tokens("2026-01-01", [server], 100, kind="digest")
+    assert await s.tokens_used("2026-01-01", [server]) == {server: 9933}
+    assert await s.tokens_by_kind("2026-01-01", [server]) == {server: {"digest": 100}}
     assert await admin.fetchval("SELECT version FROM schema_version") == SCHEMA_VERSION
 
 

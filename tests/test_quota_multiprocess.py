@@ -1,6 +1,7 @@
 """Daily quotas enforced across OS processes sharing PostgreSQL: two replicas answering the
 same person at once overshoot the person's limit by at most one request each, and both
-count into the same daily total."""
+count into the same daily total; the same for ``/catchup`` under a server's limit (every
+kind of call is metered at the one gateway)."""
 
 from __future__ import annotations
 
@@ -37,10 +38,11 @@ async def schema() -> AsyncIterator[str]:
     await conn.close()
 
 
-async def replica(url: str, base_url: str, channel: str) -> asyncio.subprocess.Process:
+async def replica(url: str, base_url: str, channel: str,
+                  kind: str = "reply") -> asyncio.subprocess.Process:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "tests.quota_child", url, base_url, channel, str(REQUESTS),
-        str(LIMIT), cwd=ROOT, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        str(LIMIT), kind, cwd=ROOT, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
     assert proc.stdout is not None
@@ -58,13 +60,17 @@ async def result(proc: asyncio.subprocess.Process) -> dict[str, Any]:
     return data
 
 
-async def test_two_replicas_overshoot_a_user_quota_by_at_most_one_request_each(
-    schema: str
+@pytest.mark.parametrize(("kind", "account"), [
+    ("reply", UsageKey("discord", "g1", "alice")),  # a person's replies
+    ("catchup", UsageKey("discord", "g1")),  # a server's catch-ups
+])
+async def test_two_replicas_overshoot_a_quota_by_at_most_one_request_each(
+    schema: str, kind: str, account: UsageKey
 ) -> None:
     url = f"{PG}#{schema}"
     # Every answer takes a moment, so the replicas' requests overlap.
     async with FakeOpenAI(responder=default_responder, latency=lambda _: 0.05) as fake:
-        procs = [await replica(url, fake.base_url, channel) for channel in ("ca", "cb")]
+        procs = [await replica(url, fake.base_url, channel, kind) for channel in ("ca", "cb")]
         for proc in procs:
             assert proc.stdin is not None
             proc.stdin.write(b"go\n")
@@ -78,8 +84,7 @@ async def test_two_replicas_overshoot_a_user_quota_by_at_most_one_request_each(
     store = PostgresStore(PG, schema=schema, max_size=2)
     await store.open()
     try:
-        alice = UsageKey("discord", "g1", "alice")
-        used = (await store.tokens_used(utc_day(time.time()), [alice]))[alice]
+        used = (await store.tokens_used(utc_day(time.time()), [account]))[account]
     finally:
         await store.close()
     assert used == sum(usages)  # both replicas counted into one total

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from memory.channel_settings import UsageKey
 from memory.errors import SchemaTooNewError, StoreBusyError, StoreOpenError
 from memory.models import CarriedIdentifier, ChannelKey, NewLongTermFact, Turn
 from memory.search_text import query_terms
@@ -410,6 +411,24 @@ async def test_a_version_11_archive_counts_its_writes_after_migrating(tmp_path: 
     with sqlite3.connect(path) as conn:
         assert dict(conn.execute("SELECT name, n FROM archive_writes")) == {
             "episodes": 0, "memory_facts": 1}
+
+
+async def test_a_version_12_databases_token_counts_survive_and_are_kept_per_kind_after(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v12.db"
+    with sqlite3.connect(path, isolation_level=None) as conn:
+        register(conn)
+        _old_file(conn, 12, "over budget", after_turn=lambda seq: turn_search.drain(conn))
+        conn.execute("INSERT INTO token_usage (day, platform, workspace, user_id, tokens, "
+                     "notified) VALUES ('2026-01-01', 'discord', 'g1', '', 9833, 0)")
+    server = UsageKey("discord", "g1")
+    async with SqliteStore(path) as s:
+        assert await s.tokens_used("2026-01-01", [server]) == {server: 9833}
+        assert await s.tokens_by_kind("2026-01-01", [server]) == {server: {}}  # no kinds then
+        await s.add_tokens("2026-01-01", [server], 100, kind="catchup")
+        assert await s.tokens_used("2026-01-01", [server]) == {server: 9933}
+        assert await s.tokens_by_kind("2026-01-01", [server]) == {server: {"catchup": 100}}
 
 
 async def test_turn_index_matches_the_turns_after_every_kind_of_write(

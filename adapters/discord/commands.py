@@ -34,6 +34,7 @@ from memory.models import ChannelKey
 __all__ = ["add_commands", "answer_usage", "interaction_key", "may_reset", "read_options"]
 
 log = logging.getLogger(__name__)
+ANSWERED_PRIVATELY = "(answered privately)"
 Work = Callable[[ChannelKey], Awaitable[CommandResult]]
 TEXT_OPTION = {"catchup": "since", "digest": "schedule", "remember": "text", "forget": "fact"}
 
@@ -88,7 +89,8 @@ def add_commands(tree: app_commands.CommandTree[Any], service: ChatService,
     @app_commands.describe(public="Show it to everyone here (default: only you)")
     async def summary(interaction: discord.Interaction, public: bool = False) -> None:
         args = read_options("summary", {"public": public})
-        await run_command(interaction, "summary", service.summary, ephemeral=not args.public)
+        await run_command(interaction, "summary", lambda key: service.summary(
+            key, str(interaction.user.id)), ephemeral=not args.public)
 
     @app_commands.command(name="reset", description="Forget this channel's conversation")
     async def reset(interaction: discord.Interaction) -> None:
@@ -161,15 +163,37 @@ def answer_unreadable_options(tree: app_commands.CommandTree[Any]) -> None:
 
 async def run_command(interaction: discord.Interaction, name: str, work: Work, *,
                       ephemeral: bool = True) -> None:
-    """Defer, run ``work`` for the channel, answer (errors: one friendly sentence, logged)."""
+    """Defer, run ``work`` for the channel, answer (errors: one friendly sentence, logged).
+    A command asked for in public that did not succeed (a quota notice, a bad argument) is
+    answered to the caller only, as on Slack."""
     if not await _defer(interaction, ephemeral=ephemeral):
         return
     try:
-        text = (await work(interaction_key(interaction))).text
+        result = await work(interaction_key(interaction))
+        text, privately = result.text, not result.ok and not ephemeral
     except Exception as e:
         log.exception("/%s failed", name)
-        text = user_text(e)
-    await _followup(interaction, text, ephemeral=ephemeral)
+        text, privately = user_text(e), False
+    if privately:
+        await _privately(interaction, text)
+    else:
+        await _followup(interaction, text, ephemeral=ephemeral)
+
+
+async def _privately(interaction: discord.Interaction, text: str) -> None:
+    """Answer a publicly deferred command to the caller only. The first follow-up after a
+    deferral takes the deferral's visibility, so the loading message is resolved with a
+    neutral line first, the answer follows ephemerally, and the line is deleted."""
+    try:
+        await interaction.edit_original_response(content=ANSWERED_PRIVATELY)
+    except discord.HTTPException:
+        log.exception("could not resolve a deferred slash command")
+        return
+    await _followup(interaction, text, ephemeral=True)
+    try:
+        await interaction.delete_original_response()
+    except discord.HTTPException:
+        log.warning("could not delete the placeholder of a slash command", exc_info=True)
 
 
 async def _defer(interaction: discord.Interaction, *, ephemeral: bool) -> bool:

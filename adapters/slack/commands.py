@@ -95,7 +95,7 @@ class SlackCommands:
         return user_id in self.options.admin_user_ids or await self.users.is_admin(user_id)
 
     async def _summary(self, key: ChannelKey, command: Command, args: Any) -> CommandResult:
-        return await self.service.summary(key)
+        return await self.service.summary(key, str(command.get("user_id") or ""))
 
     async def _reset(self, key: ChannelKey, command: Command, args: Any) -> CommandResult:
         allowed = await self.may_reset(str(command["user_id"]))

@@ -552,6 +552,8 @@ class FakeDiscord:
             return 200, self._webhook_message(r)
         if route[:2] == ("PATCH", "webhooks") and parts[-1] == "@original":
             return 200, self._webhook_message(r)
+        if route[:2] == ("DELETE", "webhooks") and parts[-1] == "@original":
+            return 204, None
         return 404, {"message": f"fake Discord has no route {r.method} {r.path}", "code": 0}
 
     async def _create(self, channel_id: int, r: Request) -> JSON:

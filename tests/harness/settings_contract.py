@@ -73,3 +73,20 @@ class SettingsContract:
         assert sorted(claims) == [False] * 4 + [True]
         assert await store.claim_quota_notice("2026-01-02", alice)
         assert await store.tokens_used("2026-01-01", [alice]) == {alice: 5}
+
+    async def test_token_counts_are_kept_per_kind_beside_the_total(self, store: Store) -> None:
+        alice, server = UsageKey("slack", "T1", "U1"), UsageKey("slack", "T1")
+        await store.add_tokens("2026-01-01", [alice, server], 40, kind="reply")
+        await asyncio.gather(*(store.add_tokens("2026-01-01", [alice, server], 5, kind="catchup")
+                               for _ in range(4)))
+        await store.add_tokens("2026-01-01", [server], 30, kind="compaction")
+        await store.add_tokens("2026-01-01", [server], 7)  # no kind: the total only
+        await store.add_tokens("2026-01-02", [alice], 9, kind="summary")
+        assert await store.tokens_used("2026-01-01", [alice, server]) == {alice: 60, server: 97}
+        bob = UsageKey("slack", "T1", "U2")
+        assert await store.tokens_by_kind("2026-01-01", [alice, server, bob]) == {
+            alice: {"catchup": 20, "reply": 40},
+            server: {"catchup": 20, "compaction": 30, "reply": 40},
+            bob: {},
+        }
+        assert await store.tokens_by_kind("2026-01-02", [alice]) == {alice: {"summary": 9}}

@@ -224,9 +224,11 @@ def make_adapter(rt: Runtime, api_url: str, **options: Any) -> SlackAdapter:
 
 @contextlib.asynccontextmanager
 async def open_harness(
-    tmp_path: Path, llm: FakeLLM, env_extra: dict[str, str]
+    tmp_path: Path, llm: FakeLLM | None, env_extra: dict[str, str]
 ) -> AsyncIterator[Harness]:
-    """A fake Slack with ``directory``'s users, a runtime and the adapter served over HTTP."""
+    """A fake Slack with ``directory``'s users, a runtime and the adapter served over HTTP.
+    ``llm`` None: the runtime's own model from the settings (``OPENAI_BASE_URL`` at the
+    loopback OpenAI fake), and ``Harness.llm`` is an unused stand-in."""
     async with FakeSlack() as fake:
         directory(fake)
         settings = load_settings(environ=environ(tmp_path, **env_extra), env_file=None)
@@ -234,7 +236,7 @@ async def open_harness(
             adapter = make_adapter(rt, fake.api_url, stream_interval=0.2)
             app = build_app(adapter)
             async with serve_http(app, "127.0.0.1", 0) as url, aiohttp.ClientSession() as http:
-                yield Harness(fake, rt, llm, adapter, url, http)
+                yield Harness(fake, rt, llm or FakeLLM(), adapter, url, http)
             await adapter.close()
 
 

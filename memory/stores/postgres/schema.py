@@ -237,6 +237,20 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (platform, workspace, channel, slot_at)
     );
     """,
+    # 10: daily token usage per kind of call (``settings``: replies, summaries, catch-ups,
+    # digests, compaction) beside the totals in ``token_usage`` that limits are checked
+    # against. Counts from before this step have no kind; ``/config usage`` shows them apart.
+    """
+    CREATE TABLE IF NOT EXISTS token_usage_kinds (
+        day text NOT NULL,
+        platform text NOT NULL,
+        workspace text NOT NULL,
+        user_id text NOT NULL,
+        kind text NOT NULL,
+        tokens bigint NOT NULL DEFAULT 0,
+        PRIMARY KEY (day, platform, workspace, user_id, kind)
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

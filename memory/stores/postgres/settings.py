@@ -125,20 +125,47 @@ class PostgresSettings:
 
         await self._tx(run)
 
-    async def add_tokens(self, day: str, accounts: Sequence[UsageKey], tokens: int) -> None:
+    async def add_tokens(self, day: str, accounts: Sequence[UsageKey], tokens: int, *,
+                         kind: str = "") -> None:
         """See ``SettingsStore.add_tokens``."""
         if tokens <= 0 or not accounts:
             return
+        rows = [(day, a.platform, a.workspace, a.user, tokens) for a in accounts]
 
         async def run(conn: Conn) -> None:
             await conn.executemany(
                 "INSERT INTO token_usage (day, platform, workspace, user_id, tokens) "
                 "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (day, platform, workspace, user_id) "
                 "DO UPDATE SET tokens = token_usage.tokens + excluded.tokens",
-                [(day, a.platform, a.workspace, a.user, tokens) for a in accounts],
+                rows,
             )
+            if kind:
+                await conn.executemany(
+                    "INSERT INTO token_usage_kinds (day, platform, workspace, user_id, kind, "
+                    "tokens) VALUES ($1, $2, $3, $4, $5, $6) "
+                    "ON CONFLICT (day, platform, workspace, user_id, kind) "
+                    "DO UPDATE SET tokens = token_usage_kinds.tokens + excluded.tokens",
+                    [(*r[:4], kind, tokens) for r in rows],
+                )
 
         await self._tx(run)
+
+    async def tokens_by_kind(self, day: str, accounts: Sequence[UsageKey]
+                             ) -> dict[UsageKey, dict[str, int]]:
+        """See ``SettingsStore.tokens_by_kind``."""
+        out: dict[UsageKey, dict[str, int]] = {a: {} for a in accounts}
+        if not accounts:
+            return out
+        rows = await self._fetch(
+            "SELECT platform, workspace, user_id, kind, tokens FROM token_usage_kinds "
+            "WHERE day = $1 AND (platform, workspace, user_id) IN "
+            "(SELECT * FROM unnest($2::text[], $3::text[], $4::text[])) ORDER BY kind",
+            day, [a.platform for a in accounts], [a.workspace for a in accounts],
+            [a.user for a in accounts],
+        )
+        for r in rows:
+            out[UsageKey(r[0], r[1], r[2])][str(r[3])] = int(r[4])
+        return out
 
     async def tokens_used(self, day: str, accounts: Sequence[UsageKey]) -> dict[UsageKey, int]:
         """See ``SettingsStore.tokens_used``."""

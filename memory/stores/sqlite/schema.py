@@ -313,6 +313,20 @@ MIGRATIONS: tuple[str, ...] = (
         UPDATE archive_writes SET n = n + 1 WHERE name = 'memory_facts';
     END;
     """,
+    # 13: daily token usage per kind of call (``settings``: replies, summaries, catch-ups,
+    # digests, compaction) beside the totals in ``token_usage`` that limits are checked
+    # against. Counts from before this step have no kind; ``/config usage`` shows them apart.
+    """
+    CREATE TABLE IF NOT EXISTS token_usage_kinds (
+        day TEXT NOT NULL,
+        platform TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        tokens INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (day, platform, workspace, user_id, kind)
+    ) WITHOUT ROWID;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -105,13 +105,35 @@ def _import(tx: WriteTx, settings: tuple[Setting, ...], changes: tuple[SettingCh
     _bump(tx.conn)
 
 
-def _add_tokens(tx: WriteTx, day: str, accounts: tuple[UsageKey, ...], tokens: int) -> None:
+def _add_tokens(tx: WriteTx, day: str, accounts: tuple[UsageKey, ...], tokens: int,
+                kind: str) -> None:
+    rows = [(day, a.platform, a.workspace, a.user, tokens) for a in accounts]
     tx.conn.executemany(
         "INSERT INTO token_usage (day, platform, workspace, user_id, tokens) "
         "VALUES (?, ?, ?, ?, ?) ON CONFLICT (day, platform, workspace, user_id) "
         "DO UPDATE SET tokens = tokens + excluded.tokens",
-        [(day, a.platform, a.workspace, a.user, tokens) for a in accounts],
+        rows,
     )
+    if kind:
+        tx.conn.executemany(
+            "INSERT INTO token_usage_kinds (day, platform, workspace, user_id, kind, tokens) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (day, platform, workspace, user_id, kind) "
+            "DO UPDATE SET tokens = tokens + excluded.tokens",
+            [(*r[:4], kind, tokens) for r in rows],
+        )
+
+
+def _by_kind(conn: sqlite3.Connection, day: str, accounts: tuple[UsageKey, ...]
+             ) -> dict[UsageKey, dict[str, int]]:
+    out: dict[UsageKey, dict[str, int]] = {}
+    for a in accounts:
+        rows = conn.execute(
+            "SELECT kind, tokens FROM token_usage_kinds WHERE day = ? AND platform = ? "
+            "AND workspace = ? AND user_id = ? ORDER BY kind",
+            (day, a.platform, a.workspace, a.user),
+        ).fetchall()
+        out[a] = {str(r[0]): int(r[1]) for r in rows}
+    return out
 
 
 def _used(conn: sqlite3.Connection, day: str, accounts: tuple[UsageKey, ...]
@@ -177,14 +199,20 @@ class SqliteSettings:
         """See ``SettingsStore.import_settings``."""
         await self._write(_import, tuple(settings), tuple(changes))
 
-    async def add_tokens(self, day: str, accounts: Sequence[UsageKey], tokens: int) -> None:
+    async def add_tokens(self, day: str, accounts: Sequence[UsageKey], tokens: int, *,
+                         kind: str = "") -> None:
         """See ``SettingsStore.add_tokens``."""
         if tokens > 0 and accounts:
-            await self._write(_add_tokens, day, tuple(accounts), tokens)
+            await self._write(_add_tokens, day, tuple(accounts), tokens, kind)
 
     async def tokens_used(self, day: str, accounts: Sequence[UsageKey]) -> dict[UsageKey, int]:
         """See ``SettingsStore.tokens_used``."""
         return await self._read(_used, day, tuple(accounts))
+
+    async def tokens_by_kind(self, day: str, accounts: Sequence[UsageKey]
+                             ) -> dict[UsageKey, dict[str, int]]:
+        """See ``SettingsStore.tokens_by_kind``."""
+        return await self._read(_by_kind, day, tuple(accounts))
 
     async def claim_quota_notice(self, day: str, account: UsageKey) -> bool:
         """See ``SettingsStore.claim_quota_notice``."""
