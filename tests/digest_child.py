@@ -35,7 +35,8 @@ class FileOutlet:
     async def where(self, key: ChannelKey) -> Where:
         return Where(key)
 
-    async def post(self, key: ChannelKey, text: str, *, in_thread: bool = False) -> None:
+    async def post(self, key: ChannelKey, text: str, *, slot_at: float,
+                   in_thread: bool = False) -> None:
         await asyncio.to_thread(self._append, f"{os.getpid()} {key.channel} {text.splitlines()[0]}")
 
     def _append(self, line: str) -> None:

@@ -45,6 +45,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.claims import DeliveryClaims
 from adapters.replies import LiveThrottle, user_text
 from adapters.slack.options import SlackOptions
+from adapters.slack.outlet import SlackPosts
 from adapters.slack.text import (
     format_reply,
     is_conversation,
@@ -57,6 +58,7 @@ from adapters.slack.transport import escape
 from adapters.slack.users import BotIdentity, UserDirectory
 from adapters.slack.web import call
 from bot.messages import IncomingMessage, Reply
+from bot.outbox import Outbox, Post, reply_id
 from bot.service import STORE_FAILED, ChatService
 from bot.shutdown import SHUTDOWN_APOLOGY
 from memory.errors import StoreError
@@ -117,6 +119,8 @@ class SlackEvents:
         self.service, self.options, self.claims = service, options, claims
         self.client, self.users, self.identify = client, users, identify
         self._seen = _Seen()
+        self.posts = SlackPosts(client)
+        self.outbox = service.outbox or Outbox(None)  # every answer goes through it
         self._told_unsaved: OrderedDict[MessageKey, None] = OrderedDict()
 
     async def receive(self, body: Mapping[str, Any], spawn: Spawn) -> bool:
@@ -238,6 +242,8 @@ class SlackEvents:
             placeholder = await posting
             if placeholder is not None:
                 await self._update(channel, placeholder, SHUTDOWN_APOLOGY)
+                if self.service.owed is not None:  # the apology stays; the answer follows it
+                    await self.service.owed.showing(msg.key, msg.message_id, "")
         finally:
             await self.service.delivered(msg, False)
 
@@ -279,26 +285,25 @@ class SlackEvents:
                 channel=channel, user=msg.author_id, text=reply.text, thread_ts=thread_ts))
             await self.service.delivered(msg, True)
             return
-        ok = await self.send_reply(channel, thread_ts, reply, placeholder)
+        ok = await self.send_reply(msg.key, msg.message_id, thread_ts, reply, placeholder)
         await self.service.delivered(msg, ok)
 
-    async def send_reply(self, channel: str, thread_ts: str, reply: Reply,
+    async def send_reply(self, key: ChannelKey, message_id: str, thread_ts: str, reply: Reply,
                          placeholder: str | None = None) -> bool:
-        """Post ``reply`` in the thread (into ``placeholder`` when there is one); whether
+        """Post the reply to ``message_id`` in the thread, through the outbox (into
+        ``placeholder`` when there is one; its debt settled with the last message); whether
         all of it was delivered."""
         chunks = format_reply(reply.text, self.users.known())
-        first, rest = chunks[0], chunks[1:]
-        if placeholder is None or not await self._update(channel, placeholder, first):
-            if await self._post(channel, thread_ts, first) is None:
-                return False
-        ok = True
-        for chunk in rest:
-            ok = await self._post(channel, thread_ts, chunk) is not None and ok
-        return ok
+        posts = [Post(key, reply_id(key, message_id, i), chunk, thread_ts)
+                 for i, chunk in enumerate(chunks)]
+        return await self.outbox.send_all(self.posts, posts, into=placeholder or "",
+                                          settle=message_id)
 
     async def deliver_owed(self, owed: OwedReply, reply: Reply) -> bool:
-        """Deliver the late answer to a mention a crash left unanswered (``bot.owed``)."""
-        return await self.send_reply(owed.key.channel, owed.route or owed.message_id, reply)
+        """Deliver the late answer to a mention a crash left unanswered (``bot.owed``),
+        replacing the placeholder the first attempt showed."""
+        return await self.send_reply(owed.key, owed.message_id, owed.route or owed.message_id,
+                                     reply, owed.placeholder)
 
     def _first_telling(self, seen: MessageKey) -> bool:
         """True the first time a message's "couldn't save" is to be told (bounded memory)."""
@@ -324,7 +329,10 @@ class SlackEvents:
                 return None
         except Exception:
             log.warning("could not claim %s; answering anyway", escape(event_id), exc_info=True)
-        return await self._post(channel, thread_ts, PLACEHOLDER)
+        placeholder = await self._post(channel, thread_ts, PLACEHOLDER)
+        if placeholder is not None and self.service.owed is not None:  # a late answer
+            await self.service.owed.showing(msg.key, msg.message_id, placeholder)  # goes there
+        return placeholder
 
     async def _post(self, channel: str, thread_ts: str, text: str) -> str | None:
         r = await call(

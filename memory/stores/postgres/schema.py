@@ -236,6 +236,18 @@ MIGRATIONS: tuple[str, ...] = (
         expires_at timestamptz NOT NULL,
         PRIMARY KEY (platform, workspace, channel, slot_at)
     );
+    """,    # 10: the outbox (see the SQLite schema, step 13) and the placeholder of a debt.
+    """
+    ALTER TABLE owed_replies ADD COLUMN IF NOT EXISTS placeholder text NOT NULL DEFAULT '';
+    CREATE TABLE IF NOT EXISTS outbox (
+        id text PRIMARY KEY,
+        platform text NOT NULL,
+        workspace text NOT NULL,
+        channel text NOT NULL,
+        created_at double precision NOT NULL,
+        message_id text NOT NULL DEFAULT ''
+    );
+    CREATE INDEX IF NOT EXISTS outbox_created ON outbox (created_at);
     """,
 )
 
