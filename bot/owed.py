@@ -130,10 +130,8 @@ class OwedReplies:
     async def showing(self, key: ChannelKey, message_id: str, placeholder: str) -> None:
         """Remember the message shown while answering (``""``: none any more), so a late
         answer replaces it (``bot.outbox``); a failure is logged, not raised."""
-        if (key, message_id) not in self._inflight:
-            return
         try:
-            await self.ledger.owed_placeholder(key, message_id, placeholder)
+            await self.ledger.owed_placeholder(key, message_id, self.owner, placeholder)
         except Exception:
             log.warning("could not remember the placeholder of %s in %s", message_id, key,
                         exc_info=True)

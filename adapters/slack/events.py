@@ -223,16 +223,43 @@ class SlackEvents:
         # The placeholder is posted meanwhile, not awaited first: the message must be recorded
         # before any later message of the channel (which skips this round trip).
         msg = replace(msg, route=thread_ts)  # where a late answer goes (bot.owed)
+        stored: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+        def recorded() -> None:
+            if not stored.done():
+                stored.set_result(True)
+            durable()
+
         posting = asyncio.create_task(self._claim_and_post(msg, channel, thread_ts))
+        remembering = asyncio.create_task(self._remember_placeholder(msg, posting, stored))
         sending: list[bool] = []  # set once the answer is being posted
         try:
-            await self._answer_with(msg, channel, thread_ts, posting, sending, durable, seen)
+            await self._answer_with(msg, channel, thread_ts, posting, sending, recorded, seen)
         except asyncio.CancelledError:  # shutdown's grace ran out: never leave "thinking…"
+            if not stored.done():
+                stored.set_result(False)
+            await asyncio.shield(remembering)  # before an apology takes the placeholder's role
             if sending:  # (part of) the answer is out: count it as answered
                 await asyncio.shield(self.service.delivered(msg, True))
             else:
                 await asyncio.shield(self._cut_short(msg, channel, posting))
             raise
+        finally:
+            if not stored.done():  # not recorded: no debt to remember the placeholder on
+                stored.set_result(False)
+            await asyncio.shield(remembering)
+
+    async def _remember_placeholder(self, msg: IncomingMessage, posting: asyncio.Task[str | None],
+                                    stored: asyncio.Future[bool]) -> None:
+        """Remember the placeholder on the debt once both exist, so a late answer (after a
+        crash) goes into it instead of beside it (``bot.outbox``)."""
+        owed = self.service.owed
+        try:
+            placeholder = await asyncio.shield(posting)
+        except Exception:  # the reply path reports a failed post
+            return
+        if placeholder is not None and owed is not None and await stored:
+            await owed.showing(msg.key, msg.message_id, placeholder)
 
     async def _cut_short(self, msg: IncomingMessage, channel: str,
                          posting: asyncio.Task[str | None]) -> None:
@@ -329,10 +356,7 @@ class SlackEvents:
                 return None
         except Exception:
             log.warning("could not claim %s; answering anyway", escape(event_id), exc_info=True)
-        placeholder = await self._post(channel, thread_ts, PLACEHOLDER)
-        if placeholder is not None and self.service.owed is not None:  # a late answer
-            await self.service.owed.showing(msg.key, msg.message_id, placeholder)  # goes there
-        return placeholder
+        return await self._post(channel, thread_ts, PLACEHOLDER)
 
     async def _post(self, channel: str, thread_ts: str, text: str) -> str | None:
         r = await call(

@@ -9,17 +9,17 @@ at it in tests only::
 The gateway sends HELLO, takes IDENTIFY, sends READY and a GUILD_CREATE per guild,
 answers heartbeats, and RESUME (``accept_resume``: RESUMED, else a new session); it can
 ask clients to reconnect (``request_reconnect``) or drop them (``drop_connections``).
-REST answers what the adapter uses: login, application info, the gateway URL and shard
-count (``/gateway/bot``, for ``AutoShardedClient``), command sync, messages (create/edit/
-delete, JSON or multipart with files; an enforced ``nonce`` seen in the last few minutes
-returns the message created for it instead of creating one, as Discord does), channel history (``GET /channels/{id}/messages`` with
-``after``/``before``/``limit``, newest first as Discord pages it; ``rate_limits`` makes the
-next reads answer 429), typing, and interaction callbacks and follow-ups. Every REST call
-is recorded (method, path, query, JSON body, files, arrival time) and created or edited
-messages are echoed over the gateway like Discord does. Unknown routes answer 404 and are
-kept in ``unexpected``; leaving ``async with`` fails on them. Tests drive it with
-``send_message`` (``deliver=False``: only the history has it), ``edit_message``,
-``delete_message`` and ``interaction``, and wait with ``wait_for``.
+REST answers what the adapter uses: login, application info, the gateway URL and shard count
+(``/gateway/bot``, for ``AutoShardedClient``), command sync, messages (create/edit/delete,
+JSON or multipart with files; an enforced ``nonce`` seen in the last few minutes returns the
+message created for it instead of creating one, as Discord does), channel history (``GET
+/channels/{id}/messages`` with ``after``/``before``/``limit``, newest first as Discord pages
+it; ``rate_limits`` makes the next reads answer 429), typing, and interaction callbacks and
+follow-ups. Every REST call is recorded (method, path, query, JSON body, files, arrival
+time) and created or edited messages are echoed over the gateway like Discord does. Unknown
+routes answer 404 and are kept in ``unexpected``; leaving ``async with`` fails on them.
+Tests drive it with ``send_message`` (``deliver=False``: only the history has it),
+``edit_message``, ``delete_message`` and ``interaction``, and wait with ``wait_for``.
 
 The payload builders (``user``, ``guild_create``, ``message``…) are plain functions so unit
 tests can build the same objects without a server.

@@ -30,7 +30,7 @@ import aiohttp
 from tests.fakes.slack_api import FakeSlack
 from tests.harness.slack import directory, event_body, mention, sign
 
-__all__ = ["CrashResult", "burst_run", "crash_run", "percentile"]
+__all__ = ["Child", "CrashResult", "burst_run", "crash_run", "owed_drained", "percentile"]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -87,8 +87,10 @@ def event_for(i: int, mention_every: int) -> dict[str, object]:
 class Child:
     """One run of the child process (Socket Mode when ``app_token`` is given)."""
 
-    def __init__(self, db: Path, api_url: str, app_token: str | None = None) -> None:
+    def __init__(self, db: Path, api_url: str, app_token: str | None = None,
+                 env: dict[str, str] | None = None) -> None:
         self.db, self.api_url, self.app_token = db, api_url, app_token
+        self.env = env or {}
         self.proc: asyncio.subprocess.Process | None = None
         self.url = ""
 
@@ -97,7 +99,7 @@ class Child:
             sys.executable, "-m", "tests.slack_crash_child", str(self.db), self.api_url,
             *(["socket", self.app_token] if self.app_token else []),
             cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            env={**os.environ, "PYTHONPATH": str(ROOT), **self.env},
         )  # fmt: skip
         assert self.proc.stdout is not None
         line = await asyncio.wait_for(self.proc.stdout.readline(), 60)
@@ -275,7 +277,7 @@ async def crash_run(
                 # Replies in flight finish, and the mentions a kill left unanswered are
                 # answered by the restarted process's sweep (bot.owed): wait for the debts.
                 await asyncio.sleep(1.0)
-                result.owed_left = await _owed_drained(db, within=90.0)
+                result.owed_left = await owed_drained(db, within=90.0)
                 child.kill()
             await child.wait()
         if acks is not None:
@@ -295,7 +297,7 @@ async def crash_run(
     return result
 
 
-async def _owed_drained(db: Path, *, within: float) -> int:
+async def owed_drained(db: Path, *, within: float) -> int:
     """Wait until no reply is owed in ``db`` (or ``within`` seconds); how many still are."""
     deadline = time.monotonic() + within
     while True:

@@ -60,7 +60,9 @@ RENEW_OWED = (
     f"UPDATE owed_replies SET claimed_until = {_NOW} + $6 WHERE {_KEY} AND owner = $5 "
     f"AND claimed_until > {_NOW}"
 )
-OWED_PLACEHOLDER = f"UPDATE owed_replies SET placeholder = $5 WHERE {_KEY} RETURNING seq"
+OWED_PLACEHOLDER = (
+    f"UPDATE owed_replies SET placeholder = $6 WHERE {_KEY} AND owner = $5 RETURNING seq"
+)
 RELEASE_OWED = f"UPDATE owed_replies SET claimed_until = 0 WHERE {_KEY} AND owner = $5"
 SETTLE_OWED = f"DELETE FROM owed_replies WHERE {_KEY} RETURNING seq"
 EXPIRE_OWED = (
@@ -145,7 +147,9 @@ class PostgresOwed:
         rows = await self._fetch(EXPIRE_OWED, platform, float(before), max_attempts)
         return sorted((owed_row(r) for r in rows), key=lambda o: o.sent_at)
 
-    async def owed_placeholder(self, key: ChannelKey, message_id: str, placeholder: str) -> bool:
-        """Remember the placeholder shown for an open debt (see ``ReplyLedger``)."""
+    async def owed_placeholder(
+        self, key: ChannelKey, message_id: str, owner: str, placeholder: str
+    ) -> bool:
+        """Remember the placeholder shown for a debt (see ``ReplyLedger``)."""
         return bool(await self._fetch(OWED_PLACEHOLDER, *by_owed_key(key, message_id),
-                                      placeholder))
+                                      owner, placeholder))

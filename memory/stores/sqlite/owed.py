@@ -113,11 +113,13 @@ def settle_owed(tx: WriteTx, key: ChannelKey, message_id: str) -> bool:
     ).rowcount == 1
 
 
-def owed_placeholder(tx: WriteTx, key: ChannelKey, message_id: str, placeholder: str) -> bool:
-    """Remember the message shown meanwhile on an open debt."""
+def owed_placeholder(
+    tx: WriteTx, key: ChannelKey, message_id: str, owner: str, placeholder: str
+) -> bool:
+    """Remember the message ``owner`` shows meanwhile on the debt it holds."""
     return tx.conn.execute(
-        f"UPDATE owed_replies SET placeholder = ? WHERE {_KEY}",
-        (placeholder, key.platform, key.workspace, key.channel, message_id),
+        f"UPDATE owed_replies SET placeholder = ? WHERE {_KEY} AND owner = ?",
+        (placeholder, key.platform, key.workspace, key.channel, message_id, owner),
     ).rowcount == 1
 
 
@@ -176,6 +178,8 @@ class SqliteOwed:
         """Delete and return debts too old or tried too often."""
         return await self._write(expire_owed, platform, before, max_attempts)
 
-    async def owed_placeholder(self, key: ChannelKey, message_id: str, placeholder: str) -> bool:
-        """Remember the placeholder shown for an open debt (see ``ReplyLedger``)."""
-        return await self._write(owed_placeholder, key, message_id, placeholder)
+    async def owed_placeholder(
+        self, key: ChannelKey, message_id: str, owner: str, placeholder: str
+    ) -> bool:
+        """Remember the placeholder shown for a debt (see ``ReplyLedger``)."""
+        return await self._write(owed_placeholder, key, message_id, owner, placeholder)
