@@ -80,9 +80,12 @@ class OutboxStore(Protocol):
         delete the reply owed to it in the same transaction."""
 
 
-def reply_id(key: ChannelKey, message_id: str, part: int) -> str:
-    """The outbox id of part ``part`` of the reply to ``message_id``."""
-    return f"reply:{key.platform}:{key.workspace}:{key.channel}:{message_id}#{part}"
+def reply_id(key: ChannelKey, message_id: str, part: int, *, notice: bool = False) -> str:
+    """The outbox id of part ``part`` of the reply to ``message_id``; a ``notice`` (a failed
+    reply: "couldn't save", over a limit…) has ids of its own, so the answer a later
+    delivery of the message gets is not mistaken for it."""
+    kind = "notice" if notice else "reply"
+    return f"{kind}:{key.platform}:{key.workspace}:{key.channel}:{message_id}#{part}"
 
 
 def digest_id(key: ChannelKey, slot_at: float, part: int) -> str:

@@ -28,6 +28,7 @@ async def test_sigkill_during_a_burst_loses_nothing_acknowledged(tmp_path: Path)
     # (one at most per mention, ``reply:<id>``), and no reply is still owed.
     assert result.owed_left == 0, summary
     assert result.answered == result.mentions, summary
+    assert not result.answered_twice, summary  # the outbox: each answer posted once
 
 
 async def test_sigkill_in_socket_mode_loses_nothing_acknowledged(tmp_path: Path) -> None:
@@ -42,3 +43,4 @@ async def test_sigkill_in_socket_mode_loses_nothing_acknowledged(tmp_path: Path)
     assert len(result.acked) == result.sent, summary
     assert result.owed_left == 0, summary
     assert result.answered == result.mentions, summary
+    assert not result.answered_twice, summary  # the outbox: each answer posted once

@@ -232,7 +232,7 @@ class GistbotClient(discord.AutoShardedClient):
                                                live.message if live else None)
                     ok = True
                 else:
-                    ok = await self._deliver(incoming.key, incoming.message_id, reply.text,
+                    ok = await self._deliver(incoming.key, incoming.message_id, reply,
                                              live.message if live else None)
                 await self.service.delivered(incoming, ok)
         except asyncio.CancelledError:  # shutdown's grace ran out
@@ -260,7 +260,7 @@ class GistbotClient(discord.AutoShardedClient):
         replacing the streamed start the first attempt showed."""
         into = (self.posts.channel(owed.key).get_partial_message(int(owed.placeholder))
                 if owed.placeholder else None)
-        return await self._deliver(owed.key, owed.message_id, reply.text, into)
+        return await self._deliver(owed.key, owed.message_id, reply, into)
 
     async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
         """An edited message updates its turn (embed previews are not edits)."""
@@ -283,14 +283,14 @@ class GistbotClient(discord.AutoShardedClient):
 
     # ------------------------------------------------------------------ sending
 
-    async def _deliver(self, key: ChannelKey, message_id: str, text: str,
+    async def _deliver(self, key: ChannelKey, message_id: str, reply: Reply,
                        live: discord.Message | discord.PartialMessage | None) -> bool:
         """The reply to ``message_id``, through the outbox: into ``live`` (a streamed
         start) when there is one, its debt settled with the last message."""
-        plan = plan_reply(text, limit=MESSAGE_LIMIT, max_messages=MAX_MESSAGES)
+        plan = plan_reply(reply.text, limit=MESSAGE_LIMIT, max_messages=MAX_MESSAGES)
         last = len(plan.messages) - 1
-        posts = [Post(key, reply_id(key, message_id, i), chunk, message_id, first=i == 0,
-                      attachment=plan.attachment or "" if i == last else "")
+        posts = [Post(key, reply_id(key, message_id, i, notice=reply.failed), chunk, message_id,
+                      first=i == 0, attachment=(plan.attachment or "") if i == last else "")
                  for i, chunk in enumerate(plan.messages)]
         return await self.outbox.send_all(self.posts, posts,
                                           into=str(live.id) if live is not None else "",

@@ -321,7 +321,7 @@ class SlackEvents:
         ``placeholder`` when there is one; its debt settled with the last message); whether
         all of it was delivered."""
         chunks = format_reply(reply.text, self.users.known())
-        posts = [Post(key, reply_id(key, message_id, i), chunk, thread_ts)
+        posts = [Post(key, reply_id(key, message_id, i, notice=reply.failed), chunk, thread_ts)
                  for i, chunk in enumerate(chunks)]
         return await self.outbox.send_all(self.posts, posts, into=placeholder or "",
                                           settle=message_id)

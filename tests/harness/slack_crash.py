@@ -6,8 +6,9 @@ second — every ``mention_every``-th one mentions the bot — SIGKILLs the chil
 moment, restarts it and goes on, ``kills`` times. Like Slack, it delivers again every event
 that did not get a 200 (with ``X-Slack-Retry-Num``) until one does. At the end it reads the
 database: an acknowledged event whose turn is missing is *lost*, a message id stored twice
-is a *duplicate*. Used by ``tests/test_slack_crash.py`` (a few kills) and by
-``benchmarks/slack_ack.py`` (200 kills, and the ack-time figures).
+is a *duplicate*; a mention whose answer the fake Slack shows twice is *answered twice*.
+Used by ``tests/test_slack_crash.py`` (a few kills) and by ``benchmarks/slack_ack.py``
+(200 kills, and the ack-time figures).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import signal
 import sqlite3
 import sys
 import time
+from collections import Counter
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +35,7 @@ from tests.harness.slack import directory, event_body, mention, sign
 __all__ = ["Child", "CrashResult", "burst_run", "crash_run", "owed_drained", "percentile"]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
+ANSWER = "Hello from the model."  # the child's model's answer, as posted
 
 
 @dataclass
@@ -46,6 +49,7 @@ class CrashResult:
     mentions: int = 0
     answered: int = 0  # reply turns stored (one per mention at most: ``reply:<id>``)
     owed_left: int = -1  # replies still owed when the run ended (0: every debt settled)
+    answered_twice: list[str] = field(default_factory=list)  # mentions with two answer posts
     ack_seconds: list[float] = field(default_factory=list)
 
     def summary(self) -> dict[str, object]:
@@ -54,6 +58,7 @@ class CrashResult:
             "acknowledged": len(self.acked), "acknowledged_but_lost": len(self.lost),
             "duplicates": len(self.duplicates), "mentions": self.mentions,
             "replies_stored": self.answered, "replies_still_owed": self.owed_left,
+            "answered_twice": len(self.answered_twice),
             "ack_p50_ms": round(1000 * percentile(self.ack_seconds, 50), 1),
             "ack_p99_ms": round(1000 * percentile(self.ack_seconds, 99), 1),
             "ack_max_ms": round(1000 * max(self.ack_seconds, default=0.0), 1),
@@ -283,6 +288,9 @@ async def crash_run(
         if acks is not None:
             await acks.close()
         assert not pending, f"{len(pending)} events never acknowledged"
+        posted = Counter(str(m.get("thread_ts")) for m in fake.bot_messages("C1")
+                         if m.get("text") == ANSWER)
+        result.answered_twice = sorted(ts for ts, n in posted.items() if n > 1)
     result.sent = nxt
     result.mentions = len([i for i in range(nxt) if mention_every and i % mention_every == 0])
     with contextlib.closing(sqlite3.connect(db)) as conn:
