@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from memory.errors import StoreUnavailableError
 from memory.models import ChannelKey
 
 __all__ = ["Outbox", "OutboxStore", "Post", "PostOutlet", "digest_id", "reply_id"]
@@ -143,9 +144,9 @@ class Outbox:
             return None
         try:
             return await self.store.outbox_intent(post.key, post.outbox_id)
-        except Exception:  # post anyway: an answer is worth more than the guarantee
-            log.warning("could not record the intent to post %s; posting without the "
-                        "outbox", post.outbox_id, exc_info=True)
+        except Exception as e:  # post anyway: an answer is worth more than the guarantee
+            _failed(e, "could not record the intent to post %s; posting it without the "
+                    "outbox", post.outbox_id)
             return None
 
     async def _posted(self, post: Post, message_id: str, settle: str) -> None:
@@ -153,5 +154,14 @@ class Outbox:
             return
         try:
             await self.store.outbox_posted(post.key, post.outbox_id, message_id, settle=settle)
-        except Exception:  # a retry finds the post on the platform instead
-            log.warning("could not record the post %s", post.outbox_id, exc_info=True)
+        except Exception as e:  # a retry finds the post on the platform instead
+            _failed(e, "could not record the post %s", post.outbox_id)
+
+
+def _failed(error: Exception, what: str, *args: object) -> None:
+    """Log a store failure: quietly when the store is down (it says so itself, once a
+    minute), with the stack otherwise."""
+    if isinstance(error, StoreUnavailableError):
+        log.debug(what + ": %s", *args, error)
+    else:
+        log.warning(what, *args, exc_info=error)
