@@ -28,9 +28,20 @@ from typing import Protocol, runtime_checkable
 from memory.errors import StoreUnavailableError
 from memory.models import ChannelKey
 
-__all__ = ["Outbox", "OutboxStore", "Post", "PostOutlet", "digest_id", "reply_id"]
+__all__ = [
+    "APOLOGY",
+    "PLACEHOLDER",
+    "Outbox",
+    "OutboxStore",
+    "Post",
+    "PostOutlet",
+    "digest_id",
+    "placeholder_id",
+    "reply_id",
+]
 
 log = logging.getLogger(__name__)
+PLACEHOLDER, APOLOGY = -1, -2  # reply parts that are not the answer: "thinking…", a sorry
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +98,12 @@ def reply_id(key: ChannelKey, message_id: str, part: int, *, notice: bool = Fals
     delivery of the message gets is not mistaken for it."""
     kind = "notice" if notice else "reply"
     return f"{kind}:{key.platform}:{key.workspace}:{key.channel}:{message_id}#{part}"
+
+
+def placeholder_id(key: ChannelKey, message_id: str) -> str:
+    """The outbox id the placeholder ("thinking…") of the reply to ``message_id`` carries,
+    so a late answer finds it even when it was never remembered on the debt."""
+    return reply_id(key, message_id, PLACEHOLDER)
 
 
 def digest_id(key: ChannelKey, slot_at: float, part: int) -> str:

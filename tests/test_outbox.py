@@ -102,6 +102,23 @@ async def test_slack_late_answer_replaces_the_placeholder(tmp_path: Path) -> Non
     assert answer["text"] == ANSWER and answer["thread_ts"] == ts  # in place of "thinking…"
 
 
+async def test_slack_late_answer_finds_a_placeholder_it_never_remembered(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "gistbot.db"
+    ts = f"{int(time.time())}.000300"
+    async with FakeSlack() as fake:
+        directory(fake)
+        dying = Child(db, fake.api_url, env={ENV: "placeholder_posted"})
+        url = await dying.start()
+        asked = slack_mention("<@UBOT> question?", ts=ts, kind="message")
+        assert await deliver(url, asked, "Ev3") == 200
+        assert await killed(dying) == -signal.SIGKILL
+        assert slack_texts(fake) == [PLACEHOLDER]  # shown; killed before it was remembered
+        await restart_until_settled(db, fake)
+    assert slack_texts(fake) == [ANSWER]  # found by its outbox id, and replaced
+
+
 # ---------------------------------------------------------------- Discord
 
 

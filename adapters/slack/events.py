@@ -58,7 +58,7 @@ from adapters.slack.transport import escape
 from adapters.slack.users import BotIdentity, UserDirectory
 from adapters.slack.web import call
 from bot.messages import IncomingMessage, Reply
-from bot.outbox import Outbox, Post, reply_id
+from bot.outbox import APOLOGY, Outbox, Post, placeholder_id, reply_id
 from bot.service import STORE_FAILED, ChatService
 from bot.shutdown import SHUTDOWN_APOLOGY
 from memory.errors import StoreError
@@ -267,8 +267,10 @@ class SlackEvents:
         answered after the restart (or by another replica)."""
         try:
             placeholder = await posting
-            if placeholder is not None:
-                await self._update(channel, placeholder, SHUTDOWN_APOLOGY)
+            if placeholder is not None:  # the apology's own id: not found as the placeholder
+                apology = Post(msg.key, reply_id(msg.key, msg.message_id, APOLOGY),
+                               SHUTDOWN_APOLOGY, msg.route)
+                await self.posts.edit(apology, placeholder)
                 if self.service.owed is not None:  # the apology stays; the answer follows it
                     await self.service.owed.showing(msg.key, msg.message_id, "")
         finally:
@@ -328,9 +330,12 @@ class SlackEvents:
 
     async def deliver_owed(self, owed: OwedReply, reply: Reply) -> bool:
         """Deliver the late answer to a mention a crash left unanswered (``bot.owed``),
-        replacing the placeholder the first attempt showed."""
-        return await self.send_reply(owed.key, owed.message_id, owed.route or owed.message_id,
-                                     reply, owed.placeholder)
+        replacing the placeholder the first attempt showed (found by its outbox id when
+        the crash came before it was remembered)."""
+        thread_ts = owed.route or owed.message_id
+        placeholder = owed.placeholder or await self.posts.find(
+            Post(owed.key, placeholder_id(owed.key, owed.message_id), PLACEHOLDER, thread_ts))
+        return await self.send_reply(owed.key, owed.message_id, thread_ts, reply, placeholder)
 
     def _first_telling(self, seen: MessageKey) -> bool:
         """True the first time a message's "couldn't save" is to be told (bounded memory)."""
@@ -356,20 +361,10 @@ class SlackEvents:
                 return None
         except Exception:
             log.warning("could not claim %s; answering anyway", escape(event_id), exc_info=True)
-        return await self._post(channel, thread_ts, PLACEHOLDER)
-
-    async def _post(self, channel: str, thread_ts: str, text: str) -> str | None:
-        r = await call(
-            f"chat.postMessage in {channel}",
-            self.client.chat_postMessage(
-                channel=channel,
-                thread_ts=thread_ts,
-                text=text,
-                unfurl_links=False,
-                unfurl_media=False,
-            ),
-        )
-        return str(r.get("ts")) if r is not None and r.get("ts") else None
+        # It carries an outbox id too: a crash before it is remembered on the debt leaves
+        # it findable, so the late answer still replaces it (``deliver_owed``).
+        return await self.posts.post(Post(msg.key, placeholder_id(msg.key, msg.message_id),
+                                          PLACEHOLDER, thread_ts))
 
     async def _update(self, channel: str, ts: str, text: str) -> bool:
         r = await call(

@@ -6,9 +6,11 @@ is found again in the thread (``conversations.replies``) or the channel
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.web import call
@@ -17,6 +19,7 @@ from memory.models import ChannelKey
 
 __all__ = ["EVENT_TYPE", "SlackPosts", "metadata"]
 
+log = logging.getLogger(__name__)
 EVENT_TYPE = "gistbot_outbox"
 SEARCH_PAGES = 2  # pages of 100 read to find an earlier post (a thread, or the channel)
 
@@ -67,8 +70,13 @@ class SlackPosts:
             else:
                 request = self.client.conversations_history(
                     channel=channel, include_all_metadata=True, limit=100, cursor=cursor)
-            r = await call(f"reading {channel} for an earlier post", request)
-            if r is None:
+            try:
+                r = await request
+            except SlackApiError as e:  # e.g. thread_not_found: nothing was posted there
+                log.debug("reading %s for an earlier post: %s", channel, e.response.get("error"))
+                return None
+            except Exception:
+                log.warning("reading %s for an earlier post failed", channel, exc_info=True)
                 return None
             for m in r.get("messages") or []:
                 if carries(m, post.outbox_id):

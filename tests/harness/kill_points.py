@@ -11,6 +11,8 @@ instead of by timing luck. Product code has no hooks; the child wraps its own st
 - ``placeholder``: killed once the "thinking…" placeholder is shown and remembered on its
   debt (``owed_placeholder`` returned), or, for a store without that, once Slack accepted
   the placeholder.
+- ``placeholder_posted``: killed once Slack accepted the placeholder, before it could be
+  remembered anywhere.
 """
 
 from __future__ import annotations
@@ -67,7 +69,10 @@ def arm(store: Any, slack_client: Any = None, environ: dict[str, str] | None = N
     """Wrap ``store`` (and ``slack_client``) for the points named in ``GISTBOT_TEST_KILL_AT``."""
     env = os.environ if environ is None else environ
     for point in filter(None, (p.strip() for p in env.get(ENV, "").split(","))):
-        if point == "placeholder":
+        if point == "placeholder_posted" and slack_client is not None:
+            slack_client.chat_postMessage = _after_placeholder_posted(
+                slack_client.chat_postMessage)
+        elif point == "placeholder":
             if hasattr(store, "owed_placeholder"):
                 store.owed_placeholder = _after_placeholder_remembered(store.owed_placeholder)
             elif slack_client is not None:
