@@ -22,6 +22,7 @@ from bot.channel_config import ChannelConfig, Defaults
 from bot.errors import ConfigError
 from bot.llm import LLM, OpenAILLM, UsageMeter
 from bot.offline_llm import OfflineLLM
+from bot.outbox import Outbox, OutboxStore
 from bot.owed import OwedReplies
 from bot.quota import Quota
 from bot.service import ChatService, ServiceConfig
@@ -159,6 +160,7 @@ class Runtime:
                                answer_missed_seconds=settings.answer_missed_seconds)
             service = ChatService(memory, model, config, owed=owed, channels=channels,
                                   quota=quota)
+            service.outbox = Outbox(store if isinstance(store, OutboxStore) else None)
             attach_catchup(service, settings, store, model, tokenizer)
             if start_background:
                 await memory.start()

@@ -12,7 +12,9 @@ Exactly once, across replicas and restarts
     claim and does nothing. A process that was down at 09:00 claims the slot when it
     comes back — posted late, once — and never the older slots it also missed (only the
     latest slot is ever due). A claimer that dies before finishing leaves a claim that
-    expires after ``claim_ttl``, so the slot is posted late rather than lost.
+    expires after ``claim_ttl``, so the slot is posted late rather than lost; its
+    messages go through the outbox (``bot.outbox``), so the retry finds what the claimer
+    posted before it died instead of posting the digest twice.
 
 Daily token limits
     A digest is the server's model call (``bot.quota``). One refused because the server is
@@ -64,9 +66,12 @@ class Outlet(Protocol):
     async def where(self, key: ChannelKey) -> Where:
         """The channel with its threads and linker."""
 
-    async def post(self, key: ChannelKey, text: str, *, in_thread: bool = False) -> None:
+    async def post(self, key: ChannelKey, text: str, *, slot_at: float,
+                   in_thread: bool = False) -> None:
         """Post ``text`` (Markdown) in the channel for everyone; with ``in_thread``, its
-        first line in the channel and the rest in a thread under it."""
+        first line in the channel and the rest in a thread under it. Each message goes
+        through the outbox (``bot.outbox.digest_id`` of ``slot_at``), so a retry of the
+        slot after a crash finds what was posted instead of posting it again."""
 
 
 def _at(day: datetime, minute: int, zone: ZoneInfo) -> float:
@@ -207,7 +212,7 @@ class DigestScheduler:
             return 0
         if now - slot > self.interval * 2:
             log.info("posting the %s digest of %s late (slot %s)", s.every, s.key, slot)
-        await outlet.post(s.key, result.text, in_thread=s.in_thread)
+        await outlet.post(s.key, result.text, slot_at=slot, in_thread=s.in_thread)
         await self.store.finish_digest_slot(s.key, slot, self.owner, "posted")
         return 1
 

@@ -127,6 +127,15 @@ class OwedReplies:
         self.answering(msg.key, msg.message_id)
         return True
 
+    async def showing(self, key: ChannelKey, message_id: str, placeholder: str) -> None:
+        """Remember the message shown while answering (``""``: none any more), so a late
+        answer replaces it (``bot.outbox``); a failure is logged, not raised."""
+        try:
+            await self.ledger.owed_placeholder(key, message_id, self.owner, placeholder)
+        except Exception:
+            log.warning("could not remember the placeholder of %s in %s", message_id, key,
+                        exc_info=True)
+
     async def finished(self, key: ChannelKey, message_id: str, *, delivered: bool) -> None:
         """Settle the debt (``delivered``) or release it to be answered again later."""
         if (key, message_id) not in self._inflight:

@@ -54,6 +54,7 @@ from bot.memory_commands import (
 )
 from bot.messages import CommandResult, IncomingMessage, Reply
 from bot.observe import NullObserver, ServiceObserver, bind_request
+from bot.outbox import Outbox
 from bot.prompts import build_messages, fixed_overhead, settled_reply, strip_echoed_label
 from bot.quota import Quota
 from bot.rate_limit import RateLimiter
@@ -144,6 +145,7 @@ class ChatService(MemoryCommands):
         # /catchup and /digest (bot/catchup_command.py, bot/digests.py); set by Runtime
         self.catchups: Catchups | None = None
         self.digests: DigestScheduler | None = None
+        self.outbox: Outbox | None = None  # every outgoing post (bot.outbox); set by Runtime
 
     def set_identity(self, platform: str, bot_id: str, bot_name: str) -> None:
         """Record who the bot is on ``platform`` (after login), for its assistant turns.

@@ -80,7 +80,11 @@ class ReplyDue:
 
 @dataclass(frozen=True, slots=True)
 class OwedReply:
-    """An addressed message whose reply was not delivered yet (``ReplyLedger``)."""
+    """An addressed message whose reply was not delivered yet (``ReplyLedger``).
+
+    ``placeholder`` is the platform id of the message shown meanwhile ("thinking…", a
+    streamed start), ``""`` when none was posted: a late answer replaces it.
+    """
 
     key: ChannelKey
     message_id: str
@@ -88,6 +92,7 @@ class OwedReply:
     sent_at: float
     route: str
     attempts: int
+    placeholder: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -260,6 +260,12 @@ class ReplyLedger(Protocol):
     async def settle_owed(self, key: ChannelKey, message_id: str) -> bool:
         """The answer was delivered: delete the debt. False if none was open."""
 
+    async def owed_placeholder(
+        self, key: ChannelKey, message_id: str, owner: str, placeholder: str
+    ) -> bool:
+        """Remember the platform id of the message ``owner`` shows while answering
+        ("thinking…"), so a late answer replaces it. False unless ``owner`` holds the debt."""
+
     async def expire_owed(
         self, platform: str, *, before: float, max_attempts: int
     ) -> list[OwedReply]:

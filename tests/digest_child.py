@@ -1,11 +1,14 @@
 """A separate OS process running the digest scheduler on a shared store (exactly-once
 tests).
 
-``python -m tests.digest_child STORE POSTS CLOCK GO TICKS`` where STORE is a SQLite path or
-``postgresql://…#schema``; the scheduler's clock reads CLOCK (unix seconds) plus the time
-since start; it waits until the file GO exists (so racing processes start together), ticks
-TICKS times, and appends ``<pid> <channel> <first line>`` to POSTS for every digest it posts.
-The model is the offline one (extractive digests).
+``python -m tests.digest_child STORE POSTS CLOCK GO TICKS [SLACK_API CLAIM_TTL]`` where
+STORE is a SQLite path or ``postgresql://…#schema``; the scheduler's clock reads CLOCK (unix
+seconds) plus the time since start; it waits until the file GO exists (so racing processes
+start together), ticks TICKS times, and appends ``<pid> <channel> <first line>`` to POSTS
+for every digest it posts on Discord. With SLACK_API, Slack channels' digests go to that
+(loopback) Slack through the real outlet and the outbox, claims lasting CLAIM_TTL seconds,
+and ``GISTBOT_TEST_KILL_AT`` may kill the process at an exact point
+(``tests.harness.kill_points``). The model is the offline one (extractive digests).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.catchup import Catchup
@@ -24,6 +28,7 @@ from bot.offline_llm import OfflineLLM
 from memory.models import ChannelKey
 from memory.tokens import TokenCounter
 from tests.compaction_child import open_store
+from tests.harness.kill_points import arm
 
 
 class FileOutlet:
@@ -35,7 +40,8 @@ class FileOutlet:
     async def where(self, key: ChannelKey) -> Where:
         return Where(key)
 
-    async def post(self, key: ChannelKey, text: str, *, in_thread: bool = False) -> None:
+    async def post(self, key: ChannelKey, text: str, *, slot_at: float,
+                   in_thread: bool = False) -> None:
         await asyncio.to_thread(self._append, f"{os.getpid()} {key.channel} {text.splitlines()[0]}")
 
     def _append(self, line: str) -> None:
@@ -53,14 +59,31 @@ async def _wait_for(path: Path, within: float = 60.0) -> None:
         await asyncio.sleep(0.01)
 
 
-async def main(spec: str, posts: str, clock: float, go: str, ticks: int) -> None:
+def slack_outlet(store: Any, api_url: str) -> Any:
+    """The real Slack digest outlet, through the outbox, against the loopback Slack."""
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from adapters.slack.catchup import Permalinks, SlackOutlet
+    from adapters.slack.users import UserDirectory
+    from bot.outbox import Outbox
+
+    client = AsyncWebClient(token="xoxb-test-token", base_url=api_url)
+    return SlackOutlet(client, UserDirectory(client), Permalinks(client), Outbox(store))
+
+
+async def main(spec: str, posts: str, clock: float, go: str, ticks: int,
+               slack_api: str = "", claim_ttl: float = 600.0) -> None:
     store = open_store(spec)
     await store.open()
+    arm(store)  # GISTBOT_TEST_KILL_AT: die at an exact point (tests only)
     tok = TokenCounter("gpt-4o")
     started = time.monotonic()
     catchups = Catchups(Catchup(store, OfflineLLM(tok), tok), store, ZoneInfo("UTC"))
-    scheduler = DigestScheduler(store, catchups, clock=lambda: clock + time.monotonic() - started)
+    scheduler = DigestScheduler(store, catchups, claim_ttl=claim_ttl,
+                                clock=lambda: clock + time.monotonic() - started)
     scheduler.add_outlet("discord", FileOutlet(posts))
+    if slack_api:
+        scheduler.add_outlet("slack", slack_outlet(store, slack_api))
     try:
         await _wait_for(Path(go))
         for _ in range(ticks):
@@ -72,4 +95,4 @@ async def main(spec: str, posts: str, clock: float, go: str, ticks: int) -> None
 
 if __name__ == "__main__":
     asyncio.run(main(sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4],
-                     int(sys.argv[5])))
+                     int(sys.argv[5]), *sys.argv[6:7], *map(float, sys.argv[7:8])))

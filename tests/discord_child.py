@@ -4,7 +4,9 @@
 Usage: ``python -m tests.discord_child DB_PATH API_BASE GATEWAY_URL``
 
 It prints ``A <message id>`` (flushed) after the service handled each message, so the
-parent knows at least one was stored before it kills the process mid-burst.
+parent knows at least one was stored before it kills the process mid-burst;
+``GISTBOT_TEST_KILL_AT`` makes it kill itself at an exact point instead
+(``tests.harness.kill_points``).
 """
 
 from __future__ import annotations
@@ -20,14 +22,18 @@ from adapters.discord import run_discord
 from bot.app import Runtime
 from bot.messages import IncomingMessage
 from bot.settings import load_settings
+from tests.harness.kill_points import arm
 
 
 async def main(db: str, api_base: str, gateway: str) -> None:
     discord.http.Route.BASE = api_base
     discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(gateway)
+    # A killed process's claim on a mention runs out in 2 s (bot.owed; the default is 30).
     settings = load_settings({"DISCORD_TOKEN": "fake-discord-token", "LLM_PROVIDER": "offline",
-                              "DATABASE_URL": f"sqlite:///{db}"}, env_file=None)
+                              "DATABASE_URL": f"sqlite:///{db}", "REPLY_CLAIM_SECONDS": "2"},
+                             env_file=None)
     async with Runtime.open(settings) as rt:
+        arm(rt.store)  # GISTBOT_TEST_KILL_AT: die at an exact point (tests only)
         handle = rt.service.on_message
 
         async def on_message(msg: IncomingMessage, **kw: Any) -> Any:

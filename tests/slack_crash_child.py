@@ -7,7 +7,8 @@ It builds the runtime as ``gistbot run`` does (``Runtime.open`` from settings) a
 ``run_slack`` until killed. In HTTP mode it prints ``READY <events url>`` (flushed) once
 it listens on its port-0 socket; in Socket Mode, ``READY socket`` once connected. The
 language model is the harness's in-process fake (a short pause per reply word, so
-replies are in flight when the kill lands).
+replies are in flight when the kill lands). ``GISTBOT_TEST_KILL_AT`` makes it kill itself
+at an exact point instead (``tests.harness.kill_points``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import sys
 from adapters.slack import run_slack
 from bot.app import Runtime
 from bot.settings import load_settings
+from tests.harness.kill_points import arm
 from tests.harness.slack import SECRET, FakeLLM, claims_of, web_client
 
 __all__ = ["main"]
@@ -63,6 +65,7 @@ async def main(db: str, api_url: str, app_token: str | None) -> None:
     llm.echo = True  # so the parent can check each answer is to its own mention
     async with Runtime.open(settings, llm=llm) as rt:
         client = web_client(settings, api_url)
+        arm(rt.store, client)  # GISTBOT_TEST_KILL_AT: die at an exact point (tests only)
         await run_slack(rt.service, rt.settings, claims_of(rt), client=client)
 
 

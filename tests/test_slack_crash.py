@@ -29,6 +29,7 @@ async def test_sigkill_during_a_burst_loses_nothing_acknowledged(tmp_path: Path)
     assert result.owed_left == 0, summary
     assert result.answered == result.mentions, summary
     assert not result.misanswered, f"answers not to their mention: {result.misanswered[:10]}"
+    assert not result.answered_twice, summary  # the outbox: each answer posted once
 
 
 async def test_sigkill_in_socket_mode_loses_nothing_acknowledged(tmp_path: Path) -> None:
@@ -44,3 +45,4 @@ async def test_sigkill_in_socket_mode_loses_nothing_acknowledged(tmp_path: Path)
     assert result.owed_left == 0, summary
     assert result.answered == result.mentions, summary
     assert not result.misanswered, f"answers not to their mention: {result.misanswered[:10]}"
+    assert not result.answered_twice, summary  # the outbox: each answer posted once

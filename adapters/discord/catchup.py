@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import discord
 from discord import app_commands
 
 from adapters.discord.access import MemberAccess
-from adapters.discord.text import NO_PINGS, channel_key, plan_reply
+from adapters.discord.outlet import DiscordPosts
+from adapters.discord.text import channel_key, plan_reply
 from bot.catchup_command import Where
 from bot.citations import discord_link
 from bot.commands.args import Usage
+from bot.outbox import Outbox, Post, digest_id
 from bot.service import ChatService
 from bot.visibility import Access
 from memory.models import ChannelKey, Turn
@@ -72,28 +75,42 @@ def may_manage(interaction: discord.Interaction) -> bool:
 
 
 class DiscordOutlet:
-    """Where scheduled digests go on Discord (``bot.digests.Outlet``)."""
+    """Where scheduled digests go on Discord (``bot.digests.Outlet``), through the outbox."""
 
-    def __init__(self, client: discord.Client) -> None:
+    def __init__(self, client: discord.Client, outbox: Outbox | None = None) -> None:
         self.client = client
+        self.posts = DiscordPosts(client)
+        self.outbox = outbox or Outbox(None)
 
     async def where(self, key: ChannelKey) -> Where:
         guild = None if key.workspace == "dm" else int(key.workspace)
         return where(self.client, guild, int(key.channel))
 
-    async def post(self, key: ChannelKey, text: str, *, in_thread: bool = False) -> None:
+    async def post(self, key: ChannelKey, text: str, *, slot_at: float,
+                   in_thread: bool = False) -> None:
         channel = self.client.get_channel(int(key.channel))
         if channel is None:
             channel = await self.client.fetch_channel(int(key.channel))
         if not isinstance(channel, discord.abc.Messageable):
             raise TypeError(f"cannot post in {key}")
-        target: discord.abc.Messageable = channel
+        target = key
         if in_thread and isinstance(channel, discord.TextChannel):
             heading, _, text = text.partition("\n")
-            first = await channel.send(heading, allowed_mentions=NO_PINGS)
-            target = await first.create_thread(name=heading.replace("*", "")[:100] or "Digest")
-        for chunk in plan_reply(text.strip()).messages:
-            await target.send(chunk, allowed_mentions=NO_PINGS)
+            first = await self._post(Post(key, digest_id(key, slot_at, -1), heading))
+            name = heading.replace("*", "")[:100] or "Digest"
+            try:
+                thread = await channel.get_partial_message(int(first)).create_thread(name=name)
+                target = replace(key, channel=str(thread.id))
+            except discord.HTTPException:  # created before a crash: it has the message's id
+                target = replace(key, channel=first)
+        for i, chunk in enumerate(plan_reply(text.strip()).messages):
+            await self._post(Post(target, digest_id(key, slot_at, i), chunk))
+
+    async def _post(self, post: Post) -> str:
+        sent = await self.outbox.send(self.posts, post)
+        if sent is None:
+            raise RuntimeError(f"could not post the digest in {post.key}")
+        return sent
 
 
 def add_catchup_commands(tree: app_commands.CommandTree[Any], service: ChatService) -> None:
@@ -142,4 +159,4 @@ def add_catchup_commands(tree: app_commands.CommandTree[Any], service: ChatServi
 def register_outlet(client: discord.Client, service: ChatService) -> None:
     """Let the digest scheduler post on Discord through ``client``."""
     if service.digests is not None:
-        service.digests.add_outlet("discord", DiscordOutlet(client))
+        service.digests.add_outlet("discord", DiscordOutlet(client, service.outbox))

@@ -25,6 +25,7 @@ from adapters.discord.backfill import discord_backfiller, on_shard
 from adapters.discord.catchup import register_outlet
 from adapters.discord.commands import add_commands
 from adapters.discord.options import PERMISSION_NAMES, DiscordOptions
+from adapters.discord.outlet import DiscordPosts
 from adapters.discord.text import (
     MAX_MESSAGES,
     MESSAGE_LIMIT,
@@ -32,16 +33,16 @@ from adapters.discord.text import (
     channel_key,
     plan_reply,
     preview,
-    text_file,
 )
 from adapters.discord.text import to_incoming as translate
 from adapters.replies import LiveThrottle
 from bot.messages import IncomingMessage, Reply
+from bot.outbox import Outbox, Post, reply_id
 from bot.owed import answer_missed_mentions, stop_answering_missed
 from bot.service import ChatService
 from bot.shutdown import SHUTDOWN_APOLOGY
 from bot.wording import plural
-from memory.models import OwedReply
+from memory.models import ChannelKey, OwedReply
 
 __all__ = ["GistbotClient"]
 
@@ -51,8 +52,9 @@ log = logging.getLogger(__name__)
 class _LiveReply:
     """A streamed answer: sent at the first delta, edited at most once per ``interval``."""
 
-    def __init__(self, client: GistbotClient, trigger: discord.Message, interval: float) -> None:
-        self.client, self.trigger = client, trigger
+    def __init__(self, client: GistbotClient, trigger: discord.Message, incoming: IncomingMessage,
+                 interval: float) -> None:
+        self.client, self.trigger, self.incoming = client, trigger, incoming
         self.throttle = LiveThrottle(interval)
         self.message: discord.Message | None = None
         self.broken = False
@@ -64,6 +66,10 @@ class _LiveReply:
             if self.message is None:
                 self.message = await self.client.send_chunk(self.trigger, preview(text), True)
                 self.broken = self.message is None
+                if self.message is not None and (owed := self.client.service.owed) is not None:
+                    # a late answer replaces this start instead of leaving it beside it
+                    await owed.showing(self.incoming.key, self.incoming.message_id,
+                                       str(self.message.id))
             else:
                 await self.message.edit(content=preview(text), allowed_mentions=NO_PINGS)
         except discord.HTTPException:
@@ -94,6 +100,9 @@ class GistbotClient(discord.AutoShardedClient):
         self._replying: set[asyncio.Task[Any]] = set()  # message handlers in flight
         self._missed: asyncio.Task[None] | None = None
         self._sweeping = asyncio.Event()
+        self.posts = DiscordPosts(self, may_reference=self._may_reference,
+                                  forbidden=self._forbidden)
+        self.outbox = service.outbox or Outbox(None)  # every answer goes through it
         add_commands(self.tree, service, options)
         # Backfill after downtime (adapters.backfill): needs the store's history cursor.
         self.backfill: Backfiller | None = (
@@ -209,7 +218,7 @@ class GistbotClient(discord.AutoShardedClient):
             self._replying.discard(task)  # type: ignore[arg-type]
 
     async def _answer(self, message: discord.Message, incoming: IncomingMessage) -> None:
-        live = (_LiveReply(self, message, self.options.stream_interval)
+        live = (_LiveReply(self, message, incoming, self.options.stream_interval)
                 if self.options.stream_replies else None)
         sending = False
         try:
@@ -223,7 +232,8 @@ class GistbotClient(discord.AutoShardedClient):
                                                live.message if live else None)
                     ok = True
                 else:
-                    ok = await self._deliver(message, reply.text, live.message if live else None)
+                    ok = await self._deliver(incoming.key, incoming.message_id, reply,
+                                             live.message if live else None)
                 await self.service.delivered(incoming, ok)
         except asyncio.CancelledError:  # shutdown's grace ran out
             if not sending:
@@ -238,19 +248,19 @@ class GistbotClient(discord.AutoShardedClient):
             if live is not None and live.message is not None:
                 with contextlib.suppress(discord.HTTPException):
                     await live.message.edit(content=SHUTDOWN_APOLOGY, allowed_mentions=NO_PINGS)
+                if self.service.owed is not None:  # the apology stays; the answer follows it
+                    await self.service.owed.showing(incoming.key, incoming.message_id, "")
             else:
                 await self.send_chunk(message, SHUTDOWN_APOLOGY, True)
         finally:
             await self.service.delivered(incoming, False)
 
     async def deliver_owed(self, owed: OwedReply, reply: Reply) -> bool:
-        """Deliver the late answer to a mention a crash left unanswered (``bot.owed``)."""
-        channel: Any = self.get_channel(int(owed.key.channel))
-        if not isinstance(channel, discord.TextChannel | discord.Thread | discord.DMChannel):
-            guild = None if owed.key.workspace == "dm" else int(owed.key.workspace)
-            channel = self.get_partial_messageable(int(owed.key.channel), guild_id=guild)
-        trigger = channel.get_partial_message(int(owed.message_id))
-        return await self._deliver(trigger, reply.text, None)
+        """Deliver the late answer to a mention a crash left unanswered (``bot.owed``),
+        replacing the streamed start the first attempt showed."""
+        into = (self.posts.channel(owed.key).get_partial_message(int(owed.placeholder))
+                if owed.placeholder else None)
+        return await self._deliver(owed.key, owed.message_id, reply, into)
 
     async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
         """An edited message updates its turn (embed previews are not edits)."""
@@ -273,22 +283,18 @@ class GistbotClient(discord.AutoShardedClient):
 
     # ------------------------------------------------------------------ sending
 
-    async def _deliver(self, trigger: discord.Message | discord.PartialMessage, text: str,
-                       live: discord.Message | None) -> bool:
-        plan = plan_reply(text, limit=MESSAGE_LIMIT, max_messages=MAX_MESSAGES)
-        for i, chunk in enumerate(plan.messages):
-            last = i == len(plan.messages) - 1
-            file = text_file(plan.attachment) if last and plan.attachment else None
-            if i == 0 and live is not None:
-                try:
-                    await live.edit(content=chunk, allowed_mentions=NO_PINGS)
-                    continue
-                except discord.HTTPException:
-                    log.warning("could not finish a streamed reply; sending it anew",
-                                exc_info=True)
-            if await self.send_chunk(trigger, chunk, i == 0, file) is None:
-                return False
-        return True
+    async def _deliver(self, key: ChannelKey, message_id: str, reply: Reply,
+                       live: discord.Message | discord.PartialMessage | None) -> bool:
+        """The reply to ``message_id``, through the outbox: into ``live`` (a streamed
+        start) when there is one, its debt settled with the last message."""
+        plan = plan_reply(reply.text, limit=MESSAGE_LIMIT, max_messages=MAX_MESSAGES)
+        last = len(plan.messages) - 1
+        posts = [Post(key, reply_id(key, message_id, i, notice=reply.failed), chunk, message_id,
+                      first=i == 0, attachment=(plan.attachment or "") if i == last else "")
+                 for i, chunk in enumerate(plan.messages)]
+        return await self.outbox.send_all(self.posts, posts,
+                                          into=str(live.id) if live is not None else "",
+                                          settle=message_id)
 
     async def _tell_privately(self, trigger: discord.Message, text: str,
                               live: discord.Message | None) -> None:
@@ -314,8 +320,7 @@ class GistbotClient(discord.AutoShardedClient):
         try:
             return await channel.send(content, **kwargs)
         except discord.Forbidden:
-            self._warn_missing(channel, "send_messages_in_threads"
-                               if isinstance(channel, discord.Thread) else "send_messages")
+            self._forbidden(channel)
         except discord.HTTPException:
             log.exception("sending a reply in %s failed", channel.id)
         return None
@@ -371,6 +376,11 @@ class GistbotClient(discord.AutoShardedClient):
         for name in missing:
             self._warn_missing(channel, name)
         return not missing
+
+    def _forbidden(self, channel: Any) -> None:
+        """Discord refused a message: say which permission is missing."""
+        self._warn_missing(channel, "send_messages_in_threads"
+                           if isinstance(channel, discord.Thread) else "send_messages")
 
     def _warn_missing(self, channel: Any, permission: str) -> None:
         if (channel.id, permission) in self._warned:

@@ -63,7 +63,8 @@ class SlackAdapter:
         # /catchup and scheduled digests: adapters/slack/catchup.py
         self.commands.links = links = Permalinks(client)
         if service.digests is not None:
-            service.digests.add_outlet("slack", SlackOutlet(client, self.users, links))
+            service.digests.add_outlet("slack", SlackOutlet(client, self.users, links,
+                                                                service.outbox))
         self._identity: BotIdentity | None = None
         self._identity_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()

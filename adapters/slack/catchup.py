@@ -16,10 +16,12 @@ from collections.abc import Mapping, Sequence
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.slack.outlet import SlackPosts
 from adapters.slack.text import format_reply
 from adapters.slack.users import UserDirectory
 from adapters.slack.web import call
 from bot.catchup_command import Where
+from bot.outbox import Outbox, Post, digest_id
 from memory.models import ChannelKey, Turn
 
 __all__ = ["CACHE_SIZE", "Permalinks", "SlackOutlet", "built_permalink"]
@@ -71,29 +73,29 @@ class Permalinks:
         return dict(zip(turns, urls, strict=True))
 
 class SlackOutlet:
-    """Where scheduled digests go on Slack (``bot.digests.Outlet``)."""
+    """Where scheduled digests go on Slack (``bot.digests.Outlet``), through the outbox."""
 
     def __init__(self, client: AsyncWebClient, users: UserDirectory,
-                 links: Permalinks) -> None:
+                 links: Permalinks, outbox: Outbox | None = None) -> None:
         self.client, self.users, self.links = client, users, links
+        self.posts = SlackPosts(client)
+        self.outbox = outbox or Outbox(None)
 
     async def where(self, key: ChannelKey) -> Where:
         return Where(key, {}, self.links)
 
-    async def post(self, key: ChannelKey, text: str, *, in_thread: bool = False) -> None:
-        thread_ts: str | None = None
+    async def post(self, key: ChannelKey, text: str, *, slot_at: float,
+                   in_thread: bool = False) -> None:
+        thread_ts = ""
         if in_thread:  # the heading in the channel, the digest in its thread
             heading, _, text = text.partition("\n")
-            thread_ts = await self._post(key, heading, None)
-        for chunk in format_reply(text.strip(), self.users.known()):
-            await self._post(key, chunk, thread_ts, formatted=True)
+            heading = format_reply(heading, self.users.known())[0]
+            thread_ts = await self._post(Post(key, digest_id(key, slot_at, -1), heading))
+        for i, chunk in enumerate(format_reply(text.strip(), self.users.known())):
+            await self._post(Post(key, digest_id(key, slot_at, i), chunk, thread_ts))
 
-    async def _post(self, key: ChannelKey, text: str, thread_ts: str | None, *,
-                    formatted: bool = False) -> str:
-        if not formatted:
-            text = format_reply(text, self.users.known())[0]
-        r = await call("chat.postMessage", self.client.chat_postMessage(
-            channel=key.channel, text=text, thread_ts=thread_ts))
-        if r is None:
-            raise RuntimeError(f"could not post the digest in {key}")
-        return str(r.get("ts") or "")
+    async def _post(self, post: Post) -> str:
+        ts = await self.outbox.send(self.posts, post)
+        if ts is None:
+            raise RuntimeError(f"could not post the digest in {post.key}")
+        return ts

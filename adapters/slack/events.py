@@ -45,6 +45,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.claims import DeliveryClaims
 from adapters.replies import LiveThrottle, user_text
 from adapters.slack.options import SlackOptions
+from adapters.slack.outlet import SlackPosts
 from adapters.slack.text import (
     format_reply,
     is_conversation,
@@ -57,6 +58,7 @@ from adapters.slack.transport import escape
 from adapters.slack.users import BotIdentity, UserDirectory
 from adapters.slack.web import call
 from bot.messages import IncomingMessage, Reply
+from bot.outbox import APOLOGY, Outbox, Post, placeholder_id, reply_id
 from bot.service import STORE_FAILED, ChatService
 from bot.shutdown import SHUTDOWN_APOLOGY
 from memory.errors import StoreError
@@ -117,6 +119,8 @@ class SlackEvents:
         self.service, self.options, self.claims = service, options, claims
         self.client, self.users, self.identify = client, users, identify
         self._seen = _Seen()
+        self.posts = SlackPosts(client)
+        self.outbox = service.outbox or Outbox(None)  # every answer goes through it
         self._told_unsaved: OrderedDict[MessageKey, None] = OrderedDict()
 
     async def receive(self, body: Mapping[str, Any], spawn: Spawn) -> bool:
@@ -219,16 +223,43 @@ class SlackEvents:
         # The placeholder is posted meanwhile, not awaited first: the message must be recorded
         # before any later message of the channel (which skips this round trip).
         msg = replace(msg, route=thread_ts)  # where a late answer goes (bot.owed)
+        stored: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+        def recorded() -> None:
+            if not stored.done():
+                stored.set_result(True)
+            durable()
+
         posting = asyncio.create_task(self._claim_and_post(msg, channel, thread_ts))
+        remembering = asyncio.create_task(self._remember_placeholder(msg, posting, stored))
         sending: list[bool] = []  # set once the answer is being posted
         try:
-            await self._answer_with(msg, channel, thread_ts, posting, sending, durable, seen)
+            await self._answer_with(msg, channel, thread_ts, posting, sending, recorded, seen)
         except asyncio.CancelledError:  # shutdown's grace ran out: never leave "thinking…"
+            if not stored.done():
+                stored.set_result(False)
+            await asyncio.shield(remembering)  # before an apology takes the placeholder's role
             if sending:  # (part of) the answer is out: count it as answered
                 await asyncio.shield(self.service.delivered(msg, True))
             else:
                 await asyncio.shield(self._cut_short(msg, channel, posting))
             raise
+        finally:
+            if not stored.done():  # not recorded: no debt to remember the placeholder on
+                stored.set_result(False)
+            await asyncio.shield(remembering)
+
+    async def _remember_placeholder(self, msg: IncomingMessage, posting: asyncio.Task[str | None],
+                                    stored: asyncio.Future[bool]) -> None:
+        """Remember the placeholder on the debt once both exist, so a late answer (after a
+        crash) goes into it instead of beside it (``bot.outbox``)."""
+        owed = self.service.owed
+        try:
+            placeholder = await asyncio.shield(posting)
+        except Exception:  # the reply path reports a failed post
+            return
+        if placeholder is not None and owed is not None and await stored:
+            await owed.showing(msg.key, msg.message_id, placeholder)
 
     async def _cut_short(self, msg: IncomingMessage, channel: str,
                          posting: asyncio.Task[str | None]) -> None:
@@ -236,8 +267,12 @@ class SlackEvents:
         answered after the restart (or by another replica)."""
         try:
             placeholder = await posting
-            if placeholder is not None:
-                await self._update(channel, placeholder, SHUTDOWN_APOLOGY)
+            if placeholder is not None:  # the apology's own id: not found as the placeholder
+                apology = Post(msg.key, reply_id(msg.key, msg.message_id, APOLOGY),
+                               SHUTDOWN_APOLOGY, msg.route)
+                await self.posts.edit(apology, placeholder)
+                if self.service.owed is not None:  # the apology stays; the answer follows it
+                    await self.service.owed.showing(msg.key, msg.message_id, "")
         finally:
             await self.service.delivered(msg, False)
 
@@ -279,26 +314,28 @@ class SlackEvents:
                 channel=channel, user=msg.author_id, text=reply.text, thread_ts=thread_ts))
             await self.service.delivered(msg, True)
             return
-        ok = await self.send_reply(channel, thread_ts, reply, placeholder)
+        ok = await self.send_reply(msg.key, msg.message_id, thread_ts, reply, placeholder)
         await self.service.delivered(msg, ok)
 
-    async def send_reply(self, channel: str, thread_ts: str, reply: Reply,
+    async def send_reply(self, key: ChannelKey, message_id: str, thread_ts: str, reply: Reply,
                          placeholder: str | None = None) -> bool:
-        """Post ``reply`` in the thread (into ``placeholder`` when there is one); whether
+        """Post the reply to ``message_id`` in the thread, through the outbox (into
+        ``placeholder`` when there is one; its debt settled with the last message); whether
         all of it was delivered."""
         chunks = format_reply(reply.text, self.users.known())
-        first, rest = chunks[0], chunks[1:]
-        if placeholder is None or not await self._update(channel, placeholder, first):
-            if await self._post(channel, thread_ts, first) is None:
-                return False
-        ok = True
-        for chunk in rest:
-            ok = await self._post(channel, thread_ts, chunk) is not None and ok
-        return ok
+        posts = [Post(key, reply_id(key, message_id, i, notice=reply.failed), chunk, thread_ts)
+                 for i, chunk in enumerate(chunks)]
+        return await self.outbox.send_all(self.posts, posts, into=placeholder or "",
+                                          settle=message_id)
 
     async def deliver_owed(self, owed: OwedReply, reply: Reply) -> bool:
-        """Deliver the late answer to a mention a crash left unanswered (``bot.owed``)."""
-        return await self.send_reply(owed.key.channel, owed.route or owed.message_id, reply)
+        """Deliver the late answer to a mention a crash left unanswered (``bot.owed``),
+        replacing the placeholder the first attempt showed (found by its outbox id when
+        the crash came before it was remembered)."""
+        thread_ts = owed.route or owed.message_id
+        placeholder = owed.placeholder or await self.posts.find(
+            Post(owed.key, placeholder_id(owed.key, owed.message_id), PLACEHOLDER, thread_ts))
+        return await self.send_reply(owed.key, owed.message_id, thread_ts, reply, placeholder)
 
     def _first_telling(self, seen: MessageKey) -> bool:
         """True the first time a message's "couldn't save" is to be told (bounded memory)."""
@@ -324,20 +361,10 @@ class SlackEvents:
                 return None
         except Exception:
             log.warning("could not claim %s; answering anyway", escape(event_id), exc_info=True)
-        return await self._post(channel, thread_ts, PLACEHOLDER)
-
-    async def _post(self, channel: str, thread_ts: str, text: str) -> str | None:
-        r = await call(
-            f"chat.postMessage in {channel}",
-            self.client.chat_postMessage(
-                channel=channel,
-                thread_ts=thread_ts,
-                text=text,
-                unfurl_links=False,
-                unfurl_media=False,
-            ),
-        )
-        return str(r.get("ts")) if r is not None and r.get("ts") else None
+        # It carries an outbox id too: a crash before it is remembered on the debt leaves
+        # it findable, so the late answer still replaces it (``deliver_owed``).
+        return await self.posts.post(Post(msg.key, placeholder_id(msg.key, msg.message_id),
+                                          PLACEHOLDER, thread_ts))
 
     async def _update(self, channel: str, ts: str, text: str) -> bool:
         r = await call(

@@ -9,18 +9,19 @@ at it in tests only::
 The gateway sends HELLO, takes IDENTIFY, sends READY and a GUILD_CREATE per guild,
 answers heartbeats, and RESUME (``accept_resume``: RESUMED, else a new session); it can
 ask clients to reconnect (``request_reconnect``) or drop them (``drop_connections``).
-REST answers what the adapter uses: login, application info, the gateway URL and shard
-count (``/gateway/bot``, for ``AutoShardedClient``), command sync, thread membership
-(``GET /channels/{thread}/thread-members/{user}``: 404 for a non-member, from
-``thread_members``), messages (create/edit,
-JSON or multipart with files), channel history (``GET /channels/{id}/messages`` with
-``after``/``before``/``limit``, newest first as Discord pages it; ``rate_limits`` makes the
-next reads answer 429), typing, and interaction callbacks and follow-ups. Every REST call
-is recorded (method, path, query, JSON body, files, arrival time) and created or edited
-messages are echoed over the gateway like Discord does. Unknown routes answer 404 and are
-kept in ``unexpected``; leaving ``async with`` fails on them. Tests drive it with
-``send_message`` (``deliver=False``: only the history has it), ``edit_message``,
-``delete_message`` and ``interaction``, and wait with ``wait_for``.
+REST answers what the adapter uses: login, application info, the gateway URL and shard count
+(``/gateway/bot``, for ``AutoShardedClient``), command sync, thread membership (``GET
+/channels/{thread}/thread-members/{user}``: 404 for a non-member, from ``thread_members``),
+messages (create/edit/delete, JSON or multipart with files; an enforced ``nonce`` seen in the
+last few minutes returns the message created for it instead of creating one, as Discord
+does), channel history (``GET /channels/{id}/messages`` with ``after``/``before``/``limit``,
+newest first as Discord pages it; ``rate_limits`` makes the next reads answer 429), typing,
+and interaction callbacks and follow-ups. Every REST call is recorded (method, path, query,
+JSON body, files, arrival time) and created or edited messages are echoed over the gateway
+like Discord does. Unknown routes answer 404 and are kept in ``unexpected``; leaving ``async
+with`` fails on them. Tests drive it with ``send_message`` (``deliver=False``: only the
+history has it), ``edit_message``, ``delete_message`` and ``interaction``, and wait with
+``wait_for``.
 
 The payload builders (``user``, ``guild_create``, ``message``…) are plain functions so unit
 tests can build the same objects without a server.
@@ -60,6 +61,7 @@ ATTACH_FILES = 1 << 15
 READ_MESSAGE_HISTORY = 1 << 16
 USE_APPLICATION_COMMANDS = 1 << 31
 SEND_MESSAGES_IN_THREADS = 1 << 38
+NONCE_SECONDS = 300.0  # Discord: "the past few minutes" for an enforced nonce
 EVERYONE_PERMISSIONS = (VIEW_CHANNEL | SEND_MESSAGES | READ_MESSAGE_HISTORY | ATTACH_FILES
                         | EMBED_LINKS | USE_APPLICATION_COMMANDS | SEND_MESSAGES_IN_THREADS)
 
@@ -283,6 +285,7 @@ class FakeDiscord:
             self.world.private_thread: self.world.private_members()}
         self.identifies: list[JSON] = []
         self.messages: dict[int, JSON] = {}
+        self._nonces: dict[tuple[str, str], tuple[int, float]] = {}  # enforced nonces
         self.rate_limits = 0  # the next this many history reads answer 429 (retry_after)
         self.retry_after = 0.05
         self.accept_resume = False  # True: RESUME gets RESUMED; False: a new session
@@ -542,6 +545,13 @@ class FakeDiscord:
                 return 201, thread_from_message(w, channel_id, int(parts[3]), r.json or {})
             if r.method == "PATCH" and parts[2] == "messages" and len(parts) == 4:
                 return await self._edit(int(parts[3]), r)
+            if r.method == "DELETE" and parts[2] == "messages" and len(parts) == 4:
+                gone = self.messages.get(int(parts[3]))
+                if gone is None:
+                    return 404, {"message": "Unknown Message", "code": 10008}
+                self.messages.pop(int(parts[3]))
+                await self.delete_message(gone)
+                return 204, None
         if route[:2] == ("POST", "interactions") and parts[-1] == "callback":
             flags = ((r.json or {}).get("data") or {}).get("flags", 0)
             return 200, {"interaction": {"id": parts[1], "type": 2,
@@ -558,8 +568,19 @@ class FakeDiscord:
 
     async def _create(self, channel_id: int, r: Request) -> JSON:
         body = r.json or {}
+        nonce = str(body["nonce"]) if body.get("nonce") is not None else None
+        author = str(self.world.bot_user["id"])
+        if nonce is not None and body.get("enforce_nonce"):
+            # Like Discord: the same nonce by the same author within a few minutes returns
+            # the message created for it, and nothing new is created (or echoed).
+            known = self._nonces.get((author, nonce))
+            if known is not None and time.monotonic() - known[1] < NONCE_SECONDS:
+                return self.messages.get(known[0]) or {}
         data = message(self.world, channel_id, self.world.bot_user, body.get("content", ""),
                        attachments=[name for name, _ in r.files])
+        if nonce is not None:
+            data["nonce"] = nonce
+            self._nonces[(author, nonce)] = (int(data["id"]), time.monotonic())
         if body.get("message_reference"):
             data["message_reference"] = body["message_reference"]
             data["type"] = 19

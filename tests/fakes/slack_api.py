@@ -6,8 +6,11 @@ app over the wire:
 - ``/api/<method>`` (GET or POST; query, form or JSON parameters) answers ``auth.test``,
   ``chat.postMessage``, ``chat.update``, ``chat.delete``, ``chat.postEphemeral``,
   ``users.info``, ``conversations.info``, ``conversations.history``,
-  ``conversations.replies`` (what :meth:`FakeSlack.post` put in a channel, paged by
-  cursor), ``chat.getPermalink`` and ``apps.connections.open`` like Slack does,
+  ``conversations.replies`` (what :meth:`FakeSlack.post` put in a channel and what the
+  bot posted, paged by cursor), ``chat.getPermalink`` and ``apps.connections.open`` like
+  Slack does. The bot's messages keep their ``metadata`` (``chat.postMessage``, changed by
+  ``chat.update``) and are read back with it only when ``include_all_metadata`` is set;
+  ``chat.update`` and ``chat.delete`` change the stored message (see :meth:`bot_messages`),
   and checks the token (bot token for the Web API, app token for ``apps.connections.open``;
   a wrong one gets ``invalid_auth``).
 - ``/response/<name>`` accepts ``response_url`` posts (see :meth:`FakeSlack.response_url`).
@@ -119,6 +122,10 @@ class FakeSlack:
             "is_owner": is_owner, "is_primary_owner": False, "is_bot": False,
             "profile": {"display_name": display_name, "real_name": real_name or display_name},
         }  # fmt: skip
+
+    def bot_messages(self, channel: str) -> list[JSON]:
+        """The bot's messages in ``channel`` as they stand now (updated, not deleted)."""
+        return [m for m in self.channels.get(channel, []) if m.get("bot_id") == self.bot_id]
 
     def post(self, channel: str, user: str, text: str, *, thread_ts: str | None = None,
              **extra: Any) -> JSON:
@@ -320,6 +327,9 @@ class FakeSlack:
         start = int(str(p.get("cursor") or "next:0").split(":")[1])
         limit = int(p.get("limit") or 100)
         page, rest = found[start:start + limit], found[start + limit:]
+        metadata = str(p.get("include_all_metadata", "")).lower() in ("1", "true")
+        page = [m if metadata else {k: v for k, v in m.items() if k != "metadata"}
+                for m in page]
         return {"ok": True, "messages": [dict(m) for m in page], "has_more": bool(rest),
                 "response_metadata": {"next_cursor": f"next:{start + limit}" if rest else ""}}
 
@@ -337,14 +347,28 @@ class FakeSlack:
                 error = "no_text" if p.get("channel") else "channel_not_found"
                 return {"ok": False, "error": error}
             ts = self._next_ts()
+            message: JSON = {"type": "message", "text": p.get("text"), "ts": ts,
+                             "user": self.bot_user_id, "bot_id": self.bot_id,
+                             "team": self.team_id}
+            if p.get("thread_ts"):
+                message["thread_ts"] = p["thread_ts"]
+            if meta := _metadata(p):
+                message["metadata"] = meta
+            self.channels[str(p["channel"])].append(message)
             return {"ok": True, "channel": p["channel"], "ts": ts,
-                    "message": {"type": "message", "text": p.get("text"), "ts": ts,
-                                "user": self.bot_user_id, "bot_id": self.bot_id,
-                                "thread_ts": p.get("thread_ts")}}  # fmt: skip
+                    "message": {**message, "thread_ts": p.get("thread_ts")}}
         if call.method == "chat.update":
+            for m in self.channels.get(str(p.get("channel")), []):
+                if m["ts"] == p.get("ts"):
+                    m["text"] = p.get("text")
+                    if meta := _metadata(p):
+                        m["metadata"] = meta
             return {"ok": True, "channel": p.get("channel"), "ts": p.get("ts"),
                     "text": p.get("text")}
         if call.method == "chat.delete":
+            kept = self.channels.get(str(p.get("channel")))
+            if kept is not None:
+                kept[:] = [m for m in kept if m["ts"] != p.get("ts")]
             return {"ok": True, "channel": p.get("channel"), "ts": p.get("ts")}
         if call.method == "chat.postEphemeral":
             return {"ok": True, "message_ts": self._next_ts()}
@@ -362,6 +386,14 @@ class FakeSlack:
         if call.method == "apps.connections.open":
             return {"ok": True, "url": self.base_url.replace("http://", "ws://") + "/socket"}
         return {"ok": False, "error": "unknown_method"}
+
+
+def _metadata(p: JSON) -> JSON | None:
+    """The ``metadata`` parameter (a JSON object, or its text in a form post)."""
+    meta = p.get("metadata")
+    if isinstance(meta, str) and meta:
+        meta = json.loads(meta)
+    return meta if isinstance(meta, dict) and meta.get("event_type") else None
 
 
 def permalink(p: JSON) -> JSON:

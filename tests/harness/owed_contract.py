@@ -1,5 +1,7 @@
-"""The ``ReplyLedger`` part of the store contract (replies owed to addressed messages),
-mixed into ``StoreContract`` so both backends run it."""
+"""The ``ReplyLedger`` part of the store contract (replies owed to addressed messages, the
+placeholder a late answer replaces) and the outbox (``bot.outbox.OutboxStore``) that
+settles a debt with the post that delivers it, mixed into ``StoreContract`` so both
+backends run it."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from typing import Any
 
 from memory.models import ChannelKey, NewTurn, ReplyDue
 from memory.store import Store
@@ -98,3 +101,30 @@ class OwedContract:
         assert [o.message_id for o in gone] == ["old"]  # "held" is claimed: not yet
         assert await s.release_owed(K, "new", "p")
         assert await s.expire_owed("slack", before=now - 300, max_attempts=1) != []
+
+    async def test_a_placeholder_is_remembered_by_the_debts_owner_only(
+        self, make_store: MakeStore
+    ) -> None:
+        s = await make_store()
+        now = time.time()
+        await s.record(replace(new_turn(K, "m1", sent_at=now), due=ReplyDue("p1", 0.2)))
+        assert not await s.owed_placeholder(K, "m1", "p2", "1700.9")  # not p2's debt
+        assert await s.owed_placeholder(K, "m1", "p1", "1700.9")
+        assert not await s.owed_placeholder(K, "m2", "p1", "1700.9")  # nothing owed
+        await asyncio.sleep(0.3)  # p1 "died" while answering
+        [owed] = await s.claim_due("slack", "p2", 30, since=now - 60)
+        assert owed.placeholder == "1700.9"  # the late answer goes there
+
+    async def test_the_last_post_of_a_reply_settles_its_debt_in_one_write(
+        self, make_store: MakeStore
+    ) -> None:
+        s: Any = await make_store()
+        now = time.time()
+        await s.record(replace(new_turn(K, "m1", sent_at=now), due=ReplyDue("p1", 30)))
+        assert await s.outbox_intent(K, "reply:m1#0") is None  # the first attempt
+        assert await s.outbox_intent(K, "reply:m1#0") == ""  # intended, maybe posted
+        await s.outbox_posted(K, "reply:m1#0", "1700.5", settle="m1")
+        assert await s.outbox_intent(K, "reply:m1#0") == "1700.5"  # posted: never again
+        assert not await s.settle_owed(K, "m1")  # settled with the post
+        await s.outbox_posted(D, "digest:1#0", "42")  # recorded without an intent
+        assert await s.outbox_intent(D, "digest:1#0") == "42"

@@ -6,8 +6,9 @@ second — every ``mention_every``-th one mentions the bot — SIGKILLs the chil
 moment, restarts it and goes on, ``kills`` times. Like Slack, it delivers again every event
 that did not get a 200 (with ``X-Slack-Retry-Num``) until one does. At the end it reads the
 database: an acknowledged event whose turn is missing is *lost*, a message id stored twice
-is a *duplicate*. Used by ``tests/test_slack_crash.py`` (a few kills) and by
-``benchmarks/slack_ack.py`` (200 kills, and the ack-time figures).
+is a *duplicate*; a mention whose answer the fake Slack shows twice is *answered twice*.
+Used by ``tests/test_slack_crash.py`` (a few kills) and by ``benchmarks/slack_ack.py``
+(200 kills, and the ack-time figures).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import signal
 import sqlite3
 import sys
 import time
+from collections import Counter
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,9 +33,10 @@ import aiohttp
 from tests.fakes.slack_api import FakeSlack
 from tests.harness.slack import directory, event_body, mention, sign
 
-__all__ = ["CrashResult", "burst_run", "crash_run", "percentile"]
+__all__ = ["Child", "CrashResult", "burst_run", "crash_run", "owed_drained", "percentile"]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
+ANSWER = "Hello from the model."  # the child's model's answer, as posted
 
 
 @dataclass
@@ -48,6 +51,7 @@ class CrashResult:
     answered: int = 0  # reply turns stored (one per mention at most: ``reply:<id>``)
     misanswered: list[str] = field(default_factory=list)  # replies not to their mention
     owed_left: int = -1  # replies still owed when the run ended (0: every debt settled)
+    answered_twice: list[str] = field(default_factory=list)  # mentions with two answer posts
     ack_seconds: list[float] = field(default_factory=list)
 
     def summary(self) -> dict[str, object]:
@@ -57,6 +61,7 @@ class CrashResult:
             "duplicates": len(self.duplicates), "mentions": self.mentions,
             "replies_stored": self.answered, "replies_still_owed": self.owed_left,
             "replies_not_to_their_mention": len(self.misanswered),
+            "answered_twice": len(self.answered_twice),
             "ack_p50_ms": round(1000 * percentile(self.ack_seconds, 50), 1),
             "ack_p99_ms": round(1000 * percentile(self.ack_seconds, 99), 1),
             "ack_max_ms": round(1000 * max(self.ack_seconds, default=0.0), 1),
@@ -90,8 +95,10 @@ def event_for(i: int, mention_every: int) -> dict[str, object]:
 class Child:
     """One run of the child process (Socket Mode when ``app_token`` is given)."""
 
-    def __init__(self, db: Path, api_url: str, app_token: str | None = None) -> None:
+    def __init__(self, db: Path, api_url: str, app_token: str | None = None,
+                 env: dict[str, str] | None = None) -> None:
         self.db, self.api_url, self.app_token = db, api_url, app_token
+        self.env = env or {}
         self.proc: asyncio.subprocess.Process | None = None
         self.url = ""
 
@@ -100,7 +107,7 @@ class Child:
             sys.executable, "-m", "tests.slack_crash_child", str(self.db), self.api_url,
             *(["socket", self.app_token] if self.app_token else []),
             cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            env={**os.environ, "PYTHONPATH": str(ROOT), **self.env},
         )  # fmt: skip
         assert self.proc.stdout is not None
         line = await asyncio.wait_for(self.proc.stdout.readline(), 60)
@@ -278,12 +285,15 @@ async def crash_run(
                 # Replies in flight finish, and the mentions a kill left unanswered are
                 # answered by the restarted process's sweep (bot.owed): wait for the debts.
                 await asyncio.sleep(1.0)
-                result.owed_left = await _owed_drained(db, within=90.0)
+                result.owed_left = await owed_drained(db, within=90.0)
                 child.kill()
             await child.wait()
         if acks is not None:
             await acks.close()
         assert not pending, f"{len(pending)} events never acknowledged"
+        posted = Counter(str(m.get("thread_ts")) for m in fake.bot_messages("C1")
+                         if m.get("text") == ANSWER)
+        result.answered_twice = sorted(ts for ts, n in posted.items() if n > 1)
     result.sent = nxt
     result.mentions = len([i for i in range(nxt) if mention_every and i % mention_every == 0])
     with contextlib.closing(sqlite3.connect(db)) as conn:
@@ -307,7 +317,7 @@ async def crash_run(
     return result
 
 
-async def _owed_drained(db: Path, *, within: float) -> int:
+async def owed_drained(db: Path, *, within: float) -> int:
     """Wait until no reply is owed in ``db`` (or ``within`` seconds); how many still are."""
     deadline = time.monotonic() + within
     while True:

@@ -1,4 +1,5 @@
-"""PostgreSQL side of ``ReplyLedger``: replies owed to addressed messages (schema step 5).
+"""PostgreSQL side of ``ReplyLedger``: replies owed to addressed messages (schema step 5;
+the placeholder column: the outbox step).
 
 Claims are conditional ``UPDATE … RETURNING`` statements on the database clock: under READ
 COMMITTED a second replica's update waits for the first and re-checks the condition, so a
@@ -22,6 +23,7 @@ __all__ = [
     "CLAIM_OWED",
     "EXPIRE_OWED",
     "OWE",
+    "OWED_PLACEHOLDER",
     "RELEASE_OWED",
     "RENEW_OWED",
     "SETTLE_OWED",
@@ -31,7 +33,7 @@ __all__ = [
 ]
 
 _NOW = "extract(epoch from clock_timestamp())"
-_COLS = "platform, workspace, channel, message_id, seq, sent_at, route, attempts"
+_COLS = "platform, workspace, channel, message_id, seq, sent_at, route, attempts, placeholder"
 _KEY = "platform = $1 AND workspace = $2 AND channel = $3 AND message_id = $4"
 
 OWE = (
@@ -52,11 +54,14 @@ CLAIM_DUE = (
     "WHERE (o.platform, o.workspace, o.channel, o.message_id) = "
     "(d.platform, d.workspace, d.channel, d.message_id) "
     "RETURNING o.platform, o.workspace, o.channel, o.message_id, o.seq, o.sent_at, o.route, "
-    "o.attempts"
+    "o.attempts, o.placeholder"
 )
 RENEW_OWED = (
     f"UPDATE owed_replies SET claimed_until = {_NOW} + $6 WHERE {_KEY} AND owner = $5 "
     f"AND claimed_until > {_NOW}"
+)
+OWED_PLACEHOLDER = (
+    f"UPDATE owed_replies SET placeholder = $6 WHERE {_KEY} AND owner = $5 RETURNING seq"
 )
 RELEASE_OWED = f"UPDATE owed_replies SET claimed_until = 0 WHERE {_KEY} AND owner = $5"
 SETTLE_OWED = f"DELETE FROM owed_replies WHERE {_KEY} RETURNING seq"
@@ -75,9 +80,9 @@ def owe_values(stored: Turn, owner: str, claim_seconds: float, route: str) -> tu
 
 def owed_row(row: Sequence[Any]) -> OwedReply:
     """An ``OwedReply`` from a row in ``_COLS`` order."""
-    platform, workspace, channel, mid, seq, sent_at, route, attempts = row
+    platform, workspace, channel, mid, seq, sent_at, route, attempts, placeholder = row
     return OwedReply(ChannelKey(platform, workspace, channel), mid, int(seq), float(sent_at),
-                     route, int(attempts))
+                     route, int(attempts), placeholder)
 
 
 def by_owed_key(key: ChannelKey, message_id: str) -> tuple[str, str, str, str]:
@@ -141,3 +146,10 @@ class PostgresOwed:
         """Delete and return debts too old or tried too often."""
         rows = await self._fetch(EXPIRE_OWED, platform, float(before), max_attempts)
         return sorted((owed_row(r) for r in rows), key=lambda o: o.sent_at)
+
+    async def owed_placeholder(
+        self, key: ChannelKey, message_id: str, owner: str, placeholder: str
+    ) -> bool:
+        """Remember the placeholder shown for a debt (see ``ReplyLedger``)."""
+        return bool(await self._fetch(OWED_PLACEHOLDER, *by_owed_key(key, message_id),
+                                      owner, placeholder))

@@ -237,7 +237,20 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (platform, workspace, channel, slot_at)
     );
     """,
-    # 10: daily token usage per kind of call (``settings``: replies, summaries, catch-ups,
+    # 10: the outbox (see the SQLite schema, step 13) and the placeholder of a debt.
+    """
+    ALTER TABLE owed_replies ADD COLUMN IF NOT EXISTS placeholder text NOT NULL DEFAULT '';
+    CREATE TABLE IF NOT EXISTS outbox (
+        id text PRIMARY KEY,
+        platform text NOT NULL,
+        workspace text NOT NULL,
+        channel text NOT NULL,
+        created_at double precision NOT NULL,
+        message_id text NOT NULL DEFAULT ''
+    );
+    CREATE INDEX IF NOT EXISTS outbox_created ON outbox (created_at);
+    """,
+    # 11: daily token usage per kind of call (``settings``: replies, summaries, catch-ups,
     # digests, compaction) beside the totals in ``token_usage`` that limits are checked
     # against. Counts from before this step have no kind; ``/config usage`` shows them apart.
     """

@@ -1,4 +1,5 @@
-"""SQLite side of ``ReplyLedger``: replies owed to addressed messages (schema step 6).
+"""SQLite side of ``ReplyLedger``: replies owed to addressed messages (schema step 6;
+the placeholder column: the outbox step).
 
 Writes run in the writer's batch transaction like every other write, so a claim is one
 conditional ``UPDATE`` and two processes sharing the file never both win it.
@@ -23,19 +24,20 @@ __all__ = [
     "claim_owed",
     "expire_owed",
     "owe",
+    "owed_placeholder",
     "release_owed",
     "renew_owed",
     "settle_owed",
 ]
 
-_COLS = "platform, workspace, channel, message_id, seq, sent_at, route, attempts"
+_COLS = "platform, workspace, channel, message_id, seq, sent_at, route, attempts, placeholder"
 _KEY = "platform = ? AND workspace = ? AND channel = ? AND message_id = ?"
 
 
 def _row(row: Sequence[Any]) -> OwedReply:
-    platform, workspace, channel, mid, seq, sent_at, route, attempts = row
+    platform, workspace, channel, mid, seq, sent_at, route, attempts, placeholder = row
     return OwedReply(ChannelKey(platform, workspace, channel), mid, int(seq), float(sent_at),
-                     route, int(attempts))
+                     route, int(attempts), placeholder)
 
 
 def owe(tx: WriteTx, stored: Turn, owner: str, claim_seconds: float, route: str) -> None:
@@ -111,6 +113,16 @@ def settle_owed(tx: WriteTx, key: ChannelKey, message_id: str) -> bool:
     ).rowcount == 1
 
 
+def owed_placeholder(
+    tx: WriteTx, key: ChannelKey, message_id: str, owner: str, placeholder: str
+) -> bool:
+    """Remember the message ``owner`` shows meanwhile on the debt it holds."""
+    return tx.conn.execute(
+        f"UPDATE owed_replies SET placeholder = ? WHERE {_KEY} AND owner = ?",
+        (placeholder, key.platform, key.workspace, key.channel, message_id, owner),
+    ).rowcount == 1
+
+
 def expire_owed(tx: WriteTx, platform: str, before: float, max_attempts: int) -> list[OwedReply]:
     """Delete and return unclaimed debts that are too old or were tried too often."""
     rows = tx.conn.execute(
@@ -165,3 +177,9 @@ class SqliteOwed:
     ) -> list[OwedReply]:
         """Delete and return debts too old or tried too often."""
         return await self._write(expire_owed, platform, before, max_attempts)
+
+    async def owed_placeholder(
+        self, key: ChannelKey, message_id: str, owner: str, placeholder: str
+    ) -> bool:
+        """Remember the placeholder shown for a debt (see ``ReplyLedger``)."""
+        return await self._write(owed_placeholder, key, message_id, owner, placeholder)

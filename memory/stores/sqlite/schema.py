@@ -313,7 +313,22 @@ MIGRATIONS: tuple[str, ...] = (
         UPDATE archive_writes SET n = n + 1 WHERE name = 'memory_facts';
     END;
     """,
-    # 13: daily token usage per kind of call (``settings``: replies, summaries, catch-ups,
+    # 13: the outbox (``outbox``): every outgoing post's intent, then the platform's id of
+    # it, so a retry after a crash finds the earlier post instead of posting again; and
+    # the placeholder a debt showed meanwhile, which its late answer replaces.
+    """
+    ALTER TABLE owed_replies ADD COLUMN placeholder TEXT NOT NULL DEFAULT '';
+    CREATE TABLE outbox (
+        id TEXT PRIMARY KEY,
+        platform TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        message_id TEXT NOT NULL DEFAULT ''
+    ) WITHOUT ROWID;
+    CREATE INDEX outbox_created ON outbox (created_at);
+    """,
+    # 14: daily token usage per kind of call (``settings``: replies, summaries, catch-ups,
     # digests, compaction) beside the totals in ``token_usage`` that limits are checked
     # against. Counts from before this step have no kind; ``/config usage`` shows them apart.
     """

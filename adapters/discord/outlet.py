@@ -1,0 +1,91 @@
+"""Discord's outlet for the outbox (``bot.outbox.PostOutlet``).
+
+Every message is created with a ``nonce`` derived from its outbox id; discord.py sends
+``enforce_nonce`` with it, so Discord returns the message it already created for the same
+nonce by the same author within a few minutes instead of creating another. That is how a
+retry after a crash finds its earlier post: by posting again (``find`` has nothing to
+read, since Discord does not return nonces in history).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import discord
+
+from adapters.discord.text import NO_PINGS, text_file
+from bot.outbox import Post
+from memory.models import ChannelKey
+
+__all__ = ["DiscordPosts", "nonce"]
+
+log = logging.getLogger(__name__)
+NONCE_CHARS = 25  # Discord's limit on a string nonce
+
+
+def nonce(outbox_id: str) -> str:
+    """The message nonce of an outbox id (a digest of it: outbox ids are longer)."""
+    return hashlib.sha256(outbox_id.encode()).hexdigest()[:NONCE_CHARS]
+
+
+class DiscordPosts:
+    """Posts, edits and deletes the bot's messages; ``may_reference`` and ``forbidden``
+    let the client check and report its permissions (a reply quotes its trigger only
+    where the bot may read the history)."""
+
+    def __init__(self, client: discord.Client, *,
+                 may_reference: Callable[[Any], bool] = lambda channel: True,
+                 forbidden: Callable[[Any], None] = lambda channel: None) -> None:
+        self.client = client
+        self.may_reference, self.forbidden = may_reference, forbidden
+
+    def channel(self, key: ChannelKey) -> Any:
+        """The channel of ``key`` (a partial one when it is not cached)."""
+        channel: Any = self.client.get_channel(int(key.channel))
+        if not isinstance(channel, discord.TextChannel | discord.Thread | discord.DMChannel):
+            guild = None if key.workspace == "dm" else int(key.workspace)
+            channel = self.client.get_partial_messageable(int(key.channel), guild_id=guild)
+        return channel
+
+    async def post(self, post: Post) -> str | None:
+        channel = self.channel(post.key)
+        kwargs: dict[str, Any] = {"allowed_mentions": NO_PINGS, "nonce": nonce(post.outbox_id)}
+        if post.reply_to and post.first and self.may_reference(channel):
+            trigger = channel.get_partial_message(int(post.reply_to))
+            kwargs["reference"] = trigger.to_reference(fail_if_not_exists=False)
+        if post.attachment:
+            kwargs["file"] = text_file(post.attachment)
+        try:
+            sent = await channel.send(post.text, **kwargs)
+        except discord.Forbidden:
+            self.forbidden(channel)
+            return None
+        except discord.HTTPException:
+            log.exception("sending a message in %s failed", post.key.channel)
+            return None
+        return str(sent.id)
+
+    async def edit(self, post: Post, message_id: str) -> bool:
+        message = self.channel(post.key).get_partial_message(int(message_id))
+        try:
+            await message.edit(content=post.text, allowed_mentions=NO_PINGS)
+        except discord.HTTPException:
+            log.warning("could not edit message %s in %s", message_id, post.key.channel,
+                        exc_info=True)
+            return False
+        return True
+
+    async def delete(self, key: ChannelKey, message_id: str) -> bool:
+        try:
+            await self.channel(key).get_partial_message(int(message_id)).delete()
+        except discord.HTTPException:
+            log.warning("could not delete message %s in %s", message_id, key.channel,
+                        exc_info=True)
+            return False
+        return True
+
+    async def find(self, post: Post) -> str | None:
+        return None  # posting again with the same nonce returns the earlier message

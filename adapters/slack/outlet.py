@@ -1,0 +1,87 @@
+"""Slack's outlet for the outbox (``bot.outbox.PostOutlet``): every message the bot posts
+or finishes carries its outbox id in the message ``metadata``, so after a crash the post
+is found again in the thread (``conversations.replies``) or the channel
+(``conversations.history``), both read with ``include_all_metadata``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.slack.web import call
+from bot.outbox import Post
+from memory.models import ChannelKey
+
+__all__ = ["EVENT_TYPE", "SlackPosts", "metadata"]
+
+log = logging.getLogger(__name__)
+EVENT_TYPE = "gistbot_outbox"
+SEARCH_PAGES = 2  # pages of 100 read to find an earlier post (a thread, or the channel)
+
+
+def metadata(outbox_id: str) -> dict[str, Any]:
+    """The message metadata that carries an outbox id."""
+    return {"event_type": EVENT_TYPE, "event_payload": {"outbox_id": outbox_id}}
+
+
+def carries(message: Mapping[str, Any], outbox_id: str) -> bool:
+    """Whether a message read back with its metadata carries ``outbox_id``."""
+    meta = message.get("metadata") or {}
+    payload = meta.get("event_payload") or {}
+    return meta.get("event_type") == EVENT_TYPE and payload.get("outbox_id") == outbox_id
+
+
+class SlackPosts:
+    """Posts, edits, deletes and finds the bot's messages in Slack (text already mrkdwn)."""
+
+    def __init__(self, client: AsyncWebClient) -> None:
+        self.client = client
+
+    async def post(self, post: Post) -> str | None:
+        channel = post.key.channel
+        r = await call(f"chat.postMessage in {channel}", self.client.chat_postMessage(
+            channel=channel, thread_ts=post.reply_to or None, text=post.text,
+            unfurl_links=False, unfurl_media=False, metadata=metadata(post.outbox_id)))
+        return str(r.get("ts")) if r is not None and r.get("ts") else None
+
+    async def edit(self, post: Post, message_id: str) -> bool:
+        channel = post.key.channel
+        r = await call(f"chat.update in {channel}", self.client.chat_update(
+            channel=channel, ts=message_id, text=post.text, metadata=metadata(post.outbox_id)))
+        return r is not None
+
+    async def delete(self, key: ChannelKey, message_id: str) -> bool:
+        r = await call(f"chat.delete in {key.channel}",
+                       self.client.chat_delete(channel=key.channel, ts=message_id))
+        return r is not None
+
+    async def find(self, post: Post) -> str | None:
+        channel, cursor = post.key.channel, None
+        for _ in range(SEARCH_PAGES):
+            if post.reply_to:
+                request = self.client.conversations_replies(
+                    channel=channel, ts=post.reply_to, include_all_metadata=True, limit=100,
+                    cursor=cursor)
+            else:
+                request = self.client.conversations_history(
+                    channel=channel, include_all_metadata=True, limit=100, cursor=cursor)
+            try:
+                r = await request
+            except SlackApiError as e:  # e.g. thread_not_found: nothing was posted there
+                log.debug("reading %s for an earlier post: %s", channel, e.response.get("error"))
+                return None
+            except Exception:
+                log.warning("reading %s for an earlier post failed", channel, exc_info=True)
+                return None
+            for m in r.get("messages") or []:
+                if carries(m, post.outbox_id):
+                    return str(m["ts"])
+            cursor = (r.get("response_metadata") or {}).get("next_cursor")
+            if not cursor:
+                return None
+        return None

@@ -1,0 +1,87 @@
+"""``bot.outbox.Outbox`` on a real SQLite file with a scripted outlet: the first attempt
+posts, a retry whose post was recorded posts nothing, a retry whose post was not recorded
+looks for it first, a placeholder is edited instead of posting beside it, and a store
+that fails does not stop the answer."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from bot.outbox import Outbox, Post, reply_id
+from memory.models import ChannelKey
+from memory.stores.sqlite.store import SqliteStore
+
+KEY = ChannelKey("slack", "T1", "C1")
+
+
+class Outlet:
+    """Records what it was asked; ``posted`` is what the platform holds."""
+
+    def __init__(self) -> None:
+        self.posted: dict[str, str] = {}  # platform id -> outbox id
+        self.asked: list[str] = []
+
+    async def post(self, post: Post) -> str | None:
+        self.asked.append("post")
+        mid = str(len(self.posted) + 1)
+        self.posted[mid] = post.outbox_id
+        return mid
+
+    async def edit(self, post: Post, message_id: str) -> bool:
+        self.asked.append("edit")
+        self.posted[message_id] = post.outbox_id
+        return True
+
+    async def delete(self, key: ChannelKey, message_id: str) -> bool:
+        return self.posted.pop(message_id, None) is not None
+
+    async def find(self, post: Post) -> str | None:
+        self.asked.append("find")
+        return next((m for m, o in self.posted.items() if o == post.outbox_id), None)
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    s = SqliteStore(tmp_path / "bot.db")
+    await s.open()
+    yield s
+    await s.close()
+
+
+def post(part: int = 0) -> Post:
+    return Post(KEY, reply_id(KEY, "m1", part), f"part {part}", "1700.1")
+
+
+async def test_a_recorded_post_is_never_posted_again(store: SqliteStore) -> None:
+    outlet, outbox = Outlet(), Outbox(store)
+    assert await outbox.send(outlet, post()) == "1"
+    assert await outbox.send(outlet, post()) == "1"
+    assert outlet.asked == ["post"]  # the retry asked the platform nothing
+
+
+async def test_a_post_whose_record_was_lost_is_found_not_posted(store: SqliteStore) -> None:
+    outlet = Outlet()
+    assert await store.outbox_intent(KEY, post().outbox_id) is None  # the dead attempt
+    outlet.posted["7"] = post().outbox_id  # ...whose post the platform accepted
+    assert await Outbox(store).send(outlet, post()) == "7"
+    assert outlet.asked == ["find"] and list(outlet.posted) == ["7"]
+    assert await store.outbox_intent(KEY, post().outbox_id) == "7"  # recorded now
+
+
+async def test_a_late_answer_goes_into_its_placeholder(store: SqliteStore) -> None:
+    outlet = Outlet()
+    outlet.posted["5"] = "placeholder"
+    assert await Outbox(store).send_all(outlet, [post(0), post(1)], into="5")
+    assert outlet.asked == ["edit", "post"]
+    assert outlet.posted == {"5": post(0).outbox_id, "2": post(1).outbox_id}
+
+
+async def test_a_failing_store_does_not_stop_the_answer(store: SqliteStore) -> None:
+    await store.close()  # every write fails now
+    outlet = Outlet()
+    assert await Outbox(store).send(outlet, post()) == "1"
+    assert outlet.asked == ["post"]
+    await store.open()
