@@ -183,7 +183,8 @@ class Posts:
     async def where(self, key: ChannelKey) -> Where:
         return Where(key)
 
-    async def post(self, key: ChannelKey, text: str, *, in_thread: bool = False) -> None:
+    async def post(self, key: ChannelKey, text: str, *, slot_at: float = 0.0,
+                   in_thread: bool = False) -> None:
         self.texts.append(text)
 
 
