@@ -25,10 +25,13 @@ from typing import TYPE_CHECKING, TextIO, cast
 from adapters.backfill import HistoryStore
 from adapters.claims import DeliveryClaims
 from adapters.console_adapter import ConsoleChat
+from adapters.discord import EXTRA as DISCORD
 from adapters.discord import invite_url, run_discord
+from adapters.slack import EXTRA as SLACK
 from adapters.slack import run_slack
 from bot.env_check import typo_warnings
 from bot.errors import ConfigError, GistbotError
+from bot.extras import ADMIN, needed, require
 from bot.logs import LiveLine, setup_logging
 from bot.settings import Settings, load_settings
 from bot.wording import plural
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = ["channel_spec", "main", "parse_channel", "version"]
 
 log = logging.getLogger("gistbot")
+PLATFORMS = {"discord": DISCORD, "slack": SLACK}  # the adapters `run` may start
 SNOWFLAKE = re.compile(r"[0-9]{17,20}")
 SIGPIPE_STATUS = 128 + 13
 
@@ -89,7 +93,7 @@ def _parser() -> argparse.ArgumentParser:
         "Configuration comes from environment variables and .env (see README).",
     )
     p.add_argument("--version", action="version", version=f"gistbot {version()}")
-    p.add_argument("--env-file", default=".env", help="settings file to read (default: .env)")
+    p.add_argument("--env-file", help="settings file to read (default: .env, if there)")
     verbose = argparse.ArgumentParser(add_help=False)
     verbose.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                          help="console chat: show INFO log lines too (default: warnings only)")
@@ -233,11 +237,9 @@ def _admin(rt: Runtime) -> contextlib.AbstractAsyncContextManager[object]:
     """The admin server when ``ADMIN_PORT`` is set (``bot.admin``), else nothing."""
     if rt.settings.admin_port is None:
         return contextlib.nullcontext()
-    try:
-        from bot.admin.server import admin_server
-    except ImportError as e:
-        raise ConfigError(f"ADMIN_PORT needs the admin extra ({e.name} is missing): "
-                          "pip install 'gistbot[admin]'") from e
+    require(ADMIN, configured=True)
+    from bot.admin.server import admin_server
+
     return admin_server(rt)
 
 
@@ -315,6 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     command = args.command or "run"
     try:
+        args.env_file = _env_file(args.env_file)
         for warning in typo_warnings(args.env_file):  # once, before anything else is said
             print(f"warning: {warning}", file=sys.stderr)
         status = _dispatch(args, command)
@@ -338,8 +341,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def _env_file(given: str | None) -> str:
+    """``--env-file``, which must exist when given; ``.env`` (read if it is there) when not."""
+    if given is None:
+        return ".env"
+    if not os.path.exists(given) or os.path.isdir(given):  # /dev/null: no settings
+        raise ConfigError(f"--env-file {given}: no such file")
+    return given
+
+
 def _dispatch(args: argparse.Namespace, command: str) -> int:
     settings = load_settings(env_file=args.env_file)
+    if command in ("run", "console"):  # every part it will start, before starting any
+        require(*needed(settings, PLATFORMS if command == "run" else {}), configured=True)
     chat = (command in ("run", "console") and not settings.adapters) or command == "console"
     live = setup_logging(settings.log_level, settings.secrets(), console=chat,
                          verbose=args.verbose, fmt=settings.log_format)
@@ -363,7 +377,7 @@ def _dispatch(args: argparse.Namespace, command: str) -> int:
     elif command == "doctor":
         from bot.doctor import doctor
 
-        return asyncio.run(doctor(settings, sys.stdout))
+        return asyncio.run(doctor(settings, sys.stdout, platforms=PLATFORMS))
     elif command == "migrate":
         from bot.app import store_for_url
         from bot.dbtools import migrate

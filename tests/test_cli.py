@@ -127,3 +127,14 @@ def test_secret_filter_scrubs_messages_and_tracebacks() -> None:
     assert SECRET not in record.getMessage()
     assert record.exc_text is not None and SECRET not in record.exc_text
     assert "***" in record.getMessage()
+
+
+@pytest.mark.parametrize("command", ["doctor", "run", "console", "channels", "migrate"])
+def test_a_missing_env_file_is_one_line_and_status_2(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "prod.env"
+    assert main(["--env-file", str(missing), command]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"gistbot: --env-file {missing}: no such file\n"
+    assert captured.out == "" and not list(tmp_path.iterdir())
