@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import re
+import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -107,6 +108,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="chat with gistbot in this terminal (or pipe text in: one "
                        "message per line, answers on stdout)")
     c.add_argument("--channel", default="general", help="console channel to talk in")
+    c.add_argument("--json", action="store_true",
+                   help="with stdin not a terminal: answers as JSON Lines "
+                   '({"input": …, "output": …}) instead of one bare line each')
     sub.add_parser("channels", help="list the channels in memory with their counts")
     s = sub.add_parser("summary", help="print a channel's summary and counts")
     s.add_argument("--channel", required=True,
@@ -144,7 +148,7 @@ def _application_id(value: str) -> str:
 
 
 async def _console(settings: Settings, channel: str, live: LiveLine,
-                   stop: asyncio.Event | None = None) -> None:
+                   stop: asyncio.Event | None = None, *, json_lines: bool = False) -> int:
     from bot.app import Runtime
     from bot.shutdown import install_stop_signals, reply_grace
 
@@ -161,11 +165,15 @@ async def _console(settings: Settings, channel: str, live: LiveLine,
         if "@" in where:  # user:password@host: show the host only
             where = where.split("://", 1)[0] + "://…@" + where.rsplit("@", 1)[1]
         banner = f"gistbot console · channel {channel} · {where} · {model}"
-        await ConsoleChat(rt.service, channel=channel, live=live).run(
-            banner, stop=stop, grace=reply_grace(settings.shutdown_grace_seconds))
+        chat = ConsoleChat(rt.service, channel=channel, live=live, json_lines=json_lines)
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            # Ctrl-C belongs to the chat (cancel, clear, quit); SIGTERM still stops.
+            asyncio.get_running_loop().add_signal_handler(signal.SIGINT, chat.interrupt)
+        return await chat.run(banner, stop=stop,
+                              grace=reply_grace(settings.shutdown_grace_seconds))
 
 
-async def _run(settings: Settings, live: LiveLine) -> None:
+async def _run(settings: Settings, live: LiveLine) -> int:
     from bot.app import Runtime
     from bot.shutdown import install_stop_signals
 
@@ -174,8 +182,7 @@ async def _run(settings: Settings, live: LiveLine) -> None:
     adapters = settings.adapters
     if not adapters:
         log.info("no DISCORD_TOKEN or Slack tokens configured: starting the console chat")
-        await _console(settings, "general", live, stop)
-        return
+        return await _console(settings, "general", live, stop)
     async with Runtime.open(settings) as rt, _admin(rt):
         jobs = []
         history = cast(HistoryStore, rt.store)  # backfill after downtime reads the cursor
@@ -188,6 +195,7 @@ async def _run(settings: Settings, live: LiveLine) -> None:
         await asyncio.gather(*jobs)
     if stop.is_set():
         log.info("stopped cleanly")
+    return 0
 
 
 async def _known(store: Store, key: ChannelKey, settings: Settings) -> None:
@@ -358,10 +366,10 @@ def _dispatch(args: argparse.Namespace, command: str) -> int:
     live = setup_logging(settings.log_level, settings.secrets(), console=chat,
                          verbose=args.verbose, fmt=settings.log_format)
     if command == "run":
-        asyncio.run(_run(settings, live))
-    elif command == "console":
-        asyncio.run(_console(settings, args.channel, live))
-    elif command == "channels":
+        return asyncio.run(_run(settings, live))
+    if command == "console":
+        return asyncio.run(_console(settings, args.channel, live, json_lines=args.json))
+    if command == "channels":
         asyncio.run(_channels(settings, sys.stdout))
     elif command == "summary":
         asyncio.run(_summary(settings, parse_channel(args.channel), sys.stdout))
