@@ -215,9 +215,21 @@ def _where(settings: Settings) -> str:
     return url.split("://", 1)[0] + "://" + url.rsplit("@", 1)[-1].split("/", 1)[0]
 
 
+def _no_database(settings: Settings) -> str | None:
+    """"no database at …" when ``DATABASE_URL`` is a SQLite file that does not exist: a
+    command that only reads must not create it."""
+    path = settings.sqlite_path
+    if path is not None and not path.exists():
+        return f"no database at {path} (DATABASE_URL); it is created when gistbot first runs"
+    return None
+
+
 async def _channels(settings: Settings, out: TextIO) -> int:
     from bot.app import make_store
 
+    if (absent := _no_database(settings)) is not None:
+        print(absent, file=sys.stderr)
+        return 0
     store = make_store(settings)
     await store.open()
     try:
@@ -254,6 +266,8 @@ def _admin(rt: Runtime) -> contextlib.AbstractAsyncContextManager[object]:
 async def _summary(settings: Settings, key: ChannelKey, out: TextIO) -> None:
     from bot.app import Runtime
 
+    if (absent := _no_database(settings)) is not None:
+        raise UnknownChannel(absent)
     async with Runtime.open(settings, start_background=False, warn_offline=False) as rt:
         await _known(rt.store, key, settings)
         result = await rt.service.summary(key)
@@ -264,6 +278,8 @@ async def _export(settings: Settings, key: ChannelKey, out: TextIO) -> int:
     from bot.app import make_store
     from bot.dbtools import settings_rows
 
+    if (absent := _no_database(settings)) is not None:
+        raise UnknownChannel(absent)
     store = make_store(settings)
     await store.open()
     try:
