@@ -142,7 +142,9 @@ async def run_config(key: ChannelKey, request: ConfigRequest, caller: Caller,
                                     actor=actor)
     except Invalid as e:
         return CommandResult(str(e), ok=False)
-    return CommandResult(f"Set {request.key} for {where} to {_shown(request.key, stored or '')}.")
+    shown = _shown(request.key, stored or "")
+    end = "" if shown.endswith((".", "!", "?", "…", "。")) else "."  # no "pirate.."
+    return CommandResult(f"Set {request.key} for {where} to {shown}{end}")
 
 
 async def _show(key: ChannelKey, server: bool, channels: ChannelConfig) -> CommandResult:
