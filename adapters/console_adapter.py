@@ -9,13 +9,20 @@ references, there are no links).
 
 Two modes, chosen by whether stdin and stdout are a terminal:
 
-- **Interactive**: a prompt-toolkit prompt (line editing, ↑/↓ history for the session,
-  Ctrl-D or ``/quit`` to leave) and a spinner while the model works. Log records are
-  printed above the prompt and above the spinner (``bot.logs.LiveLine``), never into them.
-- **Batch** (a file, a pipe or ``/dev/null`` on stdin): one message per line, only the
-  answers on stdout (no banner, no prompt, no control characters), exit at end of input.
-  Lines are read by a daemon thread, one at a time as they are wanted, so any kind of
-  stdin works and a blocked read never holds the process open at exit.
+- **Interactive**: a prompt-toolkit prompt (line editing, ↑/↓ history kept across runs in
+  :func:`history_path`) and a spinner while the model works. Keys as in shells: Ctrl-C
+  clears the line; during a request it cancels the request ("cancelled"); a second Ctrl-C
+  on an empty line, Ctrl-D or ``/quit`` leaves (status 0). Log records are printed above
+  the prompt and above the spinner (``bot.logs.LiveLine``), never into them.
+- **Batch** (a file, a pipe or ``/dev/null`` on stdin): one message per line in, one
+  answer per line out, bare (no banner, no prompt, no control characters; a newline inside
+  an answer is written ``\\n`` and a backslash ``\\\\``), or with ``json_lines`` one JSON
+  object per answer (``{"input": …, "output": …}``); exit at end of input, status 130 on
+  SIGINT. Lines are read by a daemon thread, one at a time as they are wanted, so any kind
+  of stdin works and a blocked read never holds the process open at exit.
+
+SIGINT reaches :meth:`ConsoleChat.interrupt` (the CLI installs it): in a terminal the
+prompt reads Ctrl-C as a key, and between prompts the terminal turns it into SIGINT.
 """
 
 from __future__ import annotations
@@ -24,12 +31,15 @@ import asyncio
 import contextlib
 import getpass
 import itertools
+import json
+import os
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Awaitable
-from typing import Any, TextIO, TypeVar
+from collections.abc import Awaitable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from bot.catchup_command import Where
 from bot.commands.args import Usage
@@ -41,7 +51,12 @@ from bot.service import ChatService
 from bot.shutdown import SHUTDOWN_APOLOGY
 from memory.models import ChannelKey
 
-__all__ = ["HELP", "ConsoleChat", "console_key", "read_line"]
+if TYPE_CHECKING:
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.history import History
+
+__all__ = ["CANCELLED", "HELP", "QUIT_HINT", "ConsoleChat", "console_key", "history_path",
+           "read_line"]
 
 T = TypeVar("T")
 HELP = (
@@ -51,9 +66,45 @@ HELP = (
 )
 
 
+CANCELLED = "cancelled"
+QUIT_HINT = "(Ctrl-C again or Ctrl-D to quit)"
+INTERRUPTED_STATUS = 128 + 2  # SIGINT, as a shell reports it
+
+
+class _Interrupt(Exception):
+    """Ctrl-C at the prompt; ``had_text``: the line was not empty (so it is only cleared)."""
+
+    def __init__(self, had_text: bool) -> None:
+        super().__init__("interrupted")
+        self.had_text = had_text
+
+
 def console_key(channel: str) -> ChannelKey:
     """The memory key of a console channel."""
     return ChannelKey("console", "local", channel)
+
+
+def history_path(environ: Mapping[str, str] | None = None) -> Path:
+    """Where the prompt's history is kept: ``$XDG_STATE_HOME/gistbot/history``, by default
+    ``~/.local/state/gistbot/history`` (the XDG base directory rules)."""
+    env = os.environ if environ is None else environ
+    state = env.get("XDG_STATE_HOME", "")
+    base = Path(state) if os.path.isabs(state) else Path.home() / ".local" / "state"
+    return base / "gistbot" / "history"
+
+
+def _history() -> History:
+    """The history file, private to the user (it holds what was said); in memory only when
+    it cannot be created (a read-only home)."""
+    from prompt_toolkit.history import FileHistory, InMemoryHistory
+
+    path = history_path()
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600))
+    except OSError:
+        return InMemoryHistory()
+    return FileHistory(str(path))
 
 
 class ConsoleChat:
@@ -68,6 +119,7 @@ class ConsoleChat:
         stdin: TextIO | None = None,
         stdout: TextIO | None = None,
         live: LiveLine | None = None,
+        json_lines: bool = False,
     ) -> None:
         self.service = service
         self.key = console_key(channel)
@@ -76,17 +128,45 @@ class ConsoleChat:
         self.stdout = stdout or sys.stdout
         self.live = live or LiveLine()
         self.interactive = _isatty(self.stdin) and _isatty(self.stdout)
+        self.json_lines = json_lines  # batch mode: JSON Lines instead of bare answers
+        self._line = ""  # the input line being answered (batch output names it)
+        self._inflight: asyncio.Future[bool] | None = None
+        self._session: PromptSession[str] | None = None
+        self._interrupted = asyncio.Event()  # batch mode: SIGINT, stop with status 130
 
-    def _print(self, text: str) -> None:
+    def _print(self, text: str, prefix: str = "") -> None:
+        """Write one answer: in a terminal as it is (``prefix`` first); in batch mode on one
+        line, bare or as JSON."""
+        if self.interactive:
+            out = prefix + text
+        elif self.json_lines:
+            out = json.dumps({"input": self._line, "output": text}, ensure_ascii=False)
+        else:
+            out = text.replace("\\", "\\\\").replace("\r", "\\r").replace("\n", "\\n")
         with self.live.above():
-            self.stdout.write(text + "\n")
+            self.stdout.write(out + "\n")
             self.stdout.flush()
 
+    def interrupt(self) -> None:
+        """Ctrl-C (SIGINT): cancel the request in flight; at the prompt, clear the line; in
+        batch mode, stop at once (``run`` returns 130)."""
+        inflight = self._inflight
+        if not self.interactive:
+            self._interrupted.set()
+        if inflight is not None and not inflight.done():
+            inflight.cancel()
+            return
+        app = self._session.app if self._session is not None else None
+        if app is not None and app.is_running:
+            with contextlib.suppress(Exception):  # already leaving
+                app.exit(exception=_Interrupt(bool(app.current_buffer.text)))
+
     async def run(self, banner: str = "", *, stop: asyncio.Event | None = None,
-                  grace: float = 10.0) -> None:
-        """Read messages until ``/quit``, end of input or ``stop`` (SIGTERM/SIGINT): then a
-        reply in flight gets ``grace`` seconds before it is given up with an apology."""
-        stopping = asyncio.ensure_future((stop or asyncio.Event()).wait())
+                  grace: float = 10.0) -> int:
+        """Read messages until ``/quit``, end of input or ``stop`` (SIGTERM): then a reply
+        in flight gets ``grace`` seconds before it is given up with an apology. Returns the
+        exit status: 0, or 130 when batch mode was interrupted."""
+        stopping = asyncio.ensure_future(_either(stop or asyncio.Event(), self._interrupted))
         try:
             if self.interactive:
                 if banner:
@@ -97,26 +177,49 @@ class ConsoleChat:
                 await self._batch(stopping, grace)
         finally:
             stopping.cancel()
+        return INTERRUPTED_STATUS if self._interrupted.is_set() else 0
 
     async def _interactive(self, stopping: asyncio.Future[Any], grace: float) -> None:
         from prompt_toolkit import PromptSession
-        from prompt_toolkit.history import InMemoryHistory
+        from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
         from prompt_toolkit.patch_stdout import patch_stdout
 
-        session: PromptSession[str] = PromptSession(history=InMemoryHistory())
+        keys = KeyBindings()
+
+        @keys.add("c-c")
+        def _clear(event: KeyPressEvent) -> None:
+            # An ordinary exception, not KeyboardInterrupt: asyncio re-raises that one out
+            # of the event loop from the prompt's task.
+            event.app.exit(exception=_Interrupt(bool(event.current_buffer.text)),
+                           style="class:aborting")
+
+        session: PromptSession[str] = PromptSession(history=_history(), key_bindings=keys)
+        self._session = session
+        armed = False  # Ctrl-C on an empty line once: a second one leaves
         while not stopping.done():
             try:
                 # Only while the prompt is up: records written meanwhile go above it.
                 with patch_stdout(raw=True):
-                    prompt = asyncio.ensure_future(session.prompt_async(f"{self.user}> "))
+                    # SIGINT stays ours (``interrupt``): the prompt would take it over and
+                    # leave a no-op in its place, so Ctrl-C during a request did nothing.
+                    prompt = asyncio.ensure_future(
+                        session.prompt_async(f"{self.user}> ", handle_sigint=False))
                     await asyncio.wait({prompt, stopping}, return_when=asyncio.FIRST_COMPLETED)
-                    if not prompt.done():  # a signal while waiting for input
+                    if not prompt.done():  # SIGTERM while waiting for input
                         prompt.cancel()
                         await asyncio.gather(prompt, return_exceptions=True)
                         return
                     line = prompt.result()
             except (EOFError, KeyboardInterrupt):
                 return
+            except _Interrupt as e:
+                if not e.had_text and armed:
+                    return
+                armed = not e.had_text
+                if armed:
+                    self._print(QUIT_HINT)
+                continue
+            armed = False
             if line.strip() and not await self._handle_until(line, stopping, grace):
                 return
 
@@ -140,20 +243,31 @@ class ConsoleChat:
             if line is None:
                 return
             line = line.rstrip("\r\n")
+            self._line = line
             if line.strip() and not await self._handle_until(line, stopping, grace):
                 return
 
     async def _handle_until(self, line: str, stopping: asyncio.Future[Any], grace: float) -> bool:
-        """``handle(line)``; once ``stopping``, it has ``grace`` seconds left to finish."""
-        handling = asyncio.ensure_future(self.handle(line))
-        await asyncio.wait({handling, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        if not handling.done():
-            done, _ = await asyncio.wait({handling}, timeout=grace)
-            if not done:
-                handling.cancel()
-                await asyncio.gather(handling, return_exceptions=True)
-                self._print(f"gistbot> {SHUTDOWN_APOLOGY}")
-                return False
+        """``handle(line)``; once ``stopping``, it has ``grace`` seconds left to finish
+        (none after SIGINT in batch mode). Ctrl-C cancels it (``interrupt``)."""
+        handling = self._inflight = asyncio.ensure_future(self.handle(line))
+        try:
+            await asyncio.wait({handling, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not handling.done():
+                wait = 0.0 if self._interrupted.is_set() else grace
+                done, _ = await asyncio.wait({handling}, timeout=wait)
+                if not done:
+                    handling.cancel()
+                    await asyncio.gather(handling, return_exceptions=True)
+                    if not self._interrupted.is_set():
+                        self._print(SHUTDOWN_APOLOGY, prefix="gistbot> ")
+                    return False
+        finally:
+            self._inflight = None
+        if handling.cancelled():  # Ctrl-C: the request is dropped, the chat goes on
+            if self.interactive:
+                self._print(CANCELLED)
+            return not stopping.done()
         return handling.result() and not stopping.done()
 
     async def handle(self, line: str) -> bool:
@@ -175,7 +289,7 @@ class ConsoleChat:
                                   line, time.time(), mentions_bot=True, is_direct=True)
             reply = await self._busy(self.service.on_message(msg))
             if reply is not None:
-                self._print(f"gistbot> {reply.text}")
+                self._print(reply.text, prefix="gistbot> ")
         return True
 
     async def _command(self, name: str, args: Any) -> str:
@@ -226,6 +340,16 @@ def read_line(line: str) -> tuple[str, Any] | None:
     word, rest = ([*line.strip().split(None, 1), ""])[:2]
     spec = SPECS.get(word.lower().removeprefix("/")) if word.startswith("/") else None
     return None if spec is None else (spec.name, spec.parse(rest))
+
+
+async def _either(*events: asyncio.Event) -> None:
+    """Return once any of ``events`` is set."""
+    waits = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
 
 
 def _read_lines(

@@ -20,6 +20,7 @@ from bot.budget import window_policy
 from bot.catchup_wiring import attach_catchup
 from bot.channel_config import ChannelConfig, Defaults
 from bot.errors import ConfigError
+from bot.extras import POSTGRES, require
 from bot.llm import LLM, OpenAILLM, UsageMeter
 from bot.offline_llm import OfflineLLM
 from bot.outbox import Outbox, OutboxStore
@@ -58,13 +59,9 @@ def store_for_url(url: str, *, synchronous: str = "FULL", pool_size: int = 10) -
         return SqliteStore(url[len("sqlite:///") :], synchronous=synchronous)  # type: ignore[arg-type]
     if not url.startswith(("postgresql://", "postgres://")):
         raise ConfigError(f"{url!r}: use sqlite:///path/to/file.db or postgresql://user@host/db")
-    try:
-        from memory.stores.postgres.store import PostgresStore
-    except ImportError as e:
-        raise ConfigError(
-            "DATABASE_URL points at PostgreSQL, which needs the postgres extra: "
-            "pip install 'gistbot[postgres]'"
-        ) from e
+    require(POSTGRES, configured=True)
+    from memory.stores.postgres.store import PostgresStore
+
     dsn, _, schema = url.partition("#")  # a "#schema" suffix selects a schema (tests, hosting)
     store: Store = PostgresStore(dsn, schema=schema or "public", max_size=pool_size)
     return store

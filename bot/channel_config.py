@@ -95,13 +95,15 @@ class Defaults:
     always_reply_channels: frozenset[str] = frozenset()
     daily_tokens_per_user: int = 0
     daily_tokens_per_server: int = 0
+    offline: bool = False  # no model configured: the offline model answers, whatever is set
 
     @classmethod
     def from_settings(cls, s: Settings) -> Defaults:
         """The defaults ``s`` implies (``ALWAYS_REPLY_CHANNELS`` become ``reply_mode all``)."""
         return cls(s.system_prompt, s.model_name, s.summary_model_name or s.model_name,
                    tuple(s.model_allowlist), s.record_mode, frozenset(s.always_reply_channels),
-                   s.daily_tokens_per_user, s.daily_tokens_per_server)
+                   s.daily_tokens_per_user, s.daily_tokens_per_server,
+                   offline=s.provider == "offline")
 
     def value(self, name: str, key: ChannelKey) -> str:
         """The environment's value of ``name`` for channel ``key``, as text."""

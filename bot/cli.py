@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import re
+import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -25,10 +26,13 @@ from typing import TYPE_CHECKING, TextIO, cast
 from adapters.backfill import HistoryStore
 from adapters.claims import DeliveryClaims
 from adapters.console_adapter import ConsoleChat
+from adapters.discord import EXTRA as DISCORD
 from adapters.discord import invite_url, run_discord
+from adapters.slack import EXTRA as SLACK
 from adapters.slack import run_slack
 from bot.env_check import typo_warnings
 from bot.errors import ConfigError, GistbotError
+from bot.extras import ADMIN, needed, require
 from bot.logs import LiveLine, setup_logging
 from bot.settings import Settings, load_settings
 from bot.wording import plural
@@ -43,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["channel_spec", "main", "parse_channel", "version"]
 
 log = logging.getLogger("gistbot")
+PLATFORMS = {"discord": DISCORD, "slack": SLACK}  # the adapters `run` may start
 SNOWFLAKE = re.compile(r"[0-9]{17,20}")
 SIGPIPE_STATUS = 128 + 13
 
@@ -89,7 +94,7 @@ def _parser() -> argparse.ArgumentParser:
         "Configuration comes from environment variables and .env (see README).",
     )
     p.add_argument("--version", action="version", version=f"gistbot {version()}")
-    p.add_argument("--env-file", default=".env", help="settings file to read (default: .env)")
+    p.add_argument("--env-file", help="settings file to read (default: .env, if there)")
     verbose = argparse.ArgumentParser(add_help=False)
     verbose.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                          help="console chat: show INFO log lines too (default: warnings only)")
@@ -103,6 +108,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="chat with gistbot in this terminal (or pipe text in: one "
                        "message per line, answers on stdout)")
     c.add_argument("--channel", default="general", help="console channel to talk in")
+    c.add_argument("--json", action="store_true",
+                   help="with stdin not a terminal: answers as JSON Lines "
+                   '({"input": …, "output": …}) instead of one bare line each')
     sub.add_parser("channels", help="list the channels in memory with their counts")
     s = sub.add_parser("summary", help="print a channel's summary and counts")
     s.add_argument("--channel", required=True,
@@ -140,7 +148,7 @@ def _application_id(value: str) -> str:
 
 
 async def _console(settings: Settings, channel: str, live: LiveLine,
-                   stop: asyncio.Event | None = None) -> None:
+                   stop: asyncio.Event | None = None, *, json_lines: bool = False) -> int:
     from bot.app import Runtime
     from bot.shutdown import install_stop_signals, reply_grace
 
@@ -157,11 +165,15 @@ async def _console(settings: Settings, channel: str, live: LiveLine,
         if "@" in where:  # user:password@host: show the host only
             where = where.split("://", 1)[0] + "://…@" + where.rsplit("@", 1)[1]
         banner = f"gistbot console · channel {channel} · {where} · {model}"
-        await ConsoleChat(rt.service, channel=channel, live=live).run(
-            banner, stop=stop, grace=reply_grace(settings.shutdown_grace_seconds))
+        chat = ConsoleChat(rt.service, channel=channel, live=live, json_lines=json_lines)
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            # Ctrl-C belongs to the chat (cancel, clear, quit); SIGTERM still stops.
+            asyncio.get_running_loop().add_signal_handler(signal.SIGINT, chat.interrupt)
+        return await chat.run(banner, stop=stop,
+                              grace=reply_grace(settings.shutdown_grace_seconds))
 
 
-async def _run(settings: Settings, live: LiveLine) -> None:
+async def _run(settings: Settings, live: LiveLine) -> int:
     from bot.app import Runtime
     from bot.shutdown import install_stop_signals
 
@@ -170,8 +182,7 @@ async def _run(settings: Settings, live: LiveLine) -> None:
     adapters = settings.adapters
     if not adapters:
         log.info("no DISCORD_TOKEN or Slack tokens configured: starting the console chat")
-        await _console(settings, "general", live, stop)
-        return
+        return await _console(settings, "general", live, stop)
     async with Runtime.open(settings) as rt, _admin(rt):
         jobs = []
         history = cast(HistoryStore, rt.store)  # backfill after downtime reads the cursor
@@ -184,6 +195,7 @@ async def _run(settings: Settings, live: LiveLine) -> None:
         await asyncio.gather(*jobs)
     if stop.is_set():
         log.info("stopped cleanly")
+    return 0
 
 
 async def _known(store: Store, key: ChannelKey, settings: Settings) -> None:
@@ -203,9 +215,21 @@ def _where(settings: Settings) -> str:
     return url.split("://", 1)[0] + "://" + url.rsplit("@", 1)[-1].split("/", 1)[0]
 
 
+def _no_database(settings: Settings) -> str | None:
+    """"no database at …" when ``DATABASE_URL`` is a SQLite file that does not exist: a
+    command that only reads must not create it."""
+    path = settings.sqlite_path
+    if path is not None and not path.exists():
+        return f"no database at {path} (DATABASE_URL); it is created when gistbot first runs"
+    return None
+
+
 async def _channels(settings: Settings, out: TextIO) -> int:
     from bot.app import make_store
 
+    if (absent := _no_database(settings)) is not None:
+        print(absent, file=sys.stderr)
+        return 0
     store = make_store(settings)
     await store.open()
     try:
@@ -233,17 +257,17 @@ def _admin(rt: Runtime) -> contextlib.AbstractAsyncContextManager[object]:
     """The admin server when ``ADMIN_PORT`` is set (``bot.admin``), else nothing."""
     if rt.settings.admin_port is None:
         return contextlib.nullcontext()
-    try:
-        from bot.admin.server import admin_server
-    except ImportError as e:
-        raise ConfigError(f"ADMIN_PORT needs the admin extra ({e.name} is missing): "
-                          "pip install 'gistbot[admin]'") from e
+    require(ADMIN, configured=True)
+    from bot.admin.server import admin_server
+
     return admin_server(rt)
 
 
 async def _summary(settings: Settings, key: ChannelKey, out: TextIO) -> None:
     from bot.app import Runtime
 
+    if (absent := _no_database(settings)) is not None:
+        raise UnknownChannel(absent)
     async with Runtime.open(settings, start_background=False, warn_offline=False) as rt:
         await _known(rt.store, key, settings)
         result = await rt.service.summary(key)
@@ -254,6 +278,8 @@ async def _export(settings: Settings, key: ChannelKey, out: TextIO) -> int:
     from bot.app import make_store
     from bot.dbtools import settings_rows
 
+    if (absent := _no_database(settings)) is not None:
+        raise UnknownChannel(absent)
     store = make_store(settings)
     await store.open()
     try:
@@ -315,6 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     command = args.command or "run"
     try:
+        args.env_file = _env_file(args.env_file)
         for warning in typo_warnings(args.env_file):  # once, before anything else is said
             print(f"warning: {warning}", file=sys.stderr)
         status = _dispatch(args, command)
@@ -338,16 +365,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def _env_file(given: str | None) -> str:
+    """``--env-file``, which must exist when given; ``.env`` (read if it is there) when not."""
+    if given is None:
+        return ".env"
+    if not os.path.exists(given) or os.path.isdir(given):  # /dev/null: no settings
+        raise ConfigError(f"--env-file {given}: no such file")
+    return given
+
+
 def _dispatch(args: argparse.Namespace, command: str) -> int:
     settings = load_settings(env_file=args.env_file)
+    if command in ("run", "console"):  # every part it will start, before starting any
+        require(*needed(settings, PLATFORMS if command == "run" else {}), configured=True)
     chat = (command in ("run", "console") and not settings.adapters) or command == "console"
     live = setup_logging(settings.log_level, settings.secrets(), console=chat,
                          verbose=args.verbose, fmt=settings.log_format)
     if command == "run":
-        asyncio.run(_run(settings, live))
-    elif command == "console":
-        asyncio.run(_console(settings, args.channel, live))
-    elif command == "channels":
+        return asyncio.run(_run(settings, live))
+    if command == "console":
+        return asyncio.run(_console(settings, args.channel, live, json_lines=args.json))
+    if command == "channels":
         asyncio.run(_channels(settings, sys.stdout))
     elif command == "summary":
         asyncio.run(_summary(settings, parse_channel(args.channel), sys.stdout))
@@ -363,7 +401,7 @@ def _dispatch(args: argparse.Namespace, command: str) -> int:
     elif command == "doctor":
         from bot.doctor import doctor
 
-        return asyncio.run(doctor(settings, sys.stdout))
+        return asyncio.run(doctor(settings, sys.stdout, platforms=PLATFORMS))
     elif command == "migrate":
         from bot.app import store_for_url
         from bot.dbtools import migrate

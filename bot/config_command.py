@@ -142,7 +142,9 @@ async def run_config(key: ChannelKey, request: ConfigRequest, caller: Caller,
                                     actor=actor)
     except Invalid as e:
         return CommandResult(str(e), ok=False)
-    return CommandResult(f"Set {request.key} for {where} to {_shown(request.key, stored or '')}.")
+    shown = _shown(request.key, stored or "")
+    end = "" if shown.endswith((".", "!", "?", "…", "。")) else "."  # no "pirate.."
+    return CommandResult(f"Set {request.key} for {where} to {shown}{end}")
 
 
 async def _show(key: ChannelKey, server: bool, channels: ChannelConfig) -> CommandResult:
@@ -158,7 +160,10 @@ async def _show(key: ChannelKey, server: bool, channels: ChannelConfig) -> Comma
     for name in KEYS:
         value = str(getattr(effective, name))
         source = effective.sources.get(name, "default")
-        lines.append(f"- {name}: {_shown(name, value)}  ({source})")
+        shown = _shown(name, value)
+        if name == "model" and channels.defaults.offline:  # say what actually answers
+            shown = f"offline (no model configured; {shown} once one is)"
+        lines.append(f"- {name}: {shown}  ({source})")
     return CommandResult(
         "Settings in force here (and where each comes from: channel, server or default):\n"
         + "\n".join(lines) + f"\nAllowed models: {allowed}\n"

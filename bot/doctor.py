@@ -1,19 +1,29 @@
-"""``gistbot doctor``: what is configured, what would start, and whether it works.
+"""``gistbot doctor``: whether this configuration works, then what it is.
+
+The verdict comes first, then one line per check — failing ones first, each with its fix —
+then what would start and the configuration. Checks: the optional parts the configuration
+asks for are installed (``bot.extras``, the check ``gistbot run`` makes before starting),
+the database answers (a SQLite file that does not exist yet is not created: its folder must
+be writable), and the LLM endpoint serves the configured models.
 
 Secrets are masked: tokens and keys show their first 3 and last 2 characters at most, URLs
 their user name and host but no password, in the user info or in a query parameter
-(``bot.redact``). Exit status 0 when the database answered and the LLM endpoint serves the
-configured models, 1 otherwise, with one line naming what failed.
+(``bot.redact``). Exit status 0 when every check passed, 1 otherwise.
 """
 
 from __future__ import annotations
 
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TextIO
 
 from pydantic import SecretStr
 
 from bot.app import make_llm, make_store
 from bot.errors import ModelNotServed
+from bot.extras import POSTGRES, Extra, describe, missing, needed
 from bot.llm import UsageMeter
 from bot.logs import scrub
 from bot.redact import mask_url
@@ -22,6 +32,22 @@ from bot.wording import plural
 from memory.tokens import TokenCounter
 
 __all__ = ["doctor", "mask"]
+
+# The advice to run this very command, which error messages give everywhere else.
+_RUN_DOCTOR = re.compile(r";? *`gistbot doctor` tests [^;.]*")
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One line of the report: ``name``, whether it passed, and what was found (with the
+    fix, when it failed)."""
+
+    name: str
+    ok: bool
+    text: str
+
+    def line(self) -> str:
+        return f"  {self.name:<10} {'ok' if self.ok else 'FAILED'}: {self.text}\n"
 
 
 def mask(secret: str) -> str:
@@ -46,42 +72,73 @@ def _describe(settings: Settings) -> list[tuple[str, str]]:
     return rows
 
 
-async def doctor(settings: Settings, out: TextIO) -> int:
-    """Print the report; return the exit status."""
-    ok = True
-    out.write("gistbot doctor\n\nConfiguration:\n")
-    for name, shown in _describe(settings):
-        out.write(f"  {name:<26} {shown}\n")
+def _installed(settings: Settings, platforms: Mapping[str, Extra]) -> tuple[Check, bool]:
+    """The optional parts check, and whether PostgreSQL support is there to test."""
+    wanted = needed(settings, platforms)
+    absent = missing(wanted)
+    if absent:
+        return Check("install", False, describe(absent)), all(a.extra != POSTGRES for a in absent)
+    names = ", ".join(e.name for e in wanted) or "nothing optional needed"
+    return Check("install", True, names), True
+
+
+async def _database(settings: Settings) -> Check:
+    path = settings.sqlite_path
+    if path is not None and not path.exists():
+        folder = path.parent if str(path.parent) else path.cwd()
+        if os.access(folder if folder.exists() else folder.parent, os.W_OK):
+            return Check("database", True, f"no database yet at {path}; the first run creates it")
+        return Check("database", False, f"cannot create {path}: its folder is missing or not "
+                     "writable; create it or point DATABASE_URL elsewhere")
+    store = make_store(settings)
+    try:
+        await store.open()
+        channels = await store.channels()
+        return Check("database", True, f"{plural(len(channels), 'channel')} stored")
+    except Exception as e:
+        text = scrub(str(e), settings.secrets())
+        return Check("database", False, text if "DATABASE_URL" in text
+                     else f"{text}; check DATABASE_URL")
+    finally:
+        await store.close()
+
+
+async def _llm(settings: Settings) -> Check:
+    llm = make_llm(settings, TokenCounter(settings.model_name), UsageMeter())
+    try:
+        described = await llm.probe()  # type: ignore[attr-defined]
+        return Check("llm", True, described)
+    except ModelNotServed as e:
+        return Check("llm", False, scrub(str(e), settings.secrets()))
+    except Exception as e:
+        # Endpoints quote the rejected key in their 401 body; never print it.
+        text = _RUN_DOCTOR.sub("", scrub(str(e), settings.secrets()))
+        return Check("llm", False, f"{type(e).__name__}: {text}")
+    finally:
+        await llm.aclose()  # type: ignore[attr-defined]
+
+
+async def doctor(settings: Settings, out: TextIO,
+                 platforms: Mapping[str, Extra] | None = None) -> int:
+    """Run the checks, print the report; return the exit status. ``platforms``: the
+    adapters ``gistbot run`` would start, by name (the CLI's table)."""
+    installed, database_testable = _installed(settings, platforms or {})
+    checks = [installed]
+    if database_testable:
+        checks.append(await _database(settings))
+    checks.append(await _llm(settings))
+    failed = [c for c in checks if not c.ok]
+    verdict = "All checks passed." if not failed else f"{plural(len(failed), 'check')} failed:"
+    out.write(f"gistbot doctor: {verdict}\n")
+    for check in failed + [c for c in checks if c.ok]:
+        out.write(check.line())
+
     adapters = settings.adapters or ["console (no platform tokens set)"]
     out.write(f"\nAdapters that would start: {', '.join(adapters)}\n")
     out.write(f"LLM provider: {settings.provider}\n")
     allowed = ", ".join(settings.model_allowlist)
     out.write(f"Models /config may choose (ALLOWED_MODELS): {allowed}\n")
-    out.write("\nChecks:\n")
-
-    store = make_store(settings)
-    try:
-        await store.open()
-        channels = await store.channels()
-        out.write(f"  database   ok: {plural(len(channels), 'channel')} stored\n")
-    except Exception as e:
-        ok = False
-        out.write(f"  database   FAILED: {scrub(str(e), settings.secrets())}\n")
-    finally:
-        await store.close()
-
-    llm = make_llm(settings, TokenCounter(settings.model_name), UsageMeter())
-    try:
-        described = await llm.probe()  # type: ignore[attr-defined]
-        out.write(f"  llm        ok: {described}\n")
-    except ModelNotServed as e:
-        ok = False
-        out.write(f"  llm        FAILED: {scrub(str(e), settings.secrets())}\n")
-    except Exception as e:
-        ok = False
-        # Endpoints quote the rejected key in their 401 body; never print it.
-        out.write(f"  llm        FAILED: {type(e).__name__}: {scrub(str(e), settings.secrets())}\n")
-    finally:
-        await llm.aclose()  # type: ignore[attr-defined]
-    out.write("\nAll checks passed.\n" if ok else "\nSome checks failed; see above.\n")
-    return 0 if ok else 1
+    out.write("\nConfiguration:\n")
+    for name, shown in _describe(settings):
+        out.write(f"  {name:<26} {shown}\n")
+    return 0 if not failed else 1

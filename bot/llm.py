@@ -38,6 +38,7 @@ from bot.errors import LLMBadResponse, LLMError, ModelNotServed, llm_error_from
 from bot.llm_gate import LLMGate
 from bot.thinking import ThinkFilter, strip_think
 from bot.usage_tab import UsageTab, metered, metered_hold, note_usage
+from bot.wording import plural
 from memory.completion import ChatMessage
 
 __all__ = [
@@ -351,7 +352,7 @@ class OpenAILLM:
                 f"{where} does not serve {names}; it serves {served}. "
                 "Set the model name to one it serves."
             )
-        return f"{where}: reachable, {len(ids)} models, using {', '.join(wanted)}"
+        return f"{where}: reachable, {plural(len(ids), 'model')}, using {', '.join(wanted)}"
 
     def _model_settings(self) -> list[tuple[str, str]]:
         """(setting, model) for the reply model and, if different, the summary model."""

@@ -133,7 +133,9 @@ class OfflineLLM:
         found = next((b for b in blocks if b), None)
         # Show what is remembered, not the fence's preamble.
         memory = _after_preamble(found.group(1)) if found else ""
-        recent = sum(1 for m in messages if m["role"] in ("user", "assistant"))
+        # People's messages: not the bot's own replies, not the memory block.
+        recent = sum(1 for m in messages
+                     if m["role"] == "user" and not _MEMORY_BLOCK.search(m["content"]))
         lines = [
             f"{NO_MODEL}, so I can't give you a real answer. To use one, "
             "set OPENAI_API_KEY (or OPENAI_BASE_URL for a local OpenAI-compatible server), "

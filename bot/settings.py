@@ -19,18 +19,29 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from bot.errors import ConfigError
 from bot.redact import url_secrets
 
-__all__ = ["DEFAULT_SYSTEM_PROMPT", "Settings", "load_settings"]
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "Settings", "load_settings", "looks_like_placeholder"]
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are gistbot, a helpful member of this chat. Answer the person who addressed you, "
     "briefly and in the language they used. Use what you remember of the conversation when "
     "it helps; say so when you do not know."
 )
+# A value copied from documentation rather than a key: a whole word (changeme, todo), or a
+# tell anywhere in it: an ellipsis, <angle brackets>, a leading "your", a run of x's set off
+# by punctuation (sk-xxx, xoxb-xxxx-xxxx) or six long. Random keys can hold "xxx" between
+# letters, so a short run inside a word is not a tell. Non-ASCII is checked apart.
 _PLACEHOLDER = re.compile(
-    r"^(your[-_ ]?(api[-_ ]?)?key([-_ ]?here)?|sk-\.+|sk-x+|<.*>|changeme|xxx+|\.\.\.|"
-    r"replace[-_ ]?me|todo|none|null|api[-_ ]?key)$",
+    r"^(changeme|replace[-_ ]?me|todo|none|null|api[-_ ]?key)$"
+    r"|^your|\.\.\.|…|<.*>|(?:^|[^a-z0-9])x{3,}(?:$|[^a-z0-9])|x{6,}",
     re.IGNORECASE,
 )
+
+
+def looks_like_placeholder(value: str) -> bool:
+    """Whether a key or token is a placeholder, not a real one (real ones are plain ASCII)."""
+    value = value.strip()
+    return not value.isascii() or _PLACEHOLDER.search(value) is not None
+
 CsvList = Annotated[list[str], NoDecode]
 
 
@@ -161,10 +172,21 @@ class Settings(BaseSettings):
     @field_validator("openai_api_key")
     @classmethod
     def _not_placeholder(cls, v: SecretStr | None) -> SecretStr | None:
-        if v is not None and _PLACEHOLDER.match(v.get_secret_value().strip()):
+        if v is not None and looks_like_placeholder(v.get_secret_value()):
             raise ValueError(
                 "looks like a placeholder, not a real key; put your key in .env, "
                 "or remove the line to run with the offline model"
+            )
+        return v
+
+    @field_validator("discord_token", "slack_bot_token", "slack_app_token",
+                     "slack_signing_secret", "admin_token")
+    @classmethod
+    def _not_placeholder_token(cls, v: SecretStr | None) -> SecretStr | None:
+        if v is not None and looks_like_placeholder(v.get_secret_value()):
+            raise ValueError(
+                "looks like a placeholder, not a real token; paste the real one, "
+                "or remove the line"
             )
         return v
 
@@ -273,7 +295,7 @@ class Settings(BaseSettings):
         token = self.admin_token.get_secret_value() if self.admin_token else ""
         if self.admin_port is None:
             return ["ADMIN_INSPECTOR=true needs ADMIN_PORT (the admin server's port, e.g. 9464)"]
-        if len(token) < 16 or _PLACEHOLDER.match(token):
+        if len(token) < 16:
             return ["ADMIN_INSPECTOR=true needs ADMIN_TOKEN, a random secret of at least 16 "
                     "characters (e.g. python -c 'import secrets; print(secrets.token_urlsafe())')"]
         return []

@@ -127,3 +127,28 @@ def test_secret_filter_scrubs_messages_and_tracebacks() -> None:
     assert SECRET not in record.getMessage()
     assert record.exc_text is not None and SECRET not in record.exc_text
     assert "***" in record.getMessage()
+
+
+@pytest.mark.parametrize("command", ["doctor", "run", "console", "channels", "migrate"])
+def test_a_missing_env_file_is_one_line_and_status_2(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "prod.env"
+    assert main(["--env-file", str(missing), command]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"gistbot: --env-file {missing}: no such file\n"
+    assert captured.out == "" and not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("args", "status"),
+    [(["channels"], 0), (["summary", "--channel", "general"], 1),
+     (["export", "--channel", "general"], 1)],
+)
+def test_reading_commands_create_no_database(
+    args: list[str], status: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--env-file", env_file(tmp_path), *args]) == status
+    err = capsys.readouterr().err
+    assert f"no database at {tmp_path}/cli.db" in err
+    assert not (tmp_path / "cli.db").exists()

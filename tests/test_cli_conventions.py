@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 import time
@@ -97,7 +98,7 @@ def test_export_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     seed(tmp_path / "gistbot.db", {CONSOLE: 200}, text="x" * 2000)
     env = console_env(tmp_path)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bot", "--env-file", str(tmp_path / "none.env"),
+        [sys.executable, "-m", "bot", "--env-file", os.devnull,
          "export", "--channel", "general"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path, env=env,
     )
@@ -153,7 +154,7 @@ def test_unwritable_database_is_one_line_and_leaves_no_thread_behind(
 
     env = console_env(tmp_path, DATABASE_URL=f"sqlite:///{tmp_path}/adir.db")
     done = subprocess.run(
-        [sys.executable, "-m", "bot", "--env-file", str(tmp_path / "none.env"), "console"],
+        [sys.executable, "-m", "bot", "--env-file", os.devnull, "console"],
         stdin=subprocess.DEVNULL, capture_output=True, text=True, cwd=tmp_path, env=env,
         timeout=60, check=False,
     )

@@ -1,15 +1,35 @@
 """The console as a person meets it: the real ``gistbot console`` in a pseudo-terminal
-(line editing, history, no log line in the chat, the spinner never overwritten, one-line
-errors) and with a file or ``/dev/null`` on stdin (batch mode)."""
+(line editing, history across runs, Ctrl-C as in shells, no log line in the chat, the
+spinner never overwritten, one-line errors) and with a file or ``/dev/null`` on stdin
+(batch mode: bare answers or JSON Lines, 130 on SIGINT)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import re
+import signal
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
-from tests.fakes.openai_server import FakeOpenAI, Text, context_length_error, default_responder
+import pexpect
+import pytest
+
+from adapters.console_adapter import CANCELLED, QUIT_HINT
+from tests.fakes.openai_server import (
+    FakeOpenAI,
+    Hang,
+    Text,
+    context_length_error,
+    default_responder,
+)
 from tests.harness.console import (
+    ROOT,
     USER,
     Terminal,
     batch,
@@ -18,7 +38,17 @@ from tests.harness.console import (
     plain,
 )
 
+pytestmark = pytest.mark.slow
+
 LOG_LINE = re.compile(r"\b(DEBUG|INFO|WARNING|ERROR)\b \S+: ")
+
+
+async def poll(done: Callable[[], bool], within: float) -> None:
+    """Wait until ``done()`` holds, checking every 50 ms, failing after ``within`` s."""
+    deadline = time.monotonic() + within
+    while not done():
+        assert time.monotonic() < deadline, "not within the deadline"
+        await asyncio.sleep(0.05)
 
 
 def stored_texts(tmp_path: Path, env: dict[str, str]) -> list[str]:
@@ -125,8 +155,9 @@ def test_batch_mode_from_a_file(tmp_path: Path) -> None:
     env = console_env(tmp_path)
     done = batch(tmp_path, "console", stdin=messages, env=env)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.count("gistbot> ") == 2
-    assert "Remembering 4 messages" in done.stdout
+    answers = done.stdout.splitlines()  # one line per answer, bare; newlines written \\n
+    assert len(answers) == 3 and "gistbot> " not in done.stdout
+    assert "Remembering 4 messages" in answers[2] and "\\n" in answers[2]
     assert "\x1b" not in done.stdout and "thinking" not in done.stdout
     assert done.stderr == ""
     assert stored_texts(tmp_path, env) == ["first question", "second question"]
@@ -149,3 +180,87 @@ def test_verbose_shows_info_lines(tmp_path: Path) -> None:
     assert quiet.stderr == ""
     assert "INFO memory.compaction: compacted" in loud.stderr
     assert f"{USER}>" not in loud.stdout  # no prompt in batch mode
+
+
+async def test_ctrl_c_clears_the_line_and_a_second_on_an_empty_line_quits(
+    tmp_path: Path,
+) -> None:
+    env = console_env(tmp_path)
+    term = Terminal(tmp_path, "console", env=env)
+    await term.prompt()
+    term.type("half a thought")
+    term.type("\x03")  # Ctrl-C: the line is dropped, a fresh prompt
+    await term.prompt()
+    term.type("the real question\r")
+    await term.expect("gistbot> ")
+    await term.prompt()
+    term.type("\x03")
+    await term.expect(re.escape(QUIT_HINT))
+    term.type("\x03")
+    await term.child.expect(pexpect.EOF, async_=True)
+    term.child.close()
+    assert term.child.exitstatus == 0, term.transcript
+    assert "Traceback" not in term.transcript
+    assert stored_texts(tmp_path, env) == ["the real question"]
+
+
+async def test_ctrl_c_during_a_request_cancels_it_and_the_chat_goes_on(tmp_path: Path) -> None:
+    async with FakeOpenAI(responder=default_responder) as fake:
+        fake.push(Hang(60))
+        env = console_env(tmp_path, OPENAI_BASE_URL=fake.base_url, MODEL_NAME="gpt-test",
+                          LLM_MAX_RETRIES="0")
+        term = Terminal(tmp_path, "console", env=env)
+        await term.prompt()
+        term.type("a question the model thinks about forever\r")
+        await term.expect("thinking…")
+        await fake.wait_for(lambda f: bool(f.chat_requests))
+        term.child.sendintr()  # the terminal turns Ctrl-C into SIGINT between prompts
+        await term.expect(CANCELLED)
+        await poll(lambda: bool(fake.disconnected), within=10)  # the client went away
+        await term.say("and now?")
+        await term.expect("You said")
+        assert await term.quit() == 0
+    assert "Traceback" not in term.transcript
+
+
+async def test_history_is_kept_across_runs_in_xdg_state_home(tmp_path: Path) -> None:
+    env = console_env(tmp_path, XDG_STATE_HOME=str(tmp_path / "state"))
+    first = Terminal(tmp_path, "console", env=env)
+    await first.say("remember this line")
+    assert await first.quit() == 0
+    second = Terminal(tmp_path, "console", env=env)
+    await second.prompt()
+    second.type("\x1b[A\r")  # ↑ brings back the last run's line
+    await second.expect("gistbot> ")
+    assert await second.quit() == 0
+    assert stored_texts(tmp_path, env) == ["remember this line"] * 2
+    history = tmp_path / "state" / "gistbot" / "history"
+    assert "remember this line" in history.read_text(encoding="utf-8")
+    assert stat.S_IMODE(history.stat().st_mode) == 0o600  # what was said is private
+
+
+def test_batch_mode_json_lines(tmp_path: Path) -> None:
+    messages = tmp_path / "messages.txt"
+    messages.write_text("first question\n/summary\n", encoding="utf-8")
+    done = batch(tmp_path, "console", "--json", stdin=messages, env=console_env(tmp_path))
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["input"] for r in rows] == ["first question", "/summary"]
+    assert "\n" in rows[1]["output"] and "Remembering 2 messages" in rows[1]["output"]
+
+
+async def test_sigint_in_batch_mode_exits_130_without_a_traceback(tmp_path: Path) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "--env-file", os.devnull, "console",
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=tmp_path, env={**console_env(tmp_path), "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    proc.stdin.write(b"hello\n")
+    await proc.stdin.drain()
+    await asyncio.wait_for(proc.stdout.readline(), 60)  # answering: the chat is running
+    proc.send_signal(signal.SIGINT)
+    status = await asyncio.wait_for(proc.wait(), 60)
+    err = (await proc.stderr.read()).decode()
+    assert status == 130, err
+    assert "Traceback" not in err

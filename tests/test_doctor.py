@@ -115,3 +115,33 @@ async def test_doctor_passes_when_both_models_are_served(tmp_path: Path) -> None
         out = io.StringIO()
         assert await doctor(settings, out) == 0, out.getvalue()
     assert "All checks passed" in out.getvalue()
+
+
+async def test_the_verdict_comes_first_and_the_configuration_last(tmp_path: Path) -> None:
+    settings = load_settings(
+        {"DATABASE_URL": f"sqlite:///{tmp_path}/d.db",
+         "OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "LLM_MAX_RETRIES": "0"},
+        env_file=None,
+    )
+    out = io.StringIO()
+    assert await doctor(settings, out) == 1
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "gistbot doctor: 1 check failed:"
+    assert lines[1].startswith("  llm        FAILED: LLMUnavailable: cannot reach")
+    assert "check OPENAI_BASE_URL" in lines[1]  # the fix, on the same line
+    assert "gistbot doctor" not in "\n".join(lines[1:])  # no advice to run what is running
+    assert lines.index("Configuration:") > max(i for i, ln in enumerate(lines) if "ok:" in ln)
+    assert not (tmp_path / "d.db").exists()  # a check reads; it creates no database
+
+
+async def test_one_served_model_is_one_model(tmp_path: Path) -> None:
+    async with FakeOpenAI(models=("gpt-test",)) as fake:
+        settings = load_settings(
+            {"DATABASE_URL": f"sqlite:///{tmp_path}/d.db", "OPENAI_BASE_URL": fake.base_url,
+             "MODEL_NAME": "gpt-test"},
+            env_file=None,
+        )
+        out = io.StringIO()
+        assert await doctor(settings, out) == 0, out.getvalue()
+    assert out.getvalue().startswith("gistbot doctor: All checks passed.\n")
+    assert "reachable, 1 model, using gpt-test" in out.getvalue()

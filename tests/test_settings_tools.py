@@ -118,7 +118,9 @@ async def test_console_config_is_the_operators(tmp_path: Path) -> None:
     text = out.getvalue()
     assert "Set reply_mode for this server to off." in text
     assert "persona: You answer in haiku.  (channel)" in text
+    assert "Set persona for this channel to You answer in haiku.\n" in text  # one period
     assert "reply_mode: off  (server)" in text
+    assert "model: offline (no model configured; gpt-4o-mini once one is)" in text
     assert "I don't know /config bogus" in text
 
 

@@ -7,9 +7,9 @@
 - ``backfill``: reading back what was missed while the bot was away.
 - ``launch``: ``create_client`` and ``serve``.
 
-Importing this package does not import discord.py (an extra: ``gistbot[discord]``);
-``run_discord`` and ``invite_url`` do, and raise ``ConfigError`` naming the extra when
-it is missing.
+Importing this package does not import discord.py; ``run_discord`` and ``invite_url``
+do, after ``bot.extras.require(EXTRA)``: a missing library is one line naming the extra
+(``gistbot[discord]``, part of the default install).
 """
 
 from __future__ import annotations
@@ -17,21 +17,16 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from bot.errors import ConfigError
+from bot.extras import Extra, require
 from bot.service import ChatService
 from bot.settings import Settings
 
 if TYPE_CHECKING:
     from adapters.backfill import HistoryStore
 
-__all__ = ["invite_url", "run_discord"]
+__all__ = ["EXTRA", "invite_url", "run_discord"]
 
-_EXTRA = ("Discord support is not installed: pip install 'gistbot[discord]' "
-          "(or unset DISCORD_TOKEN)")
-
-
-def _missing_library(error: ImportError) -> bool:
-    return (error.name or "").split(".")[0] == "discord"
+EXTRA = Extra("discord", "Discord support", "adapters.discord.launch", "DISCORD_TOKEN")
 
 
 async def run_discord(service: ChatService, settings: Settings,
@@ -40,13 +35,9 @@ async def run_discord(service: ChatService, settings: Settings,
     """Serve Discord for ``service`` with the ``DISCORD_*`` settings until cancelled or
     ``stop`` (then replies in flight get their share of ``SHUTDOWN_GRACE_SECONDS``); with
     ``history`` (the store) missed messages are backfilled after downtime."""
-    try:
-        from adapters.discord.launch import serve
-        from adapters.discord.options import DiscordOptions
-    except ImportError as e:
-        if not _missing_library(e):
-            raise
-        raise ConfigError(_EXTRA) from None
+    require(EXTRA, configured=True)
+    from adapters.discord.launch import serve
+    from adapters.discord.options import DiscordOptions
     from bot.shutdown import reply_grace
 
     await serve(service, DiscordOptions.from_settings(settings), history, stop=stop,
@@ -55,10 +46,7 @@ async def run_discord(service: ChatService, settings: Settings,
 
 def invite_url(application_id: int | str) -> str:
     """The OAuth2 URL that adds the bot to a server (see ``options.invite_url``)."""
-    try:
-        from adapters.discord.options import invite_url as url
-    except ImportError as e:
-        if not _missing_library(e):
-            raise
-        raise ConfigError(_EXTRA) from None
+    require(EXTRA)
+    from adapters.discord.options import invite_url as url
+
     return url(application_id)

@@ -11,8 +11,9 @@
 - ``backfill``: reading back what was missed while the bot was away.
 - ``launch``: ``serve``.
 
-Importing this package does not import slack-bolt (an extra: ``gistbot[slack]``);
-``run_slack`` does, and raises ``ConfigError`` naming the extra when it is missing.
+Importing this package does not import slack-bolt; ``run_slack`` does, after
+``bot.extras.require(EXTRA)``: a missing library is one line naming the extra
+(``gistbot[slack]``, part of the default install).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from adapters.claims import DeliveryClaims
-from bot.errors import ConfigError
+from bot.extras import Extra, require
 from bot.service import ChatService
 from bot.settings import Settings
 
@@ -30,9 +31,9 @@ if TYPE_CHECKING:
 
     from adapters.backfill import HistoryStore
 
-__all__ = ["run_slack"]
+__all__ = ["EXTRA", "run_slack"]
 
-_LIBRARIES = frozenset({"slack_bolt", "slack_sdk", "aiohttp"})
+EXTRA = Extra("slack", "Slack support", "adapters.slack.launch", "SLACK_BOT_TOKEN")
 
 
 async def run_slack(
@@ -46,14 +47,9 @@ async def run_slack(
 ) -> None:
     """Serve Slack for ``service`` with the ``SLACK_*`` settings until cancelled (or ``stop``);
     with ``history`` (the store) missed messages are backfilled after downtime."""
-    try:
-        from adapters.slack.launch import serve
-        from adapters.slack.options import SlackOptions
-    except ImportError as e:
-        if (e.name or "").split(".")[0] not in _LIBRARIES:
-            raise
-        raise ConfigError("Slack support is not installed: pip install 'gistbot[slack]' "
-                          "(or unset the SLACK_* tokens)") from None
+    require(EXTRA, configured=True)
+    from adapters.slack.launch import serve
+    from adapters.slack.options import SlackOptions
     from bot.shutdown import reply_grace
 
     await serve(service, SlackOptions.from_settings(settings), claims, client=client, stop=stop,

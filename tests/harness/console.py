@@ -69,7 +69,7 @@ class Terminal:
     def __init__(self, tmp_path: Path, *args: str, env: Mapping[str, str]) -> None:
         self.log = io.StringIO()
         self.child = pexpect.spawn(
-            sys.executable, ["-m", "bot", "--env-file", str(tmp_path / "none.env"), *args],
+            sys.executable, ["-m", "bot", "--env-file", os.devnull, *args],
             cwd=str(tmp_path), env=dict(env), encoding="utf-8", codec_errors="replace",
             timeout=60, dimensions=(40, 200),
         )
@@ -114,7 +114,7 @@ def batch(
     """``gistbot ARGS < stdin`` (a file, or ``/dev/null``), stdout and stderr apart."""
     with open(stdin, "rb") as fh:
         return subprocess.run(
-            [sys.executable, "-m", "bot", "--env-file", str(tmp_path / "none.env"), *args],
+            [sys.executable, "-m", "bot", "--env-file", os.devnull, *args],
             stdin=fh, capture_output=True, text=True, cwd=str(tmp_path), env=dict(env),
             timeout=120, check=False,
         )
