@@ -81,6 +81,7 @@ def open_debts(db: Path) -> list[str]:
         return [r[0] for r in conn.execute("SELECT message_id FROM owed_replies")]
 
 
+@pytest.mark.slow
 async def test_sigkill_mid_reply_then_restart_answers_exactly_once(tmp_path: Path) -> None:
     db = tmp_path / "bot.db"
     ts = f"{int(time.time())}.000200"
@@ -114,6 +115,7 @@ async def test_sigkill_mid_reply_then_restart_answers_exactly_once(tmp_path: Pat
 
 
 
+@pytest.mark.slow
 async def test_a_late_answer_after_sigkill_is_for_its_mention_though_compaction_folded_it(
     tmp_path: Path,
 ) -> None:
