@@ -38,7 +38,7 @@ from tests.harness.slack_crash import Child, owed_drained
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
-ANSWER = "Hello from the model."  # what the Slack child's model answers
+ANSWER = "You said: [Alice]: @gistbot question?"  # the Slack child's model echoes the mention
 
 
 async def deliver(url: str, event: dict[str, Any], event_id: str) -> int:
