@@ -13,7 +13,7 @@ from pathlib import Path
 import discord
 import pytest
 
-from adapters.discord.config import rights
+from adapters.discord.context import rights
 from bot.channel_config import (
     KEYS,
     MAX_PERSONA_CHARS,

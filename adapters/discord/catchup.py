@@ -1,5 +1,6 @@
-"""Discord's side of ``/catchup`` and ``/digest``: a channel's threads, jump-URL links,
-the Manage Channels check, and the digest ``Outlet`` that posts in a channel.
+"""Discord's side of ``/catchup`` and ``/digest``: a channel's threads, jump-URL links and
+the digest ``Outlet`` that posts in a channel (the commands themselves are generated from
+the registry: ``adapters.discord.commands``).
 
 A Discord thread is a channel of its own in memory, so a catch-up of a channel also reads
 the threads of it that the client knows (active threads of the guild whose parent is the
@@ -14,35 +15,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
 import discord
-from discord import app_commands
 
-from adapters.discord.access import MemberAccess
 from adapters.discord.outlet import DiscordPosts
 from adapters.discord.text import channel_key, plan_reply
 from bot.catchup_command import Where
 from bot.citations import discord_link
-from bot.commands.args import Usage
 from bot.outbox import Outbox, Post, digest_id
 from bot.service import ChatService
 from bot.visibility import Access
 from memory.models import ChannelKey, Turn
 
-__all__ = [
-    "DIGEST_PERMISSION",
-    "DiscordOutlet",
-    "add_catchup_commands",
-    "may_manage",
-    "register_outlet",
-    "where",
-]
+__all__ = ["DiscordOutlet", "register_outlet", "where"]
 
 log = logging.getLogger(__name__)
-DIGEST_PERMISSION = "manage_channels"
 OPEN_THREADS = frozenset({discord.ChannelType.public_thread, discord.ChannelType.news_thread})
-REFUSAL = "You need the Manage Channels permission to manage this channel's digests."
 
 
 async def jump_links(turns: Sequence[Turn]) -> Mapping[Turn, str]:
@@ -66,12 +54,6 @@ def where(client: discord.Client, guild_id: int | None, channel_id: int,
                     private.add(key)  # private (or of an unknown kind): members only
     return Where(channel_key(guild_id, channel_id), threads, jump_links, frozenset(private),
                  reader)
-
-
-def may_manage(interaction: discord.Interaction) -> bool:
-    """Manage Channels (or Administrator) here; anyone in a DM."""
-    perms = interaction.permissions
-    return interaction.guild_id is None or perms.administrator or perms.manage_channels
 
 
 class DiscordOutlet:
@@ -111,49 +93,6 @@ class DiscordOutlet:
         if sent is None:
             raise RuntimeError(f"could not post the digest in {post.key}")
         return sent
-
-
-def add_catchup_commands(tree: app_commands.CommandTree[Any], service: ChatService) -> None:
-    """Register ``/catchup`` and ``/digest`` on ``tree``."""
-    # the shared parse, defer and answer
-    from adapters.discord.commands import answer_usage, read_options, run_command
-
-    @app_commands.command(name="catchup",
-                          description="What happened here since your last message (only you)")
-    @app_commands.describe(
-        since="2h, 90m, 1d, yesterday, monday, 2026-03-08 14:30 or a message link; "
-              "optionally a time zone",
-        public="Show it to everyone here (default: only you)")
-    async def catchup(interaction: discord.Interaction, since: str = "",
-                      public: bool = False) -> None:
-        args = read_options("catchup", {"since": since, "public": public})
-        if isinstance(args, Usage):
-            return await answer_usage(interaction, "catchup", args)
-        here = where(interaction.client, interaction.guild_id, interaction.channel_id or 0,
-                     MemberAccess(interaction))
-        user = str(interaction.user.id)
-        await run_command(interaction, "catchup",
-                          lambda key: service.catchup(here, user, args),
-                          ephemeral=not args.public)
-
-    @app_commands.command(name="digest", description="Scheduled digests of this channel")
-    @app_commands.describe(
-        schedule="daily 09:00 [zone] [thread] · weekly mon 09:00 [zone] [thread] · off · now")
-    async def digest(interaction: discord.Interaction, schedule: str = "") -> None:
-        args = read_options("digest", {"schedule": schedule})
-        if isinstance(args, Usage):
-            return await answer_usage(interaction, "digest", args)
-        here = where(interaction.client, interaction.guild_id, interaction.channel_id or 0,
-                     MemberAccess(interaction))
-        allowed = may_manage(interaction)
-        public = allowed and args.public
-        await run_command(interaction, "digest", lambda key: service.digest(
-            here, args, allowed=allowed, by=str(interaction.user.id), refusal=REFUSAL),
-            ephemeral=not public)
-
-    digest.default_permissions = discord.Permissions(manage_channels=True)
-    tree.add_command(catchup)
-    tree.add_command(digest)
 
 
 def register_outlet(client: discord.Client, service: ChatService) -> None:

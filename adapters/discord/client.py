@@ -36,6 +36,8 @@ from adapters.discord.text import (
 )
 from adapters.discord.text import to_incoming as translate
 from adapters.replies import LiveThrottle
+from bot.commands.declare import Registry
+from bot.commands.registry import COMMANDS
 from bot.messages import IncomingMessage, Reply
 from bot.outbox import Outbox, Post, reply_id
 from bot.owed import answer_missed_mentions, stop_answering_missed
@@ -86,7 +88,8 @@ class GistbotClient(discord.AutoShardedClient):
     """
 
     def __init__(self, service: ChatService, options: DiscordOptions, *,
-                 history: HistoryStore | None = None, **kwargs: Any) -> None:
+                 history: HistoryStore | None = None, commands: Registry = COMMANDS,
+                 **kwargs: Any) -> None:
         # Only what the bot reads: servers and channels (names, permissions), messages in
         # them and in DMs, and their content (privileged: enable it in the Developer Portal).
         intents = discord.Intents(guilds=True, guild_messages=True, dm_messages=True,
@@ -103,7 +106,7 @@ class GistbotClient(discord.AutoShardedClient):
         self.posts = DiscordPosts(self, may_reference=self._may_reference,
                                   forbidden=self._forbidden)
         self.outbox = service.outbox or Outbox(None)  # every answer goes through it
-        add_commands(self.tree, service, options)
+        add_commands(self.tree, service, options, commands)  # the registry's commands
         # Backfill after downtime (adapters.backfill): needs the store's history cursor.
         self.backfill: Backfiller | None = (
             discord_backfiller(self, service, history, options.backfill_max_messages)

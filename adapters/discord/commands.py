@@ -1,59 +1,55 @@
-"""The slash commands: ``/summary``, ``/reset``, ``/remember``, ``/memory`` (ephemeral) and
-``/forget`` (the same permission as ``/reset``).
+"""Discord's application commands, generated from the command registry
+(``bot.commands.registry.COMMANDS``): one command per declared ``Command``, an option per
+``Argument`` (a flag a boolean, a choice a fixed list, ``suggest`` autocompleted), the
+command hidden from members without its permission when it says so.
 
-Each one reads its options with the command's parser first (``read_options``;
-``bot.commands``): what it can't read is answered privately with the usage sentence.
-Otherwise it is acknowledged at once ("thinking…", so Discord's 3-second limit cannot be
-hit), runs one ``ChatService`` call for the channel and answers the caller (``/summary
-public`` answers the channel).
+Each one reads its options with the command's parser first (``Command.read_options``):
+what it can't read is answered privately with the usage sentence. Otherwise it is
+acknowledged at once ("thinking…", so Discord's 3-second limit cannot be hit), runs the
+command for the channel (``adapters.discord.context``) and answers the caller, or the
+channel when the arguments ask for it and the caller may.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import inspect
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import Any, Literal
 
 import discord
 from discord import app_commands
 
-from adapters.discord.catchup import add_catchup_commands
-from adapters.discord.config import add_config_command
+from adapters.discord.context import DiscordContext, discord_permission
 from adapters.discord.options import DiscordOptions
 from adapters.discord.text import NO_PINGS, channel_key, plan_reply, text_file
 from adapters.replies import user_text
 from bot.commands.args import Usage
-from bot.commands.config import config_fields
-from bot.commands.memory import SummaryArgs
-from bot.commands.registry import SPECS
+from bot.commands.declare import Argument, Command, Registry
+from bot.commands.registry import COMMANDS
 from bot.messages import CommandResult
 from bot.service import ChatService
 from memory.models import ChannelKey
 
-__all__ = ["add_commands", "answer_usage", "interaction_key", "may_reset", "read_options"]
+__all__ = ["TEXT_OPTION", "add_commands", "answer_usage", "app_command", "interaction_key",
+           "read_options"]
 
 log = logging.getLogger(__name__)
 ANSWERED_PRIVATELY = "(answered privately)"
+MAX_CHOICES = 25  # Discord shows at most 25 suggestions
 Work = Callable[[ChannelKey], Awaitable[CommandResult]]
-TEXT_OPTION = {"catchup": "since", "digest": "schedule", "remember": "text", "forget": "fact"}
+Invoke = Callable[[discord.Interaction, Command[Any], dict[str, Any]], Awaitable[None]]
+# the option whose text a command's grammar reads, for commands read that way
+TEXT_OPTION = {c.name: a.name for c in COMMANDS if c.from_options is None
+               for a in c.arguments if a.kind == "text"}
 
 
-def read_options(name: str, options: Mapping[str, Any]) -> Any:
-    """Command ``name``'s options read by its parser: the arguments, or a ``Usage``.
-
-    A text option goes through the command's text grammar (``/catchup``'s ``public``
-    option or word asks for a public answer); ``/config``'s fields are checked alike.
-    """
-    if name == "config":
-        return config_fields(str(options.get("action") or "show"), str(options.get("key") or ""),
-                             str(options.get("value") or ""), options.get("scope") == "server")
-    if name == "summary":
-        return SummaryArgs(bool(options.get("public")))
-    args = SPECS[name].parse(str(options.get(TEXT_OPTION.get(name, ""), "") or ""))
-    if name == "catchup" and options.get("public") and not isinstance(args, Usage):
-        args = dataclasses.replace(args, public=True)
-    return args
+def read_options(name: str, options: Mapping[str, Any], commands: Registry = COMMANDS) -> Any:
+    """Command ``name``'s options read by its parser: the arguments, or a ``Usage``."""
+    command = commands.get(name)
+    if command is None:
+        return Usage(f"I don't know /{name[:40]}.")
+    return command.read_options(options)
 
 
 async def answer_usage(interaction: discord.Interaction, name: str, usage: Usage) -> None:
@@ -70,72 +66,85 @@ def interaction_key(interaction: discord.Interaction) -> ChannelKey:
     return channel_key(interaction.guild_id, interaction.channel_id or 0)
 
 
-def may_reset(interaction: discord.Interaction, permission: str) -> tuple[bool, str]:
-    """Whether the caller may ``/reset`` (and ``/forget``) here, and the refusal text."""
-    perms = interaction.permissions
-    allowed = (interaction.guild_id is None or perms.administrator
-               or bool(getattr(perms, permission)))
-    perm = permission.replace("_", " ").title()
-    return allowed, f"You need the {perm} permission to reset this channel's memory."
+def _parameter(arg: Argument) -> inspect.Parameter:
+    annotation: Any = str
+    default: Any = inspect.Parameter.empty if arg.required else ""
+    if arg.kind == "flag":
+        annotation, default = bool, False
+    elif arg.kind == "choice":
+        annotation = Literal[arg.choices]  # a fixed list in Discord's picker
+        default = inspect.Parameter.empty if arg.required else arg.choices[0]
+    return inspect.Parameter(arg.name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                             annotation=annotation)
+
+
+Suggestions = Callable[[discord.Interaction, str],
+                      Coroutine[Any, Any, list[app_commands.Choice[str]]]]
+
+
+def _suggester(command: Command[Any], arg: Argument, service: ChatService,
+               commands: Registry) -> Suggestions:
+    suggest = arg.suggest
+    assert suggest is not None
+
+    async def complete(interaction: discord.Interaction,
+                       current: str) -> list[app_commands.Choice[str]]:
+        typed = {a.name: str(getattr(interaction.namespace, a.name, "") or "")
+                 for a in command.arguments}
+        offered = [o for o in suggest(service, commands, typed) if current.lower() in o.lower()]
+        return [app_commands.Choice(name=o[:100], value=o[:100]) for o in offered[:MAX_CHOICES]]
+
+    return complete
+
+
+def app_command(command: Command[Any], invoke: Invoke, service: ChatService,
+                commands: Registry, moderate: str) -> app_commands.Command[Any, ..., None]:
+    """``command`` as a discord.py application command whose callback hands its options to
+    ``invoke``. discord.py reads a command's options from its callback's signature, so the
+    signature is built from the declared arguments."""
+
+    async def callback(interaction: discord.Interaction, **options: Any) -> None:
+        await invoke(interaction, command, options)
+
+    first = inspect.Parameter("interaction", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                              annotation=discord.Interaction)
+    callback.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [first, *(_parameter(a) for a in command.arguments)])
+    if command.arguments:
+        app_commands.describe(**{a.name: a.description for a in command.arguments})(callback)
+    suggested = {a.name: _suggester(command, a, service, commands)
+                 for a in command.arguments if a.suggest is not None}
+    if suggested:
+        app_commands.autocomplete(**suggested)(callback)
+    made: app_commands.Command[Any, ..., None] = app_commands.Command(
+        name=command.name, description=command.description, callback=callback)
+    flag = discord_permission(command.permission, moderate)
+    if command.hidden and flag:
+        made.default_permissions = discord.Permissions(**{flag: True})
+    return made
 
 
 def add_commands(tree: app_commands.CommandTree[Any], service: ChatService,
-                 options: DiscordOptions) -> None:
-    """Register gistbot's slash commands on ``tree``."""
-    permission = options.reset_permission
+                 options: DiscordOptions, commands: Registry = COMMANDS) -> None:
+    """Register every command of ``commands`` on ``tree``."""
+    moderate = options.reset_permission
 
-    @app_commands.command(name="summary",
-                          description="What this channel has talked about, as I remember it")
-    @app_commands.describe(public="Show it to everyone here (default: only you)")
-    async def summary(interaction: discord.Interaction, public: bool = False) -> None:
-        args = read_options("summary", {"public": public})
-        await run_command(interaction, "summary", lambda key: service.summary(
-            key, str(interaction.user.id)), ephemeral=not args.public)
-
-    @app_commands.command(name="reset", description="Forget this channel's conversation")
-    async def reset(interaction: discord.Interaction) -> None:
-        allowed, refusal = may_reset(interaction, permission)
-        await run_command(interaction, "reset", lambda key: service.reset(
-            key, allowed=allowed, refusal=refusal))
-
-    @app_commands.command(name="remember", description="Pin a fact for this channel")
-    @app_commands.describe(text="What to remember")
-    async def remember(interaction: discord.Interaction, text: str) -> None:
-        args = read_options("remember", {"text": text})
+    async def invoke(interaction: discord.Interaction, command: Command[Any],
+                     values: dict[str, Any]) -> None:
+        args = command.read_options(values)
         if isinstance(args, Usage):
-            return await answer_usage(interaction, "remember", args)
-        await run_command(interaction, "remember", lambda key: service.remember(
-            key, args.text, author=interaction.user.display_name))
+            return await answer_usage(interaction, command.name, args)
+        ctx = DiscordContext(interaction, service, commands, moderate)
+        public = command.spec.public(args) and await ctx.may(command.permission)
+        await run_command(interaction, command.name, lambda _key: command.run(ctx, args),
+                          ephemeral=not public)
 
-    @app_commands.command(name="memory",
-                          description="The facts I keep for this channel (only you see it)")
-    async def memory(interaction: discord.Interaction) -> None:
-        await run_command(interaction, "memory", service.memory_list)
-
-    @app_commands.command(name="forget", description="Forget one fact of this channel")
-    @app_commands.describe(fact="The fact's id (see /memory) or its text")
-    async def forget(interaction: discord.Interaction, fact: str) -> None:
-        args = read_options("forget", {"fact": fact})
-        if isinstance(args, Usage):
-            return await answer_usage(interaction, "forget", args)
-        allowed, refusal = may_reset(interaction, permission)
-        await run_command(interaction, "forget", lambda key: service.forget(
-            key, args.text, allowed=allowed, refusal=refusal.replace("reset", "change")))
-
-    needed = discord.Permissions(**{permission: True})
-    reset.default_permissions = needed
-    forget.default_permissions = needed
-    tree.add_command(summary)
-    tree.add_command(reset)
-    tree.add_command(remember)
-    tree.add_command(memory)
-    tree.add_command(forget)
-    add_config_command(tree, service)  # /config: adapters.discord.config
-    add_catchup_commands(tree, service)  # /catchup, /digest (adapters/discord/catchup.py)
-    answer_unreadable_options(tree)
+    for command in commands:
+        tree.add_command(app_command(command, invoke, service, commands, moderate))
+    answer_unreadable_options(tree, commands)
 
 
-def answer_unreadable_options(tree: app_commands.CommandTree[Any]) -> None:
+def answer_unreadable_options(tree: app_commands.CommandTree[Any], commands: Registry) -> None:
     """Options discord.py itself can't read (a required one missing, a value of the wrong
     type: a stale command registration or a crafted payload) get the command's usage
     sentence, privately, instead of an unanswered command and a logged traceback."""
@@ -149,8 +158,8 @@ def answer_unreadable_options(tree: app_commands.CommandTree[Any]) -> None:
             return await default(interaction, error)
         name = interaction.command.name if interaction.command else ""
         log.warning("/%s: options that could not be read (%s)", name, type(error).__name__)
-        spec = SPECS.get(name)
-        text = f"I can't read those options. {spec.usage if spec else ''}".strip()
+        command = commands.get(name)
+        text = f"I can't read those options. {command.spec.usage if command else ''}".strip()
         if interaction.response.is_done():
             return None
         try:

@@ -2,7 +2,8 @@
 read.
 
 ``args`` holds the layer (``CommandSpec.parse(text) -> args | Usage``, which never raises);
-the other modules declare one command's spec each; ``registry.SPECS`` lists them by name.
+the other modules declare commands (``declare.Command``: parser, description, arguments,
+permission, who sees the answer, the work); ``registry.COMMANDS`` lists them.
 Every platform's entry point parses before any other work and answers a ``Usage``
 privately.
 """

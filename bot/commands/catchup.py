@@ -1,14 +1,31 @@
-"""``/catchup [since] [time zone] [public]``'s arguments (the words: ``bot.since``)."""
+"""``/catchup [since] [time zone] [public]``, declared for every platform (the words:
+``bot.since``; the work: ``bot.catchup_command``)."""
 
 from __future__ import annotations
 
 from bot.commands.args import CommandSpec
+from bot.commands.declare import Argument, Command, Context
+from bot.messages import CommandResult
 from bot.since import ACCEPTED, CatchupArgs, parse_catchup_args
 
-__all__ = ["CATCHUP", "USAGE"]
+__all__ = ["CATCHUP", "CATCHUP_COMMAND", "USAGE"]
 
 USAGE = f"Usage: /catchup [since] [time zone] [public]; for since, {ACCEPTED}."
 
 CATCHUP: CommandSpec[CatchupArgs] = CommandSpec(
     "catchup", "[since] [time zone] [public]", USAGE, parse_catchup_args,
     public=lambda a: a.public)
+
+
+async def _run(ctx: Context, args: CatchupArgs) -> CommandResult:
+    return await ctx.service.catchup(await ctx.where(), ctx.user_id, args)
+
+
+CATCHUP_COMMAND: Command[CatchupArgs] = Command(
+    CATCHUP, "What happened here since your last message (only you)", _run,
+    (Argument("since", "2h, 90m, 1d, yesterday, monday, 2026-03-08 14:30 or a message link; "
+              "optionally a time zone",
+              examples=("2h", "90m", "yesterday", "monday", "2026-03-08 14:30",
+                        "yesterday Europe/Berlin", "a message link")),
+     Argument("public", "Show it to everyone here (default: only you)", "flag")),
+    answer="only you, unless you add public", waits=True)

@@ -1,5 +1,6 @@
-"""``/config``'s arguments: the text form (Slack, console; grammar in
-``bot.config_command.parse_config``) and Discord's option fields, checked alike.
+"""``/config``, declared for every platform: the text form (Slack, console; grammar in
+``bot.config_command.parse_config``) and Discord's option fields, checked alike, and who
+may change what (a channel's settings, a server's).
 
 A value may be free text (a persona, a language name in any script); the other settings'
 values are names and numbers, so they are read with ASCII digits only.
@@ -7,10 +8,20 @@ values are names and numbers, so they are read with ASCII digits only.
 
 from __future__ import annotations
 
-from bot.commands.args import ArgumentError, CommandSpec, Usage, unreadable
-from bot.config_command import ACTIONS, USAGE, ConfigRequest, parse_config
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["CONFIG", "FREE_TEXT", "MAX_CHARS", "config_fields"]
+from bot.channel_config import KEYS
+from bot.commands.args import ArgumentError, CommandSpec, Usage, unreadable
+from bot.commands.declare import Argument, Command, Context, Permission
+from bot.config_command import ACTIONS, USAGE, Caller, ConfigRequest, parse_config
+from bot.messages import CommandResult
+
+if TYPE_CHECKING:
+    from bot.commands.declare import Registry
+    from bot.service import ChatService
+
+__all__ = ["CONFIG", "CONFIG_COMMAND", "FREE_TEXT", "MAX_CHARS", "config_fields"]
 
 FREE_TEXT = ("persona", "language")
 MAX_CHARS = 4000  # a persona is at most 2,000; the setting says so itself below this
@@ -46,3 +57,46 @@ def config_fields(action: str, key: str, value: str, server: bool) -> ConfigRequ
 CONFIG: CommandSpec[ConfigRequest] = CommandSpec(
     "config", "[show|set|unset|history|usage] [server] [key] [value]", USAGE, _grammar,
     max_chars=MAX_CHARS, words=False)
+
+
+def _options(options: Mapping[str, Any]) -> ConfigRequest | Usage:
+    return config_fields(str(options.get("action") or "show"), str(options.get("key") or ""),
+                         str(options.get("value") or ""), options.get("scope") == "server")
+
+
+async def _run(ctx: Context, args: ConfigRequest) -> CommandResult:
+    changing = args.action in ("set", "unset")  # only a change asks who the caller is
+    channel, server = Permission.MANAGE_CHANNEL, Permission.MANAGE_SERVER
+    caller = Caller(
+        ctx.user_id, await ctx.user_name() or ctx.user_id, is_direct=ctx.is_direct,
+        may_channel=changing and await ctx.may(channel),
+        may_server=changing and await ctx.may(server),
+        channel_rule=ctx.refusal(channel, "change this channel's settings"),
+        server_rule=ctx.refusal(server, "change this server's settings"))
+    return await ctx.service.configure(ctx.key, args, caller)
+
+
+def _keys(service: ChatService, commands: Registry, options: Mapping[str, str]) -> Sequence[str]:
+    return list(KEYS)
+
+
+def _values(service: ChatService, commands: Registry,
+            options: Mapping[str, str]) -> Sequence[str]:
+    key = options.get("key", "")
+    if key in ("model", "summary_model"):
+        return list(service.channels.defaults.allowed_models)
+    return list(KEYS[key].choices) if key in KEYS else []
+
+
+CONFIG_COMMAND: Command[ConfigRequest] = Command(
+    CONFIG, "Show or change this channel's settings (only you see it)", _run,
+    (Argument("action", "show (default), set, unset, history or usage", "choice",
+              choices=ACTIONS, examples=("show", "set persona You are terse.", "history")),
+     Argument("key", "Which setting", suggest=_keys, examples=tuple(KEYS)),
+     Argument("value", "The new value (for set)", suggest=_values),
+     Argument("scope", "This channel (default) or the whole server", "choice",
+              choices=("channel", "server"))),
+    permission=Permission.MANAGE_CHANNEL, needed_for="changing a channel's settings",
+    note="anyone may look (show, history, usage); the server's settings: {manage_server}; "
+         "nothing can be changed in a direct message",
+    from_options=_options)

@@ -1,5 +1,6 @@
-"""``/digest``'s arguments: ``daily HH:MM [zone] [thread]``, ``weekly <day> HH:MM [zone]
-[thread]``, ``off``, ``now`` or nothing (the schedule in force).
+"""``/digest``, declared for every platform; its arguments: ``daily HH:MM [zone]
+[thread]``, ``weekly <day> HH:MM [zone] [thread]``, ``off``, ``now`` or nothing (the
+schedule in force).
 
 The request is platform- and channel-neutral; ``bot.digests`` turns a schedule request into
 the stored ``DigestSchedule`` (channel, the default zone, who, when).
@@ -12,9 +13,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from bot.commands.args import CommandSpec
+from bot.commands.declare import Argument, Command, Context, Permission
+from bot.messages import CommandResult
 from bot.since import WEEKDAYS, SinceError, parse_zone
 
-__all__ = ["DIGEST", "USAGE", "DigestRequest", "read_digest"]
+__all__ = ["DIGEST", "DIGEST_COMMAND", "USAGE", "DigestRequest", "read_digest"]
 
 USAGE = ("Use /digest daily 09:00 [time zone] [thread], /digest weekly mon 09:00 [time zone] "
          "[thread], /digest off or /digest now.")
@@ -77,3 +80,21 @@ def read_digest(text: str) -> DigestRequest:
 DIGEST: CommandSpec[DigestRequest] = CommandSpec(
     "digest", "[daily HH:MM | weekly DAY HH:MM] [time zone] [thread] | off | now", USAGE,
     read_digest, public=lambda r: r.public)
+
+
+async def _run(ctx: Context, args: DigestRequest) -> CommandResult:
+    return await ctx.service.digest(
+        await ctx.where(), args, allowed=await ctx.may(Permission.MANAGE_CHANNEL),
+        by=ctx.user_id,
+        refusal=ctx.refusal(Permission.MANAGE_CHANNEL, "manage this channel's digests"))
+
+
+DIGEST_COMMAND: Command[DigestRequest] = Command(
+    DIGEST, "Scheduled digests of this channel", _run,
+    (Argument("schedule",
+              "daily 09:00 [zone] [thread] · weekly mon 09:00 [zone] [thread] · off · now",
+              examples=("daily 09:00", "daily 09:00 Europe/Berlin thread", "weekly mon 09:00",
+                        "off", "now")),),
+    permission=Permission.MANAGE_CHANNEL, needed_for="changing the schedule", hidden=True,
+    answer="only you; /digest now posts the digest in the channel",
+    note="anyone may see the schedule (/digest alone)", waits=True)

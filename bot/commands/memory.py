@@ -1,5 +1,5 @@
-"""The memory commands' arguments: ``/summary [public]``, ``/reset``, ``/memory``,
-``/remember <text>`` and ``/forget <fact id or text>``.
+"""The memory commands, declared for every platform: ``/summary [public]``, ``/reset``,
+``/memory``, ``/remember <text>`` and ``/forget <fact id or text>``.
 
 ``/summary``, ``/reset`` and ``/memory`` take no text worth refusing: anything after them
 is ignored (``/summary`` looks for the single word ``public``). A fact and a fact's
@@ -9,11 +9,24 @@ reference are free text in any script, checked only for length and control chara
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from bot.commands.args import ArgumentError, CommandSpec
+from bot.commands.declare import Argument, Command, Context, Permission
 from bot.memory_commands import MAX_FACT_CHARS
+from bot.messages import CommandResult
 
-__all__ = ["FORGET", "MEMORY", "REMEMBER", "RESET", "SUMMARY", "NoArgs", "SummaryArgs", "Text"]
+__all__ = [
+    "COMMANDS",
+    "FORGET",
+    "MEMORY",
+    "REMEMBER",
+    "RESET",
+    "SUMMARY",
+    "NoArgs",
+    "SummaryArgs",
+    "Text",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,3 +78,48 @@ REMEMBER: CommandSpec[Text] = CommandSpec(
 FORGET: CommandSpec[Text] = CommandSpec(
     "forget", "<fact id or text>", "Usage: /forget <fact id or text> (see /memory).", _forget,
     max_chars=MAX_FACT_CHARS, words=False)
+
+
+async def _run_summary(ctx: Context, args: SummaryArgs) -> CommandResult:
+    return await ctx.service.summary(ctx.key, ctx.user_id)
+
+
+async def _run_reset(ctx: Context, args: NoArgs) -> CommandResult:
+    return await ctx.service.reset(
+        ctx.key, allowed=await ctx.may(Permission.MODERATE),
+        refusal=ctx.refusal(Permission.MODERATE, "reset this channel's memory"))
+
+
+async def _run_remember(ctx: Context, args: Text) -> CommandResult:
+    return await ctx.service.remember(ctx.key, ctx.readable(args.text),
+                                      author=await ctx.user_name())
+
+
+async def _run_memory(ctx: Context, args: NoArgs) -> CommandResult:
+    return await ctx.service.memory_list(ctx.key)
+
+
+async def _run_forget(ctx: Context, args: Text) -> CommandResult:
+    return await ctx.service.forget(
+        ctx.key, args.text, allowed=await ctx.may(Permission.MODERATE),
+        refusal=ctx.refusal(Permission.MODERATE, "make me forget facts of this channel"))
+
+
+PUBLIC = Argument("public", "Show it to everyone here (default: only you)", "flag")
+
+
+# ``/summary``, ``/reset``, ``/remember``, ``/memory`` and ``/forget``, in that order
+COMMANDS: tuple[Command[Any], ...] = (
+    Command(SUMMARY, "What this channel has talked about, as I remember it", _run_summary,
+            (PUBLIC,), answer="only you, unless you add public", waits=True),
+    Command(RESET, "Forget this channel's conversation", _run_reset,
+            permission=Permission.MODERATE, hidden=True),
+    Command(REMEMBER, "Pin a fact for this channel", _run_remember,
+            (Argument("text", "What to remember", required=True,
+                      examples=("the demo is on Thursday",)),)),
+    Command(MEMORY, "The facts I keep for this channel (only you see it)", _run_memory),
+    Command(FORGET, "Forget one fact of this channel", _run_forget,
+            (Argument("fact", "The fact's id (see /memory) or its text", required=True,
+                      examples=("12", "#12", "demo")),),
+            permission=Permission.MODERATE, hidden=True),
+)

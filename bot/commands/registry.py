@@ -1,23 +1,24 @@
-"""Every command's argument spec by name: what each platform's entry point parses with
-before any other work (the permission and visibility of each command stay with its
-platform code for now)."""
+"""Every command, declared once (``bot.commands.declare``): ``COMMANDS`` is what each
+platform generates its table from — Discord's application commands, Slack's slash commands
+and manifest, the console's — and ``SPECS`` their argument parsers by name."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from bot.commands import memory
 from bot.commands.args import CommandSpec, Usage
-from bot.commands.catchup import CATCHUP
-from bot.commands.config import CONFIG
-from bot.commands.digest import DIGEST
-from bot.commands.memory import FORGET, MEMORY, REMEMBER, RESET, SUMMARY
+from bot.commands.catchup import CATCHUP_COMMAND
+from bot.commands.config import CONFIG_COMMAND
+from bot.commands.declare import Registry
+from bot.commands.digest import DIGEST_COMMAND
+from bot.commands.help import HELP_COMMAND
 
-__all__ = ["SPECS", "parse"]
+__all__ = ["COMMANDS", "SPECS", "parse"]
 
-SPECS: dict[str, CommandSpec[Any]] = {
-    spec.name: spec for spec in (SUMMARY, RESET, REMEMBER, MEMORY, FORGET, CONFIG, CATCHUP,
-                                 DIGEST)
-}
+COMMANDS = Registry((*memory.COMMANDS, CONFIG_COMMAND, CATCHUP_COMMAND, DIGEST_COMMAND,
+                     HELP_COMMAND))
+SPECS: dict[str, CommandSpec[Any]] = {c.name: c.spec for c in COMMANDS}
 
 
 def parse(name: str, text: str | None) -> Any:

@@ -1,0 +1,180 @@
+"""What a command is, said once for every platform: ``Command`` (its parser, description,
+arguments, permission, who sees the answer and what it does), ``Argument`` and
+``Permission``; ``Context`` is what a platform hands a running command.
+
+Each platform generates its own table from these: Discord application commands (an option
+per ``Argument``), Slack slash commands and their manifest entries (the text form,
+``CommandSpec.arguments``) and the console's commands. A command's ``run`` is the one place
+that calls the service; the platform answers what it returns, privately unless the parsed
+arguments ask for the channel (``CommandSpec.public``) and the command did its work.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
+
+from bot.commands.args import CommandSpec, Usage
+from bot.messages import CommandResult
+
+if TYPE_CHECKING:
+    from bot.catchup_command import Where
+    from bot.service import ChatService
+    from memory.models import ChannelKey
+
+__all__ = ["Argument", "Command", "Context", "Permission", "Registry", "Suggest"]
+
+A = TypeVar("A")
+Kind = Literal["text", "flag", "choice"]
+
+
+class Permission(enum.Enum):
+    """What a command (or its changing part) needs; each platform says who that is."""
+
+    EVERYONE = "everyone"
+    MODERATE = "moderate"  # forget a channel or its facts
+    MANAGE_CHANNEL = "manage_channel"  # a channel's settings and digests
+    MANAGE_SERVER = "manage_server"  # a server's (workspace's) settings
+
+
+class Suggest(Protocol):
+    """Values to offer for an argument while it is typed (Discord's autocomplete)."""
+
+    def __call__(self, service: ChatService, commands: Registry,
+                 options: Mapping[str, str]) -> Sequence[str]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Argument:
+    """One argument: a Discord option, a word of the Slack and console text form.
+
+    ``kind``: ``text`` (free text, read by the command's grammar), ``flag`` (a yes/no
+    option; in text, the word ``name``) or ``choice`` (one of ``choices``). ``examples``
+    are shown by ``/help``; ``suggest`` offers values while it is typed.
+    """
+
+    name: str
+    description: str
+    kind: Kind = "text"
+    required: bool = False
+    choices: tuple[str, ...] = ()
+    examples: tuple[str, ...] = ()
+    suggest: Suggest | None = None
+
+
+class Context(Protocol):
+    """What a platform hands a running command: the service, the channel, the caller and
+    the platform's answers to who may do what."""
+
+    service: ChatService
+    key: ChannelKey
+    user_id: str
+    is_direct: bool
+    commands: Registry
+
+    async def user_name(self) -> str:
+        """The caller's display name."""
+        ...
+
+    async def where(self) -> Where:
+        """The channel as a catch-up reads it (its threads, its links, the caller's access)."""
+        ...
+
+    async def may(self, permission: Permission) -> bool:
+        """Whether the caller has ``permission`` here."""
+        ...
+
+    def refusal(self, permission: Permission, action: str) -> str:
+        """The sentence refusing ``action`` ("reset this channel's memory") to a caller
+        without ``permission``."""
+        ...
+
+    def who(self, permission: Permission) -> str:
+        """Who has ``permission`` on this platform, for ``/help``."""
+        ...
+
+    def readable(self, text: str) -> str:
+        """Free text as people read it (Slack's ``<@U1>`` becomes the name)."""
+        ...
+
+
+Run = Callable[[Context, A], Awaitable[CommandResult]]
+
+
+@dataclass(frozen=True, slots=True)
+class Command(Generic[A]):
+    """One command on every platform.
+
+    ``permission``: what running it (or its changing part: ``needed_for``) takes; Discord
+    hides a command whose whole use needs one (``hidden``). ``answer``: who sees the answer,
+    for ``/help``; which answers go to the channel is ``spec.public``. ``waits``: the answer
+    may take a while (a model call), so the console shows its spinner. ``from_options``:
+    Discord's options read into arguments; by default the text options and the names of
+    the flags that are on, joined, go through the command's grammar.
+    """
+
+    spec: CommandSpec[A]
+    description: str
+    run: Run[A]
+    arguments: tuple[Argument, ...] = ()
+    permission: Permission = Permission.EVERYONE
+    needed_for: str = ""
+    hidden: bool = False
+    answer: str = "only you"
+    note: str = ""
+    waits: bool = False
+    from_options: Callable[[Mapping[str, Any]], A | Usage] | None = None
+
+    @property
+    def name(self) -> str:
+        """The command's name, without its slash."""
+        return self.spec.name
+
+    @property
+    def usage(self) -> str:
+        """``/name arguments``, as typed on Slack and at the console."""
+        return f"/{self.name} {self.spec.arguments}".rstrip()
+
+    def read_options(self, options: Mapping[str, Any]) -> A | Usage:
+        """Discord's option values as this command's arguments (or a ``Usage``)."""
+        if self.from_options is not None:
+            return self.from_options(options)
+        words = [str(options.get(a.name) or "").strip() for a in self.arguments
+                 if a.kind != "flag"]
+        flags = [a.name for a in self.arguments if a.kind == "flag" and options.get(a.name)]
+        return self.spec.parse(" ".join(w for w in [*words, *flags] if w))
+
+
+@dataclass(frozen=True)
+class Registry:
+    """The commands every platform offers, in the order they are listed."""
+
+    commands: tuple[Command[Any], ...]
+    _by_name: dict[str, Command[Any]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        by_name = {c.name: c for c in self.commands}
+        if len(by_name) != len(self.commands):
+            raise ValueError("two commands have the same name")
+        object.__setattr__(self, "_by_name", by_name)
+
+    def __iter__(self) -> Iterator[Command[Any]]:
+        return iter(self.commands)
+
+    def __len__(self) -> int:
+        return len(self.commands)
+
+    def get(self, name: str) -> Command[Any] | None:
+        """The command called ``name`` (with or without its slash, any case), or None."""
+        return self._by_name.get(name.removeprefix("/").lower())
+
+    def names(self) -> list[str]:
+        """Every command's name, in order."""
+        return [c.name for c in self.commands]
+
+    def with_(self, *commands: Command[Any]) -> Registry:
+        """This registry with ``commands`` added (a feature brings its own)."""
+        return dataclasses.replace(self, commands=(*self.commands, *commands))
