@@ -1,11 +1,11 @@
 """The console adapter: chat with gistbot in a terminal, or pipe a conversation through it.
 
 Every line is a message addressed to the bot in one console channel (``--channel``), so
-memory, compaction, ``/summary``, ``/catchup [since]``, ``/digest …``, ``/reset``,
-``/remember <text>``, ``/memory``, ``/forget <fact id or text>`` and ``/config …`` behave
-exactly as on Discord or Slack (the operator at the terminal may reset, forget, manage
-digests and change settings; a catch-up's citations are plain ``[n: speaker time]``
-references, there are no links).
+memory and compaction behave exactly as on Discord or Slack; a line starting with a
+command of the registry (``bot.commands.registry``: ``/summary``, ``/catchup``, ``/help``
+…) runs that command (the operator at the terminal may reset, forget, manage digests and
+change settings; a catch-up's citations are plain ``[n: speaker time]`` references, there
+are no links). ``/quit`` (or ``/exit``) is the console's own.
 
 Two modes, chosen by whether stdin and stdout are a terminal:
 
@@ -43,8 +43,8 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from bot.catchup_command import Where
 from bot.commands.args import Usage
-from bot.commands.registry import SPECS
-from bot.config_command import Caller
+from bot.commands.declare import Permission, Registry
+from bot.commands.registry import COMMANDS
 from bot.logs import LiveLine
 from bot.messages import IncomingMessage
 from bot.service import ChatService
@@ -55,15 +55,21 @@ if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.history import History
 
-__all__ = ["CANCELLED", "HELP", "QUIT_HINT", "ConsoleChat", "console_key", "history_path",
-           "read_line"]
+__all__ = ["CANCELLED", "HELP", "QUIT_HINT", "ConsoleChat", "ConsoleContext", "console_key",
+           "history_path", "read_line"]
 
 T = TypeVar("T")
-HELP = (
-    "Commands: /summary  /catchup [since]  /digest …  /reset  /remember <text>  /memory  "
-    "/forget <id or text>  /config …  /help  /quit"
-    "   (anything else is a message to gistbot)"
-)
+QUIT = "/quit — leave (Ctrl-D too)"
+
+
+def banner_help(commands: Registry) -> str:
+    """The one line shown at the start: every command's name, /quit, and what else is."""
+    names = "  ".join(f"/{n}" for n in commands.names())
+    return f"Commands: {names}  /quit   (/help <command> says more; anything else is a " \
+           "message to gistbot)"
+
+
+HELP = banner_help(COMMANDS)
 
 
 CANCELLED = "cancelled"
@@ -120,8 +126,10 @@ class ConsoleChat:
         stdout: TextIO | None = None,
         live: LiveLine | None = None,
         json_lines: bool = False,
+        commands: Registry = COMMANDS,
     ) -> None:
         self.service = service
+        self.commands = commands
         self.key = console_key(channel)
         self.user = user or _username()
         self.stdin = stdin or sys.stdin
@@ -171,7 +179,7 @@ class ConsoleChat:
             if self.interactive:
                 if banner:
                     self._print(banner)
-                self._print(HELP)
+                self._print(banner_help(self.commands))
                 await self._interactive(stopping, grace)
             else:
                 await self._batch(stopping, grace)
@@ -273,17 +281,15 @@ class ConsoleChat:
     async def handle(self, line: str) -> bool:
         """Act on one input line; return False to stop."""
         command = line.strip().lower()
-        read = read_line(line)
+        read = read_line(line, self.commands)
         if read is not None:  # a command's arguments are read before anything else is done
             name, args = read
             self._print(args.text if isinstance(args, Usage) else await self._command(name, args))
             return True
         if command in ("/quit", "/exit"):
             return False
-        if command == "/help":
-            self._print(HELP)
-        elif command.startswith("/") and " " not in command:
-            self._print(f"Unknown command {command}. {HELP}")
+        if command.startswith("/") and " " not in command:
+            self._print(f"Unknown command {command}. {banner_help(self.commands)}")
         else:
             msg = IncomingMessage(self.key, f"console-{uuid.uuid4().hex}", self.user, self.user,
                                   line, time.time(), mentions_bot=True, is_direct=True)
@@ -293,26 +299,15 @@ class ConsoleChat:
         return True
 
     async def _command(self, name: str, args: Any) -> str:
-        """Run command ``name`` with its parsed ``args``; the operator at the terminal may
-        reset, forget, manage digests and change every setting."""
-        service, key = self.service, self.key
-        if name == "config":
-            caller = Caller(self.user, self.user, may_channel=True, may_server=True)
-            return (await service.configure(key, args, caller)).text
-        if name == "catchup":  # bot/catchup_command.py
-            return (await self._busy(service.catchup(Where(key), self.user, args))).text
-        if name == "digest":  # bot/digests.py
-            return (await self._busy(service.digest(Where(key), args, allowed=True,
-                                                    by=self.user))).text
-        if name == "remember":
-            return (await service.remember(key, args.text, author=self.user)).text
-        if name == "forget":
-            return (await service.forget(key, args.text, allowed=True)).text
-        if name == "summary":
-            return (await self._busy(service.summary(key, self.user))).text
-        if name == "memory":
-            return (await service.memory_list(key)).text
-        return (await service.reset(key, allowed=True)).text
+        """Run command ``name`` of the registry with its parsed ``args``; the operator at the
+        terminal may reset, forget, manage digests and change every setting."""
+        command = self.commands.get(name)
+        assert command is not None  # read_line found it
+        work = command.run(ConsoleContext(self), args)
+        result = await (self._busy(work) if command.waits else work)
+        if name == "help" and not args.name:
+            return f"{result.text}\n{QUIT}"
+        return result.text
 
     async def _busy(self, work: Awaitable[T]) -> T:
         """Await ``work`` showing a spinner when interactive (nothing in batch mode)."""
@@ -334,12 +329,39 @@ class ConsoleChat:
             await asyncio.sleep(0.1)
 
 
-def read_line(line: str) -> tuple[str, Any] | None:
+class ConsoleContext:
+    """A command at the terminal (``bot.commands.declare.Context``): the operator may do
+    everything; there are no threads and no links."""
+
+    def __init__(self, chat: ConsoleChat) -> None:
+        self.service, self.commands = chat.service, chat.commands
+        self.key, self.user_id, self.is_direct = chat.key, chat.user, False
+
+    async def user_name(self) -> str:
+        return self.user_id
+
+    async def where(self) -> Where:
+        return Where(self.key)
+
+    async def may(self, permission: Permission) -> bool:
+        return True
+
+    def refusal(self, permission: Permission, action: str) -> str:
+        return f"You may not {action}."
+
+    def who(self, permission: Permission) -> str:
+        return "you (the operator at the terminal)"
+
+    def readable(self, text: str) -> str:
+        return text
+
+
+def read_line(line: str, commands: Registry = COMMANDS) -> tuple[str, Any] | None:
     """A command line's command name and arguments (a ``Usage`` when its parser can't read
-    them); None for a line that is no command of the registry (a message, /help, /quit)."""
+    them); None for a line that is no command of the registry (a message, /quit)."""
     word, rest = ([*line.strip().split(None, 1), ""])[:2]
-    spec = SPECS.get(word.lower().removeprefix("/")) if word.startswith("/") else None
-    return None if spec is None else (spec.name, spec.parse(rest))
+    command = commands.get(word) if word.startswith("/") else None
+    return None if command is None else (command.name, command.spec.parse(rest))
 
 
 async def _either(*events: asyncio.Event) -> None:

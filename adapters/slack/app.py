@@ -28,11 +28,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.claims import DeliveryClaims
 from adapters.slack.catchup import Permalinks, SlackOutlet
-from adapters.slack.commands import COMMANDS, SlackCommands
+from adapters.slack.commands import SlackCommands
 from adapters.slack.events import SlackEvents
 from adapters.slack.options import SlackOptions
 from adapters.slack.transport import quiet_bolt_logs
 from adapters.slack.users import BotIdentity, UserDirectory
+from bot.commands.declare import Registry
+from bot.commands.registry import COMMANDS
 from bot.errors import ConfigError, PlatformUnreachable
 from bot.service import ChatService
 
@@ -53,13 +55,14 @@ class SlackAdapter:
         options: SlackOptions,
         claims: DeliveryClaims,
         client: AsyncWebClient,
+        commands: Registry = COMMANDS,
     ) -> None:
         self.service = service
         self.options = options
         self.client = client
         self.users = UserDirectory(client)
         self.events = SlackEvents(service, options, claims, client, self.users, self.identify)
-        self.commands = SlackCommands(service, options, self.users)
+        self.commands = SlackCommands(service, options, self.users, commands)
         # /catchup and scheduled digests: adapters/slack/catchup.py
         self.commands.links = links = Permalinks(client)
         if service.digests is not None:
@@ -140,8 +143,8 @@ class SlackAdapter:
 
         app.event("message")(on_event)
         app.event("app_mention")(on_event)
-        for name in COMMANDS:
-            app.command(name)(self._command_listener(name))
+        for name in self.commands.commands.names():  # the registry's commands
+            app.command(f"/{name}")(self._command_listener(f"/{name}"))
 
     def _command_listener(self, name: str) -> CommandListener:
         async def on_command(ack: AsyncAck, command: Json, respond: AsyncRespond) -> None:
