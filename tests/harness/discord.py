@@ -23,6 +23,8 @@ from adapters.discord.launch import create_client
 from adapters.discord.options import DiscordOptions
 from adapters.discord.text import channel_key
 from bot.app import Runtime
+from bot.commands.declare import Registry
+from bot.commands.registry import COMMANDS
 from bot.service import ChatService
 from bot.settings import Settings, load_settings
 from memory.models import ChannelKey
@@ -105,15 +107,16 @@ class Watch:
 
 @contextlib.asynccontextmanager
 async def running(
-    settings: Settings, *, backfill: bool = False
+    settings: Settings, *, backfill: bool = False, commands: Registry = COMMANDS
 ) -> AsyncIterator[tuple[Runtime, GistbotClient, Watch]]:
     """A runtime and a connected client that has seen READY; both closed on exit. With
-    ``backfill`` the client reads back what it missed (given the store, as ``gistbot run``)."""
+    ``backfill`` the client reads back what it missed (given the store, as ``gistbot run``);
+    ``commands``: the registry it offers."""
     async with Runtime.open(settings) as rt:
         watch = Watch(rt.service)
         client = create_client(rt.service, DiscordOptions.from_settings(rt.settings),
                                history=rt.store if backfill else None,
-                               guild_ready_timeout=0.05)
+                               guild_ready_timeout=0.05, commands=commands)
         async with client:
             task = asyncio.create_task(client.start(TOKEN))
             try:

@@ -32,6 +32,8 @@ from adapters.slack.options import SlackOptions
 from adapters.slack.transport import serve_http
 from adapters.slack.web import make_web_client
 from bot.app import Runtime
+from bot.commands.declare import Registry
+from bot.commands.registry import COMMANDS
 from bot.llm import Completion, Usage
 from bot.settings import Settings, load_settings
 from memory.completion import ChatMessage
@@ -216,15 +218,19 @@ def claims_of(rt: Runtime) -> DeliveryClaims:
     return cast(DeliveryClaims, rt.store)
 
 
-def make_adapter(rt: Runtime, api_url: str, **options: Any) -> SlackAdapter:
-    """An adapter for ``rt``'s service (``options`` override ``SlackOptions`` fields)."""
+def make_adapter(rt: Runtime, api_url: str, commands: Registry = COMMANDS,
+                 **options: Any) -> SlackAdapter:
+    """An adapter for ``rt``'s service offering ``commands`` (``options`` override
+    ``SlackOptions`` fields)."""
     opts = replace(SlackOptions.from_settings(rt.settings), **options)
-    return SlackAdapter(rt.service, opts, claims_of(rt), make_web_client(opts, base_url=api_url))
+    return SlackAdapter(rt.service, opts, claims_of(rt), make_web_client(opts, base_url=api_url),
+                        commands)
 
 
 @contextlib.asynccontextmanager
 async def open_harness(
-    tmp_path: Path, llm: FakeLLM | None, env_extra: dict[str, str]
+    tmp_path: Path, llm: FakeLLM | None, env_extra: dict[str, str],
+    commands: Registry = COMMANDS,
 ) -> AsyncIterator[Harness]:
     """A fake Slack with ``directory``'s users, a runtime and the adapter served over HTTP.
     ``llm`` None: the runtime's own model from the settings (``OPENAI_BASE_URL`` at the
@@ -233,7 +239,7 @@ async def open_harness(
         directory(fake)
         settings = load_settings(environ=environ(tmp_path, **env_extra), env_file=None)
         async with Runtime.open(settings, llm=llm) as rt:
-            adapter = make_adapter(rt, fake.api_url, stream_interval=0.2)
+            adapter = make_adapter(rt, fake.api_url, commands, stream_interval=0.2)
             app = build_app(adapter)
             async with serve_http(app, "127.0.0.1", 0) as url, aiohttp.ClientSession() as http:
                 yield Harness(fake, rt, llm or FakeLLM(), adapter, url, http)

@@ -1,0 +1,146 @@
+"""One command registry: a command declared once (here a test-only feature's ``/ping``) is
+on every platform — in the application-command sync payload discord.py sends the loopback
+Discord and answered there, dispatched by the real slack-bolt app and answered on its
+``response_url``, run by the console — and in the Slack manifest, whose checked-in
+``slash_commands`` are the registry's."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from adapters.console_adapter import ConsoleChat
+from adapters.slack import manifest
+from bot.app import Runtime
+from bot.commands.args import ArgumentError, CommandSpec
+from bot.commands.declare import Argument, Command, Context, Permission
+from bot.commands.registry import COMMANDS
+from bot.messages import CommandResult
+from bot.settings import load_settings
+from tests.fakes.discord_server import FakeDiscord
+from tests.fakes.openai_server import FakeOpenAI
+from tests.harness.discord import W, followup_to, make_settings, running
+from tests.harness.slack import FakeLLM, open_harness
+
+
+@dataclass(frozen=True)
+class PingArgs:
+    word: str
+
+
+def _ping_grammar(text: str) -> PingArgs:
+    if len(text.split()) > 1:
+        raise ArgumentError("One word: /ping [word].")
+    return PingArgs(text.strip() or "nothing")
+
+
+async def _ping(ctx: Context, args: PingArgs) -> CommandResult:
+    allowed = await ctx.may(Permission.EVERYONE)
+    return CommandResult(f"pong {args.word} from {await ctx.user_name()} ({allowed})")
+
+
+PING = Command(
+    CommandSpec("ping", "[word]", "Usage: /ping [word].", _ping_grammar), "Answer with pong",
+    _ping, (Argument("word", "What to say back", examples=("hello",)),))
+WITH_PING = COMMANDS.with_(PING)
+
+
+async def test_a_new_command_is_on_discord_from_its_declaration(
+    tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI
+) -> None:
+    async with running(make_settings(tmp_path, discord_llm), commands=WITH_PING):
+        [sync] = await discord_fake.wait_for(lambda f: f.calls("PUT", "/applications/"))
+        by_name = {c["name"]: c for c in sync.json}
+        assert set(by_name) == {*COMMANDS.names(), "ping"}
+        assert by_name["ping"]["description"] == "Answer with pong"
+        [option] = by_name["ping"]["options"]
+        assert option | {"required": False} == {
+            "name": "word", "description": "What to say back", "type": 3, "required": False}
+
+        inter = await discord_fake.interaction("ping", invoker=W.alice, channel_id=W.general,
+                                               options={"word": "hi"})
+        answer = await followup_to(discord_fake, inter)
+        assert answer.json["content"] == "pong hi from Alice (True)"
+        assert answer.json["flags"] & 64  # only the caller
+        assert discord_llm.chat_requests == []
+
+
+async def test_the_default_registry_has_no_test_command(
+    tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI
+) -> None:
+    async with running(make_settings(tmp_path, discord_llm)):
+        [sync] = await discord_fake.wait_for(lambda f: f.calls("PUT", "/applications/"))
+        assert sorted(c["name"] for c in sync.json) == sorted(COMMANDS.names())
+
+
+async def test_a_new_command_is_dispatched_by_slack_bolt(tmp_path: Path) -> None:
+    async with open_harness(tmp_path, FakeLLM(), {}, commands=WITH_PING) as h:
+        status, _ = await h.command("/ping", text="hey", user="U1")
+        assert status == 200
+        [call] = await h.fake.wait_for("response_url:ping")
+        assert call.params["text"] == "pong hey from Alice (True)"
+        assert call.params["response_type"] == "ephemeral"
+        status, _ = await h.command("/ping", text="two words")
+        [_, refused] = await h.fake.wait_for("response_url:ping", count=2)
+        assert refused.params["text"] == "One word: /ping [word]."
+
+
+async def test_slack_without_the_feature_does_not_answer_it(tmp_path: Path) -> None:
+    async with open_harness(tmp_path, FakeLLM(), {}) as h:
+        status, _ = await h.command("/ping", text="hey")
+        assert status == 404  # bolt: no listener for the command
+        await h.settle()
+        assert h.fake.calls_to("response_url:ping") == []
+
+
+async def test_a_new_command_runs_at_the_console(tmp_path: Path) -> None:
+    settings = load_settings({"DATABASE_URL": f"sqlite:///{tmp_path}/c.db"}, env_file=None)
+    async with Runtime.open(settings) as rt:
+        out = io.StringIO()
+        chat = ConsoleChat(rt.service, user="erin", stdin=io.StringIO(), stdout=out,
+                           commands=WITH_PING)
+        assert await chat.handle("/ping yo")
+        assert await chat.handle("/help")
+        assert await rt.store.turns(chat.key) == []  # a command, not a message
+        without = io.StringIO()
+        plain = ConsoleChat(rt.service, user="erin", stdin=io.StringIO(), stdout=without)
+        assert await plain.handle("/ping yo")
+        assert "pong" not in without.getvalue()
+        assert [t.text for t in await rt.store.turns(chat.key)][0] == "/ping yo"  # a message
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "pong yo from erin (True)"
+    assert "\\n/ping [word] — Answer with pong\\n" in lines[1]  # batch mode: one line
+
+
+def test_the_manifest_section_is_generated_from_the_registry() -> None:
+    text = manifest.update(manifest.MANIFEST.read_text(encoding="utf-8"), WITH_PING)
+    entries = yaml.safe_load(text)["features"]["slash_commands"]
+    assert [e["command"] for e in entries] == [f"/{n}" for n in WITH_PING.names()]
+    ping = entries[-1]
+    assert ping == {"command": "/ping", "description": "Answer with pong",
+                    "usage_hint": "[word]", "should_escape": False}
+
+
+def test_the_checked_in_manifest_matches_the_registry() -> None:
+    """Fails when a command is added, renamed or described anew without regenerating the
+    manifest (``python -m adapters.slack.manifest``)."""
+    text = manifest.MANIFEST.read_text(encoding="utf-8")
+    assert manifest.update(text) == text
+    assert manifest.update(text, WITH_PING) != text
+    assert manifest.main(["--check"]) == 0
+    entries = yaml.safe_load(text)["features"]["slash_commands"]
+    assert [e["command"] for e in entries] == [f"/{n}" for n in COMMANDS.names()]
+    assert {e["command"]: e["description"] for e in entries} == {
+        f"/{c.name}": c.description for c in COMMANDS}
+
+
+def test_the_check_fails_on_a_stale_manifest(tmp_path: Path) -> None:
+    stale = tmp_path / "manifest.yaml"
+    text = manifest.MANIFEST.read_text(encoding="utf-8")
+    stale.write_text(text.replace("    - command: /help", "    - command: /helpme"))
+    assert manifest.main(["--check", str(stale)]) == 1
+    assert manifest.main([str(stale)]) == 0
+    assert stale.read_text() == text
