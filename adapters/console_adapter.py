@@ -350,6 +350,8 @@ class ConsoleContext:
         return f"You may not {action}."
 
     def who(self, permission: Permission) -> str:
+        if permission is Permission.EVERYONE:
+            return "anyone"
         return "you (the operator at the terminal)"
 
     def readable(self, text: str) -> str:

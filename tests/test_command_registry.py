@@ -109,7 +109,7 @@ async def test_a_new_command_runs_at_the_console(tmp_path: Path) -> None:
         plain = ConsoleChat(rt.service, user="erin", stdin=io.StringIO(), stdout=without)
         assert await plain.handle("/ping yo")
         assert "pong" not in without.getvalue()
-        assert [t.text for t in await rt.store.turns(chat.key)][0] == "/ping yo"  # a message
+        assert (await rt.store.turns(chat.key))[0].text == "/ping yo"  # a message
     lines = out.getvalue().splitlines()
     assert lines[0] == "pong yo from erin (True)"
     assert "\\n/ping [word] — Answer with pong\\n" in lines[1]  # batch mode: one line

@@ -3,7 +3,7 @@
 ``memory/`` is the core and knows nothing of the bot or the chat platforms; ``bot/`` is the
 application and reaches the platform adapters only from its command line (``bot/cli.py``);
 ``adapters/`` translate between a platform and the ``ChatService`` and never reach into
-``bot.app``; modules stay small (STYLE.md 11, 13); tests share a harness, not each other
+``bot.app`` and import one another in no circle; modules stay small (STYLE.md 11, 13); tests share a harness, not each other
 (STYLE.md 14). Imports are read with ``ast`` (function-level ones included, relative ones
 resolved), so a check reports each offending ``file:line``.
 """
@@ -109,6 +109,59 @@ def imports_of_test_modules(root: Path) -> list[str]:
     return offending_imports(root, modules(root, "tests"), is_test_module)
 
 
+def module_of(path: Path, root: Path) -> str:
+    """The dotted module name of a file under ``root`` (a package is its ``__init__``)."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_cycles(root: Path, package: str) -> list[str]:
+    """Each set of modules under ``package`` that import one another in a circle (at any
+    depth: a function-level import closes a circle too), as ``a ⇄ b ⇄ c``."""
+    files = {module_of(p, root): p for p in modules(root, package)}
+    graph: dict[str, set[str]] = {name: set() for name in files}
+    for name, path in files.items():
+        for _, imported in imported_names(path, root):
+            parts = imported.split(".")
+            target = next((".".join(parts[:n]) for n in range(len(parts), 0, -1)
+                           if ".".join(parts[:n]) in files), None)
+            if target is not None and target != name:
+                graph[name].add(target)
+    return [" ⇄ ".join(sorted(c)) for c in _circles(graph)]
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of ``graph`` with more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(component)
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found, key=sorted)
+
+
 # -- the rules on this repository -------------------------------------------------------------
 
 
@@ -135,6 +188,12 @@ def test_memory_knows_nothing_of_bot_adapters_or_platforms() -> None:
 def test_modules_are_small() -> None:
     """No Python module in ``memory/``, ``bot/``, ``adapters/`` is over ``MAX_LINES`` lines."""
     assert_none(long_modules(ROOT))
+
+
+def test_adapters_have_no_import_cycles() -> None:
+    """No modules under ``adapters/`` import one another in a circle (a platform's command
+    table once imported its catch-up and config commands, which imported it back)."""
+    assert_none(import_cycles(ROOT, "adapters"))
 
 
 def test_tests_do_not_import_each_other() -> None:
@@ -175,6 +234,11 @@ def test_the_checks_find_planted_violations(tmp_path: Path) -> None:
             "tests/test_b.py": "from .test_a import thing\nfrom tests.fakes import models\n",
             "tests/fakes/x.py": "import tests.test_b as b\nfrom ..test_a import y\n",
             "tests/fakes/y.py": "from tests.fakes.models import ScriptedModel\n",
+            "adapters/chat/__init__.py": "",
+            "adapters/chat/commands.py": "from adapters.chat.catchup import add\n",
+            "adapters/chat/catchup.py": "def add():\n    from .commands import run\n",
+            "adapters/chat/text.py": "from adapters.chat import commands\n",
+            "adapters/lone.py": "from adapters.chat.text import x\nimport adapters.lone\n",
         },
     )
     assert bot_importing_adapters(tmp_path) == ["bot/service.py:5 imports adapters"]
@@ -194,5 +258,8 @@ def test_the_checks_find_planted_violations(tmp_path: Path) -> None:
         "tests/test_a.py:1 imports tests.test_b",
         "tests/test_b.py:1 imports tests.test_a",
     ]
+    assert import_cycles(tmp_path, "adapters") == [
+        "adapters.chat.catchup ⇄ adapters.chat.commands"]
+    assert import_cycles(tmp_path, "memory") == []
     with pytest.raises(AssertionError, match=rf"bot/big\.py:{MAX_LINES + 1} lines"):
         assert_none(long_modules(tmp_path))

@@ -18,8 +18,7 @@ from bot.config_command import ACTIONS, USAGE, Caller, ConfigRequest, parse_conf
 from bot.messages import CommandResult
 
 if TYPE_CHECKING:
-    from bot.commands.declare import Registry
-    from bot.service import ChatService
+    from bot.commands.declare import CommandService, Registry
 
 __all__ = ["CONFIG", "CONFIG_COMMAND", "FREE_TEXT", "MAX_CHARS", "config_fields"]
 
@@ -76,11 +75,11 @@ async def _run(ctx: Context, args: ConfigRequest) -> CommandResult:
     return await ctx.service.configure(ctx.key, args, caller)
 
 
-def _keys(service: ChatService, commands: Registry, options: Mapping[str, str]) -> Sequence[str]:
+def _keys(service: CommandService, commands: Registry, options: Mapping[str, str]) -> Sequence[str]:
     return list(KEYS)
 
 
-def _values(service: ChatService, commands: Registry,
+def _values(service: CommandService, commands: Registry,
             options: Mapping[str, str]) -> Sequence[str]:
     key = options.get("key", "")
     if key in ("model", "summary_model"):

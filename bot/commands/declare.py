@@ -21,11 +21,13 @@ from bot.commands.args import CommandSpec, Usage
 from bot.messages import CommandResult
 
 if TYPE_CHECKING:
-    from bot.catchup_command import Where
-    from bot.service import ChatService
+    from bot.channel_config import ChannelConfig
+    from bot.config_command import Caller, ConfigRequest
+    from bot.since import CatchupArgs
     from memory.models import ChannelKey
 
-__all__ = ["Argument", "Command", "Context", "Permission", "Registry", "Suggest"]
+__all__ = ["Argument", "Command", "CommandService", "Context", "Permission", "Registry",
+           "Suggest"]
 
 A = TypeVar("A")
 Kind = Literal["text", "flag", "choice"]
@@ -40,10 +42,39 @@ class Permission(enum.Enum):
     MANAGE_SERVER = "manage_server"  # a server's (workspace's) settings
 
 
+class CommandService(Protocol):
+    """What commands ask of the service (``bot.service.ChatService`` is one). A place
+    (``bot.catchup_command.Where``) and a digest request pass through as they are."""
+
+    @property
+    def channels(self) -> ChannelConfig: ...
+
+    async def summary(self, key: ChannelKey, author_id: str = "") -> CommandResult: ...
+
+    async def reset(self, key: ChannelKey, *, allowed: bool,
+                    refusal: str | None = None) -> CommandResult: ...
+
+    async def remember(self, key: ChannelKey, text: str, *, author: str = "") -> CommandResult:
+        ...
+
+    async def memory_list(self, key: ChannelKey) -> CommandResult: ...
+
+    async def forget(self, key: ChannelKey, ref: str, *, allowed: bool,
+                     refusal: str | None = None) -> CommandResult: ...
+
+    async def configure(self, key: ChannelKey, request: ConfigRequest,
+                        caller: Caller) -> CommandResult: ...
+
+    async def catchup(self, where: Any, author_id: str, text: CatchupArgs) -> CommandResult: ...
+
+    async def digest(self, where: Any, text: Any, *, allowed: bool, by: str = "",
+                     refusal: str = "") -> CommandResult: ...
+
+
 class Suggest(Protocol):
     """Values to offer for an argument while it is typed (Discord's autocomplete)."""
 
-    def __call__(self, service: ChatService, commands: Registry,
+    def __call__(self, service: CommandService, commands: Registry,
                  options: Mapping[str, str]) -> Sequence[str]: ...
 
 
@@ -69,18 +100,28 @@ class Context(Protocol):
     """What a platform hands a running command: the service, the channel, the caller and
     the platform's answers to who may do what."""
 
-    service: ChatService
-    key: ChannelKey
-    user_id: str
-    is_direct: bool
-    commands: Registry
+    @property
+    def service(self) -> CommandService: ...
+
+    @property
+    def key(self) -> ChannelKey: ...
+
+    @property
+    def user_id(self) -> str: ...
+
+    @property
+    def is_direct(self) -> bool: ...
+
+    @property
+    def commands(self) -> Registry: ...
 
     async def user_name(self) -> str:
         """The caller's display name."""
         ...
 
-    async def where(self) -> Where:
-        """The channel as a catch-up reads it (its threads, its links, the caller's access)."""
+    async def where(self) -> Any:
+        """The channel as a catch-up reads it (``bot.catchup_command.Where``: its threads,
+        its links, the caller's access)."""
         ...
 
     async def may(self, permission: Permission) -> bool:
