@@ -3,7 +3,8 @@
 - ``text``: a Discord message in (``to_incoming``), sized messages out (pure).
 - ``options``: ``DiscordOptions`` from ``Settings``, the invite URL.
 - ``client``: ``GistbotClient``: messages, edits, deletions, sending, permissions.
-- ``commands``: the slash commands.
+- ``commands``: the application commands, generated from the registry (``bot.commands``);
+  ``context``: Discord's permissions behind gistbot's.
 - ``backfill``: reading back what was missed while the bot was away.
 - ``launch``: ``create_client`` and ``serve``.
 

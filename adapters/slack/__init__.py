@@ -4,7 +4,8 @@
 - ``options``: ``SlackOptions`` from ``Settings``.
 - ``users``: the bot's identity and the cached user directory.
 - ``events``: messages, mentions, edits and deletions; placeholders and replies.
-- ``commands``: the slash commands, through one handler.
+- ``commands``: the slash commands of the registry (``bot.commands``), through one
+  handler; ``manifest``: their entries in ``slack_manifest.yaml``.
 - ``app``: ``SlackAdapter`` (acknowledge after commit, reply after) and ``build_app``.
 - ``web`` and ``transport``: the Web API client; HTTP mode (checked in front of bolt:
   size, signature, form) and Socket Mode.

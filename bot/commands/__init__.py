@@ -1,5 +1,5 @@
-"""Command arguments: one parser per command, answering a usage sentence for what it can't
-read.
+"""Every command, declared once for every platform, with one parser per command that
+answers a usage sentence for what it can't read.
 
 ``args`` holds the layer (``CommandSpec.parse(text) -> args | Usage``, which never raises);
 the other modules declare commands (``declare.Command``: parser, description, arguments,
