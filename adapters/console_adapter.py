@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.history import History
 
-__all__ = ["CANCELLED", "HELP", "QUIT_HINT", "ConsoleChat", "ConsoleContext", "console_key",
+__all__ = ["CANCELLED", "QUIT_HINT", "ConsoleChat", "ConsoleContext", "console_key",
            "history_path", "read_line"]
 
 T = TypeVar("T")
@@ -68,8 +68,6 @@ def banner_help(commands: Registry) -> str:
     return f"Commands: {names}  /quit   (/help <command> says more; anything else is a " \
            "message to gistbot)"
 
-
-HELP = banner_help(COMMANDS)
 
 
 CANCELLED = "cancelled"
