@@ -47,6 +47,7 @@ from bot.commands.registry import SPECS
 from bot.config_command import Caller
 from bot.logs import LiveLine
 from bot.messages import IncomingMessage
+from bot.phrases import posix_locale
 from bot.service import ChatService
 from bot.shutdown import SHUTDOWN_APOLOGY
 from memory.models import ChannelKey
@@ -129,6 +130,7 @@ class ConsoleChat:
         self.live = live or LiveLine()
         self.interactive = _isatty(self.stdin) and _isatty(self.stdout)
         self.json_lines = json_lines  # batch mode: JSON Lines instead of bare answers
+        self.locale = posix_locale(os.environ)  # how /catchup reads 2/12 (LC_TIME, LANG)
         self._line = ""  # the input line being answered (batch output names it)
         self._inflight: asyncio.Future[bool] | None = None
         self._session: PromptSession[str] | None = None
@@ -300,7 +302,8 @@ class ConsoleChat:
             caller = Caller(self.user, self.user, may_channel=True, may_server=True)
             return (await service.configure(key, args, caller)).text
         if name == "catchup":  # bot/catchup_command.py
-            return (await self._busy(service.catchup(Where(key), self.user, args))).text
+            where = Where(key, locale=self.locale)
+            return (await self._busy(service.catchup(where, self.user, args))).text
         if name == "digest":  # bot/digests.py
             return (await self._busy(service.digest(Where(key), args, allowed=True,
                                                     by=self.user))).text

@@ -51,9 +51,9 @@ async def jump_links(turns: Sequence[Turn]) -> Mapping[Turn, str]:
 
 
 def where(client: discord.Client, guild_id: int | None, channel_id: int,
-          reader: Access | None = None) -> Where:
+          reader: Access | None = None, locale: str | None = None) -> Where:
     """The channel and its known threads (the private ones marked), with jump-URL links;
-    ``reader``: the access of the member asking, if one is."""
+    ``reader``: the access of the member asking, if one is; ``locale``: their client's."""
     threads: dict[ChannelKey, str] = {}
     private: set[ChannelKey] = set()
     guild = client.get_guild(guild_id) if guild_id else None
@@ -65,7 +65,7 @@ def where(client: discord.Client, guild_id: int | None, channel_id: int,
                 if thread.type not in OPEN_THREADS:
                     private.add(key)  # private (or of an unknown kind): members only
     return Where(channel_key(guild_id, channel_id), threads, jump_links, frozenset(private),
-                 reader)
+                 reader, locale)
 
 
 def may_manage(interaction: discord.Interaction) -> bool:
@@ -121,8 +121,8 @@ def add_catchup_commands(tree: app_commands.CommandTree[Any], service: ChatServi
     @app_commands.command(name="catchup",
                           description="What happened here since your last message (only you)")
     @app_commands.describe(
-        since="2h, 90m, 1d, yesterday, monday, 2026-03-08 14:30 or a message link; "
-              "optionally a time zone",
+        since="2h, 3 days ago, yesterday, last friday, noon, 3 dec, 2026-03-08 14:30, a link; "
+              "+ time zone",
         public="Show it to everyone here (default: only you)")
     async def catchup(interaction: discord.Interaction, since: str = "",
                       public: bool = False) -> None:
@@ -130,7 +130,7 @@ def add_catchup_commands(tree: app_commands.CommandTree[Any], service: ChatServi
         if isinstance(args, Usage):
             return await answer_usage(interaction, "catchup", args)
         here = where(interaction.client, interaction.guild_id, interaction.channel_id or 0,
-                     MemberAccess(interaction))
+                     MemberAccess(interaction), interaction.locale.value)
         user = str(interaction.user.id)
         await run_command(interaction, "catchup",
                           lambda key: service.catchup(here, user, args),

@@ -129,8 +129,11 @@ class SlackCommands:
 
     async def _catchup(self, key: ChannelKey, command: Command,
                        args: CatchupArgs) -> CommandResult:
-        where = Where(key, {}, self.links)
-        return await self.service.catchup(where, str(command.get("user_id") or ""), args)
+        user = str(command.get("user_id") or "")
+        info = await self.users.info(user) if user else None
+        locale = info.get("locale") if info else None  # how they write dates (en-US, de-DE)
+        where = Where(key, {}, self.links, locale=locale if isinstance(locale, str) else None)
+        return await self.service.catchup(where, user, args)
 
     async def _digest(self, key: ChannelKey, command: Command,
                       args: DigestRequest) -> CommandResult:
