@@ -47,6 +47,7 @@ from bot.commands.declare import Permission, Registry
 from bot.commands.registry import COMMANDS
 from bot.logs import LiveLine
 from bot.messages import IncomingMessage
+from bot.phrases import posix_locale
 from bot.service import ChatService
 from bot.shutdown import SHUTDOWN_APOLOGY
 from memory.models import ChannelKey
@@ -135,6 +136,7 @@ class ConsoleChat:
         self.live = live or LiveLine()
         self.interactive = _isatty(self.stdin) and _isatty(self.stdout)
         self.json_lines = json_lines  # batch mode: JSON Lines instead of bare answers
+        self.locale = posix_locale(os.environ)  # how /catchup reads 2/12 (LC_TIME, LANG)
         self._line = ""  # the input line being answered (batch output names it)
         self._inflight: asyncio.Future[bool] | None = None
         self._session: PromptSession[str] | None = None
@@ -334,12 +336,13 @@ class ConsoleContext:
     def __init__(self, chat: ConsoleChat) -> None:
         self.service, self.commands = chat.service, chat.commands
         self.key, self.user_id, self.is_direct = chat.key, chat.user, False
+        self.locale = chat.locale
 
     async def user_name(self) -> str:
         return self.user_id
 
     async def where(self) -> Where:
-        return Where(self.key)
+        return Where(self.key, locale=self.locale)
 
     async def may(self, permission: Permission) -> bool:
         return True

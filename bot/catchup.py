@@ -155,7 +155,8 @@ class Catchup:
         numbered = {i.n: i.turn for i in items}
         cited = [numbered[n] for b in bullets for n in b.cites]
         links = await linker(list(dict.fromkeys(cited)))
-        body = render_bullets(bullets, numbered, links) or "(no point could be backed by a message)"
+        body = (render_bullets(bullets, numbered, links, zone)
+                or "(no point could be backed by a message)")
         note = f"\n_{run.note}_" if run.note else ""
         text = f"{head}\n\n{body}{note}\n\n{most_active(items)}"
         return CatchupResult(text, len(items), tuple(bullets), numbered, links, run.calls,

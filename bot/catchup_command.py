@@ -37,14 +37,16 @@ CANNOT_READ = "You can't read this channel's history, so I can't catch you up on
 @dataclass(frozen=True, slots=True)
 class Where:
     """A channel as an adapter sees it: its key, its threads (key → name), its links, the
-    threads only their members may read (``private``) and the person asking (``reader``;
-    ``None`` when nobody asked or the platform cannot say)."""
+    threads only their members may read (``private``), the person asking (``reader``;
+    ``None`` when nobody asked or the platform cannot say) and their ``locale`` (``en-US``,
+    ``de``: how they write numeric dates; ``None`` when unknown)."""
 
     key: ChannelKey
     threads: Mapping[ChannelKey, str] = field(default_factory=dict)
     linker: Linker = plain_links
     private: frozenset[ChannelKey] = frozenset()
     reader: Access | None = None
+    locale: str | None = None
 
     @property
     def scope(self) -> Scope:
@@ -75,7 +77,8 @@ class Catchups:
         the module docstring); ``SinceError`` when it is in the future."""
         now = self.clock()
         if since:
-            start = start_of(read or read_since(since), since, now=now, zone=zone)
+            start = start_of(read or read_since(since), since, now=now, zone=zone,
+                             locale=where.locale)
             label = "since that message" if time_of_link(since) is not None else f"since {since}"
             return Period(start, now, label)
         last = None

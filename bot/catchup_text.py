@@ -56,7 +56,7 @@ def when(ts: float, zone: ZoneInfo, *, with_day: bool = True) -> str:
     """A time as people read it in ``zone``: ``Mon 30 Nov 14:02`` (and the zone's name)."""
     local = datetime.fromtimestamp(ts, UTC).astimezone(zone)
     fmt = "%a %d %b %H:%M" if with_day else "%H:%M"
-    year = "" if local.year == datetime.now(UTC).year else f" {local.year}"
+    year = "" if local.year == datetime.now(zone).year else f" {local.year}"
     return local.strftime(fmt) + year
 
 

@@ -12,8 +12,8 @@ bullets ending in ``[n]`` or ``[n, m]``. Back from the model, ``check_bullets``:
    it, or cited the wrong message, and either way the link would not back the claim.
 
 ``render`` appends each bullet's links (``Linker``: Discord jump URLs, Slack permalinks,
-or plain references on the console) as Markdown, which the adapters turn into their
-platform's link syntax.
+or plain references on the console, their times in the zone the catch-up was asked in) as
+Markdown, which the adapters turn into their platform's link syntax.
 """
 
 from __future__ import annotations
@@ -144,18 +144,19 @@ async def plain_links(turns: Sequence[Turn]) -> Mapping[Turn, str]:
     return {}
 
 
-def _cite(n: int, turn: Turn, link: str | None) -> str:
+def _cite(n: int, turn: Turn, link: str | None, zone: ZoneInfo) -> str:
     if link:
         return f"[{n}](<{link}>)"
-    when = datetime.fromtimestamp(turn.sent_at, UTC).strftime("%H:%M")
+    when = datetime.fromtimestamp(turn.sent_at, UTC).astimezone(zone).strftime("%H:%M")
     return f"[{n}: {turn.author_name} {when}]"
 
 
 def render(bullets: Sequence[Bullet], numbered: Mapping[int, Turn],
-           links: Mapping[Turn, str]) -> str:
-    """Markdown bullets, each ending with its citations as links."""
+           links: Mapping[Turn, str], zone: ZoneInfo = _UTC) -> str:
+    """Markdown bullets, each ending with its citations as links (a plain citation gives
+    the message's time in ``zone``)."""
     lines = []
     for b in bullets:
-        cites = " ".join(_cite(n, numbered[n], links.get(numbered[n])) for n in b.cites)
+        cites = " ".join(_cite(n, numbered[n], links.get(numbered[n]), zone) for n in b.cites)
         lines.append(f"- {b.text} {cites}")
     return "\n".join(lines)

@@ -106,7 +106,7 @@ DESCRIPTIONS: dict[str, str] = {
     "max_input_chars": "Longest message kept, in characters; a longer one is stored cut with "
     "a marker and, when addressed to the bot, politely refused. 0: no limit.",
     "timezone": "IANA time zone (e.g. Europe/Berlin) for /catchup words such as yesterday "
-    "and /digest times that name no zone.",
+    "or noon, the times catch-ups print, and /digest times that name no zone.",
     # Per-channel settings and quotas
     "allowed_models": "Comma-separated models a channel or server may choose with /config "
     "(e.g. gpt-4o-mini,gpt-4o). Unset: just MODEL_NAME.",

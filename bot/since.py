@@ -4,26 +4,34 @@
 
 * a length back from now: ``2h``, ``90m``, ``1d``, ``1w``, ``1h30m`` (exact seconds, so
   ``1d`` is 24 hours even across a DST change);
+  ``3 days ago``, ``an hour ago`` are the same lengths said in words;
 * a calendar word in the zone: ``today``, ``yesterday``, a weekday (``monday``, ``mon``:
-  the most recent one, today included), each from local midnight — so ``yesterday`` in
-  New York on the day after the clocks change spans 23 or 25 hours, as the calendar says;
+  the most recent one, today included; ``last friday``: the one before today), each from
+  local midnight — so ``yesterday`` in New York on the day after the clocks change spans
+  23 or 25 hours, as the calendar says;
 * an ISO date (``2026-03-08``: local midnight), date and time (``2026-03-08 14:30``,
   ``2026-03-08T14:30:00+09:00``; without an offset it is local time) or a time of day
-  (``14:30``: today, or yesterday when that is still to come);
+  (``14:30``, ``5pm``, ``noon``, ``midnight``: today, or yesterday when that is still to
+  come);
+* any other phrase dateparser reads (``bot.phrases``): ``3 dec``, ``2/12`` (in the reader's
+  locale), ``12.02.2026``, ``noon yesterday``, ``last week``; resolved as wall-clock time
+  in the zone;
 * a message link (Discord ``…/channels/<guild>/<channel>/<message>``, Slack
   ``…/archives/<channel>/p<ts>``): from that message on. Its time is in the link itself
   (Discord ids are timestamps, Slack ids are times), so it needs no lookup.
 
 A trailing IANA zone name (``yesterday Europe/Berlin``, ``09:00 Asia/Seoul``) or ``UTC``
-picks the zone; otherwise the configured ``TIMEZONE``. ``public`` anywhere asks for a
-public answer. Anything else is a ``SinceError`` whose message says what is accepted.
+picks the zone; otherwise the configured ``TIMEZONE``. A leading ``since`` is ignored
+(``since noon``). ``public`` anywhere asks for a public answer. Anything else is a
+``SinceError`` whose message says what is accepted.
 
 Reading and resolving are separate: ``read_since`` turns the words into one of the small
 values below (digits 0-9 only; a length reaches at most 100 years back, a date lies in
 1970-9998), and ``start_of`` finds its start at a given time in a zone — arithmetic that
 cannot leave the years ``datetime`` can show, so only "in the future" is left to refuse
-there. A new phrase ("3 days ago") is a grammar rule returning one of these values, or a
-new value with a ``start``.
+there (a ``Phrase`` is read by dateparser again at ``now``, numeric dates in the reader's
+locale). Our rules come first, so the forms above keep their exact meaning (``3 days ago``
+is 72 hours, as ``3d`` is); only what none of them reads is handed to dateparser.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.commands.args import ArgumentError
+from bot.phrases import wall_time
 
 __all__ = [
     "ACCEPTED",
@@ -44,6 +53,7 @@ __all__ = [
     "Instant",
     "LocalDate",
     "LocalDateTime",
+    "Phrase",
     "Since",
     "SinceError",
     "Weekday",
@@ -57,9 +67,9 @@ __all__ = [
 ]
 
 ACCEPTED = (
-    "use 2h, 90m, 1d, today, yesterday, a weekday (monday), an ISO date or time "
-    "(2026-03-08, 2026-03-08 14:30, 14:30) or a message link, optionally followed by a time "
-    "zone such as Europe/Berlin"
+    "use 2h, 90m, 1d, 3 days ago, an hour ago, today, yesterday, a weekday (monday, "
+    "last friday), a time (14:30, 5pm, noon), a date (3 dec, 2/12, 2026-03-08 14:30) or a "
+    "message link, optionally followed by a time zone such as Europe/Berlin"
 )
 DISCORD_EPOCH_MS = 1_420_070_400_000
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
@@ -77,6 +87,10 @@ _DISCORD = re.compile(
 _SLACK = re.compile(r"https?://[\w.-]+\.slack\.com/archives/([A-Z0-9]+)/p(\d{10})(\d{6})(?!\d)",
                     re.ASCII)
 _CLOCK = re.compile(r"^(\d{1,2}):(\d{2})$", re.ASCII)
+_CLOCK12 = re.compile(r"^(\d{1,2})(?::(\d{2}))?\s*([ap])\.?m\.?$", re.ASCII)
+_NAMED_TIMES = {"noon": (12, 0), "midday": (12, 0), "midnight": (0, 0)}
+_SINCE = re.compile(r"^since\s+", re.IGNORECASE)
+_ONE = re.compile(r"\b(?:an?|one)\b", re.ASCII)
 _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}(?:[T ][\d:.,+-]+Z?)?$", re.ASCII)
 
 
@@ -124,14 +138,17 @@ class DaysBack:
 
 @dataclass(frozen=True, slots=True)
 class Weekday:
-    """The most recent such weekday (0 = Monday), today included, from local midnight."""
+    """The most recent such weekday (0 = Monday), today included unless ``before_today``
+    (``last friday``), from local midnight."""
 
     index: int
+    before_today: bool = False
 
     def start(self, now: float, zone: ZoneInfo) -> float:
         """Midnight of the most recent such day in ``zone``."""
         today = _local(now, zone).date()
-        return local_midnight(today - timedelta(days=(today.weekday() - self.index) % 7), zone)
+        back = (today.weekday() - self.index) % 7 or (7 if self.before_today else 0)
+        return local_midnight(today - timedelta(days=back), zone)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +190,25 @@ class LocalDateTime:
         return self.at.replace(tzinfo=zone).timestamp()
 
 
-Since = Instant | Ago | DaysBack | Weekday | ClockTime | LocalDate | LocalDateTime
+@dataclass(frozen=True, slots=True)
+class Phrase:
+    """Words dateparser reads (``bot.phrases``), resolved at ``now`` as wall-clock time in
+    the zone, numeric dates in the order of the reader's ``locale``."""
+
+    text: str
+
+    def start(self, now: float, zone: ZoneInfo, locale: str | None = None) -> float:
+        """The moment the phrase names; ``SinceError`` when it names none in range."""
+        found = wall_time(self.text, _local(now, zone).replace(tzinfo=None), locale)
+        if found is None:
+            raise SinceError(f"I can't read {_shown(self.text)} as a time; " + ACCEPTED)
+        if not YEARS[0] <= found.year <= YEARS[1]:
+            raise SinceError(f"{_shown(self.text)} is out of range: use a date from "
+                             f"{YEARS[0]} on; " + ACCEPTED)
+        return found.replace(tzinfo=zone).timestamp()
+
+
+Since = Instant | Ago | DaysBack | Weekday | ClockTime | LocalDate | LocalDateTime | Phrase
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +249,7 @@ def parse_catchup_args(text: str) -> CatchupArgs:
     zone = None
     if words and _looks_like_zone(words[-1]):
         zone = parse_zone(words.pop())
-    since = " ".join(words)
+    since = _SINCE.sub("", " ".join(words))
     return CatchupArgs(since, zone, public, read_since(since) if since else None)
 
 
@@ -291,40 +326,80 @@ def _iso(text: str) -> Instant | LocalDate | LocalDateTime | None:
     return Instant(parsed.timestamp())
 
 
-def read_since(text: str) -> Since:
-    """What ``text`` means (see the module docstring); ``SinceError`` when unreadable."""
-    raw = text.strip()
-    word = raw.lower()
-    if (at := time_of_link(raw)) is not None:
-        return Instant(at)
-    if (length := _length(word.replace(" ", ""), raw)) is not None:
-        return length
+def _ago(word: str, raw: str) -> Ago | None:
+    """``3 days ago``, ``an hour ago``, ``1 day and 2 hours ago``: a length in words."""
+    if not word.endswith(" ago"):
+        return None
+    body = _ONE.sub("1", word.removesuffix(" ago")).replace(" and ", " ").replace(",", " ")
+    return _length(body.replace(" ", ""), raw)
+
+
+def _clock(word: str, raw: str) -> ClockTime | None:
+    """``14:30``, ``5pm``, ``5:30 pm``, ``noon``, ``midnight``."""
+    if word in _NAMED_TIMES:
+        return ClockTime(*_NAMED_TIMES[word])
+    if m := _CLOCK.match(word):
+        hour, minute = int(m.group(1)), int(m.group(2))
+    elif m := _CLOCK12.match(word):
+        hour, minute = int(m.group(1)), int(m.group(2) or 0)
+        if not 1 <= hour <= 12:
+            raise SinceError(f"{_shown(raw)} is not a time of day; " + ACCEPTED)
+        hour = hour % 12 + (12 if m.group(3) == "p" else 0)
+    else:
+        return None
+    if hour > 23 or minute > 59:
+        raise SinceError(f"{_shown(raw)} is not a time of day; " + ACCEPTED)
+    return ClockTime(hour, minute)
+
+
+def _calendar(word: str) -> DaysBack | Weekday | None:
     if word == "today":
         return DaysBack(0)
     if word == "yesterday":
         return DaysBack(1)
     if (day := _weekday(word)) is not None:
         return Weekday(day)
-    if m := _CLOCK.match(word):
-        hour, minute = int(m.group(1)), int(m.group(2))
-        if hour > 23 or minute > 59:
-            raise SinceError(f"{_shown(raw)} is not a time of day; " + ACCEPTED)
-        return ClockTime(hour, minute)
+    last, _, name = word.partition(" ")
+    if last == "last" and (day := _weekday(name.strip())) is not None:
+        return Weekday(day, before_today=True)
+    return None
+
+
+def read_since(text: str) -> Since:
+    """What ``text`` means (see the module docstring); ``SinceError`` when unreadable."""
+    raw = _SINCE.sub("", text.strip())
+    word = " ".join(raw.lower().split())
+    if (at := time_of_link(raw)) is not None:
+        return Instant(at)
+    if (length := _length(word.replace(" ", ""), raw)) is not None:
+        return length
+    if (length := _ago(word, raw)) is not None:
+        return length
+    if (day := _calendar(word)) is not None:
+        return day
+    if (clock := _clock(word, raw)) is not None:
+        return clock
     if (iso := _iso(raw)) is not None:
         return iso
-    raise SinceError(f"I can't read {_shown(raw)} as a time; " + ACCEPTED)
+    if word.startswith("next ") or word == "tomorrow":
+        raise SinceError(f"{_shown(raw)} is in the future; a catch-up looks back: " + ACCEPTED)
+    phrase = Phrase(word)
+    phrase.start(datetime.now(UTC).timestamp(), ZoneInfo("UTC"))  # SinceError: unreadable
+    return phrase
 
 
-def start_of(since: Since, text: str, *, now: float, zone: ZoneInfo) -> float:
-    """The unix time ``since`` (read from ``text``) means at ``now`` in ``zone``;
-    ``SinceError`` when it is in the future."""
-    start = since.start(now, zone)
+def start_of(since: Since, text: str, *, now: float, zone: ZoneInfo,
+             locale: str | None = None) -> float:
+    """The unix time ``since`` (read from ``text``) means at ``now`` in ``zone``, numeric
+    dates in ``locale``'s order; ``SinceError`` when it is in the future."""
+    start = since.start(now, zone, locale) if isinstance(since, Phrase) else since.start(now, zone)
     if start > now:
-        raise SinceError(f"{_shown(text.strip())} is in the future; " + ACCEPTED)
+        raise SinceError(f"{_shown(text.strip())} is in the future; a catch-up looks back: "
+                         + ACCEPTED)
     return start
 
 
-def resolve_since(text: str, *, now: float, zone: ZoneInfo) -> float:
+def resolve_since(text: str, *, now: float, zone: ZoneInfo, locale: str | None = None) -> float:
     """The unix time ``text`` means at ``now`` in ``zone``; ``SinceError`` when unreadable
     or in the future."""
-    return start_of(read_since(text), text, now=now, zone=zone)
+    return start_of(read_since(text), text, now=now, zone=zone, locale=locale)

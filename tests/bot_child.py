@@ -17,17 +17,9 @@ import sys
 
 def main() -> int:
     print(f"PID {os.getpid()}", file=sys.stderr, flush=True)
-    if api := os.environ.get("GISTBOT_TEST_SLACK_API"):
-        from slack_sdk.web.async_client import AsyncWebClient
+    from tests.fakes.redirect import redirect_platforms
 
-        AsyncWebClient.BASE_URL = api
-    if api := os.environ.get("GISTBOT_TEST_DISCORD_API"):
-        import discord
-        import yarl
-
-        discord.http.Route.BASE = api
-        gateway = os.environ["GISTBOT_TEST_DISCORD_GATEWAY"]
-        discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(gateway)
+    redirect_platforms()
     from bot.cli import main as gistbot
 
     return gistbot(["--env-file", os.devnull, "run"])

@@ -31,7 +31,7 @@ def is_listing(text: str) -> None:
 
 def is_catchup_help(text: str) -> None:
     assert text.startswith("Usage: /catchup [since] [time zone] [public]")
-    assert "• since: " in text and "e.g. 2h, 90m, yesterday" in text
+    assert "• since: " in text and "e.g. 2h, 3 days ago, yesterday" in text
     assert "• public: " in text
     assert "Who may run it: anyone." in text
     assert "Who sees the answer: only you, unless you add public." in text

@@ -39,9 +39,9 @@ async def jump_links(turns: Sequence[Turn]) -> Mapping[Turn, str]:
 
 
 def where(client: discord.Client, guild_id: int | None, channel_id: int,
-          reader: Access | None = None) -> Where:
+          reader: Access | None = None, locale: str | None = None) -> Where:
     """The channel and its known threads (the private ones marked), with jump-URL links;
-    ``reader``: the access of the member asking, if one is."""
+    ``reader``: the access of the member asking, if one is; ``locale``: their client's."""
     threads: dict[ChannelKey, str] = {}
     private: set[ChannelKey] = set()
     guild = client.get_guild(guild_id) if guild_id else None
@@ -53,7 +53,7 @@ def where(client: discord.Client, guild_id: int | None, channel_id: int,
                 if thread.type not in OPEN_THREADS:
                     private.add(key)  # private (or of an unknown kind): members only
     return Where(channel_key(guild_id, channel_id), threads, jump_links, frozenset(private),
-                 reader)
+                 reader, locale)
 
 
 class DiscordOutlet:

@@ -57,7 +57,7 @@ class DiscordContext:
 
     async def where(self) -> Where:
         i = self.interaction
-        return where(i.client, i.guild_id, i.channel_id or 0, MemberAccess(i))
+        return where(i.client, i.guild_id, i.channel_id or 0, MemberAccess(i), i.locale.value)
 
     async def may(self, permission: Permission) -> bool:
         flag = discord_permission(permission, self.moderate)

@@ -68,7 +68,10 @@ class SlackContext:
         return (await users.names([self.user_id]))[self.user_id] if self.user_id else ""
 
     async def where(self) -> Where:
-        return Where(self.key, {}, self.slack.links)
+        info = await self.slack.users.info(self.user_id) if self.user_id else None
+        locale = info.get("locale") if info else None  # how they write dates (en-US, de-DE)
+        return Where(self.key, {}, self.slack.links,
+                     locale=locale if isinstance(locale, str) else None)
 
     async def may(self, permission: Permission) -> bool:
         if permission is Permission.EVERYONE:

@@ -72,7 +72,7 @@ class UserDirectory:
             return hit[1]
         user: Json | None = None
         try:
-            response = await self.client.users_info(user=user_id)
+            response = await self.client.users_info(user=user_id, include_locale=True)
             found = response.get("user")
             user = found if isinstance(found, dict) else None
         except Exception:

@@ -23,9 +23,9 @@ async def _run(ctx: Context, args: CatchupArgs) -> CommandResult:
 
 CATCHUP_COMMAND: Command[CatchupArgs] = Command(
     CATCHUP, "What happened here since your last message (only you)", _run,
-    (Argument("since", "2h, 90m, 1d, yesterday, monday, 2026-03-08 14:30 or a message link; "
-              "optionally a time zone",
-              examples=("2h", "90m", "yesterday", "monday", "2026-03-08 14:30",
-                        "yesterday Europe/Berlin", "a message link")),
+    (Argument("since", "2h, 3 days ago, yesterday, last friday, noon, 3 dec, "
+                       "2026-03-08 14:30, a link; + time zone",
+              examples=("2h", "3 days ago", "yesterday", "last friday", "since noon", "3 dec",
+                        "2026-03-08 14:30", "yesterday Europe/Berlin", "a message link")),
      Argument("public", "Show it to everyone here (default: only you)", "flag")),
     answer="only you, unless you add public", waits=True)

@@ -228,9 +228,9 @@ def message(
 
 def interaction_payload(
     world: World, name: str, *, invoker: JSON, channel_id: int, permissions: int,
-    options: Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None, locale: str = "en-US",
 ) -> JSON:
-    """An INTERACTION_CREATE payload for slash command ``name``."""
+    """An INTERACTION_CREATE payload for slash command ``name`` from a client in ``locale``."""
     guild_id = world.channel_of(channel_id)
     data: JSON = {
         "id": str(snowflake()), "application_id": str(world.app_id), "type": 2,
@@ -238,7 +238,7 @@ def interaction_payload(
         "data": {"id": str(snowflake()), "name": name, "type": 1,
                  "options": [{"name": k, "type": 5 if isinstance(v, bool) else 3, "value": v}
                              for k, v in (options or {}).items()]},
-        "channel_id": str(channel_id), "locale": "en-US",
+        "channel_id": str(channel_id), "locale": locale,
         "app_permissions": str(EVERYONE_PERMISSIONS),
         "entitlements": [], "authorizing_integration_owners": {"0": str(guild_id or 0)},
         "attachment_size_limit": 10 * 1024 * 1024,
@@ -425,10 +425,11 @@ class FakeDiscord:
 
     async def interaction(self, name: str, *, invoker: JSON, channel_id: int,
                           permissions: int = EVERYONE_PERMISSIONS,
-                          options: Mapping[str, Any] | None = None) -> JSON:
+                          options: Mapping[str, Any] | None = None,
+                          locale: str = "en-US") -> JSON:
         """Someone runs a slash command; the clients get INTERACTION_CREATE."""
         data = interaction_payload(self.world, name, invoker=invoker, channel_id=channel_id,
-                                   permissions=permissions, options=options)
+                                   permissions=permissions, options=options, locale=locale)
         await self.dispatch("INTERACTION_CREATE", data)
         return data
 

@@ -114,13 +114,16 @@ class FakeSlack:
     # ------------------------------------------------------------------ setup
 
     def add_user(self, user_id: str, display_name: str, *, real_name: str | None = None,
-                 is_admin: bool = False, is_owner: bool = False) -> None:
-        """Put a user into the directory ``users.info`` answers from."""
+                 is_admin: bool = False, is_owner: bool = False,
+                 locale: str = "en-US") -> None:
+        """Put a user into the directory ``users.info`` answers from (``locale`` only when
+        asked with ``include_locale``, as Slack does)."""
         self.users[user_id] = {
             "id": user_id, "team_id": self.team_id, "name": display_name.lower(),
             "real_name": real_name or display_name, "is_admin": is_admin,
             "is_owner": is_owner, "is_primary_owner": False, "is_bot": False,
             "profile": {"display_name": display_name, "real_name": real_name or display_name},
+            "locale": locale,
         }  # fmt: skip
 
     def bot_messages(self, channel: str) -> list[JSON]:
@@ -374,7 +377,11 @@ class FakeSlack:
             return {"ok": True, "message_ts": self._next_ts()}
         if call.method == "users.info":
             user = self.users.get(str(p.get("user")))
-            return {"ok": True, "user": user} if user else {"ok": False, "error": "user_not_found"}
+            if user is None:
+                return {"ok": False, "error": "user_not_found"}
+            if str(p.get("include_locale")).lower() not in ("true", "1"):
+                user = {k: v for k, v in user.items() if k != "locale"}
+            return {"ok": True, "user": user}
         if call.method == "conversations.info":
             cid = str(p.get("channel"))
             return {"ok": True, "channel": {"id": cid, "is_channel": cid.startswith("C"),
