@@ -47,10 +47,6 @@ def run_and_kill(db: Path, run: int, kill_after: int) -> Trial:
     )
     assert proc.stdout is not None and proc.stderr is not None
     trial = Trial()
-    ready = proc.stdout.readline()
-    if ready != b"READY\n":
-        proc.kill()
-        raise AssertionError(f"child did not start: {ready!r} {proc.stderr.read()!r}")
     open_calls: set[str] = set()
 
     def take(line: bytes) -> None:
@@ -65,6 +61,13 @@ def run_and_kill(db: Path, run: int, kill_after: int) -> Trial:
         elif kind == "K":
             open_calls.discard(rest[0])
 
+    # A resumed compaction may report (S/K lines) before the store says READY.
+    while (early := proc.stdout.readline()) != b"READY\n":
+        if not early.startswith((b"S ", b"K ")):
+            proc.kill()
+            raise AssertionError(f"child did not start: {early!r} {proc.stderr.read()!r}")
+        take(early)
+    trial.lines = 0
     while trial.lines < kill_after:
         line = proc.stdout.readline()
         if not line:
