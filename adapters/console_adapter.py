@@ -37,7 +37,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
@@ -47,6 +47,8 @@ from bot.commands.registry import SPECS
 from bot.config_command import Caller
 from bot.logs import LiveLine
 from bot.messages import IncomingMessage
+from bot.outbox import Post
+from bot.reply_flow import ReplyFlow
 from bot.service import ChatService
 from bot.shutdown import SHUTDOWN_APOLOGY
 from memory.models import ChannelKey
@@ -133,6 +135,7 @@ class ConsoleChat:
         self._inflight: asyncio.Future[bool] | None = None
         self._session: PromptSession[str] | None = None
         self._interrupted = asyncio.Event()  # batch mode: SIGINT, stop with status 130
+        self.flow = ReplyFlow(_Terminal(self))  # replies are printed, never stored as posts
 
     def _print(self, text: str, prefix: str = "") -> None:
         """Write one answer: in a terminal as it is (``prefix`` first); in batch mode on one
@@ -287,9 +290,9 @@ class ConsoleChat:
         else:
             msg = IncomingMessage(self.key, f"console-{uuid.uuid4().hex}", self.user, self.user,
                                   line, time.time(), mentions_bot=True, is_direct=True)
-            reply = await self._busy(self.service.on_message(msg))
-            if reply is not None:
-                self._print(reply.text, prefix="gistbot> ")
+            received = await self.service.receive(msg)
+            if received.reply is not None:
+                await self.flow.deliver(received.reply)
         return True
 
     async def _command(self, name: str, args: Any) -> str:
@@ -298,30 +301,37 @@ class ConsoleChat:
         service, key = self.service, self.key
         if name == "config":
             caller = Caller(self.user, self.user, may_channel=True, may_server=True)
-            return (await service.configure(key, args, caller)).text
+            return (await service.config_command.configure(key, args, caller)).text
         if name == "catchup":  # bot/catchup_command.py
-            return (await self._busy(service.catchup(Where(key), self.user, args))).text
+            return (await self._busy(service.catchup_commands.catchup(Where(key), self.user,
+                                                                      args))).text
         if name == "digest":  # bot/digests.py
-            return (await self._busy(service.digest(Where(key), args, allowed=True,
+            return (await self._busy(service.catchup_commands.digest(Where(key), args, allowed=True,
                                                     by=self.user))).text
         if name == "remember":
-            return (await service.remember(key, args.text, author=self.user)).text
+            return (await service.memory_commands.remember(key, args.text, author=self.user)).text
         if name == "forget":
-            return (await service.forget(key, args.text, allowed=True)).text
+            return (await service.memory_commands.forget(key, args.text, allowed=True)).text
         if name == "summary":
-            return (await self._busy(service.summary(key, self.user))).text
+            return (await self._busy(service.memory_commands.summary(key, self.user))).text
         if name == "memory":
-            return (await service.memory_list(key)).text
-        return (await service.reset(key, allowed=True)).text
+            return (await service.memory_commands.memory_list(key)).text
+        return (await service.memory_commands.reset(key, allowed=True)).text
 
     async def _busy(self, work: Awaitable[T]) -> T:
         """Await ``work`` showing a spinner when interactive (nothing in batch mode)."""
-        task: asyncio.Future[T] = asyncio.ensure_future(work)
+        async with self.spinning():
+            return await work
+
+    @contextlib.asynccontextmanager
+    async def spinning(self) -> AsyncIterator[None]:
+        """A spinner meanwhile when interactive (nothing in batch mode)."""
         if not self.interactive:
-            return await task
+            yield
+            return
         spinner = asyncio.create_task(self._spin())
         try:
-            return await task
+            yield
         finally:
             spinner.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -332,6 +342,43 @@ class ConsoleChat:
         for frame in itertools.cycle("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"):
             self.live.show(self.stdout, f"{frame} thinking…")
             await asyncio.sleep(0.1)
+
+
+class _Terminal:
+    """The console's ``bot.reply_flow.ReplyOutlet``: a reply is printed whole, a spinner
+    turns meanwhile; nothing can be edited or found again (nothing to answer late)."""
+
+    placeholder = ""
+    stream_interval: float | None = None
+
+    def __init__(self, chat: ConsoleChat) -> None:
+        self.chat = chat
+        self._printed = itertools.count(1)
+
+    async def post(self, post: Post) -> str | None:
+        self.chat._print(post.text, prefix="gistbot> ")
+        return str(next(self._printed))
+
+    async def edit(self, post: Post, message_id: str) -> bool:
+        return False
+
+    async def delete(self, key: ChannelKey, message_id: str) -> bool:
+        return True
+
+    async def find(self, post: Post) -> str | None:
+        return None
+
+    def split(self, text: str) -> tuple[list[str], str]:
+        return [text], ""
+
+    def preview(self, text: str) -> str:
+        return text
+
+    async def whisper(self, msg: IncomingMessage, text: str) -> None:
+        self.chat._print(text, prefix="gistbot> ")
+
+    def working(self, key: ChannelKey) -> contextlib.AbstractAsyncContextManager[None]:
+        return self.chat.spinning()
 
 
 def read_line(line: str) -> tuple[str, Any] | None:

@@ -270,7 +270,7 @@ async def _summary(settings: Settings, key: ChannelKey, out: TextIO) -> None:
         raise UnknownChannel(absent)
     async with Runtime.open(settings, start_background=False, warn_offline=False) as rt:
         await _known(rt.store, key, settings)
-        result = await rt.service.summary(key)
+        result = await rt.service.memory_commands.summary(key)
         out.write(result.text + "\n")
 
 

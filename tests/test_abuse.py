@@ -101,7 +101,7 @@ async def test_secrets_never_reach_logs_or_the_user(
     async with Runtime.open(settings) as rt:
         reply = await rt.service.on_message(msg(1, "hello?", mention=True))
         assert reply is not None and reply.failed and reply.text == LLMAuthError.user_message
-        digest = await rt.service.summary(KEY)  # the digest call fails the same way
+        digest = await rt.service.memory_commands.summary(KEY)  # the digest call fails the same way
         assert not leaks(reply.text + digest.text)
     log.info("configured with %s and %s", SECRETS["DISCORD_TOKEN"], SECRETS["SLACK_BOT_TOKEN"])
     try:

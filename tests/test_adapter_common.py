@@ -8,9 +8,10 @@ import sys
 import pytest
 
 from adapters.discord import invite_url, run_discord
-from adapters.replies import FAILED, LiveThrottle, user_text
+from adapters.replies import FAILED, user_text
 from adapters.slack import run_slack
 from bot.errors import ConfigError, LLMTimeout
+from bot.reply_flow import LiveThrottle
 from bot.settings import load_settings
 
 

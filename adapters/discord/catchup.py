@@ -133,7 +133,7 @@ def add_catchup_commands(tree: app_commands.CommandTree[Any], service: ChatServi
                      MemberAccess(interaction))
         user = str(interaction.user.id)
         await run_command(interaction, "catchup",
-                          lambda key: service.catchup(here, user, args),
+                          lambda key: service.catchup_commands.catchup(here, user, args),
                           ephemeral=not args.public)
 
     @app_commands.command(name="digest", description="Scheduled digests of this channel")
@@ -147,7 +147,7 @@ def add_catchup_commands(tree: app_commands.CommandTree[Any], service: ChatServi
                      MemberAccess(interaction))
         allowed = may_manage(interaction)
         public = allowed and args.public
-        await run_command(interaction, "digest", lambda key: service.digest(
+        await run_command(interaction, "digest", lambda key: service.catchup_commands.digest(
             here, args, allowed=allowed, by=str(interaction.user.id), refusal=REFUSAL),
             ephemeral=not public)
 
@@ -158,5 +158,5 @@ def add_catchup_commands(tree: app_commands.CommandTree[Any], service: ChatServi
 
 def register_outlet(client: discord.Client, service: ChatService) -> None:
     """Let the digest scheduler post on Discord through ``client``."""
-    if service.digests is not None:
-        service.digests.add_outlet("discord", DiscordOutlet(client, service.outbox))
+    if (digests := service.catchup_commands.digests) is not None:
+        digests.add_outlet("discord", DiscordOutlet(client, service.outbox))

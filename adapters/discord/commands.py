@@ -89,13 +89,13 @@ def add_commands(tree: app_commands.CommandTree[Any], service: ChatService,
     @app_commands.describe(public="Show it to everyone here (default: only you)")
     async def summary(interaction: discord.Interaction, public: bool = False) -> None:
         args = read_options("summary", {"public": public})
-        await run_command(interaction, "summary", lambda key: service.summary(
+        await run_command(interaction, "summary", lambda key: service.memory_commands.summary(
             key, str(interaction.user.id)), ephemeral=not args.public)
 
     @app_commands.command(name="reset", description="Forget this channel's conversation")
     async def reset(interaction: discord.Interaction) -> None:
         allowed, refusal = may_reset(interaction, permission)
-        await run_command(interaction, "reset", lambda key: service.reset(
+        await run_command(interaction, "reset", lambda key: service.memory_commands.reset(
             key, allowed=allowed, refusal=refusal))
 
     @app_commands.command(name="remember", description="Pin a fact for this channel")
@@ -104,13 +104,13 @@ def add_commands(tree: app_commands.CommandTree[Any], service: ChatService,
         args = read_options("remember", {"text": text})
         if isinstance(args, Usage):
             return await answer_usage(interaction, "remember", args)
-        await run_command(interaction, "remember", lambda key: service.remember(
+        await run_command(interaction, "remember", lambda key: service.memory_commands.remember(
             key, args.text, author=interaction.user.display_name))
 
     @app_commands.command(name="memory",
                           description="The facts I keep for this channel (only you see it)")
     async def memory(interaction: discord.Interaction) -> None:
-        await run_command(interaction, "memory", service.memory_list)
+        await run_command(interaction, "memory", service.memory_commands.memory_list)
 
     @app_commands.command(name="forget", description="Forget one fact of this channel")
     @app_commands.describe(fact="The fact's id (see /memory) or its text")
@@ -119,7 +119,7 @@ def add_commands(tree: app_commands.CommandTree[Any], service: ChatService,
         if isinstance(args, Usage):
             return await answer_usage(interaction, "forget", args)
         allowed, refusal = may_reset(interaction, permission)
-        await run_command(interaction, "forget", lambda key: service.forget(
+        await run_command(interaction, "forget", lambda key: service.memory_commands.forget(
             key, args.text, allowed=allowed, refusal=refusal.replace("reset", "change")))
 
     needed = discord.Permissions(**{permission: True})

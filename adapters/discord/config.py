@@ -85,6 +85,6 @@ def add_config_command(tree: app_commands.CommandTree[Any], service: ChatService
             return await answer_usage(interaction, "config", request)
         caller = caller_of(interaction)
         await run_command(interaction, "config",
-                          lambda where: service.configure(where, request, caller))
+                          lambda where: service.config_command.configure(where, request, caller))
 
     tree.add_command(config)

@@ -58,16 +58,15 @@ class SlackAdapter:
         self.options = options
         self.client = client
         self.users = UserDirectory(client)
-        self.events = SlackEvents(service, options, claims, client, self.users, self.identify)
+        self.events = SlackEvents(service, options, client, self.users, self.identify)
         self.commands = SlackCommands(service, options, self.users)
         # /catchup and scheduled digests: adapters/slack/catchup.py
         self.commands.links = links = Permalinks(client)
-        if service.digests is not None:
-            service.digests.add_outlet("slack", SlackOutlet(client, self.users, links,
-                                                                service.outbox))
+        if (digests := service.catchup_commands.digests) is not None:
+            digests.add_outlet("slack", SlackOutlet(client, self.users, links, service.outbox))
         self._identity: BotIdentity | None = None
         self._identity_lock = asyncio.Lock()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -101,7 +100,7 @@ class SlackAdapter:
                 self._identity = ident
             return self._identity
 
-    def spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+    def spawn(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """Run ``work`` beside the acknowledgement; kept so ``drain`` can wait for it."""
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)

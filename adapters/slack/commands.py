@@ -95,26 +95,27 @@ class SlackCommands:
         return user_id in self.options.admin_user_ids or await self.users.is_admin(user_id)
 
     async def _summary(self, key: ChannelKey, command: Command, args: Any) -> CommandResult:
-        return await self.service.summary(key, str(command.get("user_id") or ""))
+        return await self.service.memory_commands.summary(key, str(command.get("user_id") or ""))
 
     async def _reset(self, key: ChannelKey, command: Command, args: Any) -> CommandResult:
         allowed = await self.may_reset(str(command["user_id"]))
         refusal = _ADMINS + "reset this channel's memory."
-        return await self.service.reset(key, allowed=allowed, refusal=refusal)
+        return await self.service.memory_commands.reset(key, allowed=allowed, refusal=refusal)
 
     async def _remember(self, key: ChannelKey, command: Command, args: Text) -> CommandResult:
         user = str(command.get("user_id") or "")
         author = (await self.users.names([user]))[user] if user else ""
         text = readable(args.text, self.users.known())
-        return await self.service.remember(key, text, author=author)
+        return await self.service.memory_commands.remember(key, text, author=author)
 
     async def _memory(self, key: ChannelKey, command: Command, args: Any) -> CommandResult:
-        return await self.service.memory_list(key)
+        return await self.service.memory_commands.memory_list(key)
 
     async def _forget(self, key: ChannelKey, command: Command, args: Text) -> CommandResult:
         allowed = await self.may_reset(str(command["user_id"]))
         refusal = _ADMINS + "make me forget facts of this channel."
-        return await self.service.forget(key, args.text, allowed=allowed, refusal=refusal)
+        return await self.service.memory_commands.forget(key, args.text, allowed=allowed,
+                                                         refusal=refusal)
 
     async def _config(self, key: ChannelKey, command: Command,
                       args: ConfigRequest) -> CommandResult:
@@ -125,18 +126,20 @@ class SlackCommands:
         rule = _ADMINS + "change gistbot's settings."
         caller = Caller(user, name or user, is_direct=key.channel.startswith("D"),
                         may_channel=admin, may_server=admin, channel_rule=rule, server_rule=rule)
-        return await self.service.configure(key, args, caller)
+        return await self.service.config_command.configure(key, args, caller)
 
     async def _catchup(self, key: ChannelKey, command: Command,
                        args: CatchupArgs) -> CommandResult:
         where = Where(key, {}, self.links)
-        return await self.service.catchup(where, str(command.get("user_id") or ""), args)
+        return await self.service.catchup_commands.catchup(where,
+                                                           str(command.get("user_id") or ""), args)
 
     async def _digest(self, key: ChannelKey, command: Command,
                       args: DigestRequest) -> CommandResult:
         user = str(command.get("user_id") or "")
         allowed = await self.may_reset(user)
-        return await self.service.digest(Where(key, {}, self.links), args, allowed=allowed,
+        return await self.service.catchup_commands.digest(Where(key, {}, self.links), args,
+                                                          allowed=allowed,
                                          by=user, refusal=_ADMINS + "manage digests here.")
 
     async def _respond(self, respond: AsyncRespond, text: str, *, public: bool) -> None:

@@ -17,7 +17,7 @@ from adapters.slack.transport import connect_socket_mode, serve_http
 from adapters.slack.users import BotIdentity
 from adapters.slack.web import make_web_client
 from bot.errors import ConfigError
-from bot.owed import answer_missed_mentions, stop_answering_missed
+from bot.missed import answer_missed_mentions, stop_answering_missed
 from bot.service import ChatService
 
 __all__ = ["make_backfill", "serve", "start_answering_missed"]
@@ -90,5 +90,5 @@ def make_backfill(adapter: SlackAdapter, me: BotIdentity, service: ChatService,
 def start_answering_missed(adapter: SlackAdapter, stop: asyncio.Event) -> asyncio.Task[None]:
     """Startup hook: answer the mentions a crash left unanswered, then keep sweeping."""
     return asyncio.get_running_loop().create_task(
-        answer_missed_mentions(adapter.service, "slack", adapter.events.deliver_owed, stop)
+        answer_missed_mentions(adapter.service, "slack", adapter.events.flow, stop)
     )
