@@ -83,7 +83,7 @@ class Watch:
 
     def __init__(self, service: ChatService) -> None:
         self._changed = asyncio.Condition()
-        for name in ("on_message", "edited", "deleted"):
+        for name in ("receive", "edited", "deleted"):
             setattr(service, name, self._wrap(getattr(service, name)))
 
     def _wrap(self, method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
