@@ -162,9 +162,9 @@ class ChatService:
         """Record ``msg`` (per the channel's ``record`` and ``reply_mode``) and say what
         became of it; when a reply is owed, ``Received.reply`` makes it (``bot.reply_flow``
         delivers it). Once this returns, the message is durable or needs no storing."""
-        # Cached: no suspension. Else ChannelConfig queues callers per channel in order,
-        # so messages reach record() in arrival order.
-        settings = self.channels.peek(msg.key) or await self.channels.get(msg.key)
+        # Cached and nobody waiting: no suspension. Else ChannelConfig queues callers per
+        # channel in order, so messages reach record() in arrival order.
+        settings = await self.channels.get(msg.key)
         addressed = answers(msg, settings)
         if settings.record == "off":  # privacy: nothing of this channel is stored
             return Received(Outcome.NOT_RECORDED, self._pending(

@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from bot.channel_config import answers
 from bot.config_command import Caller, ConfigRequest
 from bot.memory_commands import RECORD_OFF
 from bot.messages import IncomingMessage
 from bot.prompts import FENCE_OPEN
+from bot.service import ChatService
 from memory.channel_settings import UsageKey
 from memory.models import ChannelKey
 from tests.fakes.openai_server import FakeOpenAI, default_responder
@@ -39,6 +41,12 @@ async def fake() -> AsyncIterator[FakeOpenAI]:
 def setting(action: str, key: str = "", value: str = "", *, server: bool = False
             ) -> ConfigRequest:
     return ConfigRequest(action, key, value, server)
+
+
+async def answered(service: ChatService, m: IncomingMessage) -> bool:
+    """Whether ``m`` gets a reply by its channel's settings (what ``receive`` decides by),
+    asked without recording it."""
+    return answers(m, await service.channels.get(m.key))
 
 
 def reply_bodies(fake: FakeOpenAI) -> list[dict[str, object]]:
@@ -124,7 +132,7 @@ async def test_reply_mode_off_remembers_only_and_all_answers_everything(
         await rt.service.config_command.configure(KEY, setting("set", "reply_mode", "all",
                                                                server=True), ADMIN)
         await rt.service.config_command.configure(KEY, setting("unset", "reply_mode"), ADMIN)
-        assert await rt.service.will_reply(msg(2, "no mention", key=OTHER))  # server-wide
+        assert await answered(rt.service, msg(2, "no mention", key=OTHER))  # server-wide
         reply = await rt.service.on_message(msg(2, "nobody mentioned you"))
         assert reply is not None and "nobody mentioned you" in reply.text
 
@@ -133,13 +141,13 @@ async def test_always_reply_channels_is_the_env_default_of_reply_mode(
     tmp_path: Path, fake: FakeOpenAI
 ) -> None:
     async with runtime(tmp_path, fake, ALWAYS_REPLY_CHANNELS="c1") as rt:
-        assert await rt.service.will_reply(msg(1, "plain"))
-        assert not await rt.service.will_reply(msg(2, "plain", key=OTHER))
+        assert await answered(rt.service, msg(1, "plain"))
+        assert not await answered(rt.service, msg(2, "plain", key=OTHER))
         shown = await rt.service.config_command.configure(KEY, setting("show"), ADMIN)
         assert "reply_mode: all  (default)" in shown.text
         await rt.service.config_command.configure(KEY, setting("set", "reply_mode", "mentions"),
                                                   ADMIN)
-        assert not await rt.service.will_reply(msg(3, "plain"))
+        assert not await answered(rt.service, msg(3, "plain"))
 
 
 async def test_summary_language_and_model_and_their_tokens_count_for_the_server(
@@ -242,12 +250,12 @@ async def test_a_change_through_one_replica_is_honoured_by_the_other_within_5_s(
     async with runtime(tmp_path / "a", fake, DATABASE_URL=pg_url) as one, \
             runtime(tmp_path / "b", fake, DATABASE_URL=pg_url) as two:
         probe = msg(1, "no mention here")
-        assert not await two.service.will_reply(probe)  # cached on the second replica
+        assert not await answered(two.service, probe)  # cached on the second replica
         done = await one.service.config_command.configure(KEY, setting("set", "reply_mode",
                                                                        "all"), ADMIN)
         assert done.ok
         deadline = time.monotonic() + 5.0
-        while not await two.service.will_reply(probe):
+        while not await answered(two.service, probe):
             assert time.monotonic() < deadline, "the other replica ignored the change"
             await asyncio.sleep(0.05)
         reply = await two.service.on_message(IncomingMessage(
