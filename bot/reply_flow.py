@@ -167,7 +167,11 @@ class ReplyFlow:
         try:
             await shown.start()
             async with self.outlet.working(msg.key):
-                reply = await self._compose(pending, shown.sink())
+                try:
+                    reply = await pending.compose(shown.sink())
+                except Exception as e:  # a sentence for the person, the stack for the log
+                    log.exception("reply to %s in %s failed", msg.message_id, msg.key)
+                    reply = Reply(user_text(e), failed=True)
             if reply is None or not self._first_telling(pending):
                 await shown.drop()  # a notice told already, or answered elsewhere
                 ok = True
@@ -178,7 +182,8 @@ class ReplyFlow:
                 await self.outlet.whisper(msg, reply.text)
                 ok = True
             else:
-                ok = await self.send(msg.key, msg.message_id, reply_to(msg), reply, shown.id)
+                ok = await self.outbox.send_all(self.outlet, self._posts(msg, reply),
+                                                into=shown.id, settle=msg.message_id)
             return ok
         except asyncio.CancelledError:  # shutdown's grace ran out: never leave "thinking…"
             ok = sending  # (part of) the answer is out: count it as answered
@@ -192,24 +197,14 @@ class ReplyFlow:
         finally:
             await asyncio.shield(pending.settle(ok))
 
-    async def send(self, key: ChannelKey, message_id: str, route: str, reply: Reply,
-                   into: str = "") -> bool:
-        """Post the reply to ``message_id`` (split by the outlet) through the outbox, the
-        first message into ``into`` when given, its debt settled with the last; whether
-        all of it was delivered."""
+    def _posts(self, msg: IncomingMessage, reply: Reply) -> list[Post]:
+        """The reply's messages as the outlet splits it, each with its outbox id; the
+        first goes into the placeholder, the last settles the debt (``Outbox.send_all``)."""
         chunks, attachment = self.outlet.split(reply.text)
-        last = len(chunks) - 1
-        posts = [Post(key, reply_id(key, message_id, i, notice=reply.failed), chunk, route,
-                      first=i == 0, attachment=attachment if i == last else "")
-                 for i, chunk in enumerate(chunks)]
-        return await self.outbox.send_all(self.outlet, posts, into=into, settle=message_id)
-
-    async def _compose(self, pending: PendingReply, sink: DeltaSink | None) -> Reply | None:
-        try:
-            return await pending.compose(sink)
-        except Exception as e:
-            log.exception("reply to %s in %s failed", pending.msg.message_id, pending.msg.key)
-            return Reply(user_text(e), failed=True)
+        key, last = msg.key, len(chunks) - 1
+        return [Post(key, reply_id(key, msg.message_id, i, notice=reply.failed), chunk,
+                     reply_to(msg), first=i == 0, attachment=attachment if i == last else "")
+                for i, chunk in enumerate(chunks)]
 
     def _first_telling(self, pending: PendingReply) -> bool:
         """False for a "couldn't save" already told for this message (the platform delivers

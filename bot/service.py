@@ -246,9 +246,14 @@ class ChatService:
         channel's settings and quotas; store failures become a sentence."""
 
         async def compose(on_delta: DeltaSink | None) -> Reply | None:
-            try:
-                return await self._answer(msg, seq, on_delta,
-                                          settings or await self.channels.get(msg.key))
+            chosen = settings or await self.channels.get(msg.key)
+            try:  # the model calls are metered on the person's and server's daily quotas
+                with self.quota.paying(msg.key, "reply", msg.author_id, direct=msg.is_direct,
+                                       settings=chosen):
+                    try:
+                        return await self._reply(msg, seq, on_delta, chosen)
+                    except OverQuota as e:  # refused: the private notice, once a day
+                        return await self.quota.refused(e, msg.key, msg.author_id)
             except StoreError as e:
                 self.observer.store_error(type(e).__name__)
                 log.error("reply to %s in %s failed on the store: %s", msg.message_id,
@@ -306,17 +311,6 @@ class ChatService:
         turn = NewTurn(msg.key, msg.message_id, "user", msg.author_id, name,
                        cut(msg.text, self.config.max_input_chars), 0, msg.sent_at, due)
         return (await self.memory.record(turn)).created
-
-    async def _answer(self, msg: IncomingMessage, seq: int | None, on_delta: DeltaSink | None,
-                      settings: ChannelSettings) -> Reply | None:
-        """``_reply`` with its model calls metered on the person's (and server's) daily
-        quotas (``bot.quota``); refused: the private notice, once a day."""
-        with self.quota.paying(msg.key, "reply", msg.author_id, direct=msg.is_direct,
-                               settings=settings):
-            try:
-                return await self._reply(msg, seq, on_delta, settings)
-            except OverQuota as e:
-                return await self.quota.refused(e, msg.key, msg.author_id)
 
     async def _reply(self, msg: IncomingMessage, seq: int | None, on_delta: DeltaSink | None,
                      settings: ChannelSettings) -> Reply:

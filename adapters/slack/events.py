@@ -117,38 +117,35 @@ class SlackEvents:
         deliver it again. A reply is started with ``spawn`` and is not waited for.
         """
         try:
-            return await self._event(body, spawn)
+            event: Mapping[str, Any] = body.get("event") or {}
+            team = str(body.get("team_id") or event.get("team") or "")
+            me = await self.identify()
+            subtype = event.get("subtype")
+            if subtype == "message_changed":
+                await self._edited(team, event, me)
+                return True
+            if subtype == "message_deleted":
+                if event.get("deleted_ts"):
+                    key = ChannelKey("slack", team, str(event["channel"]))
+                    await self.service.deleted(key, str(event["deleted_ts"]))
+                return True
+            if not is_conversation(event, me.user_id):
+                return True
+            seen = (team, str(event["channel"]), str(event["ts"]))
+            if (first := self._seen.claim(seen)) is not None:
+                # the app_mention twin of a message event, or a retry: as the first one went
+                return await asyncio.shield(first)
+            stored = False
+            try:
+                stored = await self._store(team, event, me, spawn)
+            finally:
+                self._seen.settle(seen, stored)
+            return stored
         except StoreError as e:
             log.debug("Slack event %s not stored: %s", escape(body.get("event_id")), e)
         except Exception:
             log.exception("handling Slack event %s failed", escape(body.get("event_id")))
         return False
-
-    async def _event(self, body: Mapping[str, Any], spawn: Spawn) -> bool:
-        event: Mapping[str, Any] = body.get("event") or {}
-        team = str(body.get("team_id") or event.get("team") or "")
-        me = await self.identify()
-        subtype = event.get("subtype")
-        if subtype == "message_changed":
-            await self._edited(team, event, me)
-            return True
-        if subtype == "message_deleted":
-            if event.get("deleted_ts"):
-                key = ChannelKey("slack", team, str(event["channel"]))
-                await self.service.deleted(key, str(event["deleted_ts"]))
-            return True
-        if not is_conversation(event, me.user_id):
-            return True
-        seen = (team, str(event["channel"]), str(event["ts"]))
-        if (first := self._seen.claim(seen)) is not None:
-            # the app_mention twin of a message event, or a retry: as the first one went
-            return await asyncio.shield(first)
-        stored = False
-        try:
-            stored = await self._store(team, event, me, spawn)
-        finally:
-            self._seen.settle(seen, stored)
-        return stored
 
     async def _store(self, team: str, event: Mapping[str, Any], me: BotIdentity,
                      spawn: Spawn) -> bool:
