@@ -3,7 +3,9 @@
 A feature of its own, apart from the message path (``bot/service.py``): they only read and
 change memory — no model call of their own (``/summary``'s digest is the memory's, paid by
 the caller's and the server's quotas), no rate limit, no owed replies. Adapters reach it as
-``ChatService.memory_commands``.
+``ChatService.memory_commands``. ``/remember`` is for anyone; ``/memory`` is answered to the
+caller only (the adapters send it ephemerally); ``/forget`` needs the same permission as
+``/reset``.
 """
 
 from __future__ import annotations

@@ -2,8 +2,10 @@
 it holds for the adapters (``bot.memory_commands``, ``bot.catchup_wiring``,
 ``bot.config_command``); delivering a reply is ``bot.reply_flow``'s.
 
-A message is recorded first (so it is never lost, whatever the model does), then, if the bot
-is addressed, the reply is built from a committed memory view read *through that message's
+An adapter hands each message over once (``receive``) and gets back what became of it
+(``Received``: an ``Outcome`` and, when a reply is owed, the ``PendingReply``). A message is
+recorded first (so it is never lost, whatever the model does), then, if the bot is
+addressed, the reply is built from a committed memory view read *through that message's
 seq* and sent to the LLM. The reply is recorded as an ``assistant`` turn with the message id
 ``reply:<trigger id>``, so a platform's re-delivery of the same event neither records twice
 nor answers twice. Compaction happens in the background (``MemoryManager``) and never
@@ -22,8 +24,6 @@ Limits and faults, each with one defined outcome (SECURITY.md):
   transactions), and the next message tries again.
 * Every reply recalls archive items (long-term facts, episodes) relevant to the message
   (``MemoryManager.view(..., recall=True)``, bounded by ``RECALL_TOKENS``).
-* ``/remember`` is for anyone; ``/memory`` is answered to the caller only (the adapters
-  send it ephemerally); ``/forget`` needs the same permission as ``/reset``.
 * A model answer longer than ``MAX_REPLY_CHARS`` (a broken endpoint; ``REPLY_TOKENS`` keeps
   a working one far below) is cut with a marker.
 * Channel settings (``bot.channel_config``, ``/config``) pick persona, model, reply and

@@ -36,7 +36,6 @@ from tests.harness.slack import (
     KEY,
     FakeLLM,
     Harness,
-    claims_of,
     directory,
     environ,
     event_body,
@@ -175,7 +174,7 @@ async def socket_mode(tmp_path: Path, llm: FakeLLM) -> AsyncIterator[tuple[FakeS
             stop = asyncio.Event()
             client = web_client(settings, fake.api_url)
             task = asyncio.create_task(
-                run_slack(rt.service, rt.settings, claims_of(rt), client=client, stop=stop)
+                run_slack(rt.service, rt.settings, client=client, stop=stop)
             )
             try:
                 yield fake, rt

@@ -26,7 +26,6 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.claims import DeliveryClaims
 from adapters.slack.catchup import Permalinks, SlackOutlet
 from adapters.slack.commands import COMMANDS, SlackCommands
 from adapters.slack.events import SlackEvents
@@ -51,7 +50,6 @@ class SlackAdapter:
         self,
         service: ChatService,
         options: SlackOptions,
-        claims: DeliveryClaims,
         client: AsyncWebClient,
     ) -> None:
         self.service = service

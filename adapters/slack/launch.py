@@ -9,7 +9,6 @@ import logging
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.backfill import Backfiller, HistoryStore
-from adapters.claims import DeliveryClaims
 from adapters.slack.app import SlackAdapter, build_app
 from adapters.slack.backfill import slack_backfiller, trigger_on_reconnect
 from adapters.slack.options import SlackOptions
@@ -28,7 +27,6 @@ log = logging.getLogger(__name__)
 async def serve(
     service: ChatService,
     options: SlackOptions,
-    claims: DeliveryClaims,
     *,
     client: AsyncWebClient | None = None,
     stop: asyncio.Event | None = None,
@@ -50,7 +48,7 @@ async def serve(
             "Slack needs SLACK_APP_TOKEN (Socket Mode) or "
             "SLACK_SIGNING_SECRET (HTTP mode); set one of them"
         )
-    adapter = SlackAdapter(service, options, claims, client or make_web_client(options))
+    adapter = SlackAdapter(service, options, client or make_web_client(options))
     me = await adapter.identify()
     app = build_app(adapter)
     backfill = make_backfill(adapter, me, service, options, history)
