@@ -166,7 +166,9 @@ class ReplyFlow:
         msg, shown, sending, ok = pending.msg, _Shown(self.outlet, pending), False, False
         try:
             await shown.start()
-            async with self.outlet.working(msg.key):
+            # a late answer is made in the background: nobody is waiting to see it typed
+            working = contextlib.nullcontext() if pending.late else self.outlet.working(msg.key)
+            async with working:
                 try:
                     reply = await pending.compose(shown.sink())
                 except Exception as e:  # a sentence for the person, the stack for the log

@@ -176,6 +176,7 @@ async def test_a_late_answer_goes_into_the_placeholder_found_by_its_outbox_id() 
     await ReplyFlow(outlet).deliver(pending(answer("late"), debt, late=True))
     assert outlet.log[0][0] == "find" and outlet.log[-1] == ("edit", "77", "late")
     assert ("post", "thinking…") not in outlet.log and debt.settled == [True]
+    assert ("working",) not in outlet.log  # made in the background: nobody watches it typed
 
 
 async def test_with_no_placeholder_posted_the_answer_is_posted() -> None:
