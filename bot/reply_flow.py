@@ -148,7 +148,7 @@ class _Shown:
         if self.id:
             await self.outlet.edit(apology, self.id)
             await self.pending.show("")
-        else:
+        elif not self.pending.late:  # a late answer's mention was told sorry the first time
             await self.outlet.post(apology)
 
 

@@ -170,6 +170,16 @@ async def test_cut_short_by_shutdown_leaves_an_apology_and_releases_the_debt() -
     assert outlet.log[-1] == ("edit", "1", SHUTDOWN_APOLOGY)
     assert debt.shown == ["1", ""] and debt.settled == [False]  # answered after the restart
 
+    bare, debt = Outlet(placeholder=""), Debt()
+    bare.find = lambda post: asyncio.sleep(0, None)  # type: ignore[method-assign]  # none
+    started.clear()
+    task = asyncio.create_task(ReplyFlow(bare).deliver(pending(slow, debt, late=True)))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert bare.log == [] and debt.settled == [False]  # told sorry the first time already
+
 
 async def test_a_late_answer_goes_into_the_placeholder_found_by_its_outbox_id() -> None:
     outlet, debt = Outlet(stream_interval=0.0), Debt()
