@@ -37,7 +37,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
@@ -47,7 +47,9 @@ from bot.commands.declare import Permission, Registry
 from bot.commands.registry import COMMANDS
 from bot.logs import LiveLine
 from bot.messages import IncomingMessage
+from bot.outbox import Post
 from bot.phrases import posix_locale
+from bot.reply_flow import ReplyFlow
 from bot.service import ChatService
 from bot.shutdown import SHUTDOWN_APOLOGY
 from memory.models import ChannelKey
@@ -141,6 +143,7 @@ class ConsoleChat:
         self._inflight: asyncio.Future[bool] | None = None
         self._session: PromptSession[str] | None = None
         self._interrupted = asyncio.Event()  # batch mode: SIGINT, stop with status 130
+        self.flow = ReplyFlow(_Terminal(self))  # replies are printed, never stored as posts
 
     def _print(self, text: str, prefix: str = "") -> None:
         """Write one answer: in a terminal as it is (``prefix`` first); in batch mode on one
@@ -293,9 +296,9 @@ class ConsoleChat:
         else:
             msg = IncomingMessage(self.key, f"console-{uuid.uuid4().hex}", self.user, self.user,
                                   line, time.time(), mentions_bot=True, is_direct=True)
-            reply = await self._busy(self.service.on_message(msg))
-            if reply is not None:
-                self._print(reply.text, prefix="gistbot> ")
+            received = await self.service.receive(msg)
+            if received.reply is not None:
+                await self.flow.deliver(received.reply)
         return True
 
     async def _command(self, name: str, args: Any) -> str:
@@ -311,12 +314,18 @@ class ConsoleChat:
 
     async def _busy(self, work: Awaitable[T]) -> T:
         """Await ``work`` showing a spinner when interactive (nothing in batch mode)."""
-        task: asyncio.Future[T] = asyncio.ensure_future(work)
+        async with self.spinning():
+            return await work
+
+    @contextlib.asynccontextmanager
+    async def spinning(self) -> AsyncIterator[None]:
+        """A spinner meanwhile when interactive (nothing in batch mode)."""
         if not self.interactive:
-            return await task
+            yield
+            return
         spinner = asyncio.create_task(self._spin())
         try:
-            return await task
+            yield
         finally:
             spinner.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -357,6 +366,43 @@ class ConsoleContext:
 
     def readable(self, text: str) -> str:
         return text
+
+
+class _Terminal:
+    """The console's ``bot.reply_flow.ReplyOutlet``: a reply is printed whole, a spinner
+    turns meanwhile; nothing can be edited or found again (nothing to answer late)."""
+
+    placeholder = ""
+    stream_interval: float | None = None
+
+    def __init__(self, chat: ConsoleChat) -> None:
+        self.chat = chat
+        self._printed = itertools.count(1)
+
+    async def post(self, post: Post) -> str | None:
+        self.chat._print(post.text, prefix="gistbot> ")
+        return str(next(self._printed))
+
+    async def edit(self, post: Post, message_id: str) -> bool:
+        return False
+
+    async def delete(self, key: ChannelKey, message_id: str) -> bool:
+        return True
+
+    async def find(self, post: Post) -> str | None:
+        return None
+
+    def split(self, text: str) -> tuple[list[str], str]:
+        return [text], ""
+
+    def preview(self, text: str) -> str:
+        return text
+
+    async def whisper(self, msg: IncomingMessage, text: str) -> None:
+        self.chat._print(text, prefix="gistbot> ")
+
+    def working(self, key: ChannelKey) -> contextlib.AbstractAsyncContextManager[None]:
+        return self.chat.spinning()
 
 
 def read_line(line: str, commands: Registry = COMMANDS) -> tuple[str, Any] | None:

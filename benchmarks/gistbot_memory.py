@@ -21,6 +21,7 @@ from typing import Any
 from benchmarks.common import Config
 from benchmarks.conversation import Row, message
 from bot.app import Runtime
+from bot.budget import memory_budget
 from bot.settings import load_settings
 from memory.models import ChannelKey
 
@@ -124,7 +125,8 @@ class GistbotMemory:
         archive, unfolded turns, and what a reply prompt would hold."""
         store = self.rt.store
         state = await store.state(KEY, facts_limit=1_000_000)
-        view = await self.rt.memory.view(KEY, self.rt.service.memory_budget())
+        view = await self.rt.memory.view(KEY, memory_budget(self.rt.settings,
+                                                            self.rt.memory.tokenizer))
         turns = await store.pending(KEY)
         longterm, episodes = await self._archive()
         return {

@@ -3,7 +3,7 @@
 Everything is created here and passed in (constructor injection); nothing is global. Use::
 
     async with Runtime.open(settings) as rt:
-        await rt.service.on_message(...)
+        received = await rt.service.receive(...)
 
 Leaving the block lets running compactions finish briefly, then closes the LLM client and
 the store (which flushes queued writes).
@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from bot.budget import window_policy
-from bot.catchup_wiring import attach_catchup
+from bot.catchup_wiring import build_catchup
 from bot.channel_config import ChannelConfig, Defaults
 from bot.errors import ConfigError
 from bot.extras import POSTGRES, require
@@ -155,10 +155,10 @@ class Runtime:
             )
             owed = OwedReplies(store, claim_seconds=settings.reply_claim_seconds,
                                answer_missed_seconds=settings.answer_missed_seconds)
+            catchup = build_catchup(settings, store, model, tokenizer, quota)
+            outbox = Outbox(store if isinstance(store, OutboxStore) else None)
             service = ChatService(memory, model, config, owed=owed, channels=channels,
-                                  quota=quota)
-            service.outbox = Outbox(store if isinstance(store, OutboxStore) else None)
-            attach_catchup(service, settings, store, model, tokenizer)
+                                  quota=quota, outbox=outbox, catchup=catchup)
             if start_background:
                 await memory.start()
                 await channels.start()
@@ -168,13 +168,13 @@ class Runtime:
                     "no language model configured: replying with the offline model "
                     "(set OPENAI_API_KEY or OPENAI_BASE_URL to use a real one)"
                 )
-            if start_background and service.digests is not None:
-                service.digests.start()
+            if start_background and catchup.digests is not None:
+                catchup.digests.start()
             try:
                 yield cls(settings, store, memory, model, service, meter)
             finally:
-                if service.digests is not None:
-                    await service.digests.stop()
+                if catchup.digests is not None:
+                    await catchup.digests.stop()
                 await owed.close()
                 await channels.close()
                 await memory.close(grace=compaction_grace(settings.shutdown_grace_seconds))

@@ -1,31 +1,71 @@
-"""Building ``/catchup`` and the digest scheduler from ``Settings`` (``bot.app`` calls it),
-so ``bot/app.py`` stays a list of parts."""
+"""The catch-up feature: ``/catchup`` and ``/digest`` as the adapters call them (paid by
+the caller's and the server's daily quotas), built from ``Settings`` by ``bot.app``."""
 
 from __future__ import annotations
 
 from zoneinfo import ZoneInfo
 
 from bot.catchup import Catchup, CatchupConfig
-from bot.catchup_command import Catchups
+from bot.catchup_command import Catchups, Where
+from bot.commands.digest import DigestRequest
 from bot.digests import DigestScheduler
+from bot.errors import OverQuota
 from bot.llm import LLM
-from bot.service import ChatService
+from bot.messages import CommandResult
+from bot.quota import Quota
 from bot.settings import Settings
+from bot.since import CatchupArgs
 from memory.store import Store
 from memory.tokens import Tokenizer
 
-__all__ = ["attach_catchup"]
+__all__ = ["CatchupCommands", "build_catchup"]
 
 
-def attach_catchup(service: ChatService, settings: Settings, store: Store, llm: LLM,
-                   tokenizer: Tokenizer) -> None:
-    """Give ``service`` its ``catchups`` and ``digests`` (the scheduler is not started)."""
+class CatchupCommands:
+    """``/catchup`` and ``/digest``; without ``catchups`` (no store) they say they are not
+    available here."""
+
+    def __init__(self, quota: Quota, catchups: Catchups | None = None,
+                 digests: DigestScheduler | None = None) -> None:
+        self.quota, self.catchups, self.digests = quota, catchups, digests
+
+    async def catchup(self, where: Where, author_id: str,
+                      text: str | CatchupArgs = "", *, public: bool = False) -> CommandResult:
+        """``/catchup [since] [zone] [public]``: what happened since (``bot.catchup_command``;
+        the text, or its arguments as ``bot.commands.catchup`` read them), paid by the caller
+        and their server; ``public``: the answer is posted for everyone here."""
+        if self.catchups is None:
+            return CommandResult("Catch-up is not available here.", ok=False)
+        with self.quota.paying(where.key, "catchup", author_id):
+            try:
+                return await self.catchups.command(where, author_id, text, public=public)
+            except OverQuota as e:
+                return CommandResult(e.user_message, ok=False)
+
+    async def digest(self, where: Where, text: str | DigestRequest, *, allowed: bool,
+                     by: str = "", refusal: str = "") -> CommandResult:
+        """``/digest daily|weekly|off|now``: scheduled digests (``bot.digests``; the text, or
+        the request ``bot.commands.digest`` read); ``now`` is paid by the server, like a
+        scheduled one."""
+        if self.digests is None:
+            return CommandResult("Digests are not available here.", ok=False)
+        with self.quota.paying(where.key, "digest"):
+            try:
+                return await self.digests.command(where, text, allowed=allowed, by=by,
+                                                  refusal=refusal)
+            except OverQuota as e:
+                return CommandResult(e.user_message, ok=False)
+
+
+def build_catchup(settings: Settings, store: Store, llm: LLM, tokenizer: Tokenizer,
+                  quota: Quota) -> CatchupCommands:
+    """The catch-up feature with its digest scheduler (not started)."""
     config = CatchupConfig(
         context_tokens=settings.context_tokens,
         reply_tokens=settings.reply_tokens,
         parallel=max(1, settings.llm_concurrency * 2),
     )
     catchups = Catchups(Catchup(store, llm, tokenizer, config), store, ZoneInfo(settings.timezone))
-    service.catchups = catchups
-    service.digests = DigestScheduler(store, catchups, default_zone=settings.timezone,
-                                      payer=lambda key: service.quota.bill(key, "digest"))
+    digests = DigestScheduler(store, catchups, default_zone=settings.timezone,
+                              payer=lambda key: quota.bill(key, "digest"))
+    return CatchupCommands(quota, catchups, digests)

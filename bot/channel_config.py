@@ -237,7 +237,7 @@ class ChannelConfig:
 
         Cached and nobody waiting: returns without suspending. Otherwise callers queue on
         the channel's lock (FIFO) and the first loads once, so callers resume in the order
-        they called: a channel's messages keep their order (``ChatService.on_message``).
+        they called: a channel's messages keep their order (``ChatService.receive``).
         """
         hit = self.peek(key)
         if hit is not None and not self._waiting.get(key):

@@ -24,7 +24,6 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, TextIO, cast
 
 from adapters.backfill import HistoryStore
-from adapters.claims import DeliveryClaims
 from adapters.console_adapter import ConsoleChat
 from adapters.discord import EXTRA as DISCORD
 from adapters.discord import invite_url, run_discord
@@ -189,9 +188,7 @@ async def _run(settings: Settings, live: LiveLine) -> int:
         if "discord" in adapters:
             jobs.append(run_discord(rt.service, settings, history, stop))
         if "slack" in adapters:
-            # Both stores implement the claims structurally (Store does not declare them).
-            claims = cast(DeliveryClaims, rt.store)
-            jobs.append(run_slack(rt.service, settings, claims, history=history, stop=stop))
+            jobs.append(run_slack(rt.service, settings, history=history, stop=stop))
         await asyncio.gather(*jobs)
     if stop.is_set():
         log.info("stopped cleanly")
@@ -270,7 +267,7 @@ async def _summary(settings: Settings, key: ChannelKey, out: TextIO) -> None:
         raise UnknownChannel(absent)
     async with Runtime.open(settings, start_background=False, warn_offline=False) as rt:
         await _known(rt.store, key, settings)
-        result = await rt.service.summary(key)
+        result = await rt.service.memory_commands.summary(key)
         out.write(result.text + "\n")
 
 

@@ -29,7 +29,8 @@ from bot.quota import KINDS, PERSONAL_KINDS, Quota
 from memory.channel_settings import SERVER, UsageKey
 from memory.models import ChannelKey
 
-__all__ = ["ACTIONS", "Caller", "ConfigRequest", "parse_config", "refusal", "run_config"]
+__all__ = ["ACTIONS", "Caller", "ConfigCommand", "ConfigRequest", "parse_config", "refusal",
+           "run_config"]
 
 ACTIONS = ("show", "set", "unset", "history", "usage")
 _SERVER_WORDS = ("server", "scope:server", "--server", "workspace", "scope:workspace")
@@ -108,6 +109,18 @@ def _shown(name: str, value: str) -> str:
     if name.startswith("daily_tokens") and value == "0":
         return "no limit"
     return _short(value)
+
+
+class ConfigCommand:
+    """The ``/config`` feature over a channel's settings and quotas."""
+
+    def __init__(self, channels: ChannelConfig, quota: Quota) -> None:
+        self.channels, self.quota = channels, quota
+
+    async def configure(self, key: ChannelKey, request: ConfigRequest, caller: Caller
+                        ) -> CommandResult:
+        """``/config`` in channel ``key`` (answered to the caller only)."""
+        return await run_config(key, request, caller, self.channels, self.quota)
 
 
 async def run_config(key: ChannelKey, request: ConfigRequest, caller: Caller,

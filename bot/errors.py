@@ -53,6 +53,7 @@ __all__ = [
     "PlatformUnreachable",
     "is_context_length_error",
     "llm_error_from",
+    "user_text",
 ]
 
 
@@ -60,6 +61,12 @@ class GistbotError(Exception):
     """Base class of every error the bot raises deliberately."""
 
     user_message: str = "Sorry, something went wrong on my side. Please try again."
+
+
+def user_text(error: BaseException) -> str:
+    """The friendly sentence for ``error``: its own for a ``GistbotError``, else the
+    generic one (never an exception's text)."""
+    return error.user_message if isinstance(error, GistbotError) else GistbotError.user_message
 
 
 class ConfigError(GistbotError):

@@ -1,9 +1,11 @@
-"""The memory commands of ``ChatService``: ``/summary``, ``/remember``, ``/memory``,
-``/forget`` and ``/reset``.
+"""The memory commands: ``/summary``, ``/remember``, ``/memory``, ``/forget`` and ``/reset``.
 
-Kept apart from the message path (``bot/service.py``) because they only read and change
-memory: no model call of their own (``/summary``'s digest is the memory's), no rate limit,
-no owed replies. ``ChatService`` inherits them; they need only its ``memory``.
+A feature of its own, apart from the message path (``bot/service.py``): they only read and
+change memory — no model call of their own (``/summary``'s digest is the memory's, paid by
+the caller's and the server's quotas), no rate limit, no owed replies. Adapters reach it as
+``ChatService.memory_commands``. ``/remember`` is for anyone; ``/memory`` is answered to the
+caller only (the adapters send it ephemerally); ``/forget`` needs the same permission as
+``/reset``.
 """
 
 from __future__ import annotations
@@ -11,8 +13,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from bot.channel_config import ChannelConfig
-from bot.errors import LLMAuthError, LLMBadResponse, LLMRateLimited, LLMTimeout, LLMUnavailable
+from bot.errors import (
+    LLMAuthError,
+    LLMBadResponse,
+    LLMRateLimited,
+    LLMTimeout,
+    LLMUnavailable,
+    OverQuota,
+)
 from bot.messages import CommandResult
+from bot.quota import Quota
 from bot.wording import plural
 from memory.errors import SummaryRejected
 from memory.manager import MemoryManager
@@ -61,14 +71,23 @@ def digest_failure(error: BaseException | None) -> str:
 
 
 class MemoryCommands:
-    """``/summary``, ``/remember``, ``/memory``, ``/forget``, ``/reset`` over ``memory``."""
+    """``/summary``, ``/remember``, ``/memory``, ``/forget``, ``/reset`` over ``memory``;
+    ``channels`` tells ``/summary`` when the channel records nothing."""
 
-    memory: MemoryManager
-    channels: ChannelConfig  # /summary says when the channel records nothing
+    def __init__(self, memory: MemoryManager, channels: ChannelConfig, quota: Quota) -> None:
+        self.memory, self.channels, self.quota = memory, channels, quota
 
-    async def summary(self, key: ChannelKey) -> CommandResult:
+    async def summary(self, key: ChannelKey, author_id: str = "") -> CommandResult:
         """``/summary``: the conversation so far (stored state unchanged) and counts; with
-        ``record off`` it says that nothing said here is stored."""
+        ``record off`` it says that nothing said here is stored. Paid by the caller and
+        their server; over a quota it says so (privately, like a reply's notice)."""
+        with self.quota.paying(key, "summary", author_id):
+            try:
+                return await self._summary(key)
+            except OverQuota as e:
+                return CommandResult(e.user_message, ok=False)
+
+    async def _summary(self, key: ChannelKey) -> CommandResult:
         off = (await self.channels.get(key)).record == "off"
         digest = await self.memory.digest(key)
         if digest.empty:

@@ -1,16 +1,23 @@
 """What adapters hand the service, and what the service hands back.
 
 Adapters translate platform events into these plain values (and send the results); the
-service never holds a platform object.
+service never holds a platform object. A message is handed over once
+(``ChatService.receive``); the answer is a ``Received``: what became of the message and,
+when a reply is owed, the ``PendingReply`` that ``bot.reply_flow.ReplyFlow`` delivers.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from enum import Enum
 
 from memory.models import ChannelKey
 
-__all__ = ["CommandResult", "IncomingMessage", "Reply"]
+__all__ = ["CommandResult", "DeltaSink", "IncomingMessage", "Outcome", "PendingReply",
+           "Received", "Reply"]
+
+DeltaSink = Callable[[str], Awaitable[None]]  # called with a streamed reply's text so far
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,3 +54,52 @@ class CommandResult:
 
     text: str
     ok: bool = True
+
+
+class Outcome(Enum):
+    """What became of a received message."""
+
+    RECORDED = "recorded"  # stored now (or a re-delivery whose reply is still owed)
+    REDELIVERED = "redelivered"  # stored before; answered (or being answered) already
+    NOT_RECORDED = "not recorded"  # the channel keeps nothing of it (``record`` setting)
+    STORE_FAILED = "store failed"  # not stored: the platform should deliver it again
+    TOO_LONG = "too long"  # stored cut; the reply is a request for something shorter
+    RATE_LIMITED = "rate limited"  # stored; the person asks too fast to be answered
+
+
+@dataclass(frozen=True, slots=True)
+class PendingReply:
+    """A reply owed to ``msg``, not yet made: ``compose`` makes it (streamed through the
+    sink when one is given; None: nothing to send, e.g. a quota notice told already),
+    ``show`` remembers the platform message shown meanwhile on the debt (so a late answer
+    replaces it), ``settle`` reports the delivery (False: answer it again later).
+    ``owed``: the debt is recorded, so a reply cut short is answered after a restart.
+    ``placeholder`` is the message an earlier attempt showed (a late answer goes into it);
+    ``late``: the answer to a mention a crash left unanswered."""
+
+    msg: IncomingMessage
+    outcome: Outcome
+    compose: Callable[[DeltaSink | None], Awaitable[Reply | None]]
+    show: Callable[[str], Awaitable[None]]
+    settle: Callable[[bool], Awaitable[None]]
+    owed: bool = False  # recorded as owed: cut short, it is answered after a restart
+    placeholder: str = ""
+    late: bool = False
+
+    @property
+    def notice(self) -> bool:
+        """A ready-made sentence (a failure, a limit), not a model answer."""
+        return self.outcome is not Outcome.RECORDED and self.outcome is not Outcome.NOT_RECORDED
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """The service's answer to a received message."""
+
+    outcome: Outcome
+    reply: PendingReply | None = None
+
+    @property
+    def stored(self) -> bool:
+        """Durable, or nothing to keep: the platform's delivery may be acknowledged."""
+        return self.outcome is not Outcome.STORE_FAILED

@@ -1,10 +1,11 @@
-"""``ChatService``: what happens on a message (the memory commands ``/summary``, ``/reset``,
-``/remember``, ``/memory`` and ``/forget`` are its ``MemoryCommands`` part; ``/catchup`` and
-``/digest`` delegate to ``bot.catchup_command`` and ``bot.digests``; ``/config`` to
-``bot.config_command``).
+"""``ChatService``: what happens on a message. The commands are features of their own that
+it holds for the adapters (``bot.memory_commands``, ``bot.catchup_wiring``,
+``bot.config_command``); delivering a reply is ``bot.reply_flow``'s.
 
-A message is recorded first (so it is never lost, whatever the model does), then, if the bot
-is addressed, the reply is built from a committed memory view read *through that message's
+An adapter hands each message over once (``receive``) and gets back what became of it
+(``Received``: an ``Outcome`` and, when a reply is owed, the ``PendingReply``). A message is
+recorded first (so it is never lost, whatever the model does), then, if the bot is
+addressed, the reply is built from a committed memory view read *through that message's
 seq* and sent to the LLM. The reply is recorded as an ``assistant`` turn with the message id
 ``reply:<trigger id>``, so a platform's re-delivery of the same event neither records twice
 nor answers twice. Compaction happens in the background (``MemoryManager``) and never
@@ -23,8 +24,6 @@ Limits and faults, each with one defined outcome (SECURITY.md):
   transactions), and the next message tries again.
 * Every reply recalls archive items (long-term facts, episodes) relevant to the message
   (``MemoryManager.view(..., recall=True)``, bounded by ``RECALL_TOKENS``).
-* ``/remember`` is for anyone; ``/memory`` is answered to the caller only (the adapters
-  send it ephemerally); ``/forget`` needs the same permission as ``/reset``.
 * A model answer longer than ``MAX_REPLY_CHARS`` (a broken endpoint; ``REPLY_TOKENS`` keeps
   a working one far below) is cut with a marker.
 * Channel settings (``bot.channel_config``, ``/config``) pick persona, model, reply and
@@ -39,37 +38,28 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from bot.catchup_command import Catchups, Where
+from bot.catchup_wiring import CatchupCommands
 from bot.channel_config import ChannelConfig, ChannelSettings, Defaults, answers
-from bot.commands.digest import DigestRequest
-from bot.config_command import Caller, ConfigRequest, run_config
-from bot.digests import DigestScheduler
+from bot.config_command import ConfigCommand
 from bot.errors import ContextLengthExceeded, LLMError, OverQuota
 from bot.llm import LLM
-from bot.memory_commands import (
-    MAX_FACT_CHARS,
-    MemoryCommands,
-    digest_failure,
-    footer,
-)
-from bot.messages import CommandResult, IncomingMessage, Reply
+from bot.memory_commands import MemoryCommands
+from bot.messages import DeltaSink, IncomingMessage, Outcome, PendingReply, Received, Reply
 from bot.observe import NullObserver, ServiceObserver, bind_request
 from bot.outbox import Outbox
 from bot.prompts import build_messages, fixed_overhead, settled_reply, strip_echoed_label
 from bot.quota import Quota
 from bot.rate_limit import RateLimiter
-from bot.since import CatchupArgs
 from memory.completion import ChatMessage
 from memory.errors import StoreError, StoreUnavailableError
 from memory.manager import MemoryManager
-from memory.models import ChannelKey, MemoryView, NewTurn, Turn
+from memory.models import ChannelKey, MemoryView, NewTurn, OwedReply, Turn
 from memory.speakers import human_name
 
 if TYPE_CHECKING:
     from bot.owed import OwedReplies
 
 __all__ = [
-    "MAX_FACT_CHARS",
     "MAX_REPLY_CHARS",
     "RATE_LIMITED",
     "STORE_FAILED",
@@ -77,12 +67,10 @@ __all__ = [
     "ChatService",
     "ServiceConfig",
     "cut",
-    "digest_failure",
-    "footer",
 ]
 
 log = logging.getLogger(__name__)
-DeltaSink = Callable[[str], Awaitable[None]]
+Compose = Callable[[DeltaSink | None], Awaitable[Reply | None]]
 
 MAX_REPLY_CHARS = 40_000  # Slack cuts a message's text beyond this; no sane reply is longer
 TOO_LONG = (
@@ -121,13 +109,16 @@ class ServiceConfig:
     max_input_chars: int = 0  # 0 = no limit
 
 
-class ChatService(MemoryCommands):
-    """The application core; adapters call it, it calls memory and the LLM."""
+class ChatService:
+    """The application core: adapters hand it messages (``receive``), it calls memory and
+    the LLM. The commands are features it holds for the adapters: ``memory_commands``,
+    ``catchup_commands`` and ``config_command``."""
 
     def __init__(self, memory: MemoryManager, llm: LLM, config: ServiceConfig, *,
                  clock: Callable[[], float] = time.monotonic,
                  owed: OwedReplies | None = None, channels: ChannelConfig | None = None,
-                 quota: Quota | None = None) -> None:
+                 quota: Quota | None = None, outbox: Outbox | None = None,
+                 catchup: CatchupCommands | None = None) -> None:
         self.memory = memory
         self.llm = llm
         self.config = config
@@ -137,15 +128,14 @@ class ChatService(MemoryCommands):
             config.system_prompt, "", "", (), config.record_mode,
             frozenset(config.always_reply_channels)))
         self.quota = quota or Quota(None)
-        self._decided: dict[tuple[ChannelKey, str], ChannelSettings] = {}
+        self.outbox = outbox or Outbox(None)  # every outgoing post (bot.outbox)
+        self.memory_commands = MemoryCommands(memory, self.channels, self.quota)
+        self.catchup_commands = catchup or CatchupCommands(self.quota)
+        self.config_command = ConfigCommand(self.channels, self.quota)
         self._identities: dict[str, tuple[str, str]] = {}
         # USER_RATE_LIMIT; reads self.clock when asked (tests replace the clock)
         self._rate = RateLimiter(config.user_rate_limit, lambda: self.clock())
         self.observer: ServiceObserver = NullObserver()  # the admin server's metrics
-        # /catchup and /digest (bot/catchup_command.py, bot/digests.py); set by Runtime
-        self.catchups: Catchups | None = None
-        self.digests: DigestScheduler | None = None
-        self.outbox: Outbox | None = None  # every outgoing post (bot.outbox); set by Runtime
 
     def set_identity(self, platform: str, bot_id: str, bot_name: str) -> None:
         """Record who the bot is on ``platform`` (after login), for its assistant turns.
@@ -163,75 +153,34 @@ class ChatService(MemoryCommands):
         """Names a person may not be labelled with: the bot's here and the configured one."""
         return self.identity(platform)[1], self.config.bot_name
 
-    def should_reply(self, msg: IncomingMessage) -> bool:
-        """Mentioned, DM'd, replied to, or in a channel configured to always reply."""
-        return (
-            msg.mentions_bot
-            or msg.is_direct
-            or msg.reply_to_bot
-            or msg.key.channel in self.config.always_reply_channels
-        )
-
-    async def will_reply(self, msg: IncomingMessage) -> bool:
-        """Whether ``msg`` gets a reply (its channel's ``reply_mode``); ``on_message`` reuses
-        the settings found, as waiting twice could let a later message overtake it."""
-        settings = await self.channels.get(msg.key)
-        if len(self._decided) > 10_000:
-            self._decided.clear()
-        self._decided[(msg.key, msg.message_id)] = settings
-        return answers(msg, settings)
-
-    def memory_budget(self, persona: str | None = None) -> int:
+    def _memory_budget(self, persona: str | None = None) -> int:
         """Tokens left for summary, facts and turns once the fixed parts are paid for."""
         fixed = fixed_overhead(persona or self.config.system_prompt, self.memory.tokenizer)
         return self.config.context_tokens - self.config.reply_tokens - fixed
 
-    async def on_message(
-        self,
-        msg: IncomingMessage,
-        *,
-        on_delta: DeltaSink | None = None,
-        on_recorded: Callable[[], None] | None = None,
-    ) -> Reply | None:
-        """Record ``msg``; return the reply when the bot is addressed, else ``None``.
-
-        With ``on_delta`` the reply is streamed: it is called with the text so far as it
-        grows (the adapter decides how often to show it). ``on_recorded`` is called once the
-        message is durable (or needs no storing), before the reply is generated: an adapter
-        that acknowledges deliveries acknowledges then, and withholds the acknowledgement
-        when it is never called (the store failed), so the platform delivers again.
-        """
-        # From will_reply, or cached: no suspension. Else ChannelConfig queues callers per
+    async def receive(self, msg: IncomingMessage) -> Received:
+        """Record ``msg`` (per the channel's ``record`` and ``reply_mode``) and say what
+        became of it; when a reply is owed, ``Received.reply`` makes it (``bot.reply_flow``
+        delivers it). Once this returns, the message is durable or needs no storing."""
+        # Cached and nobody waiting: no suspension. Else ChannelConfig queues callers per
         # channel in order, so messages reach record() in arrival order.
-        settings = (self._decided.pop((msg.key, msg.message_id), None)
-                    or self.channels.peek(msg.key) or await self.channels.get(msg.key))
+        settings = await self.channels.get(msg.key)
         addressed = answers(msg, settings)
         if settings.record == "off":  # privacy: nothing of this channel is stored
-            if on_recorded is not None:
-                on_recorded()  # nothing to keep
-            return await self._answer(msg, None, on_delta, settings) if addressed else None
+            return Received(Outcome.NOT_RECORDED, self._pending(
+                msg, Outcome.NOT_RECORDED, self._composer(msg, None, settings))
+                if addressed else None)
         if settings.record == "addressed" and not addressed:
-            if on_recorded is not None:
-                on_recorded()  # nothing to keep
-            return None
+            return Received(Outcome.NOT_RECORDED)
         limit = self.config.max_input_chars
         bind_request(msg.key, msg.message_id)
         due = self.owed.due(msg) if addressed and self.owed is not None else None
         # No other await before record(): messages must be queued in arrival order.
         try:
-            result = await self.memory.record(
-                NewTurn(
-                    msg.key,
-                    msg.message_id,
-                    "user",
-                    msg.author_id,
-                    human_name(msg.author_name, self._bot_names(msg.key.platform)),
-                    cut(msg.text, limit),
-                    0,
-                    msg.sent_at,
-                    due,
-                )
-            )
+            result = await self.memory.record(NewTurn(
+                msg.key, msg.message_id, "user", msg.author_id,
+                human_name(msg.author_name, self._bot_names(msg.key.platform)),
+                cut(msg.text, limit), 0, msg.sent_at, due))
         except StoreError as e:
             self.observer.store_error(type(e).__name__)
             if isinstance(e, StoreUnavailableError):  # the store reports it, once a minute
@@ -239,55 +188,109 @@ class ChatService(MemoryCommands):
             else:
                 log.error("could not record message %s in %s: %s", msg.message_id, msg.key, e,
                           exc_info=e)
-            return Reply(STORE_FAILED, failed=True) if addressed else None
-        if on_recorded is not None:
-            on_recorded()
+            return Received(Outcome.STORE_FAILED, self._notice(
+                msg, Outcome.STORE_FAILED, STORE_FAILED) if addressed else None)
         if result.created:
             self.observer.recorded(msg.key, "user")
         owed = self.owed  # a re-delivery is answered only while its reply is still owed
         if not addressed or not (result.created or (owed and await owed.redelivered(msg))):
-            return None  # not for us, or a re-delivery we answered (or are answering)
+            # not for us, or a re-delivery we answered (or are answering)
+            return Received(Outcome.RECORDED if result.created else Outcome.REDELIVERED)
         if due is not None and owed is not None and result.created:
             owed.answering(msg.key, msg.message_id)
         if limit and len(msg.text) > limit:
             log.info("message %s in %s is %d characters (limit %d): stored cut, not answered",
                      msg.message_id, msg.key, len(msg.text), limit)
-            return Reply(TOO_LONG.format(length=len(msg.text), limit=limit), failed=True)
+            return Received(Outcome.TOO_LONG, self._notice(
+                msg, Outcome.TOO_LONG, TOO_LONG.format(length=len(msg.text), limit=limit)))
         if not self._rate.allow(msg.key.platform, msg.author_id):
             if not self._rate.first_telling(msg.key.platform, msg.author_id):
-                await self.delivered(msg, True)  # told this minute; quiet, nothing owed
-                return None
+                await self._settle(msg, True)  # told this minute; quiet, nothing owed
+                return Received(Outcome.RATE_LIMITED)
             log.info("user %s on %s is over %d replies a minute", msg.author_id,
                      msg.key.platform, self.config.user_rate_limit)
-            return Reply(RATE_LIMITED.format(limit=self.config.user_rate_limit), failed=True)
-        return await self.answer(msg, result.turn.seq, on_delta, settings)
+            return Received(Outcome.RATE_LIMITED, self._notice(
+                msg, Outcome.RATE_LIMITED,
+                RATE_LIMITED.format(limit=self.config.user_rate_limit)))
+        return Received(Outcome.RECORDED, self._pending(
+            msg, Outcome.RECORDED, self._composer(msg, result.turn.seq, settings)))
 
-    async def delivered(self, msg: IncomingMessage, ok: bool) -> None:
-        """The adapter's report on a reply: delivered (or nothing was to be sent), or not
-        (failed, or cut short by shutdown), so it is answered again later (``bot.owed``)."""
+    async def on_message(self, msg: IncomingMessage, *,
+                         on_delta: DeltaSink | None = None) -> Reply | None:
+        """``receive``, then the reply as text, taken as delivered (nothing is posted):
+        for callers that want the answer itself (benchmarks, tests, scripts)."""
+        pending = (await self.receive(msg)).reply
+        if pending is None:
+            return None
+        try:
+            return await pending.compose(on_delta)
+        finally:
+            await pending.settle(True)
+
+    async def answer(self, owed: OwedReply) -> PendingReply | None:
+        """The late reply to a recorded message whose reply was never delivered (the
+        missed-mention sweep, ``bot.missed``); None when the message is gone (deleted,
+        ``/reset``)."""
+        found = await self.memory.store.turns_at(owed.key, [owed.seq])
+        if not found or found[0].message_id != owed.message_id:
+            return None
+        t = found[0]
+        msg = IncomingMessage(t.key, t.message_id, t.author_id, t.author_name, t.text,
+                              t.sent_at, mentions_bot=True, route=owed.route)
+        return replace(self._pending(msg, Outcome.RECORDED, self._composer(msg, t.seq, None)),
+                       placeholder=owed.placeholder, late=True)
+
+    def _composer(self, msg: IncomingMessage, seq: int | None,
+                  settings: ChannelSettings | None) -> Compose:
+        """The model's answer to ``msg`` (turn ``seq``; None: not stored), within the
+        channel's settings and quotas; store failures become a sentence."""
+
+        async def compose(on_delta: DeltaSink | None) -> Reply | None:
+            chosen = settings or await self.channels.get(msg.key)
+            try:  # the model calls are metered on the person's and server's daily quotas
+                with self.quota.paying(msg.key, "reply", msg.author_id, direct=msg.is_direct,
+                                       settings=chosen):
+                    try:
+                        return await self._reply(msg, seq, on_delta, chosen)
+                    except OverQuota as e:  # refused: the private notice, once a day
+                        return await self.quota.refused(e, msg.key, msg.author_id)
+            except StoreError as e:
+                self.observer.store_error(type(e).__name__)
+                log.error("reply to %s in %s failed on the store: %s", msg.message_id,
+                          msg.key, e, exc_info=e)
+                return Reply(STORE_FAILED, failed=True)
+
+        return compose
+
+    def _notice(self, msg: IncomingMessage, outcome: Outcome, text: str) -> PendingReply:
+        """A reply that is a ready-made sentence (a failure, a limit)."""
+
+        async def compose(on_delta: DeltaSink | None) -> Reply:
+            return Reply(text, failed=True)
+
+        return self._pending(msg, outcome, compose)
+
+    def _pending(self, msg: IncomingMessage, outcome: Outcome, compose: Compose
+                 ) -> PendingReply:
+        owed = self.owed
+
+        async def show(placeholder: str) -> None:
+            if owed is not None and owed.is_answering(msg.key, msg.message_id):
+                await owed.showing(msg.key, msg.message_id, placeholder)
+
+        return PendingReply(msg, outcome, compose, show, lambda ok: self._settle(msg, ok),
+                            owed=owed is not None and owed.is_answering(msg.key, msg.message_id))
+
+    async def _settle(self, msg: IncomingMessage, ok: bool) -> None:
+        """A reply delivered (or nothing was to be sent), or not (failed, or cut short by
+        shutdown): then it is answered again later (``bot.owed``)."""
         if self.owed is not None:
             await self.owed.finished(msg.key, msg.message_id, delivered=ok)
-
-    async def answer(self, msg: IncomingMessage, seq: int, on_delta: DeltaSink | None = None,
-                     settings: ChannelSettings | None = None) -> Reply | None:
-        """The reply to ``msg``, recorded as turn ``seq``, within the channel's settings and
-        quotas; store failures become a sentence. None: over quota (told privately)."""
-        try:
-            reply = await self._answer(msg, seq, on_delta,
-                                       settings or await self.channels.get(msg.key))
-        except StoreError as e:
-            self.observer.store_error(type(e).__name__)
-            log.error("reply to %s in %s failed on the store: %s", msg.message_id, msg.key, e,
-                      exc_info=e)
-            return Reply(STORE_FAILED, failed=True)
-        if reply is None:
-            await self.delivered(msg, True)  # refused by a quota, told privately: none owed
-        return reply
 
     async def backfilled(self, msg: IncomingMessage) -> bool:
         """Remember a message missed while the bot was away (backfill); never answer it
         here. An addressed one younger than ``ANSWER_MISSED_SECONDS`` is recorded with an
-        unclaimed debt, which the missed-mention sweep answers once (issue 14, item 3).
+        unclaimed debt, which the missed-mention sweep answers once.
 
         The same rules as a live message decide whether it is stored (the channel's
         ``record`` and ``reply_mode``, ``MAX_INPUT_CHARS``), and the same message id makes
@@ -301,7 +304,7 @@ class ChatService(MemoryCommands):
         due = None
         if addressed and self.owed is not None and self.owed.young(msg.sent_at):
             # A mention posted while the bot was down is owed a reply like one a crash left
-            # unanswered: recorded unclaimed, so the sweep (``bot.owed``) answers it once.
+            # unanswered: recorded unclaimed, so the sweep (``bot.missed``) answers it once.
             due = self.owed.due(msg)
             due = replace(due, owner="") if due is not None else None
         name = human_name(msg.author_name, self._bot_names(msg.key.platform))
@@ -309,24 +312,13 @@ class ChatService(MemoryCommands):
                        cut(msg.text, self.config.max_input_chars), 0, msg.sent_at, due)
         return (await self.memory.record(turn)).created
 
-    async def _answer(self, msg: IncomingMessage, seq: int | None, on_delta: DeltaSink | None,
-                      settings: ChannelSettings) -> Reply | None:
-        """``_reply`` with its model calls metered on the person's (and server's) daily
-        quotas (``bot.quota``); refused: the private notice, once a day."""
-        with self.quota.paying(msg.key, "reply", msg.author_id, direct=msg.is_direct,
-                               settings=settings):
-            try:
-                return await self._reply(msg, seq, on_delta, settings)
-            except OverQuota as e:
-                return await self.quota.refused(e, msg.key, msg.author_id)
-
     async def _reply(self, msg: IncomingMessage, seq: int | None, on_delta: DeltaSink | None,
                      settings: ChannelSettings) -> Reply:
         """The model's answer; ``seq`` None: the message is not stored (``record off``), so
         the answer sees that message alone and is not stored either."""
         started = time.monotonic()
         persona, model = settings.persona, settings.chosen("model")
-        budget, floor = self.memory_budget(persona), self.memory_budget() // 2
+        budget, floor = self._memory_budget(persona), self._memory_budget() // 2
         if budget < floor:  # a channel's long persona may not crowd out the conversation
             tok = self.memory.tokenizer
             persona = tok.truncate(persona, max(0, tok.count(persona) - (floor - budget)))
@@ -404,46 +396,6 @@ class ChatService(MemoryCommands):
     def _failure(msg: IncomingMessage, error: LLMError) -> Reply:
         log.error("reply in %s failed: %s", msg.key, error, exc_info=error)
         return Reply(error.user_message, failed=True)
-
-    async def configure(self, key: ChannelKey, request: ConfigRequest, caller: Caller
-                        ) -> CommandResult:
-        """``/config``: see ``bot.config_command`` (answered to the caller only)."""
-        return await run_config(key, request, caller, self.channels, self.quota)
-
-    async def summary(self, key: ChannelKey, author_id: str = "") -> CommandResult:
-        """``/summary`` (``MemoryCommands.summary``), paid by the caller and their server."""
-        with self.quota.paying(key, "summary", author_id):
-            try:
-                return await super().summary(key)
-            except OverQuota as e:
-                return CommandResult(e.user_message, ok=False)  # private, like a reply's
-
-    async def catchup(self, where: Where, author_id: str,
-                      text: str | CatchupArgs = "", *, public: bool = False) -> CommandResult:
-        """``/catchup [since] [zone] [public]``: what happened since (``bot.catchup_command``;
-        the text, or its arguments as ``bot.commands.catchup`` read them), paid by the caller
-        and their server; ``public``: the answer is posted for everyone here."""
-        if self.catchups is None:
-            return CommandResult("Catch-up is not available here.", ok=False)
-        with self.quota.paying(where.key, "catchup", author_id):
-            try:
-                return await self.catchups.command(where, author_id, text, public=public)
-            except OverQuota as e:
-                return CommandResult(e.user_message, ok=False)
-
-    async def digest(self, where: Where, text: str | DigestRequest, *, allowed: bool,
-                     by: str = "", refusal: str = "") -> CommandResult:
-        """``/digest daily|weekly|off|now``: scheduled digests (``bot.digests``; the text, or
-        the request ``bot.commands.digest`` read); ``now`` is paid by the server, like a
-        scheduled one."""
-        if self.digests is None:
-            return CommandResult("Digests are not available here.", ok=False)
-        with self.quota.paying(where.key, "digest"):
-            try:
-                return await self.digests.command(where, text, allowed=allowed, by=by,
-                                                  refusal=refusal)
-            except OverQuota as e:
-                return CommandResult(e.user_message, ok=False)
 
     async def edited(self, key: ChannelKey, message_id: str, text: str) -> None:
         """A platform edit: update the turn if it is not summarized yet."""

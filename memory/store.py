@@ -4,9 +4,9 @@
 episodes and long-term facts; ``LeaseStore`` keeps compaction single-flight across
 processes; ``PortingStore`` serves ``gistbot copy-db``; ``CatchupStore`` and
 ``DigestStore`` (``memory.catchup_store``) serve ``/catchup`` and scheduled digests.
-``Store`` is their union, what one backend class implements. Platform concerns
-(de-duplicating redelivered events) are declared by the adapters that need them
-(``adapters.claims``), not here.
+``Store`` is their union, what one backend class implements. Platform concerns are
+not declared here (the backends' ``claim_event``, first-claimer-wins on a platform event
+id, is outside the protocols).
 
 The contract suite in ``tests/harness/store_contract.py`` pins the behaviour; both
 backends run it. Semantics every implementation keeps:

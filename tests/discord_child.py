@@ -34,16 +34,16 @@ async def main(db: str, api_base: str, gateway: str) -> None:
                              env_file=None)
     async with Runtime.open(settings) as rt:
         arm(rt.store)  # GISTBOT_TEST_KILL_AT: die at an exact point (tests only)
-        handle = rt.service.on_message
+        handle = rt.service.receive
 
-        async def on_message(msg: IncomingMessage, **kw: Any) -> Any:
+        async def receive(msg: IncomingMessage, **kw: Any) -> Any:
             try:
                 return await handle(msg, **kw)
             finally:
                 sys.stdout.write(f"A {msg.message_id}\n")
                 sys.stdout.flush()
 
-        rt.service.on_message = on_message  # type: ignore[method-assign]
+        rt.service.receive = receive  # type: ignore[method-assign]
         await run_discord(rt.service, settings, rt.store)
 
 

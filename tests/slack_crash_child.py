@@ -22,7 +22,7 @@ from adapters.slack import run_slack
 from bot.app import Runtime
 from bot.settings import load_settings
 from tests.harness.kill_points import arm
-from tests.harness.slack import SECRET, FakeLLM, claims_of, web_client
+from tests.harness.slack import SECRET, FakeLLM, web_client
 
 __all__ = ["main"]
 
@@ -66,7 +66,7 @@ async def main(db: str, api_url: str, app_token: str | None) -> None:
     async with Runtime.open(settings, llm=llm) as rt:
         client = web_client(settings, api_url)
         arm(rt.store, client)  # GISTBOT_TEST_KILL_AT: die at an exact point (tests only)
-        await run_slack(rt.service, rt.settings, claims_of(rt), client=client)
+        await run_slack(rt.service, rt.settings, client=client)
 
 
 if __name__ == "__main__":

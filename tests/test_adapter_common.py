@@ -8,9 +8,10 @@ import sys
 import pytest
 
 from adapters.discord import invite_url, run_discord
-from adapters.replies import FAILED, LiveThrottle, user_text
+from adapters.replies import FAILED, user_text
 from adapters.slack import run_slack
 from bot.errors import ConfigError, LLMTimeout
+from bot.reply_flow import LiveThrottle
 from bot.settings import load_settings
 
 
@@ -62,4 +63,4 @@ async def test_missing_slack_extra_is_a_config_error_naming_it(
     settings = load_settings({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"},
                              env_file=None)
     with pytest.raises(ConfigError, match=r"pip install 'gistbot\[slack\]'"):
-        await run_slack(None, settings, None)  # type: ignore[arg-type]  # never reached
+        await run_slack(None, settings)  # type: ignore[arg-type]  # never reached

@@ -287,8 +287,7 @@ async def test_messages_arriving_while_settings_load_are_recorded_in_arrival_ord
 
     async def arrive(i: int) -> None:  # what the Discord and Slack adapters do
         m = IncomingMessage(KEY, f"m{i:03}", "u", "U", f"message {i}", time.time())
-        if not await service.will_reply(m):
-            await service.on_message(m)
+        await service.receive(m)
 
     try:
         tasks = []

@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from bot.channel_config import answers
 from bot.config_command import Caller, ConfigRequest
 from bot.memory_commands import RECORD_OFF
 from bot.messages import IncomingMessage
 from bot.prompts import FENCE_OPEN
+from bot.service import ChatService
 from memory.channel_settings import UsageKey
 from memory.models import ChannelKey
 from tests.fakes.openai_server import FakeOpenAI, default_responder
@@ -41,6 +43,12 @@ def setting(action: str, key: str = "", value: str = "", *, server: bool = False
     return ConfigRequest(action, key, value, server)
 
 
+async def answered(service: ChatService, m: IncomingMessage) -> bool:
+    """Whether ``m`` gets a reply by its channel's settings (what ``receive`` decides by),
+    asked without recording it."""
+    return answers(m, await service.channels.get(m.key))
+
+
 def reply_bodies(fake: FakeOpenAI) -> list[dict[str, object]]:
     return bodies(fake, summary=False)
 
@@ -49,9 +57,11 @@ async def test_a_channels_persona_and_model_reach_the_request(
     tmp_path: Path, fake: FakeOpenAI
 ) -> None:
     async with runtime(tmp_path, fake, **ENV) as rt:
-        done = await rt.service.configure(KEY, setting("set", "model", "gpt-big"), ADMIN)
+        done = await rt.service.config_command.configure(KEY, setting("set", "model",
+                                                                      "gpt-big"), ADMIN)
         assert done.ok, done.text
-        await rt.service.configure(KEY, setting("set", "persona", "You are a terse pirate."),
+        await rt.service.config_command.configure(KEY, setting("set", "persona",
+                                                               "You are a terse pirate."),
                                    ADMIN)
         await rt.service.on_message(msg(1, "hello", mention=True))
         await rt.service.on_message(msg(2, "hello", mention=True, key=OTHER))
@@ -67,7 +77,8 @@ async def test_a_model_off_the_allowlist_is_refused_with_the_list(
     tmp_path: Path, fake: FakeOpenAI
 ) -> None:
     async with runtime(tmp_path, fake, **ENV) as rt:
-        answer = await rt.service.configure(KEY, setting("set", "model", "gpt-5-pro"), ADMIN)
+        answer = await rt.service.config_command.configure(KEY, setting("set", "model",
+                                                                        "gpt-5-pro"), ADMIN)
         assert not answer.ok
         assert "gpt-5-pro" in answer.text
         assert "gpt-test, gpt-big, gpt-test-mini" in answer.text
@@ -80,7 +91,7 @@ async def test_record_off_stores_nothing_and_summary_says_so(
     tmp_path: Path, fake: FakeOpenAI
 ) -> None:
     async with runtime(tmp_path, fake) as rt:
-        await rt.service.configure(KEY, setting("set", "record", "off"), ADMIN)
+        await rt.service.config_command.configure(KEY, setting("set", "record", "off"), ADMIN)
         await rt.service.on_message(msg(1, "my card number is 4111 1111 1111 1111"))
         reply = await rt.service.on_message(msg(2, "what did I just say?", mention=True))
         assert reply is not None and not reply.failed  # answered from the message alone
@@ -89,13 +100,13 @@ async def test_record_off_stores_nothing_and_summary_says_so(
         assert [m["content"] for m in users] == ["[Alice]: what did I just say?"]
         assert await rt.store.turns(KEY) == []  # nothing of the channel in the database
         assert KEY not in await rt.store.channels()
-        summary = await rt.service.summary(KEY)
+        summary = await rt.service.memory_commands.summary(KEY)
         assert RECORD_OFF in summary.text
 
-        await rt.service.configure(KEY, setting("unset", "record"), ADMIN)
+        await rt.service.config_command.configure(KEY, setting("unset", "record"), ADMIN)
         await rt.service.on_message(msg(3, "now it is on"))
-        await rt.service.configure(KEY, setting("set", "record", "off"), ADMIN)
-        summary = await rt.service.summary(KEY)
+        await rt.service.config_command.configure(KEY, setting("set", "record", "off"), ADMIN)
+        summary = await rt.service.memory_commands.summary(KEY)
         assert RECORD_OFF in summary.text and "before it was turned off" in summary.text
         assert [t.message_id for t in await rt.store.turns(KEY)] == ["m3"]
 
@@ -104,7 +115,7 @@ async def test_record_addressed_keeps_only_messages_to_the_bot_and_its_replies(
     tmp_path: Path, fake: FakeOpenAI
 ) -> None:
     async with runtime(tmp_path, fake) as rt:
-        await rt.service.configure(KEY, setting("set", "record", "addressed"), ADMIN)
+        await rt.service.config_command.configure(KEY, setting("set", "record", "addressed"), ADMIN)
         await rt.service.on_message(msg(1, "chatter between people"))
         await rt.service.on_message(msg(2, "gistbot, what's up?", mention=True))
         assert [t.message_id for t in await rt.store.turns(KEY)] == ["m2", "reply:m2"]
@@ -114,13 +125,14 @@ async def test_reply_mode_off_remembers_only_and_all_answers_everything(
     tmp_path: Path, fake: FakeOpenAI
 ) -> None:
     async with runtime(tmp_path, fake) as rt:
-        await rt.service.configure(KEY, setting("set", "reply_mode", "off"), ADMIN)
+        await rt.service.config_command.configure(KEY, setting("set", "reply_mode", "off"), ADMIN)
         assert await rt.service.on_message(msg(1, "are you there?", mention=True)) is None
         assert [t.message_id for t in await rt.store.turns(KEY)] == ["m1"]
         assert reply_bodies(fake) == []
-        await rt.service.configure(KEY, setting("set", "reply_mode", "all", server=True), ADMIN)
-        await rt.service.configure(KEY, setting("unset", "reply_mode"), ADMIN)
-        assert await rt.service.will_reply(msg(2, "no mention", key=OTHER))  # server-wide
+        await rt.service.config_command.configure(KEY, setting("set", "reply_mode", "all",
+                                                               server=True), ADMIN)
+        await rt.service.config_command.configure(KEY, setting("unset", "reply_mode"), ADMIN)
+        assert await answered(rt.service, msg(2, "no mention", key=OTHER))  # server-wide
         reply = await rt.service.on_message(msg(2, "nobody mentioned you"))
         assert reply is not None and "nobody mentioned you" in reply.text
 
@@ -129,22 +141,25 @@ async def test_always_reply_channels_is_the_env_default_of_reply_mode(
     tmp_path: Path, fake: FakeOpenAI
 ) -> None:
     async with runtime(tmp_path, fake, ALWAYS_REPLY_CHANNELS="c1") as rt:
-        assert await rt.service.will_reply(msg(1, "plain"))
-        assert not await rt.service.will_reply(msg(2, "plain", key=OTHER))
-        shown = await rt.service.configure(KEY, setting("show"), ADMIN)
+        assert await answered(rt.service, msg(1, "plain"))
+        assert not await answered(rt.service, msg(2, "plain", key=OTHER))
+        shown = await rt.service.config_command.configure(KEY, setting("show"), ADMIN)
         assert "reply_mode: all  (default)" in shown.text
-        await rt.service.configure(KEY, setting("set", "reply_mode", "mentions"), ADMIN)
-        assert not await rt.service.will_reply(msg(3, "plain"))
+        await rt.service.config_command.configure(KEY, setting("set", "reply_mode", "mentions"),
+                                                  ADMIN)
+        assert not await answered(rt.service, msg(3, "plain"))
 
 
 async def test_summary_language_and_model_and_their_tokens_count_for_the_server(
     tmp_path: Path, fake: FakeOpenAI
 ) -> None:
     async with runtime(tmp_path, fake, **ENV) as rt:
-        await rt.service.configure(KEY, setting("set", "language", "Korean", server=True), ADMIN)
-        await rt.service.configure(KEY, setting("set", "summary_model", "gpt-big"), ADMIN)
+        await rt.service.config_command.configure(KEY, setting("set", "language", "Korean",
+                                                               server=True), ADMIN)
+        await rt.service.config_command.configure(KEY, setting("set", "summary_model",
+                                                               "gpt-big"), ADMIN)
         await rt.service.on_message(msg(1, "the launch is on Friday, ticket OPS-42"))
-        await rt.service.summary(KEY)
+        await rt.service.memory_commands.summary(KEY)
         [digest] = bodies(fake, summary=True)
         assert digest["model"] == "gpt-big"
         assert "write the summary in Korean" in str(digest["messages"])
@@ -152,9 +167,10 @@ async def test_summary_language_and_model_and_their_tokens_count_for_the_server(
         assert sum((await rt.service.quota.usage(KEY, "alice"))[server].values()) > 0  # in memory
         await rt.service.quota.flush()  # written within FLUSH_EVERY; here at once
         assert (await rt.store.tokens_used(rt.service.quota.day(), [server]))[server] > 0
-        await rt.service.summary(OTHER)  # nothing there; the other channel is untouched
+        # nothing there; the other channel is untouched
+        await rt.service.memory_commands.summary(OTHER)
         await rt.service.on_message(msg(2, "hello", key=OTHER))
-        await rt.service.summary(OTHER)
+        await rt.service.memory_commands.summary(OTHER)
         assert bodies(fake, summary=True)[-1]["model"] == "gpt-test-mini"
         assert "Korean" in str(bodies(fake, summary=True)[-1]["messages"])  # server-wide
 
@@ -177,7 +193,8 @@ async def test_daily_user_quota_refuses_tells_once_privately_and_still_remembers
         assert ids == ["m1", "reply:m1", "m2", "m3"]  # still remembered
         bob = await rt.service.on_message(msg(4, "hi", author="Bob", mention=True))
         assert bob is not None and not bob.private  # another person has their own quota
-        usage = await rt.service.configure(KEY, setting("usage"), Caller("alice", "Alice"))
+        usage = await rt.service.config_command.configure(KEY, setting("usage"), Caller("alice",
+                                                                                        "Alice"))
         assert f"you: {spent:,} of 50" in usage.text and "this server:" in usage.text
 
         rt.service.quota.clock = lambda: time.time() + 86_400  # tomorrow, after 00:00 UTC
@@ -189,10 +206,10 @@ async def test_a_server_may_lower_its_quota_but_not_raise_it(
     tmp_path: Path, fake: FakeOpenAI
 ) -> None:
     async with runtime(tmp_path, fake, DAILY_TOKENS_PER_SERVER="100000") as rt:
-        high = await rt.service.configure(
+        high = await rt.service.config_command.configure(
             KEY, setting("set", "daily_tokens_per_server", "200000", server=True), ADMIN)
         assert not high.ok and "100,000" in high.text
-        low = await rt.service.configure(
+        low = await rt.service.config_command.configure(
             KEY, setting("set", "daily_tokens_per_server", "10"), ADMIN)  # server-only key
         assert low.ok, low.text
         await rt.service.on_message(msg(1, "first", mention=True))
@@ -203,13 +220,15 @@ async def test_a_server_may_lower_its_quota_but_not_raise_it(
 async def test_every_change_is_logged_with_who_and_when(tmp_path: Path, fake: FakeOpenAI) -> None:
     async with runtime(tmp_path, fake) as rt:
         member = Caller("u9", "Mallory")
-        refused = await rt.service.configure(KEY, setting("set", "persona", "evil"), member)
+        refused = await rt.service.config_command.configure(KEY, setting("set", "persona",
+                                                                         "evil"), member)
         assert not refused.ok
-        await rt.service.configure(KEY, setting("set", "reply_mode", "all"), ADMIN)
-        await rt.service.configure(KEY, setting("unset", "reply_mode"), ADMIN)
-        await rt.service.configure(KEY, setting("set", "language", "German", server=True),
+        await rt.service.config_command.configure(KEY, setting("set", "reply_mode", "all"), ADMIN)
+        await rt.service.config_command.configure(KEY, setting("unset", "reply_mode"), ADMIN)
+        await rt.service.config_command.configure(KEY, setting("set", "language", "German",
+                                                               server=True),
                                    Caller("u2", "Sam", may_server=True))
-        history = (await rt.service.configure(KEY, setting("history"), member)).text
+        history = (await rt.service.config_command.configure(KEY, setting("history"), member)).text
         lines = history.splitlines()[1:]
         assert "Sam (u2) · server: language = German" in lines[0]
         assert "Operator (op) · channel: unset reply_mode" in lines[1]
@@ -231,11 +250,12 @@ async def test_a_change_through_one_replica_is_honoured_by_the_other_within_5_s(
     async with runtime(tmp_path / "a", fake, DATABASE_URL=pg_url) as one, \
             runtime(tmp_path / "b", fake, DATABASE_URL=pg_url) as two:
         probe = msg(1, "no mention here")
-        assert not await two.service.will_reply(probe)  # cached on the second replica
-        done = await one.service.configure(KEY, setting("set", "reply_mode", "all"), ADMIN)
+        assert not await answered(two.service, probe)  # cached on the second replica
+        done = await one.service.config_command.configure(KEY, setting("set", "reply_mode",
+                                                                       "all"), ADMIN)
         assert done.ok
         deadline = time.monotonic() + 5.0
-        while not await two.service.will_reply(probe):
+        while not await answered(two.service, probe):
             assert time.monotonic() < deadline, "the other replica ignored the change"
             await asyncio.sleep(0.05)
         reply = await two.service.on_message(IncomingMessage(
@@ -249,7 +269,8 @@ async def test_usage_without_a_limit_is_written_by_close_at_the_latest(
     async with runtime(tmp_path, fake) as rt:
         await rt.service.on_message(msg(1, "hello", mention=True))
         day = rt.service.quota.day()
-        shown = await rt.service.configure(KEY, setting("usage"), Caller("alice", "Alice"))
+        shown = await rt.service.config_command.configure(KEY, setting("usage"), Caller("alice",
+                                                                                        "Alice"))
         assert "(no limit)" in shown.text and "you: 0 " not in shown.text
     from memory.stores.sqlite.store import SqliteStore
 
@@ -266,7 +287,7 @@ async def test_a_long_persona_in_a_small_context_is_cut_not_the_conversation(
              "FACTS_TOKENS": "0"}
     async with runtime(tmp_path, fake, **small) as rt:
         persona = "You are a pirate. " + "Arr. " * 390
-        await rt.service.configure(KEY, setting("set", "persona", persona), ADMIN)
+        await rt.service.config_command.configure(KEY, setting("set", "persona", persona), ADMIN)
         reply = await rt.service.on_message(msg(1, "where is the treasure?", mention=True))
         assert reply is not None and "where is the treasure?" in reply.text
         [body] = reply_bodies(fake)

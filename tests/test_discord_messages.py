@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -238,8 +237,9 @@ async def test_streamed_reply_is_edited_at_most_once_per_interval(
     discord_llm.push(Text("".join(words), chunks=words))
     settings = make_settings(tmp_path, discord_llm, STREAM_REPLIES="true")
     async with running(settings) as (_, client, _):
-        assert client.options.stream_interval == 1.0  # the default
-        client.options = replace(client.options, stream_interval=60.0)  # no timing luck
+        outlet = client.flow.outlet
+        assert outlet.stream_interval == 1.0  # the default
+        outlet.stream_interval = 60.0  # no timing luck
         await discord_fake.send_message(
             W.general, W.alice, mention("stream it"), mentions=[W.bot_user]
         )
@@ -250,7 +250,7 @@ async def test_streamed_reply_is_edited_at_most_once_per_interval(
         assert len(edits) == 1 and edits[0].json["content"] == "".join(words).strip()
         assert edits[0].json["allowed_mentions"]["parse"] == []
 
-        client.options = replace(client.options, stream_interval=0.0)
+        outlet.stream_interval = 0.0
         discord_llm.push(Text("".join(words), chunks=words))
         await discord_fake.send_message(W.general, W.bob, mention("again"), mentions=[W.bot_user])
         full = "".join(words).strip()

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import pytest
 
-from bot.owed import MAX_ATTEMPTS, sweep_missed
+from bot.missed import MAX_ATTEMPTS, sweep_missed
 from memory.models import ChannelKey, NewTurn, ReplyDue
 from memory.store import Store
 from tests.fakes.openai_server import is_summary_request
@@ -40,7 +40,6 @@ from tests.harness.process import (
 from tests.harness.slack import (
     KEY,
     SECRET,
-    TEAM,
     Harness,
     directory,
     event_body,
@@ -224,19 +223,19 @@ async def test_two_processes_sharing_postgresql_answer_a_missed_mention_once(
 async def test_a_mention_older_than_the_limit_is_logged_not_answered(
     h: Harness, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="bot.owed")
+    caplog.set_level(logging.WARNING, logger="bot.missed")
     now = int(time.time())
     old, young = f"{now}.000401", f"{now}.000402"
     await owe_as_a_dead_process(h.rt.store, KEY, old, age=400)  # ANSWER_MISSED_SECONDS=300
     await owe_as_a_dead_process(h.rt.store, KEY, young, age=200)
     await asyncio.sleep(0.3)
-    assert await sweep_missed(h.rt.service, "slack", h.adapter.events.deliver_owed) == 1
+    assert await sweep_missed(h.rt.service, "slack", h.adapter.events.flow) == 1
     assert [p["thread_ts"] for p in posts(h.fake)] == [young]
     assert h.llm.reply_calls == 1
     [warning] = [r.getMessage() for r in caplog.records if "not answering" in r.getMessage()]
     assert old in warning and "ANSWER_MISSED_SECONDS" in warning
     assert await h.rt.store.claim_owed(KEY, old, "x", 30) is None  # dropped, not retried
-    assert await sweep_missed(h.rt.service, "slack", h.adapter.events.deliver_owed) == 0
+    assert await sweep_missed(h.rt.service, "slack", h.adapter.events.flow) == 0
 
 
 async def test_a_sweep_cut_short_charges_only_the_mention_it_was_answering(h: Harness) -> None:
@@ -250,29 +249,28 @@ async def test_a_sweep_cut_short_charges_only_the_mention_it_was_answering(h: Ha
         await owe_as_a_dead_process(h.rt.store, KEY, ts)
     await asyncio.sleep(0.3)
 
-    async def killed(owed: object, reply: object) -> bool:
-        raise asyncio.CancelledError  # SIGKILL while posting
+    class Killed:
+        async def deliver(self, pending: object) -> bool:
+            raise asyncio.CancelledError  # SIGKILL while posting
 
     for _ in range(MAX_ATTEMPTS):
         with pytest.raises(asyncio.CancelledError):
-            await sweep_missed(h.rt.service, "slack", killed)
-    assert await sweep_missed(h.rt.service, "slack", h.adapter.events.deliver_owed) == 2
+            await sweep_missed(h.rt.service, "slack", Killed())  # type: ignore[arg-type]
+    assert await sweep_missed(h.rt.service, "slack", h.adapter.events.flow) == 2
     assert sorted(p["thread_ts"] for p in posts(h.fake)) == tss[1:]
 
 
 async def test_a_slack_redelivery_of_an_unanswered_mention_is_answered_once(h: Harness) -> None:
     ts = f"{int(time.time())}.000500"
     await owe_as_a_dead_process(h.rt.store, KEY, ts)
-    # the dead process had claimed the delivery, so the re-delivery loses that claim
-    assert await h.rt.store.claim_event(f"slack:{TEAM}:C1:{ts}")  # type: ignore[attr-defined]
     await asyncio.sleep(0.3)
     assert await h.event(mention(ts=ts), event_id="EvR", retry=1) == 200
     await h.settle()
-    assert [p["text"] for p in posts(h.fake)] == ["Hello from the model."]
-    assert [p["thread_ts"] for p in posts(h.fake)] == [ts]
+    assert answers(h.fake, "Hello from the model.") == ["Hello from the model."]
+    assert [p["thread_ts"] for p in posts(h.fake, besides_placeholder=False)] == [ts]
     assert await h.event(mention(ts=ts), event_id="EvR", retry=2) == 200
     await h.settle()
-    assert len(posts(h.fake)) == 1 and h.llm.reply_calls == 1
+    assert len(posts(h.fake, besides_placeholder=False)) == 1 and h.llm.reply_calls == 1
     assert [t.message_id for t in await h.turns()] == [ts, f"reply:{ts}"]
 
 
@@ -302,10 +300,10 @@ async def test_discord_answers_a_missed_mention_as_a_reply_to_it(
                        "@gistbot what about order 1234?", 8, time.time())
         await rt.store.record(replace(turn, due=ReplyDue("dead-process", 0.2)))
         await asyncio.sleep(0.3)
-        assert await sweep_missed(rt.service, "discord", client.deliver_owed) == 1
+        assert await sweep_missed(rt.service, "discord", client.flow) == 1
         [sent] = fake.sent_to(W.general)  # type: ignore[attr-defined]
         assert str(sent.json["message_reference"]["message_id"]) == mid
         assert "You said" in sent.json["content"]
         assert sent.json["allowed_mentions"]["parse"] == []
-        assert await sweep_missed(rt.service, "discord", client.deliver_owed) == 0
+        assert await sweep_missed(rt.service, "discord", client.flow) == 0
         assert await rt.store.claim_owed(GENERAL, mid, "x", 30) is None  # settled

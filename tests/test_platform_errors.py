@@ -24,7 +24,7 @@ from tests.fakes.discord_server import FakeDiscord, Request
 from tests.fakes.openai_server import FakeOpenAI
 from tests.harness.console import closed_port
 from tests.harness.discord import TOKEN, make_settings
-from tests.harness.slack import claims_of, environ, web_client
+from tests.harness.slack import environ, web_client
 
 
 @pytest.fixture
@@ -97,8 +97,7 @@ async def test_slack_unreachable_at_start_is_one_line(tmp_path: Path) -> None:
     async with Runtime.open(settings) as rt:
         client = web_client(settings, f"http://127.0.0.1:{port}/api/")
         with pytest.raises(PlatformUnreachable) as info:
-            await serve_slack(rt.service, SlackOptions.from_settings(settings), claims_of(rt),
-                              client=client)
+            await serve_slack(rt.service, SlackOptions.from_settings(settings), client=client)
     message = str(info.value)
     assert message.startswith(f"cannot reach 127.0.0.1:{port} (")
     assert "\n" not in message and "check the network" in message

@@ -57,9 +57,9 @@ async def test_a_server_over_its_limit_gets_no_model_call_for_summary_catchup_or
         await chat(rt.service, 3)
         await rt.store.add_tokens(rt.service.quota.day(), [SERVER], 3000)
         answers = [
-            await rt.service.summary(KEY, "alice"),
-            await rt.service.catchup(HERE, "alice", "1d"),
-            await rt.service.digest(HERE, "now", allowed=True, by="alice"),
+            await rt.service.memory_commands.summary(KEY, "alice"),
+            await rt.service.catchup_commands.catchup(HERE, "alice", "1d"),
+            await rt.service.catchup_commands.digest(HERE, "now", allowed=True, by="alice"),
         ]
         for answer in answers:
             assert not answer.ok  # private wherever it was asked
@@ -76,12 +76,12 @@ async def test_a_person_over_their_limit_gets_no_model_call_and_others_still_do(
     async with runtime(tmp_path, fake, DAILY_TOKENS_PER_USER="500") as rt:
         await chat(rt.service, 3)
         await rt.store.add_tokens(rt.service.quota.day(), [ALICE], 500)
-        for answer in (await rt.service.summary(KEY, "alice"),
-                       await rt.service.catchup(HERE, "alice", "1d"),
-                       await rt.service.catchup(HERE, "alice", "1d")):
+        for answer in (await rt.service.memory_commands.summary(KEY, "alice"),
+                       await rt.service.catchup_commands.catchup(HERE, "alice", "1d"),
+                       await rt.service.catchup_commands.catchup(HERE, "alice", "1d")):
             assert not answer.ok and "your daily allowance of tokens (500)" in answer.text
         assert fake.chat_requests == []
-        bob = await rt.service.summary(KEY, "bob")
+        bob = await rt.service.memory_commands.summary(KEY, "bob")
         assert bob.ok and "OPS-" in bob.text
         assert len(fake.chat_requests) == 1  # bob has his own allowance
 
@@ -93,9 +93,9 @@ async def test_each_call_is_charged_to_the_person_and_the_server_by_kind(
     env = {"DAILY_TOKENS_PER_SERVER": limit, "DAILY_TOKENS_PER_USER": limit}
     async with runtime(tmp_path, fake, **env) as rt:
         await chat(rt.service, 3)
-        assert (await rt.service.summary(KEY, "alice")).ok
-        assert (await rt.service.catchup(HERE, "alice", "1d")).ok
-        assert (await rt.service.digest(HERE, "now", allowed=True, by="alice")).ok
+        assert (await rt.service.memory_commands.summary(KEY, "alice")).ok
+        assert (await rt.service.catchup_commands.catchup(HERE, "alice", "1d")).ok
+        assert (await rt.service.catchup_commands.digest(HERE, "now", allowed=True, by="alice")).ok
         reply = await rt.service.on_message(msg(9, "what was tagged?", mention=True))
         assert reply is not None and not reply.failed
         await rt.service.quota.flush()
@@ -155,13 +155,14 @@ async def test_config_usage_lists_every_kind_for_the_person_and_the_server(
 ) -> None:
     async with runtime(tmp_path, fake, DAILY_TOKENS_PER_SERVER="1000000") as rt:
         await chat(rt.service, 3)
-        await rt.service.summary(KEY, "alice")
-        await rt.service.catchup(HERE, "alice", "1d")
+        await rt.service.memory_commands.summary(KEY, "alice")
+        await rt.service.catchup_commands.catchup(HERE, "alice", "1d")
         await rt.memory.compact_now(KEY, force=True)
         day = rt.service.quota.day()
         kinds = await rt.store.tokens_by_kind(day, [ALICE, SERVER])
         await rt.store.add_tokens(day, [SERVER], 7)  # counted before kinds were kept
-        answer = await rt.service.configure(KEY, usage_request(), Caller("alice", "Alice"))
+        answer = await rt.service.config_command.configure(KEY, usage_request(), Caller("alice",
+                                                                                        "Alice"))
         server_line, you_line = answer.text.splitlines()[1:]
         assert server_line.startswith(f"- this server: {sum(kinds[SERVER].values()) + 7:,} "
                                       "of 1,000,000")
@@ -193,7 +194,7 @@ async def test_a_scheduled_digest_over_the_servers_limit_waits_unposted_then_is_
 ) -> None:
     caplog.set_level(logging.INFO, logger="bot.digests")
     async with runtime(tmp_path, fake, DAILY_TOKENS_PER_SERVER="3000") as rt:
-        digests = rt.service.digests
+        digests = rt.service.catchup_commands.digests
         assert digests is not None
         now = time.time()
         minute = (int(now % 86400) // 60 - 30) % 1440  # the slot was half an hour ago

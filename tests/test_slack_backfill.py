@@ -30,7 +30,6 @@ from tests.harness.slack import (
     KEY,
     FakeLLM,
     Harness,
-    claims_of,
     directory,
     environ,
     mention,
@@ -182,8 +181,8 @@ async def test_socket_mode_backfills_on_start_and_after_every_reconnect(
             seen = Backfilled(rt.service)
             stop = asyncio.Event()
             client = web_client(settings, fake.api_url)
-            task = asyncio.create_task(run_slack(rt.service, rt.settings, claims_of(rt),
-                                                 client=client, stop=stop, history=rt.store))
+            task = asyncio.create_task(run_slack(rt.service, rt.settings, client=client,
+                                                 stop=stop, history=rt.store))
             try:
                 await seen.until(2)
                 assert [t.message_id for t in await rt.store.turns(KEY)] == [
@@ -228,7 +227,7 @@ async def test_http_mode_backfills_on_start(tmp_path: Path, llm: FakeLLM) -> Non
             seen = Backfilled(rt.service)
             stop = asyncio.Event()
             task = asyncio.create_task(run_slack(
-                rt.service, rt.settings, claims_of(rt), client=web_client(settings, fake.api_url),
+                rt.service, rt.settings, client=web_client(settings, fake.api_url),
                 stop=stop, history=rt.store))
             try:
                 await seen.until(1)

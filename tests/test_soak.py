@@ -101,12 +101,13 @@ class FaultySlack(FakeSlack):
 
 
 class Finished:
-    """Counts ``on_message`` calls that returned, per platform, and wakes waiters."""
+    """Counts messages the service received (``receive`` returned), per platform, and wakes
+    waiters."""
 
     def __init__(self, rt: Runtime) -> None:
         self.done: Counter[str] = Counter()
         self.changed = asyncio.Condition()
-        inner = rt.service.on_message
+        inner = rt.service.receive
 
         async def counted(msg: Any, **kwargs: Any) -> Any:
             try:
@@ -116,7 +117,7 @@ class Finished:
                 async with self.changed:
                     self.changed.notify_all()
 
-        rt.service.on_message = counted  # type: ignore[method-assign]
+        rt.service.receive = counted  # type: ignore[method-assign]
 
     async def until(self, platform: str, n: int, within: float) -> None:
         async with asyncio.timeout(within), self.changed:

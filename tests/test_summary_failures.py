@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.service import digest_failure
+from bot.memory_commands import digest_failure
 from memory.errors import SummaryRejected
 from tests.fakes.openai_server import Error, FakeOpenAI, Hang, Text
 from tests.harness.service import KEY, msg, runtime
@@ -32,7 +32,7 @@ async def test_summary_names_the_failure(tmp_path: Path, answer: object, said: s
     ) as rt:
         await rt.service.on_message(msg(1, "The release is v2.7.1, order ORD-2041."))
         fake.push(answer)  # type: ignore[arg-type]
-        text = (await rt.service.summary(KEY)).text
+        text = (await rt.service.memory_commands.summary(KEY)).text
     assert said in text, text
     assert "this is the stored summary" in text
     assert "unavailable" not in text

@@ -97,5 +97,5 @@ class DiscordOutlet:
 
 def register_outlet(client: discord.Client, service: ChatService) -> None:
     """Let the digest scheduler post on Discord through ``client``."""
-    if service.digests is not None:
-        service.digests.add_outlet("discord", DiscordOutlet(client, service.outbox))
+    if (digests := service.catchup_commands.digests) is not None:
+        digests.add_outlet("discord", DiscordOutlet(client, service.outbox))

@@ -2,10 +2,10 @@
 
 It records every human message it can read in text channels, threads and DMs, answers
 when mentioned, in DMs and to replies to its own messages (as a Discord reply, "typing"
-meanwhile), and forwards edits and deletions. A message is translated once (where the
-bot may not answer, it is not addressed), decided once (``will_reply``: the channel's
-``reply_mode``) and answered once. Every send carries ``AllowedMentions.none()``, so
-model output can never ping anyone.
+meanwhile; ``bot.reply_flow`` through ``DiscordReplies``), and forwards edits and
+deletions. A message is translated once (where the bot may not answer, it is not
+addressed), handed to the service once and answered once. Every send carries
+``AllowedMentions.none()``, so model output can never ping anyone.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -25,59 +25,20 @@ from adapters.discord.backfill import discord_backfiller, on_shard
 from adapters.discord.catchup import register_outlet
 from adapters.discord.commands import add_commands
 from adapters.discord.options import PERMISSION_NAMES, DiscordOptions
-from adapters.discord.outlet import DiscordPosts
-from adapters.discord.text import (
-    MAX_MESSAGES,
-    MESSAGE_LIMIT,
-    NO_PINGS,
-    channel_key,
-    plan_reply,
-    preview,
-)
+from adapters.discord.outlet import DiscordReplies
+from adapters.discord.text import NO_PINGS, channel_key
 from adapters.discord.text import to_incoming as translate
-from adapters.replies import LiveThrottle
 from bot.commands.declare import Registry
 from bot.commands.registry import COMMANDS
-from bot.messages import IncomingMessage, Reply
-from bot.outbox import Outbox, Post, reply_id
-from bot.owed import answer_missed_mentions, stop_answering_missed
+from bot.messages import IncomingMessage
+from bot.missed import answer_missed_mentions, stop_answering_missed
+from bot.reply_flow import ReplyFlow
 from bot.service import ChatService
-from bot.shutdown import SHUTDOWN_APOLOGY
 from bot.wording import plural
-from memory.models import ChannelKey, OwedReply
 
 __all__ = ["GistbotClient"]
 
 log = logging.getLogger(__name__)
-
-
-class _LiveReply:
-    """A streamed answer: sent at the first delta, edited at most once per ``interval``."""
-
-    def __init__(self, client: GistbotClient, trigger: discord.Message, incoming: IncomingMessage,
-                 interval: float) -> None:
-        self.client, self.trigger, self.incoming = client, trigger, incoming
-        self.throttle = LiveThrottle(interval)
-        self.message: discord.Message | None = None
-        self.broken = False
-
-    async def update(self, text: str) -> None:
-        if self.broken or not self.throttle.due():
-            return
-        try:
-            if self.message is None:
-                self.message = await self.client.send_chunk(self.trigger, preview(text), True)
-                self.broken = self.message is None
-                if self.message is not None and (owed := self.client.service.owed) is not None:
-                    # a late answer replaces this start instead of leaving it beside it
-                    await owed.showing(self.incoming.key, self.incoming.message_id,
-                                       str(self.message.id))
-            else:
-                await self.message.edit(content=preview(text), allowed_mentions=NO_PINGS)
-        except discord.HTTPException:
-            log.warning("could not update a streamed reply in %s", self.trigger.channel.id,
-                        exc_info=True)
-            self.broken = True
 
 
 class GistbotClient(discord.AutoShardedClient):
@@ -103,9 +64,9 @@ class GistbotClient(discord.AutoShardedClient):
         self._replying: set[asyncio.Task[Any]] = set()  # message handlers in flight
         self._missed: asyncio.Task[None] | None = None
         self._sweeping = asyncio.Event()
-        self.posts = DiscordPosts(self, may_reference=self._may_reference,
-                                  forbidden=self._forbidden)
-        self.outbox = service.outbox or Outbox(None)  # every answer goes through it
+        self.flow = ReplyFlow(DiscordReplies(
+            self, stream_interval=options.stream_interval if options.stream_replies else None,
+            may_reference=self._may_reference, forbidden=self._forbidden), service.outbox)
         add_commands(self.tree, service, options, commands)  # the registry's commands
         # Backfill after downtime (adapters.backfill): needs the store's history cursor.
         self.backfill: Backfiller | None = (
@@ -121,7 +82,7 @@ class GistbotClient(discord.AutoShardedClient):
             self.service.set_identity("discord", str(self.user.id), self.user.display_name)
         # Startup hook: answer the mentions a crash left unanswered, then keep sweeping.
         self._missed = asyncio.create_task(
-            answer_missed_mentions(self.service, "discord", self.deliver_owed, self._sweeping))
+            answer_missed_mentions(self.service, "discord", self.flow, self._sweeping))
         targets: list[discord.Object | None] = [discord.Object(g) for g in self.options.guild_ids]
         for guild in targets or [None]:
             if guild is not None:
@@ -203,7 +164,7 @@ class GistbotClient(discord.AutoShardedClient):
         return incoming
 
     async def on_message(self, message: discord.Message) -> None:
-        """Record a human message; answer it when addressed."""
+        """Record a human message; answer it when addressed (``bot.reply_flow``)."""
         incoming = self.to_incoming(message)
         if incoming is None:
             return
@@ -211,59 +172,13 @@ class GistbotClient(discord.AutoShardedClient):
         if task is not None:
             self._replying.add(task)
         try:
-            if not await self.service.will_reply(incoming):  # the channel's reply_mode
-                await self.service.on_message(incoming)
-                return
-            await self._answer(message, incoming)
+            received = await self.service.receive(incoming)
+            if received.reply is not None:
+                await self.flow.deliver(received.reply)
         except Exception:
             log.exception("handling message %s in %s failed", message.id, incoming.key)
         finally:
             self._replying.discard(task)  # type: ignore[arg-type]
-
-    async def _answer(self, message: discord.Message, incoming: IncomingMessage) -> None:
-        live = (_LiveReply(self, message, incoming, self.options.stream_interval)
-                if self.options.stream_replies else None)
-        sending = False
-        try:
-            async with self._typing(message.channel):
-                reply = await self.service.on_message(
-                    incoming, on_delta=live.update if live else None)
-            if reply is not None:
-                sending = True
-                if reply.private:  # e.g. the quota notice: a DM
-                    await self._tell_privately(message, reply.text,
-                                               live.message if live else None)
-                    ok = True
-                else:
-                    ok = await self._deliver(incoming.key, incoming.message_id, reply,
-                                             live.message if live else None)
-                await self.service.delivered(incoming, ok)
-        except asyncio.CancelledError:  # shutdown's grace ran out
-            if not sending:
-                await asyncio.shield(self._cut_short(message, incoming, live))
-            raise
-
-    async def _cut_short(self, message: discord.Message, incoming: IncomingMessage,
-                         live: _LiveReply | None) -> None:
-        """Say sorry instead of the answer; the debt is released, so the message is answered
-        after the restart (or by another replica)."""
-        try:
-            if live is not None and live.message is not None:
-                with contextlib.suppress(discord.HTTPException):
-                    await live.message.edit(content=SHUTDOWN_APOLOGY, allowed_mentions=NO_PINGS)
-                if self.service.owed is not None:  # the apology stays; the answer follows it
-                    await self.service.owed.showing(incoming.key, incoming.message_id, "")
-            else:
-                await self.send_chunk(message, SHUTDOWN_APOLOGY, True)
-        finally:
-            await self.service.delivered(incoming, False)
-
-    async def deliver_owed(self, owed: OwedReply, reply: Reply) -> bool:
-        """Deliver the late answer to a mention a crash left unanswered (``bot.owed``),
-        replacing the streamed start the first attempt showed."""
-        into = (self.posts.channel(owed.key).get_partial_message(int(owed.placeholder))
-                if owed.placeholder else None)
-        return await self._deliver(owed.key, owed.message_id, reply, into)
 
     async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
         """An edited message updates its turn (embed previews are not edits)."""
@@ -283,73 +198,6 @@ class GistbotClient(discord.AutoShardedClient):
         key = channel_key(payload.guild_id, payload.channel_id)
         for message_id in sorted(payload.message_ids):
             await self.service.deleted(key, str(message_id))
-
-    # ------------------------------------------------------------------ sending
-
-    async def _deliver(self, key: ChannelKey, message_id: str, reply: Reply,
-                       live: discord.Message | discord.PartialMessage | None) -> bool:
-        """The reply to ``message_id``, through the outbox: into ``live`` (a streamed
-        start) when there is one, its debt settled with the last message."""
-        plan = plan_reply(reply.text, limit=MESSAGE_LIMIT, max_messages=MAX_MESSAGES)
-        last = len(plan.messages) - 1
-        posts = [Post(key, reply_id(key, message_id, i, notice=reply.failed), chunk, message_id,
-                      first=i == 0, attachment=(plan.attachment or "") if i == last else "")
-                 for i, chunk in enumerate(plan.messages)]
-        return await self.outbox.send_all(self.posts, posts,
-                                          into=str(live.id) if live is not None else "",
-                                          settle=message_id)
-
-    async def _tell_privately(self, trigger: discord.Message, text: str,
-                              live: discord.Message | None) -> None:
-        """A direct message to the author (Discord has no private message in a channel)."""
-        if live is not None:
-            with contextlib.suppress(discord.HTTPException):
-                await live.delete()
-        try:
-            await trigger.author.send(text, allowed_mentions=NO_PINGS)
-        except discord.HTTPException:
-            log.warning("could not DM %s (direct messages closed?)", trigger.author.id)
-
-    async def send_chunk(self, trigger: discord.Message | discord.PartialMessage,
-                         content: str, as_reply: bool,
-                         file: discord.File | None = None) -> discord.Message | None:
-        """Send one message to the trigger's channel; ``None`` (logged) if Discord refused."""
-        channel = trigger.channel
-        kwargs: dict[str, Any] = {"allowed_mentions": NO_PINGS}
-        if as_reply and self._may_reference(channel):
-            kwargs["reference"] = trigger.to_reference(fail_if_not_exists=False)
-        if file is not None:
-            kwargs["file"] = file
-        try:
-            return await channel.send(content, **kwargs)
-        except discord.Forbidden:
-            self._forbidden(channel)
-        except discord.HTTPException:
-            log.exception("sending a reply in %s failed", channel.id)
-        return None
-
-    @contextlib.asynccontextmanager
-    async def _typing(self, channel: discord.abc.Messageable) -> AsyncIterator[None]:
-        """Show "typing…" meanwhile, without waiting for it: the message must be recorded
-        before any later message of the channel, so nothing may be awaited first."""
-        stop = asyncio.Event()
-
-        async def show() -> None:
-            try:
-                async with channel.typing():
-                    await stop.wait()
-            except discord.HTTPException:
-                log.debug("typing indicator refused in %s", getattr(channel, "id", "?"),
-                          exc_info=True)
-
-        task = asyncio.create_task(show())
-        try:
-            yield
-        finally:
-            stop.set()
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     # ------------------------------------------------------------------ permissions
 

@@ -5,22 +5,30 @@ Every message is created with a ``nonce`` derived from its outbox id; discord.py
 nonce by the same author within a few minutes instead of creating another. That is how a
 retry after a crash finds its earlier post: by posting again (``find`` has nothing to
 read, since Discord does not return nonces in history).
+
+``DiscordReplies`` adds what ``bot.reply_flow`` needs for a reply: no placeholder but
+"typing…" meanwhile (a streamed reply's first text is posted instead), chunks with the
+overflow attached as a file, and a direct message for an answer to its author only.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import discord
 
-from adapters.discord.text import NO_PINGS, text_file
+from adapters.discord.text import MAX_MESSAGES, MESSAGE_LIMIT, NO_PINGS, plan_reply, text_file
+from adapters.discord.text import preview as preview_of
+from bot.messages import IncomingMessage
 from bot.outbox import Post
 from memory.models import ChannelKey
 
-__all__ = ["DiscordPosts", "nonce"]
+__all__ = ["DiscordPosts", "DiscordReplies", "nonce"]
 
 log = logging.getLogger(__name__)
 NONCE_CHARS = 25  # Discord's limit on a string nonce
@@ -89,3 +97,52 @@ class DiscordPosts:
 
     async def find(self, post: Post) -> str | None:
         return None  # posting again with the same nonce returns the earlier message
+
+
+class DiscordReplies(DiscordPosts):
+    """``bot.reply_flow.ReplyOutlet`` for Discord: a reply quotes its trigger."""
+
+    placeholder = ""  # "typing…" says it; a streamed reply's start is posted at once
+
+    def __init__(self, client: discord.Client, *, stream_interval: float | None,
+                 may_reference: Callable[[Any], bool] = lambda channel: True,
+                 forbidden: Callable[[Any], None] = lambda channel: None) -> None:
+        super().__init__(client, may_reference=may_reference, forbidden=forbidden)
+        self.stream_interval = stream_interval
+
+    def split(self, text: str) -> tuple[list[str], str]:
+        plan = plan_reply(text, limit=MESSAGE_LIMIT, max_messages=MAX_MESSAGES)
+        return list(plan.messages), plan.attachment or ""
+
+    def preview(self, text: str) -> str:
+        return preview_of(text)
+
+    async def whisper(self, msg: IncomingMessage, text: str) -> None:
+        """A direct message to the author (Discord has no private message in a channel)."""
+        try:
+            dm = await self.client.create_dm(discord.Object(int(msg.author_id)))
+            await dm.send(text, allowed_mentions=NO_PINGS)
+        except discord.HTTPException:
+            log.warning("could not DM %s (direct messages closed?)", msg.author_id)
+
+    @contextlib.asynccontextmanager
+    async def working(self, key: ChannelKey) -> AsyncIterator[None]:
+        """Show "typing…" meanwhile, without waiting for Discord to accept it."""
+        channel = self.channel(key)
+        stop = asyncio.Event()
+
+        async def show() -> None:
+            try:
+                async with channel.typing():
+                    await stop.wait()
+            except discord.HTTPException:
+                log.debug("typing indicator refused in %s", key.channel, exc_info=True)
+
+        task = asyncio.create_task(show())
+        try:
+            yield
+        finally:
+            stop.set()
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from adapters.claims import DeliveryClaims
 from bot.extras import Extra, require
 from bot.service import ChatService
 from bot.settings import Settings
@@ -40,7 +39,6 @@ EXTRA = Extra("slack", "Slack support", "adapters.slack.launch", "SLACK_BOT_TOKE
 async def run_slack(
     service: ChatService,
     settings: Settings,
-    claims: DeliveryClaims,
     *,
     client: AsyncWebClient | None = None,
     stop: asyncio.Event | None = None,
@@ -53,5 +51,5 @@ async def run_slack(
     from adapters.slack.options import SlackOptions
     from bot.shutdown import reply_grace
 
-    await serve(service, SlackOptions.from_settings(settings), claims, client=client, stop=stop,
+    await serve(service, SlackOptions.from_settings(settings), client=client, stop=stop,
                 history=history, grace=reply_grace(settings.shutdown_grace_seconds))

@@ -26,7 +26,6 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.claims import DeliveryClaims
 from adapters.slack.catchup import Permalinks, SlackOutlet
 from adapters.slack.commands import SlackCommands
 from adapters.slack.events import SlackEvents
@@ -53,7 +52,6 @@ class SlackAdapter:
         self,
         service: ChatService,
         options: SlackOptions,
-        claims: DeliveryClaims,
         client: AsyncWebClient,
         commands: Registry = COMMANDS,
     ) -> None:
@@ -61,16 +59,15 @@ class SlackAdapter:
         self.options = options
         self.client = client
         self.users = UserDirectory(client)
-        self.events = SlackEvents(service, options, claims, client, self.users, self.identify)
+        self.events = SlackEvents(service, options, client, self.users, self.identify)
         self.commands = SlackCommands(service, options, self.users, commands)
         # /catchup and scheduled digests: adapters/slack/catchup.py
         self.commands.links = links = Permalinks(client)
-        if service.digests is not None:
-            service.digests.add_outlet("slack", SlackOutlet(client, self.users, links,
-                                                                service.outbox))
+        if (digests := service.catchup_commands.digests) is not None:
+            digests.add_outlet("slack", SlackOutlet(client, self.users, links, service.outbox))
         self._identity: BotIdentity | None = None
         self._identity_lock = asyncio.Lock()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -104,7 +101,7 @@ class SlackAdapter:
                 self._identity = ident
             return self._identity
 
-    def spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+    def spawn(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """Run ``work`` beside the acknowledgement; kept so ``drain`` can wait for it."""
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)

@@ -9,7 +9,6 @@ import logging
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.backfill import Backfiller, HistoryStore
-from adapters.claims import DeliveryClaims
 from adapters.slack.app import SlackAdapter, build_app
 from adapters.slack.backfill import slack_backfiller, trigger_on_reconnect
 from adapters.slack.options import SlackOptions
@@ -17,7 +16,7 @@ from adapters.slack.transport import connect_socket_mode, serve_http
 from adapters.slack.users import BotIdentity
 from adapters.slack.web import make_web_client
 from bot.errors import ConfigError
-from bot.owed import answer_missed_mentions, stop_answering_missed
+from bot.missed import answer_missed_mentions, stop_answering_missed
 from bot.service import ChatService
 
 __all__ = ["make_backfill", "serve", "start_answering_missed"]
@@ -28,7 +27,6 @@ log = logging.getLogger(__name__)
 async def serve(
     service: ChatService,
     options: SlackOptions,
-    claims: DeliveryClaims,
     *,
     client: AsyncWebClient | None = None,
     stop: asyncio.Event | None = None,
@@ -50,7 +48,7 @@ async def serve(
             "Slack needs SLACK_APP_TOKEN (Socket Mode) or "
             "SLACK_SIGNING_SECRET (HTTP mode); set one of them"
         )
-    adapter = SlackAdapter(service, options, claims, client or make_web_client(options))
+    adapter = SlackAdapter(service, options, client or make_web_client(options))
     me = await adapter.identify()
     app = build_app(adapter)
     backfill = make_backfill(adapter, me, service, options, history)
@@ -90,5 +88,5 @@ def make_backfill(adapter: SlackAdapter, me: BotIdentity, service: ChatService,
 def start_answering_missed(adapter: SlackAdapter, stop: asyncio.Event) -> asyncio.Task[None]:
     """Startup hook: answer the mentions a crash left unanswered, then keep sweeping."""
     return asyncio.get_running_loop().create_task(
-        answer_missed_mentions(adapter.service, "slack", adapter.events.deliver_owed, stop)
+        answer_missed_mentions(adapter.service, "slack", adapter.events.flow, stop)
     )

@@ -2,25 +2,35 @@
 or finishes carries its outbox id in the message ``metadata``, so after a crash the post
 is found again in the thread (``conversations.replies``) or the channel
 (``conversations.history``), both read with ``include_all_metadata``.
+
+``SlackReplies`` adds what ``bot.reply_flow`` needs for a reply: the "thinking…"
+placeholder, mrkdwn chunks (:mod:`adapters.slack.text`), streamed previews at most once per
+``STREAM_INTERVAL`` and ephemeral answers for the author only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.slack.options import SlackOptions
+from adapters.slack.text import format_reply
+from adapters.slack.users import UserDirectory
 from adapters.slack.web import call
+from bot.messages import IncomingMessage
 from bot.outbox import Post
 from memory.models import ChannelKey
 
-__all__ = ["EVENT_TYPE", "SlackPosts", "metadata"]
+__all__ = ["EVENT_TYPE", "PLACEHOLDER", "SlackPosts", "SlackReplies", "metadata"]
 
 log = logging.getLogger(__name__)
 EVENT_TYPE = "gistbot_outbox"
+PLACEHOLDER = "_thinking…_"
 SEARCH_PAGES = 2  # pages of 100 read to find an earlier post (a thread, or the channel)
 
 
@@ -85,3 +95,31 @@ class SlackPosts:
             if not cursor:
                 return None
         return None
+
+
+class SlackReplies(SlackPosts):
+    """``bot.reply_flow.ReplyOutlet`` for Slack: replies go in the message's thread."""
+
+    placeholder = PLACEHOLDER
+
+    def __init__(self, client: AsyncWebClient, options: SlackOptions,
+                 users: UserDirectory) -> None:
+        super().__init__(client)
+        self.users = users
+        self.stream_interval = options.stream_interval if options.stream_replies else None
+
+    def split(self, text: str) -> tuple[list[str], str]:
+        return format_reply(text, self.users.known()), ""
+
+    def preview(self, text: str) -> str:
+        return f"{(format_reply(text, self.users.known()) or [''])[0]} …"
+
+    async def whisper(self, msg: IncomingMessage, text: str) -> None:
+        channel = msg.key.channel
+        await call(f"chat.postEphemeral in {channel}", self.client.chat_postEphemeral(
+            channel=channel, user=msg.author_id, text=text,
+            thread_ts=msg.route or msg.message_id))
+
+    @contextlib.asynccontextmanager
+    async def working(self, key: ChannelKey) -> AsyncIterator[None]:
+        yield  # the placeholder says it

@@ -2,7 +2,7 @@
 
 ``GistbotChannel.replay(conv, budget, folder)`` opens the real runtime (``Runtime.open``
 with ``Settings`` built from an explicit mapping: the offline model, a SQLite file in
-``folder``, ``CONTEXT_TOKENS`` chosen so that ``ChatService.memory_budget()`` equals the
+``folder``, ``CONTEXT_TOKENS`` chosen so that ``bot.budget.memory_budget`` equals the
 benchmark budget), records every turn as an adapter would (``ChatService.on_message``, not
 addressed to the bot, ``sent_at`` = the turn's time in its session) at channel pace (each
 message after background compaction is idle), waits for compaction, and snapshots the
@@ -35,6 +35,7 @@ from typing import Any
 from benchmarks.longmem.generate import Conversation, Question
 from benchmarks.longmem.methods import fixed
 from bot.app import Runtime
+from bot.budget import memory_budget
 from bot.errors import ConfigError
 from bot.messages import IncomingMessage
 from bot.prompts import build_messages
@@ -51,7 +52,7 @@ ASK_DELAY = 86_400.0  # questions come a day after the last session
 
 def default_budget() -> int:
     """The memory budget of a default deployment: ``CONTEXT_TOKENS − REPLY_TOKENS − fixed``
-    (``ChatService.memory_budget`` with the default settings and system prompt)."""
+    (``bot.budget.memory_budget`` with the default settings and system prompt)."""
     defaults = Settings.model_fields
     context = int(defaults["context_tokens"].default)
     reply = int(defaults["reply_tokens"].default)
@@ -113,8 +114,9 @@ class GistbotChannel:
         stack = contextlib.AsyncExitStack()
         rt = await stack.enter_async_context(Runtime.open(self.settings))
         self._open = _Open(stack, rt)
-        if rt.service.memory_budget() != self.budget:
-            raise AssertionError(f"memory budget {rt.service.memory_budget()} != {self.budget}")
+        budget = memory_budget(rt.settings, rt.memory.tokenizer)
+        if budget != self.budget:
+            raise AssertionError(f"memory budget {budget} != {self.budget}")
         return rt
 
     async def _stop(self) -> None:
@@ -176,7 +178,7 @@ async def reply_prompt(rt: Runtime, msg: IncomingMessage) -> list[ChatMessage]:
     ``ChatService._reply`` does (keep them in step)."""
     result = await rt.memory.record(NewTurn(msg.key, msg.message_id, "user", msg.author_id,
                                             msg.author_name, msg.text, 0, msg.sent_at))
-    view = await rt.memory.view(msg.key, rt.service.memory_budget(),
+    view = await rt.memory.view(msg.key, memory_budget(rt.settings, rt.memory.tokenizer),
                                 through_seq=result.turn.seq, recall=True)
     return build_messages(rt.service.config.system_prompt, view)
 

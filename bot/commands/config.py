@@ -72,7 +72,7 @@ async def _run(ctx: Context, args: ConfigRequest) -> CommandResult:
         may_server=changing and await ctx.may(server),
         channel_rule=ctx.refusal(channel, "change this channel's settings"),
         server_rule=ctx.refusal(server, "change this server's settings"))
-    return await ctx.service.configure(ctx.key, args, caller)
+    return await ctx.service.config_command.configure(ctx.key, args, caller)
 
 
 def _keys(service: CommandService, commands: Registry, options: Mapping[str, str]) -> Sequence[str]:

@@ -42,12 +42,8 @@ class Permission(enum.Enum):
     MANAGE_SERVER = "manage_server"  # a server's (workspace's) settings
 
 
-class CommandService(Protocol):
-    """What commands ask of the service (``bot.service.ChatService`` is one). A place
-    (``bot.catchup_command.Where``) and a digest request pass through as they are."""
-
-    @property
-    def channels(self) -> ChannelConfig: ...
+class MemoryFeature(Protocol):
+    """The memory commands (``bot.memory_commands.MemoryCommands`` is one)."""
 
     async def summary(self, key: ChannelKey, author_id: str = "") -> CommandResult: ...
 
@@ -62,13 +58,38 @@ class CommandService(Protocol):
     async def forget(self, key: ChannelKey, ref: str, *, allowed: bool,
                      refusal: str | None = None) -> CommandResult: ...
 
+
+class ConfigFeature(Protocol):
+    """``/config`` (``bot.config_command.ConfigCommand`` is one)."""
+
     async def configure(self, key: ChannelKey, request: ConfigRequest,
                         caller: Caller) -> CommandResult: ...
+
+
+class CatchupFeature(Protocol):
+    """``/catchup`` and ``/digest`` (``bot.catchup_wiring.CatchupCommands`` is one). A place
+    (``bot.catchup_command.Where``) and a digest request pass through as they are."""
 
     async def catchup(self, where: Any, author_id: str, text: CatchupArgs) -> CommandResult: ...
 
     async def digest(self, where: Any, text: Any, *, allowed: bool, by: str = "",
                      refusal: str = "") -> CommandResult: ...
+
+
+class CommandService(Protocol):
+    """What commands ask of the service (``bot.service.ChatService`` is one): its features."""
+
+    @property
+    def channels(self) -> ChannelConfig: ...
+
+    @property
+    def memory_commands(self) -> MemoryFeature: ...
+
+    @property
+    def config_command(self) -> ConfigFeature: ...
+
+    @property
+    def catchup_commands(self) -> CatchupFeature: ...
 
 
 class Suggest(Protocol):

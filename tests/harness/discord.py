@@ -25,6 +25,7 @@ from adapters.discord.text import channel_key
 from bot.app import Runtime
 from bot.commands.declare import Registry
 from bot.commands.registry import COMMANDS
+from bot.reply_flow import ReplyFlow
 from bot.service import ChatService
 from bot.settings import Settings, load_settings
 from memory.models import ChannelKey
@@ -80,13 +81,18 @@ def make_settings(tmp_path: Path, llm: FakeOpenAI, **env: str) -> Settings:
 
 
 class Watch:
-    """Wakes waiters each time the service has finished handling an event, so tests wait
-    on events (with a deadline) instead of polling the store."""
+    """Wakes waiters each time the service has finished handling an event (or the client's
+    reply flow a reply), so tests wait on events (with a deadline) instead of polling the
+    store."""
 
     def __init__(self, service: ChatService) -> None:
         self._changed = asyncio.Condition()
-        for name in ("on_message", "edited", "deleted"):
+        for name in ("receive", "edited", "deleted"):
             setattr(service, name, self._wrap(getattr(service, name)))
+
+    def replies(self, flow: ReplyFlow) -> None:
+        """Wake waiters after each reply ``flow`` delivered too."""
+        flow.deliver = self._wrap(flow.deliver)  # type: ignore[method-assign]
 
     def _wrap(self, method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         async def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -117,6 +123,7 @@ async def running(
         client = create_client(rt.service, DiscordOptions.from_settings(rt.settings),
                                history=rt.store if backfill else None,
                                guild_ready_timeout=0.05, commands=commands)
+        watch.replies(client.flow)
         async with client:
             task = asyncio.create_task(client.start(TOKEN))
             try:

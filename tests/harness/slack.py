@@ -19,13 +19,12 @@ from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 from urllib.parse import urlencode
 
 import aiohttp
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.claims import DeliveryClaims
 from adapters.slack.app import SlackAdapter, build_app
 from adapters.slack.events import PLACEHOLDER
 from adapters.slack.options import SlackOptions
@@ -48,7 +47,6 @@ __all__ = [
     "TS",
     "FakeLLM",
     "Harness",
-    "claims_of",
     "directory",
     "environ",
     "event_body",
@@ -213,18 +211,12 @@ def web_client(settings: Settings, api_url: str) -> AsyncWebClient:
     return make_web_client(SlackOptions.from_settings(settings), base_url=api_url)
 
 
-def claims_of(rt: Runtime) -> DeliveryClaims:
-    """``rt``'s store as the delivery claims (both stores implement them structurally)."""
-    return cast(DeliveryClaims, rt.store)
-
-
 def make_adapter(rt: Runtime, api_url: str, commands: Registry = COMMANDS,
                  **options: Any) -> SlackAdapter:
     """An adapter for ``rt``'s service offering ``commands`` (``options`` override
     ``SlackOptions`` fields)."""
     opts = replace(SlackOptions.from_settings(rt.settings), **options)
-    return SlackAdapter(rt.service, opts, claims_of(rt), make_web_client(opts, base_url=api_url),
-                        commands)
+    return SlackAdapter(rt.service, opts, make_web_client(opts, base_url=api_url), commands)
 
 
 @contextlib.asynccontextmanager

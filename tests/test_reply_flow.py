@@ -1,0 +1,247 @@
+"""The one reply flow (``bot.reply_flow``): placeholder, streaming, chunking, delivery,
+apology and settling through a recording outlet; and the path of one Slack event, from
+the adapter to the posted reply, through the real Slack adapter and service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.messages import DeltaSink, IncomingMessage, Outcome, PendingReply, Reply
+from bot.outbox import Post
+from bot.reply_flow import ReplyFlow
+from bot.shutdown import SHUTDOWN_APOLOGY
+from memory.models import ChannelKey
+from tests.harness.slack import Harness, mention
+
+KEY = ChannelKey("test", "w", "c")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Outlet:
+    """A ``ReplyOutlet`` that records what it is asked to do; ids are "1", "2", …"""
+
+    def __init__(self, placeholder: str = "thinking…", stream_interval: float | None = None,
+                 limit: int = 1000) -> None:
+        self.placeholder, self.stream_interval, self.limit = placeholder, stream_interval, limit
+        self.log: list[tuple[str, ...]] = []
+        self.refuse_posts = False
+
+    async def post(self, post: Post) -> str | None:
+        if self.refuse_posts:
+            return None
+        self.log.append(("post", post.text))
+        return str(sum(1 for entry in self.log if entry[0] == "post"))
+
+    async def edit(self, post: Post, message_id: str) -> bool:
+        self.log.append(("edit", message_id, post.text))
+        return True
+
+    async def delete(self, key: ChannelKey, message_id: str) -> bool:
+        self.log.append(("delete", message_id))
+        return True
+
+    async def find(self, post: Post) -> str | None:
+        self.log.append(("find", post.outbox_id))
+        return "77"
+
+    def split(self, text: str) -> tuple[list[str], str]:
+        return [text[i:i + self.limit] for i in range(0, len(text), self.limit)], ""
+
+    def preview(self, text: str) -> str:
+        return f"{text} …"
+
+    async def whisper(self, msg: IncomingMessage, text: str) -> None:
+        self.log.append(("whisper", msg.author_id, text))
+
+    @contextlib.asynccontextmanager
+    async def working(self, key: ChannelKey) -> AsyncIterator[None]:
+        self.log.append(("working",))
+        yield
+
+
+class Debt:
+    """What the flow reports back: shown placeholders and settlements."""
+
+    def __init__(self) -> None:
+        self.shown: list[str] = []
+        self.settled: list[bool] = []
+
+    async def show(self, placeholder: str) -> None:
+        self.shown.append(placeholder)
+
+    async def settle(self, ok: bool) -> None:
+        self.settled.append(ok)
+
+
+def pending(compose: Callable[[DeltaSink | None], Awaitable[Reply | None]], debt: Debt, *,
+            outcome: Outcome = Outcome.RECORDED, message_id: str = "m1", **kw: Any
+            ) -> PendingReply:
+    msg = IncomingMessage(KEY, message_id, "alice", "Alice", "hi?", 0.0, mentions_bot=True)
+    return PendingReply(msg, outcome, compose, debt.show, debt.settle, owed=True, **kw)
+
+
+def answer(text: str, *, private: bool = False) -> Callable[[DeltaSink | None],
+                                                            Awaitable[Reply]]:
+    async def compose(sink: DeltaSink | None) -> Reply:
+        if sink is not None:
+            for i in range(1, len(text) + 1):
+                await sink(text[:i])
+        return Reply(text, private=private)
+
+    return compose
+
+
+async def test_placeholder_then_the_answer_in_it_then_settled() -> None:
+    outlet, debt = Outlet(limit=5), Debt()
+    assert await ReplyFlow(outlet).deliver(pending(answer("hello world"), debt))
+    assert outlet.log == [("post", "thinking…"), ("working",), ("edit", "1", "hello"),
+                          ("post", " worl"), ("post", "d")]  # chunks after the first follow
+    assert debt.shown == ["1"] and debt.settled == [True]
+
+
+async def test_streamed_into_the_placeholder_or_posted_at_the_first_delta() -> None:
+    outlet, debt = Outlet(stream_interval=0.0), Debt()
+    await ReplyFlow(outlet).deliver(pending(answer("abc"), debt))
+    assert [e for e in outlet.log if e[0] == "edit"] == [
+        ("edit", "1", "a …"), ("edit", "1", "ab …"), ("edit", "1", "abc …"), ("edit", "1", "abc")]
+    bare, debt = Outlet(placeholder="", stream_interval=0.0), Debt()
+    await ReplyFlow(bare).deliver(pending(answer("abc"), debt))
+    assert bare.log[:3] == [("working",), ("post", "a …"), ("edit", "1", "ab …")]
+    assert debt.shown == ["1"]  # the streamed start stands in for a placeholder
+
+
+async def test_a_private_answer_removes_the_placeholder_and_is_whispered() -> None:
+    outlet, debt = Outlet(), Debt()
+    await ReplyFlow(outlet).deliver(pending(answer("over quota", private=True), debt))
+    assert outlet.log == [("post", "thinking…"), ("working",), ("delete", "1"),
+                          ("whisper", "alice", "over quota")]
+    assert debt.settled == [True]
+
+
+async def test_nothing_to_send_removes_the_placeholder() -> None:
+    async def nothing(sink: DeltaSink | None) -> None:
+        return None
+
+    outlet, debt = Outlet(), Debt()
+    assert await ReplyFlow(outlet).deliver(pending(nothing, debt))
+    assert outlet.log[-1] == ("delete", "1") and debt.settled == [True]
+
+
+async def test_a_failing_model_call_is_answered_with_a_sentence() -> None:
+    async def broken(sink: DeltaSink | None) -> Reply:
+        raise RuntimeError("secret detail")
+
+    outlet, debt = Outlet(), Debt()
+    await ReplyFlow(outlet).deliver(pending(broken, debt))
+    (text,) = [e[2] for e in outlet.log if e[0] == "edit"]
+    assert "secret" not in text and text.startswith("Sorry")
+
+
+async def test_a_store_failure_is_told_once_per_message_and_without_a_placeholder() -> None:
+    outlet, flow = Outlet(), ReplyFlow(Outlet())
+    flow.outlet = outlet
+    for _ in range(2):  # the platform delivers the unstored message again
+        await flow.deliver(pending(answer("couldn't save"), Debt(), outcome=Outcome.STORE_FAILED))
+    assert outlet.log == [("working",), ("post", "couldn't save"), ("working",)]
+
+
+async def test_cut_short_by_shutdown_leaves_an_apology_and_releases_the_debt() -> None:
+    started = asyncio.Event()
+
+    async def slow(sink: DeltaSink | None) -> Reply:
+        started.set()
+        await asyncio.sleep(60)
+        return Reply("never")
+
+    outlet, debt = Outlet(), Debt()
+    task = asyncio.create_task(ReplyFlow(outlet).deliver(pending(slow, debt)))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert outlet.log[-1] == ("edit", "1", SHUTDOWN_APOLOGY)
+    assert debt.shown == ["1", ""] and debt.settled == [False]  # answered after the restart
+
+    bare, debt = Outlet(placeholder=""), Debt()
+    bare.find = lambda post: asyncio.sleep(0, None)  # type: ignore[method-assign]  # none
+    started.clear()
+    task = asyncio.create_task(ReplyFlow(bare).deliver(pending(slow, debt, late=True)))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert bare.log == [] and debt.settled == [False]  # told sorry the first time already
+
+
+async def test_a_late_answer_goes_into_the_placeholder_found_by_its_outbox_id() -> None:
+    outlet, debt = Outlet(stream_interval=0.0), Debt()
+    await ReplyFlow(outlet).deliver(pending(answer("late"), debt, late=True))
+    assert outlet.log[0][0] == "find" and outlet.log[-1] == ("edit", "77", "late")
+    assert ("post", "thinking…") not in outlet.log and debt.settled == [True]
+    assert ("working",) not in outlet.log  # made in the background: nobody watches it typed
+
+
+async def test_with_no_placeholder_posted_the_answer_is_posted() -> None:
+    outlet, debt = Outlet(), Debt()
+    outlet.refuse_posts = True  # the placeholder is refused, then Slack recovers
+    flow = ReplyFlow(outlet)
+
+    async def recovering(sink: DeltaSink | None) -> Reply:
+        outlet.refuse_posts = False
+        return Reply("answer")
+
+    await flow.deliver(pending(recovering, debt))
+    assert outlet.log == [("working",), ("post", "answer")] and debt.shown == []
+
+
+# ---------------------------------------------------------------- one Slack event's path
+
+
+def on_path(frames: list[inspect.FrameInfo]) -> list[str]:
+    """The gistbot functions (adapters/, bot/) on a stack, outermost first."""
+    names = []
+    for f in reversed(frames):
+        path = Path(f.filename).resolve()
+        if path.is_relative_to(ROOT / "adapters") or path.is_relative_to(ROOT / "bot"):
+            names.append(f"{path.relative_to(ROOT).with_suffix('')}:{f.function}")
+    return names
+
+
+async def test_one_slack_event_reaches_its_reply_through_few_functions(h: Harness) -> None:
+    """From the HTTP listener to the answer posted into its placeholder: the functions
+    passed (the stacks where the message is received, the answer is made and it is
+    posted) and the calls from the adapter into the service layer."""
+    stacks: list[list[str]] = []
+
+    def spy(target: Any, name: str) -> None:
+        real = getattr(target, name)
+
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            stacks.append(on_path(inspect.stack()[1:]))
+            return await real(*args, **kwargs)
+
+        setattr(target, name, wrapper)
+
+    spy(h.rt.service, "receive")
+    spy(h.rt.service.llm, "complete")
+    spy(h.rt.service.llm, "stream")
+    spy(h.adapter.events.flow.outlet, "edit")
+    assert await h.event(mention()) == 200
+    await h.settle()
+    received, composed, posted = stacks
+    received.append("bot/service:receive")  # the spied functions themselves
+    posted.append("adapters/slack/outlet:edit")
+    path = dict.fromkeys(received + composed + posted)
+    assert len(path) <= 12, "\n".join(path)
+    crossings = [b for stack in (received, composed, posted) for a, b in zip(
+        ["(spawned)", *stack], stack, strict=False) if b.startswith("bot/")
+        and not a.startswith("bot/")]
+    assert sorted(set(crossings)) == ["bot/reply_flow:deliver", "bot/service:receive"]
