@@ -16,6 +16,8 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from bot.attachments import Limits
+from bot.attachments.intake import AttachmentIntake
 from bot.budget import window_policy
 from bot.catchup_wiring import attach_catchup
 from bot.channel_config import ChannelConfig, Defaults
@@ -158,6 +160,11 @@ class Runtime:
             service = ChatService(memory, model, config, owed=owed, channels=channels,
                                   quota=quota)
             service.outbox = Outbox(store if isinstance(store, OutboxStore) else None)
+            service.attachments = AttachmentIntake(memory, Limits(
+                max_chars=settings.attachment_max_chars,
+                max_bytes=settings.attachment_max_bytes,
+                timeout=settings.attachment_timeout,
+            ), vision=settings.vision, vision_models=settings.vision_models)
             attach_catchup(service, settings, store, model, tokenizer)
             if start_background:
                 await memory.start()
@@ -175,6 +182,7 @@ class Runtime:
             finally:
                 if service.digests is not None:
                     await service.digests.stop()
+                await service.attachments.close()
                 await owed.close()
                 await channels.close()
                 await memory.close(grace=compaction_grace(settings.shutdown_grace_seconds))

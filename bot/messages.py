@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bot.attachments.model import Attachment
 from memory.models import ChannelKey
 
 __all__ = ["CommandResult", "IncomingMessage", "Reply"]
@@ -27,6 +28,8 @@ class IncomingMessage:
     is_direct: bool = False
     reply_to_bot: bool = False
     route: str = ""  # what the adapter needs to answer it later (Slack: the thread's ts)
+    # files shared with it, from the platform's event (bot.attachments reads them)
+    attachments: tuple[Attachment, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from adapters.claims import DeliveryClaims
 from adapters.slack.catchup import Permalinks, SlackOutlet
 from adapters.slack.commands import COMMANDS, SlackCommands
 from adapters.slack.events import SlackEvents
+from adapters.slack.files import file_source
 from adapters.slack.options import SlackOptions
 from adapters.slack.transport import quiet_bolt_logs
 from adapters.slack.users import BotIdentity, UserDirectory
@@ -57,6 +58,7 @@ class SlackAdapter:
         self.service = service
         self.options = options
         self.client = client
+        service.attachments.register(file_source(client))  # files read (bot.attachments)
         self.users = UserDirectory(client)
         self.events = SlackEvents(service, options, claims, client, self.users, self.identify)
         self.commands = SlackCommands(service, options, self.users)

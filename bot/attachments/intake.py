@@ -1,0 +1,167 @@
+"""``AttachmentIntake``: the service's side of attachments.
+
+Reading never holds up recording: the service records the message (its files named by
+placeholders) and then calls ``start``, which reads the files in the background and edits
+the turn so their text replaces the placeholders. Before a reply is built, ``settle`` waits
+(at most ``Limits.timeout``) for that edit, so the reply sees the files; when they arrive
+later, the edit still lands and later replies see them. A platform edit of the message keeps
+the files' text (``reapply``). Each adapter registers its ``FileSource`` (hosts and auth);
+a platform with none has its files named only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+import aiohttp
+
+from bot.attachments.fetch import FileSource, Refused, fetch
+from bot.attachments.model import Attachment, Limits, Reading
+from bot.attachments.read import read_bytes
+from bot.attachments.render import compose, render_all
+from bot.attachments.vision import ImagePart, fit_images, sees_images
+from bot.messages import IncomingMessage
+from memory.errors import StoreError
+from memory.manager import MemoryManager
+from memory.models import ChannelKey
+
+__all__ = ["MAX_FILES", "AttachmentIntake", "Settled"]
+
+log = logging.getLogger(__name__)
+MAX_FILES = 10  # per message, as Discord and Slack allow
+_KEPT = 512  # settled messages remembered for replies and edits
+
+Key = tuple[ChannelKey, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """A message's files once read: the turn's text with them, the images among them, and
+    each placeholder's block (to put back after a platform edit)."""
+
+    text: str
+    images: tuple[Reading, ...] = ()
+    blocks: tuple[tuple[str, str], ...] = ()
+
+
+class AttachmentIntake:
+    """Reads the files of recorded messages into their turns (see the module docstring)."""
+
+    def __init__(self, memory: MemoryManager | None = None, limits: Limits | None = None, *,
+                 vision: str = "off", vision_models: Collection[str] = ()) -> None:
+        self.memory = memory
+        self.limits = limits or Limits()
+        self.vision = vision
+        self.vision_models = frozenset(vision_models)
+        self.sources: dict[str, FileSource] = {}
+        self._tasks: dict[Key, asyncio.Task[Settled]] = {}
+        self._settled: OrderedDict[Key, Settled] = OrderedDict()
+        self._slots: asyncio.Semaphore | None = None
+
+    def register(self, source: FileSource) -> None:
+        """Let ``source.platform``'s files be fetched from its hosts, with its headers."""
+        self.sources[source.platform] = source
+
+    def wants(self, msg: IncomingMessage) -> bool:
+        """Whether ``msg`` has files to read (``ATTACHMENT_MAX_CHARS`` 0: never)."""
+        return bool(msg.attachments) and self.limits.max_chars > 0
+
+    def start(self, msg: IncomingMessage, stored: str, *, store: bool = True) -> None:
+        """Read ``msg``'s files in the background; ``stored`` is the turn's text as
+        recorded, edited in place when ``store`` (not for a message kept nowhere)."""
+        key = (msg.key, msg.message_id)
+        if not self.wants(msg) or key in self._tasks or key in self._settled:
+            return
+        task = asyncio.create_task(self._work(msg, stored, store), name=f"files {msg.message_id}")
+        self._tasks[key] = task
+        task.add_done_callback(lambda t: self._tasks.pop(key, None) if self._tasks.get(key)
+                               is t else None)
+
+    async def settle(self, msg: IncomingMessage, stored: str, *, store: bool = True
+                     ) -> Settled | None:
+        """``msg``'s files read (started now if they were not), waiting at most the time
+        limit; None when it has none or they are still on their way."""
+        key = (msg.key, msg.message_id)
+        if key in self._settled:
+            return self._settled[key]
+        self.start(msg, stored, store=store)
+        task = self._tasks.get(key)
+        if task is None:
+            return self._settled.get(key)
+        done, _ = await asyncio.wait({task}, timeout=self.limits.timeout + 1)
+        if not done:
+            log.info("files of %s in %s still arriving; replying without them",
+                     msg.message_id, msg.key)
+            return None
+        return task.result()
+
+    def reapply(self, key: ChannelKey, message_id: str, text: str) -> str:
+        """An edited message's ``text`` with its files' blocks back in place of the
+        placeholders it still has (a file removed by the edit stays out)."""
+        settled = self._settled.get((key, message_id))
+        if settled is None:
+            return text
+        present = [(p, b) for p, b in settled.blocks if p and p in text]
+        files = [Attachment("", "", placeholder=p) for p, _ in present]
+        return compose(text, files, [b for _, b in present])
+
+    def sees(self, model: str) -> bool:
+        """Whether ``model`` is sent images (``VISION``, ``VISION_MODELS``)."""
+        return sees_images(self.vision, model, self.vision_models)
+
+    def images_for(self, settled: Settled | None, model: str, budget: int) -> list[ImagePart]:
+        """The images of ``settled`` a vision ``model`` gets within ``budget`` tokens."""
+        if settled is None or not settled.images or not model or not self.sees(model):
+            return []
+        return fit_images(settled.images, budget, self.limits.max_pixels)
+
+    async def close(self) -> None:
+        """Stop reading (shutdown): a turn keeps its placeholders."""
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # ------------------------------------------------------------------ the work
+
+    async def _work(self, msg: IncomingMessage, stored: str, store: bool) -> Settled:
+        files: Sequence[Attachment] = msg.attachments[:MAX_FILES]
+        readings = await asyncio.gather(*(self._read(msg.key.platform, a) for a in files))
+        blocks = render_all(list(zip(files, readings, strict=True)), self.limits.max_chars)
+        text = compose(stored, files, blocks)
+        settled = Settled(text, tuple(r for r in readings if r.kind == "image"),
+                          tuple((a.placeholder, b) for a, b in zip(files, blocks, strict=True)))
+        if store and self.memory is not None and text != stored:
+            try:
+                outcome = await self.memory.edit(msg.key, msg.message_id, text)
+                log.debug("files of %s in %s: %s", msg.message_id, msg.key, outcome)
+            except StoreError as e:
+                log.error("could not add the files of %s in %s: %s", msg.message_id, msg.key, e)
+        self._settled[(msg.key, msg.message_id)] = settled
+        while len(self._settled) > _KEPT:
+            self._settled.popitem(last=False)
+        return settled
+
+    async def _read(self, platform: str, att: Attachment) -> Reading:
+        """One file, never raising: a refusal or failure is a ``Reading`` saying so."""
+        source = self.sources.get(platform)
+        if source is None:
+            return Reading("refused", reason="not fetched")
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.limits.concurrency)
+        try:
+            async with self._slots:
+                data, declared = await fetch(source, att, self.limits)
+            return await read_bytes(data, declared or att.content_type, self.limits)
+        except Refused as e:
+            return Reading("refused", reason=f"not fetched: {e}")
+        except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as e:
+            log.info("download of %s failed: %s", att.name, type(e).__name__)
+            return Reading("refused", reason="not fetched: the download failed")
+        except Exception:
+            log.exception("reading %s failed", att.name)
+            return Reading("unreadable", reason="unreadable")
