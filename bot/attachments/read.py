@@ -32,10 +32,14 @@ async def read_bytes(data: bytes, declared: str, limits: Limits) -> Reading:
             return Reading("unreadable", reason="unreadable (took too long)")
         if text is None:
             return Reading("unreadable", reason="unreadable")
-        return Reading("text", text=text or "(no text in this PDF)")
+        if not text.strip():
+            return Reading("unreadable", reason="no text (a scan?)")
+        return Reading("text", text=text)
     if kind == "binary":
         return Reading("unreadable", reason="unreadable (not text)")
     text = decode_text(data, declared)
     if text is None:
         return Reading("unreadable", reason="unreadable (not text)")
+    if not text.strip():
+        return Reading("unreadable", reason="empty")
     return Reading("text", text=text)
