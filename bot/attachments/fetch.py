@@ -66,7 +66,7 @@ async def fetch(source: FileSource, att: Attachment, limits: Limits) -> tuple[by
     on the platform's host, too large (declared or actual), or the host says no."""
     cap = limits.max_bytes
     if att.size is not None and att.size > cap:
-        raise Refused(f"{size_text(att.size)}, over the {size_text(cap)} limit")
+        raise Refused(f"larger than the {size_text(cap)} limit")
     if not source.allows(att.url):
         raise Refused(f"not on {source.platform}'s file host")
     timeout = aiohttp.ClientTimeout(total=limits.timeout)
@@ -78,10 +78,10 @@ async def fetch(source: FileSource, att: Attachment, limits: Limits) -> tuple[by
             if resp.headers.get("Content-Encoding", "identity").lower() != "identity":
                 raise Refused("sent compressed")
             if resp.content_length is not None and resp.content_length > cap:
-                raise Refused(f"{size_text(resp.content_length)}, over the {size_text(cap)} limit")
+                raise Refused(f"larger than the {size_text(cap)} limit")
             data = bytearray()
             async for chunk in resp.content.iter_chunked(64 * 1024):
                 data += chunk
                 if len(data) > cap:
-                    raise Refused(f"over the {size_text(cap)} limit")
+                    raise Refused(f"larger than the {size_text(cap)} limit (while downloading)")
             return bytes(data), resp.headers.get("Content-Type", "")

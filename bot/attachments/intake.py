@@ -66,6 +66,11 @@ class AttachmentIntake:
         """Let ``source.platform``'s files be fetched from its hosts, with its headers."""
         self.sources[source.platform] = source
 
+    @property
+    def reading(self) -> int:
+        """How many messages' files are being read now."""
+        return len(self._tasks)
+
     def wants(self, msg: IncomingMessage) -> bool:
         """Whether ``msg`` has files to read (``ATTACHMENT_MAX_CHARS`` 0: never)."""
         return bool(msg.attachments) and self.limits.max_chars > 0
@@ -119,6 +124,11 @@ class AttachmentIntake:
             return []
         return fit_images(settled.images, budget, self.limits.max_pixels)
 
+    async def idle(self) -> None:
+        """Return once no files are being read (those started meanwhile included)."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+
     async def close(self) -> None:
         """Stop reading (shutdown): a turn keeps its placeholders."""
         tasks = list(self._tasks.values())
@@ -159,7 +169,9 @@ class AttachmentIntake:
             return await read_bytes(data, declared or att.content_type, self.limits)
         except Refused as e:
             return Reading("refused", reason=f"not fetched: {e}")
-        except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as e:
+        except TimeoutError:
+            return Reading("refused", reason="not fetched: timed out")
+        except (aiohttp.ClientError, OSError, ValueError) as e:
             log.info("download of %s failed: %s", att.name, type(e).__name__)
             return Reading("refused", reason="not fetched: the download failed")
         except Exception:

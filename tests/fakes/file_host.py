@@ -13,6 +13,7 @@ import asyncio
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
 from aiohttp import web
 
@@ -30,6 +31,7 @@ class Hosted:
     headers: Mapping[str, str] = field(default_factory=dict)
     status: int = 200
     release: asyncio.Event | None = None  # served only once set
+    chunked: bool = False  # sent without a Content-Length, in pieces
 
 
 class FileHost:
@@ -49,19 +51,27 @@ class FileHost:
     def add(self, name: str, data: bytes, content_type: str = "text/plain", **how: object
             ) -> str:
         """Host ``data`` as ``name``; returns its URL (see ``Hosted`` for ``how``)."""
-        path = f"{self.prefix}/{next(_ids)}/{name}"
-        self.files[path] = Hosted(data, content_type, **how)  # type: ignore[arg-type]
-        return self.base_url + path
+        ident = str(next(_ids))
+        self.files[ident] = Hosted(data, content_type, **how)  # type: ignore[arg-type]
+        return f"{self.base_url}{self.prefix}/{ident}/{quote(name)}"
 
     async def _serve(self, request: web.Request) -> web.StreamResponse:
         self.fetched.append((request.path, dict(request.headers)))
         auth = request.headers.get("Authorization")
         if self.token is not None and auth != f"Bearer {self.token}":
             return web.Response(status=403, text="<html>sign in</html>", content_type="text/html")
-        hosted = self.files.get(request.path)
+        hosted = self.files.get(request.match_info["id"])
         if hosted is None:
             return web.Response(status=404)
         if hosted.release is not None:
             await hosted.release.wait()
-        return web.Response(body=hosted.data, status=hosted.status,
-                            headers={"Content-Type": hosted.content_type, **hosted.headers})
+        headers = {"Content-Type": hosted.content_type, **hosted.headers}
+        if not hosted.chunked:
+            return web.Response(body=hosted.data, status=hosted.status, headers=headers)
+        resp = web.StreamResponse(status=hosted.status, headers=headers)
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        for at in range(0, len(hosted.data), 65536):
+            await resp.write(hosted.data[at:at + 65536])
+        await resp.write_eof()
+        return resp
