@@ -41,10 +41,10 @@ def render_all(files: Sequence[tuple[Attachment, Reading]], max_chars: int) -> l
 
 
 def compose(text: str, files: Sequence[Attachment], blocks: Sequence[str]) -> str:
-    """``text`` with each file's placeholder replaced by its block (in one pass, so a file's
-    text that quotes another placeholder stays as it is); a block whose placeholder is not
-    in the text (cut away, or none) is added at the end."""
-    out: list[str] = []
+    """``text`` with each file's placeholder replaced by its block, on lines of its own (in
+    one pass, so a file's text that quotes another placeholder stays as it is); a block
+    whose placeholder is not in the text (cut away, or none) is added at the end."""
+    items: list[str] = []
     pos = 0
     tail: list[str] = []
     for att, block in zip(files, blocks, strict=True):
@@ -52,14 +52,7 @@ def compose(text: str, files: Sequence[Attachment], blocks: Sequence[str]) -> st
         if at < 0:
             tail.append(block)
             continue
-        between = text[pos:at]
-        out.append(between if between.strip() or not out else "")
-        if at > 0 and text[at - 1] != "\n" and (between.strip() or not out[:-1]):
-            out.append("\n")
-        out.append(block)
+        items += [text[pos:at].strip(" \t\n"), block]
         pos = at + len(att.placeholder)
-        if pos < len(text) and text[pos] not in "\n":
-            out.append("\n")
-    out.append(text[pos:])
-    result = "".join(out).rstrip()
-    return "\n".join([result, *tail]) if result else "\n".join(tail)
+    items.append(text[pos:].strip(" \t\n"))
+    return "\n".join(item for item in [*items, *tail] if item)

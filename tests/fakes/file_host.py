@@ -32,6 +32,7 @@ class Hosted:
     status: int = 200
     release: asyncio.Event | None = None  # served only once set
     chunked: bool = False  # sent without a Content-Length, in pieces
+    token: str | None = None  # wanted instead of the host's (another app's file)
 
 
 class FileHost:
@@ -57,12 +58,12 @@ class FileHost:
 
     async def _serve(self, request: web.Request) -> web.StreamResponse:
         self.fetched.append((request.path, dict(request.headers)))
-        auth = request.headers.get("Authorization")
-        if self.token is not None and auth != f"Bearer {self.token}":
-            return web.Response(status=403, text="<html>sign in</html>", content_type="text/html")
         hosted = self.files.get(request.match_info["id"])
         if hosted is None:
             return web.Response(status=404)
+        wanted = hosted.token or self.token
+        if wanted is not None and request.headers.get("Authorization") != f"Bearer {wanted}":
+            return web.Response(status=403, text="<html>sign in</html>", content_type="text/html")
         if hosted.release is not None:
             await hosted.release.wait()
         headers = {"Content-Type": hosted.content_type, **hosted.headers}
