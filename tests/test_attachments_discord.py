@@ -126,12 +126,14 @@ def _size(part: dict) -> tuple[int, int]:  # type: ignore[type-arg]
         return img.size
 
 
+@pytest.mark.parametrize("vision", ["auto", "off"])
 async def test_an_image_reaches_a_vision_model_as_an_image_part_within_the_budget(
-    tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI
+    tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI, vision: str
 ) -> None:
     picture = png(1200, 900)
     att = discord_fake.attachment("error.png", picture, "image/png")
-    settings = make_settings(tmp_path, discord_llm, MODEL_NAME="gpt-4o", CONTEXT_TOKENS="4000")
+    settings = make_settings(tmp_path, discord_llm, MODEL_NAME="gpt-4o", CONTEXT_TOKENS="4000",
+                             VISION=vision)
     async with running(settings) as (rt, _, _watch):
         for i in range(60):  # enough conversation to fill the budget
             text = f"status update {i}: " + "the build is still running and the queue is long " * 3
@@ -141,9 +143,12 @@ async def test_an_image_reaches_a_vision_model_as_an_image_part_within_the_budge
                                         mentions=[W.bot_user], attachments=[att])
         await posted(discord_fake, W.general)
         (request,) = replies(discord_llm)
-        (part,) = image_parts(request.json)
-        assert base64.b64decode(part["image_url"]["url"].split(",", 1)[1]) == picture
-        assert part["image_url"]["url"].startswith("data:image/png;base64,")
+        if vision == "off":
+            assert image_parts(request.json) == []
+        else:
+            (part,) = image_parts(request.json)
+            assert base64.b64decode(part["image_url"]["url"].split(",", 1)[1]) == picture
+            assert part["image_url"]["url"].startswith("data:image/png;base64,")
         last = content_text(request.json["messages"][-1]["content"])
         assert "[image: error.png, 1200×900]" in last
         used = _prompt_tokens(request.json["messages"], rt.memory.tokenizer)
@@ -167,3 +172,22 @@ async def test_without_vision_an_image_is_a_line_with_its_size_and_never_an_imag
         last = request.json["messages"][-1]["content"]
         assert isinstance(last, str) and re.search(r"\[image: error\.png, 640×480\]$", last)
         assert (await turns(rt))[0][2] == "@gistbot look\n[image: error.png, 640×480]"
+
+
+async def test_an_edited_message_keeps_its_files_text_and_long_files_are_cut_with_a_marker(
+    tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI
+) -> None:
+    body = b"".join(b"line %d of the build log\n" % i for i in range(100))
+    att = discord_fake.attachment("build.log", body, "text/plain")
+    settings = make_settings(tmp_path, discord_llm, ATTACHMENT_MAX_CHARS="200")
+    async with running(settings) as (rt, _, watch):
+        sent = await discord_fake.send_message(W.general, W.alice, "the log", attachments=[att])
+        await until_stored(rt, "more characters not kept")
+        ((_, _, text),) = await turns(rt)
+        kept = body.decode()[:200]
+        assert text == (f"the log\n[attachment: build.log]\n{kept}\n[…attachment cut: "
+                        f"{len(body.decode().strip()) - 200:,} more characters not kept]\n"
+                        "[end of attachment: build.log]")
+        await discord_fake.edit_message(sent, "the boot log")
+        await watch.until(lambda: _has(rt, "the boot log"))
+        assert (await turns(rt))[0][2] == text.replace("the log", "the boot log", 1)

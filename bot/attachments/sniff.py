@@ -58,12 +58,10 @@ def decode_text(data: bytes, declared: str = "") -> str | None:
     if encoding is not None:
         text = data.decode(encoding, errors="replace")
     else:
-        try:
+        try:  # a download is whole (over the size limit it is refused, never cut)
             text = data.decode("utf-8")
-        except UnicodeDecodeError as e:
-            if e.start >= len(data) - 3:  # a character cut at the end of the file
-                text = data[: e.start].decode("utf-8", errors="replace")
-            elif declared.lower().startswith("text/"):
+        except UnicodeDecodeError:
+            if declared.lower().startswith("text/"):
                 text = data.decode("cp1252", errors="replace")
             else:
                 return None
