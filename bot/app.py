@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from bot.attachments import Limits
+from bot.attachments.describe import ImageDescriber
 from bot.attachments.intake import AttachmentIntake
 from bot.budget import window_policy
 from bot.catchup_wiring import attach_catchup
@@ -165,6 +166,8 @@ class Runtime:
                 max_bytes=settings.attachment_max_bytes,
                 timeout=settings.attachment_timeout,
             ), vision=settings.vision, vision_models=settings.vision_models)
+            if not model.is_offline and service.attachments.sees(settings.model_name):
+                service.attachments.describe = ImageDescriber(model, quota, settings.model_name)
             attach_catchup(service, settings, store, model, tokenizer)
             if start_background:
                 await memory.start()

@@ -11,10 +11,12 @@ import asyncio
 import base64
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bot.app import Runtime
+from bot.attachments.describe import DESCRIBE_PROMPT
 from bot.attachments.vision import image_tokens
 from memory.models import NewTurn
 from memory.tokens import TokenCounter
@@ -23,6 +25,7 @@ from tests.fakes.openai_server import (
     FakeOpenAI,
     Request,
     content_text,
+    default_responder,
     image_parts,
     is_summary_request,
 )
@@ -77,9 +80,15 @@ async def test_the_turn_is_stored_at_once_and_a_late_file_edits_it_in(
                                           "boot failed with E-5521\n[end of attachment: boot.log]")]
 
 
+def describing(body: dict[str, Any]) -> bool:
+    """Whether a chat request asks for an image's description."""
+    return DESCRIBE_PROMPT in content_text(body["messages"][0]["content"])
+
+
 def replies(fake: FakeOpenAI) -> list[Request]:
-    """The reply requests the model got (not the summaries')."""
-    return [r for r in fake.chat_requests if not is_summary_request(r.json or {})]
+    """The reply requests the model got (not the summaries' or descriptions')."""
+    return [r for r in fake.chat_requests
+            if not is_summary_request(r.json or {}) and not describing(r.json or {})]
 
 
 async def _has(rt: Runtime, text: str) -> bool:
@@ -154,7 +163,7 @@ async def test_an_image_reaches_a_vision_model_as_an_image_part_within_the_budge
         used = _prompt_tokens(request.json["messages"], rt.memory.tokenizer)
         assert used + settings.reply_tokens <= settings.context_tokens
         assert used > settings.context_tokens // 2  # the conversation did fill it
-        assert (await turns(rt))[-2][2].endswith("[image: error.png, 1200×900]")
+        assert "\n[image: error.png, 1200×900" in (await turns(rt))[-2][2]
 
 
 @pytest.mark.parametrize("env", [{"MODEL_NAME": "gpt-test"},
@@ -191,3 +200,40 @@ async def test_an_edited_message_keeps_its_files_text_and_long_files_are_cut_wit
         await discord_fake.edit_message(sent, "the boot log")
         await watch.until(lambda: _has(rt, "the boot log"))
         assert (await turns(rt))[0][2] == text.replace("the log", "the boot log", 1)
+
+
+def describer(body: dict[str, Any]) -> str:
+    """The default answers, and a fixed description for a description request."""
+    if describing(body):
+        assert image_parts(body), "a description request without the image"
+        return "A terminal [red] showing\nerror E-9123 after the deploy."
+    return default_responder(body)
+
+
+@pytest.mark.parametrize("vision", ["auto", "off"])
+async def test_an_image_is_described_once_and_the_description_is_remembered(
+    tmp_path: Path, discord_fake: FakeDiscord, vision: str
+) -> None:
+    att = discord_fake.attachment("error.png", png(640, 480), "image/png")
+    async with FakeOpenAI(responder=describer) as model:
+        settings = make_settings(tmp_path, model, MODEL_NAME="gpt-4o", VISION=vision)
+        async with running(settings) as (rt, _, watch):
+            await discord_fake.send_message(W.general, W.alice, "after the deploy",
+                                            attachments=[att])
+            await watch.until(lambda: _has(rt, "after the deploy"))
+            await asyncio.wait_for(rt.service.attachments.idle(), 10)
+            ((_, _, text),) = await turns(rt)
+            asks = [r for r in model.chat_requests if describing(r.json or {})]
+            if vision == "off":
+                assert asks == [] and text == "after the deploy\n[image: error.png, 640×480]"
+                return
+            assert len(asks) == 1
+            assert text == ("after the deploy\n[image: error.png, 640×480: A terminal (red) "
+                            "showing error E-9123 after the deploy.]")
+            await discord_fake.send_message(W.general, W.bob, mention("which error did alice see?"),
+                                            mentions=[W.bot_user])
+            await posted(discord_fake, W.general)
+            (reply,) = replies(model)
+            assert image_parts(reply.json) == []
+            assert "E-9123" in "\n".join(content_text(m["content"]) for m in reply.json["messages"])
+            assert len([r for r in model.chat_requests if describing(r.json or {})]) == 1

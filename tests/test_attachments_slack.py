@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from bot.attachments.describe import DESCRIBE_PROMPT
 from memory.models import NewTurn
 from tests.fakes.openai_server import (
     FakeOpenAI,
@@ -35,7 +36,9 @@ async def model() -> AsyncIterator[FakeOpenAI]:
 
 
 def replies(fake: FakeOpenAI) -> list[Request]:
-    return [r for r in fake.chat_requests if not is_summary_request(r.json or {})]
+    """The reply requests (not summaries, not image descriptions)."""
+    return [r for r in fake.chat_requests if not is_summary_request(r.json or {})
+            and DESCRIBE_PROMPT not in content_text(r.json["messages"][0]["content"])]
 
 
 def shared(text: str, ts: str, *files: dict[str, Any], **extra: Any) -> dict[str, Any]:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from dataclasses import dataclass, replace
 
 import aiohttp
 
@@ -36,6 +36,8 @@ MAX_FILES = 10  # per message, as Discord and Slack allow
 _KEPT = 512  # settled messages remembered for replies and edits
 
 Key = tuple[ChannelKey, str]
+Describer = Callable[[ChannelKey, Reading], Awaitable[str | None]]
+DESCRIBE_SECONDS = 120.0  # the model's own timeout ends a call sooner
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +63,10 @@ class AttachmentIntake:
         self._tasks: dict[Key, asyncio.Task[Settled]] = {}
         self._settled: OrderedDict[Key, Settled] = OrderedDict()
         self._slots: asyncio.Semaphore | None = None
+        # one line about each new image, by a vision model (bot.attachments.describe); set
+        # by Runtime when the reply model sees images
+        self.describe: Describer | None = None
+        self._describing: set[asyncio.Task[None]] = set()
 
     def register(self, source: FileSource) -> None:
         """Let ``source.platform``'s files be fetched from its hosts, with its headers."""
@@ -126,12 +132,13 @@ class AttachmentIntake:
 
     async def idle(self) -> None:
         """Return once no files are being read (those started meanwhile included)."""
-        while self._tasks:
-            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        while self._tasks or self._describing:
+            await asyncio.gather(*self._tasks.values(), *self._describing,
+                                 return_exceptions=True)
 
     async def close(self) -> None:
         """Stop reading (shutdown): a turn keeps its placeholders."""
-        tasks = list(self._tasks.values())
+        tasks = [*self._tasks.values(), *self._describing]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -151,10 +158,44 @@ class AttachmentIntake:
                 log.debug("files of %s in %s: %s", msg.message_id, msg.key, outcome)
             except StoreError as e:
                 log.error("could not add the files of %s in %s: %s", msg.message_id, msg.key, e)
+        self._keep(msg, settled)
+        if store and self.describe is not None and settled.images:
+            task = asyncio.create_task(self._describe(msg, stored, files, readings))
+            self._describing.add(task)
+            task.add_done_callback(self._describing.discard)
+        return settled
+
+    def _keep(self, msg: IncomingMessage, settled: Settled) -> None:
         self._settled[(msg.key, msg.message_id)] = settled
         while len(self._settled) > _KEPT:
             self._settled.popitem(last=False)
-        return settled
+
+    async def _describe(self, msg: IncomingMessage, stored: str, files: Sequence[Attachment],
+                        readings: Sequence[Reading]) -> None:
+        """Ask the model about each image, then edit the turn once with what it said."""
+        described: list[Reading] = []
+        for r in readings:
+            line = None
+            if r.kind == "image" and self.describe is not None:
+                try:
+                    line = await asyncio.wait_for(self.describe(msg.key, r), DESCRIBE_SECONDS)
+                except TimeoutError:
+                    log.info("describing an image of %s in %s took too long",
+                             msg.message_id, msg.key)
+            described.append(replace(r, text=line) if line else r)
+        if described == list(readings) or self.memory is None:
+            return
+        blocks = render_all(list(zip(files, described, strict=True)), self.limits.max_chars)
+        text = compose(stored, files, blocks)
+        try:
+            await self.memory.edit(msg.key, msg.message_id, text)
+        except StoreError as e:
+            log.error("could not add image descriptions to %s in %s: %s", msg.message_id,
+                      msg.key, e)
+            return
+        self._keep(msg, Settled(text, tuple(r for r in readings if r.kind == "image"),
+                                tuple((a.placeholder, b) for a, b in zip(files, blocks,
+                                                                          strict=True))))
 
     async def _read(self, platform: str, att: Attachment) -> Reading:
         """One file, never raising: a refusal or failure is a ``Reading`` saying so."""

@@ -26,8 +26,9 @@ def render_all(files: Sequence[tuple[Attachment, Reading]], max_chars: int) -> l
     blocks: list[str] = []
     for att, r in files:
         name = _clean_name(att.name)
-        if r.kind == "image":
-            blocks.append(f"[image: {name}, {r.width}×{r.height}]")
+        if r.kind == "image":  # with the model's description, once it has one
+            about = f": {r.text}" if r.text else ""
+            blocks.append(f"[image: {name}, {r.width}×{r.height}{about}]")
         elif r.kind == "text":
             text = r.text.strip("\n")
             kept = text[: max(0, left)]
