@@ -237,3 +237,19 @@ async def test_an_image_is_described_once_and_the_description_is_remembered(
             assert image_parts(reply.json) == []
             assert "E-9123" in "\n".join(content_text(m["content"]) for m in reply.json["messages"])
             assert len([r for r in model.chat_requests if describing(r.json or {})]) == 1
+
+
+async def test_a_file_posted_while_the_connection_was_down_is_read_when_backfilled(
+    tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI
+) -> None:
+    att = discord_fake.attachment("notes.md", b"# Plan\nship build 7.2.9 on Friday\n")
+    async with running(make_settings(tmp_path, discord_llm), backfill=True) as (rt, client, watch):
+        await discord_fake.send_message(W.general, W.alice, "live")
+        await watch.until(lambda: _has(rt, "live"))
+        await discord_fake.send_message(W.general, W.bob, "the plan", attachments=[att],
+                                        deliver=False)
+        await discord_fake.request_reconnect()
+        stored = await until_stored(rt, "7.2.9")
+        assert stored[-1] == ("user", "Bob", "the plan\n[attachment: notes.md]\n# Plan\nship "
+                                             "build 7.2.9 on Friday\n[end of attachment: notes.md]")
+        assert client.backfill is not None
