@@ -109,3 +109,25 @@ async def test_an_image_in_the_message_answered_reaches_a_vision_model(
         assert base64.b64decode(part["image_url"]["url"].split(",", 1)[1]) == picture
         last = content_text(request.json["messages"][-1]["content"])
         assert "[image: screen.png, 300×200]" in last
+
+
+async def test_a_file_elsewhere_or_too_large_is_a_line_and_the_token_goes_nowhere_else(
+    tmp_path: Path, model: FakeOpenAI
+) -> None:
+    env = {"OPENAI_BASE_URL": model.base_url, "MODEL_NAME": "gpt-test",
+           "ATTACHMENT_MAX_BYTES": "1000"}
+    async with FakeOpenAI() as elsewhere:  # another server on loopback, another port
+        async with open_harness(tmp_path, None, env) as h:
+            away = h.fake.file("away.txt", b"x", url=f"{elsewhere.base_url}/away.txt")
+            big = h.fake.file("big.log", b"y" * 1001)
+            broken = h.fake.file("scan.pdf", b"%PDF-1.4 broken", "application/pdf")
+            assert await h.event(shared("three", "1700000001.000100", away, big, broken)) == 200
+            await h.settle()
+            await asyncio.wait_for(h.rt.service.attachments.idle(), 10)
+            assert await texts(h) == ["\n".join([
+                "three",
+                "[attachment: away.txt, not fetched: not on slack's file host]",
+                "[attachment: big.log, not fetched: larger than the 1000 bytes limit]",
+                "[attachment: scan.pdf, unreadable]"])]
+            assert elsewhere.requests == []
+            assert [path.rsplit("/", 1)[-1] for path, _ in h.fake.files.fetched] == ["scan.pdf"]
