@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -357,8 +357,10 @@ class ChatService(MemoryCommands):
         else:
             view = await self.memory.view(msg.key, budget, through_seq=seq, recall=True)
         self.observer.recalled(msg.key, time.monotonic() - started)
+        shown = {len(view.turns): images} | self.attachments.earlier_images(  # attachments
+            view.turns, seer, budget - view.tokens)
         try:
-            text = await self._generate(view, on_delta, persona, model, images)
+            text = await self._generate(view, on_delta, persona, model, shown)
         except ContextLengthExceeded:
             if seq is None:
                 return Reply(TOO_LONG.format(length=len(msg.text), limit=len(msg.text) // 2),
@@ -398,8 +400,9 @@ class ChatService(MemoryCommands):
         return Reply(text, truncated_memory=view.dropped > 0 or view.truncated)
 
     async def _generate(self, view: MemoryView, on_delta: DeltaSink | None, persona: str,
-                        model: str | None, images: Sequence[ImagePart] = ()) -> str:
-        messages: list[ChatMessage] = with_images(build_messages(persona, view), images)
+                        model: str | None,
+                        images: Mapping[int, Sequence[ImagePart]] | None = None) -> str:
+        messages: list[ChatMessage] = with_images(build_messages(persona, view), images or {})
         extra = {"model": model} if model else {}  # only when the channel chose one
         if on_delta is None:
             completion = await self.llm.complete(

@@ -234,7 +234,6 @@ async def test_an_image_is_described_once_and_the_description_is_remembered(
                                             mentions=[W.bot_user])
             await posted(discord_fake, W.general)
             (reply,) = replies(model)
-            assert image_parts(reply.json) == []
             assert "E-9123" in "\n".join(content_text(m["content"]) for m in reply.json["messages"])
             assert len([r for r in model.chat_requests if describing(r.json or {})]) == 1
 
@@ -253,3 +252,27 @@ async def test_a_file_posted_while_the_connection_was_down_is_read_when_backfill
         assert stored[-1] == ("user", "Bob", "the plan\n[attachment: notes.md]\n# Plan\nship "
                                              "build 7.2.9 on Friday\n[end of attachment: notes.md]")
         assert client.backfill is not None
+
+
+async def test_an_image_of_an_earlier_message_is_shown_when_the_budget_leaves_room(
+    tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI
+) -> None:
+    picture = png(800, 600)
+    att = discord_fake.attachment("chart.png", picture, "image/png")
+    settings = make_settings(tmp_path, discord_llm, MODEL_NAME="gpt-4o")
+    async with running(settings) as (rt, _, watch):
+        await discord_fake.send_message(W.general, W.alice, "the chart", attachments=[att])
+        await watch.until(lambda: _has(rt, "the chart"))
+        await asyncio.wait_for(rt.service.attachments.idle(), 10)
+        await discord_fake.send_message(W.general, W.bob, mention("what does the chart show?"),
+                                        mentions=[W.bot_user])
+        await posted(discord_fake, W.general)
+        (request,) = replies(discord_llm)
+        messages = request.json["messages"]
+        with_image = [m for m in messages if isinstance(m["content"], list)]
+        assert len(with_image) == 1 and "the chart" in content_text(with_image[0]["content"])
+        assert isinstance(messages[-1]["content"], str)  # the question has no image
+        (part,) = image_parts(request.json)
+        assert base64.b64decode(part["image_url"]["url"].split(",", 1)[1]) == picture
+        used = _prompt_tokens(messages, rt.memory.tokenizer)
+        assert used + settings.reply_tokens <= settings.context_tokens

@@ -103,13 +103,13 @@ def test_image_parts_join_the_last_user_message_only() -> None:
                       1000, max_pixels=100)
     messages: list[ChatMessage] = [{"role": "system", "content": "s"},
                                    {"role": "user", "content": "[Ann]: look"}]
-    out = with_images(messages, part)
+    out = with_images(messages, {1: part})
     assert out[-1]["content"] == [  # type: ignore[comparison-overlap]
         {"type": "text", "text": "[Ann]: look"},
         {"type": "image_url", "image_url": {"url": "data:image/gif;base64,R0lG",
                                             "detail": "high"}}]
-    assert with_images(messages[:1], part) == messages[:1]
-    assert with_images(messages, []) is messages
+    assert with_images(messages, {0: part, 5: part}) == messages  # system; no such message
+    assert with_images(messages, {1: []}) == messages
 
 
 def test_a_platform_fetches_only_from_its_own_hosts() -> None:

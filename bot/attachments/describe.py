@@ -51,7 +51,7 @@ class ImageDescriber:
                                        {"role": "user", "content": "The image:"}]
         try:
             with self.quota.paying(key, "compaction"):
-                done = await self.llm.complete(with_images(messages, [part]),
+                done = await self.llm.complete(with_images(messages, {1: [part]}),
                                                max_tokens=self.max_tokens, purpose="summary",
                                                model=self.model)
         except GistbotError as e:  # over quota, or the model failed: the line stays as it is

@@ -27,13 +27,15 @@ from bot.attachments.vision import ImagePart, fit_images, sees_images
 from bot.messages import IncomingMessage
 from memory.errors import StoreError
 from memory.manager import MemoryManager
-from memory.models import ChannelKey
+from memory.models import ChannelKey, Turn
 
 __all__ = ["MAX_FILES", "AttachmentIntake", "Settled"]
 
 log = logging.getLogger(__name__)
 MAX_FILES = 10  # per message, as Discord and Slack allow
 _KEPT = 512  # settled messages remembered for replies and edits
+_IMAGE_BYTES = 64 << 20  # image bytes held for later replies; the oldest images go first
+EARLIER_MESSAGES = 3  # earlier messages whose images a reply may show
 
 Key = tuple[ChannelKey, str]
 Describer = Callable[[ChannelKey, Reading], Awaitable[str | None]]
@@ -130,6 +132,27 @@ class AttachmentIntake:
             return []
         return fit_images(settled.images, budget, self.limits.max_pixels)
 
+    def earlier_images(self, turns: Sequence[Turn], model: str, budget: int
+                       ) -> dict[int, list[ImagePart]]:
+        """Images of the newest few earlier messages among ``turns`` (a reply's view, the
+        message answered last) that ``budget`` tokens pay for, by message index of the
+        request (the system message is 0, ``turns[i]`` is ``i + 1``)."""
+        if not model or budget <= 0 or not self.sees(model):
+            return {}
+        out: dict[int, list[ImagePart]] = {}
+        for i in range(len(turns) - 2, -1, -1):
+            turn = turns[i]
+            settled = self._settled.get((turn.key, turn.message_id))
+            if turn.role != "user" or settled is None or not settled.images:
+                continue
+            parts = fit_images(settled.images, budget, self.limits.max_pixels)
+            if parts:
+                out[i + 1] = parts
+                budget -= sum(p.tokens for p in parts)
+            if len(out) >= EARLIER_MESSAGES:
+                break
+        return out
+
     async def idle(self) -> None:
         """Return once no files are being read (those started meanwhile included)."""
         while self._tasks or self._describing:
@@ -166,9 +189,17 @@ class AttachmentIntake:
         return settled
 
     def _keep(self, msg: IncomingMessage, settled: Settled) -> None:
+        """Remember ``settled``; beyond ``_IMAGE_BYTES`` the oldest images are let go."""
         self._settled[(msg.key, msg.message_id)] = settled
         while len(self._settled) > _KEPT:
             self._settled.popitem(last=False)
+        held = sum(len(r.data) for s in self._settled.values() for r in s.images)
+        for key, old in list(self._settled.items()):
+            if held <= _IMAGE_BYTES:
+                break
+            if old.images and key != (msg.key, msg.message_id):
+                held -= sum(len(r.data) for r in old.images)
+                self._settled[key] = replace(old, images=())
 
     async def _describe(self, msg: IncomingMessage, stored: str, files: Sequence[Attachment],
                         readings: Sequence[Reading]) -> None:

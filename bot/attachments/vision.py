@@ -4,13 +4,16 @@
 The tile formula (detail ``high``): the image is scaled to fit 2048×2048, then so its
 shorter side is at most 768; each 512-pixel tile costs 170 tokens, plus 85 for the whole.
 Detail ``low`` is 85 tokens whatever the size.
+
+The images of the message being answered are paid for before the memory is read; images of
+earlier messages (still held in memory, the newest few) only from what the memory left.
 """
 
 from __future__ import annotations
 
 import base64
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -76,14 +79,18 @@ def fit_images(images: Sequence[Reading], budget: int, max_pixels: int) -> list[
     return parts
 
 
-def with_images(messages: list[ChatMessage], parts: Sequence[ImagePart]) -> list[ChatMessage]:
-    """``messages`` with ``parts`` added to the last user message as ``image_url`` parts
-    (base64 data URLs: the platform's own URLs need its token or expire)."""
-    if not parts or not messages or messages[-1]["role"] != "user":
-        return messages
-    last = messages[-1]
-    content: list[dict[str, Any]] = [{"type": "text", "text": last["content"]}]
-    for p in parts:
-        url = f"data:{p.mime};base64,{base64.b64encode(p.data).decode('ascii')}"
-        content.append({"type": "image_url", "image_url": {"url": url, "detail": p.detail}})
-    return [*messages[:-1], cast(ChatMessage, {"role": "user", "content": content})]
+def with_images(messages: list[ChatMessage], images: Mapping[int, Sequence[ImagePart]]
+                ) -> list[ChatMessage]:
+    """``messages`` with ``images[i]`` added to message ``i`` as ``image_url`` parts (base64
+    data URLs: the platform's own URLs need its token or expire); only user messages get
+    images, and a message with none is left as it is."""
+    out = list(messages)
+    for at, parts in images.items():
+        if not parts or not 0 <= at < len(out) or out[at]["role"] != "user":
+            continue
+        content: list[dict[str, Any]] = [{"type": "text", "text": out[at]["content"]}]
+        for p in parts:
+            url = f"data:{p.mime};base64,{base64.b64encode(p.data).decode('ascii')}"
+            content.append({"type": "image_url", "image_url": {"url": url, "detail": p.detail}})
+        out[at] = cast(ChatMessage, {"role": "user", "content": content})
+    return out
