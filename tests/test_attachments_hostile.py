@@ -10,6 +10,8 @@ import asyncio
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, content_text
 from tests.harness.discord import W, make_settings, mention, posted, running, turns
@@ -52,3 +54,20 @@ async def test_fifty_hostile_files_each_become_one_line_and_nothing_else_is_lost
         (reply,) = [r for r in discord_llm.chat_requests
                     if "still there?" in content_text(r.json["messages"][-1]["content"])]
         assert "PK-2210" in content_text(reply.json["messages"][-1]["content"])
+
+
+async def test_a_bug_while_reading_files_costs_the_files_not_the_message_or_its_reply(
+    tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(*_: object) -> str:
+        raise RuntimeError("a bug in composing")
+
+    monkeypatch.setattr("bot.attachments.intake.compose", broken)
+    att = discord_fake.attachment("notes.txt", b"some notes")
+    async with running(make_settings(tmp_path, discord_llm)) as (rt, _, _watch):
+        await discord_fake.send_message(W.general, W.alice, mention("read this"),
+                                        mentions=[W.bot_user], attachments=[att])
+        (reply,) = await posted(discord_fake, W.general)
+        assert reply.json["content"].startswith("You said:")
+        assert (await turns(rt))[0][2] == "@gistbot read this\n[attachment: notes.txt]"

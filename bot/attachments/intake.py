@@ -110,6 +110,8 @@ class AttachmentIntake:
             log.info("files of %s in %s still arriving; replying without them",
                      msg.message_id, msg.key)
             return None
+        if task.cancelled() or task.exception() is not None:  # logged by _work; reply anyway
+            return None
         return task.result()
 
     def reapply(self, key: ChannelKey, message_id: str, text: str) -> str:
@@ -169,6 +171,13 @@ class AttachmentIntake:
     # ------------------------------------------------------------------ the work
 
     async def _work(self, msg: IncomingMessage, stored: str, store: bool) -> Settled:
+        try:
+            return await self._read_all(msg, stored, store)
+        except Exception:
+            log.exception("reading the files of %s in %s failed", msg.message_id, msg.key)
+            raise
+
+    async def _read_all(self, msg: IncomingMessage, stored: str, store: bool) -> Settled:
         files: Sequence[Attachment] = msg.attachments[:MAX_FILES]
         readings = await asyncio.gather(*(self._read(msg.key.platform, a) for a in files))
         blocks = render_all(list(zip(files, readings, strict=True)), self.limits.max_chars)
