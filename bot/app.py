@@ -16,6 +16,9 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from bot.attachments import Limits
+from bot.attachments.describe import ImageDescriber
+from bot.attachments.intake import AttachmentIntake
 from bot.budget import window_policy
 from bot.catchup_wiring import build_catchup
 from bot.channel_config import ChannelConfig, Defaults
@@ -159,6 +162,13 @@ class Runtime:
             outbox = Outbox(store if isinstance(store, OutboxStore) else None)
             service = ChatService(memory, model, config, owed=owed, channels=channels,
                                   quota=quota, outbox=outbox, catchup=catchup)
+            service.attachments = AttachmentIntake(memory, Limits(
+                max_chars=settings.attachment_max_chars,
+                max_bytes=settings.attachment_max_bytes,
+                timeout=settings.attachment_timeout,
+            ), vision=settings.vision, vision_models=settings.vision_models)
+            if not model.is_offline and service.attachments.sees(settings.model_name):
+                service.attachments.describe = ImageDescriber(model, quota, settings.model_name)
             if start_background:
                 await memory.start()
                 await channels.start()
@@ -175,6 +185,7 @@ class Runtime:
             finally:
                 if catchup.digests is not None:
                     await catchup.digests.stop()
+                await service.attachments.close()
                 await owed.close()
                 await channels.close()
                 await memory.close(grace=compaction_grace(settings.shutdown_grace_seconds))

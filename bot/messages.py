@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
 
+from bot.attachments.model import Attachment
 from memory.models import ChannelKey
 
 __all__ = ["CommandResult", "DeltaSink", "IncomingMessage", "Outcome", "PendingReply",
@@ -34,6 +35,8 @@ class IncomingMessage:
     is_direct: bool = False
     reply_to_bot: bool = False
     route: str = ""  # what the adapter needs to answer it later (Slack: the thread's ts)
+    # files shared with it, from the platform's event (bot.attachments reads them)
+    attachments: tuple[Attachment, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

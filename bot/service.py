@@ -34,10 +34,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from bot.attachments.intake import AttachmentIntake
+from bot.attachments.vision import ImagePart, with_images
 from bot.catchup_wiring import CatchupCommands
 from bot.channel_config import ChannelConfig, ChannelSettings, Defaults, answers
 from bot.config_command import ConfigCommand
@@ -85,6 +87,11 @@ STORE_FAILED = (
     "Sorry, I couldn't save your message just now, so I can't answer it. "
     "Please try again in a moment."
 )
+
+
+def _model_name(llm: LLM) -> str:
+    """The model ``llm`` replies with, unless a channel chose another."""
+    return str(getattr(llm, "model", "") or llm.name.partition(":")[2])
 
 
 def cut(text: str, limit: int, what: str = "message") -> str:
@@ -136,6 +143,8 @@ class ChatService:
         # USER_RATE_LIMIT; reads self.clock when asked (tests replace the clock)
         self._rate = RateLimiter(config.user_rate_limit, lambda: self.clock())
         self.observer: ServiceObserver = NullObserver()  # the admin server's metrics
+        # files people attach, read into their turns (bot.attachments); Runtime sets limits
+        self.attachments = AttachmentIntake(memory)
 
     def set_identity(self, platform: str, bot_id: str, bot_name: str) -> None:
         """Record who the bot is on ``platform`` (after login), for its assistant turns.
@@ -190,6 +199,7 @@ class ChatService:
                           exc_info=e)
             return Received(Outcome.STORE_FAILED, self._notice(
                 msg, Outcome.STORE_FAILED, STORE_FAILED) if addressed else None)
+        self.attachments.start(msg, cut(msg.text, limit))  # files: read, then edit the turn
         if result.created:
             self.observer.recorded(msg.key, "user")
         owed = self.owed  # a re-delivery is answered only while its reply is still owed
@@ -310,7 +320,9 @@ class ChatService:
         name = human_name(msg.author_name, self._bot_names(msg.key.platform))
         turn = NewTurn(msg.key, msg.message_id, "user", msg.author_id, name,
                        cut(msg.text, self.config.max_input_chars), 0, msg.sent_at, due)
-        return (await self.memory.record(turn)).created
+        created = (await self.memory.record(turn)).created
+        self.attachments.start(msg, turn.text)  # files: read, then edit the turn
+        return created
 
     async def _reply(self, msg: IncomingMessage, seq: int | None, on_delta: DeltaSink | None,
                      settings: ChannelSettings) -> Reply:
@@ -323,15 +335,24 @@ class ChatService:
             tok = self.memory.tokenizer
             persona = tok.truncate(persona, max(0, tok.count(persona) - (floor - budget)))
             budget = floor
+        # attachments: the files read (waiting a bounded time) and the images a vision
+        # model gets, paid for out of the memory budget
+        stored = cut(msg.text, self.config.max_input_chars)
+        files = await self.attachments.settle(msg, stored, store=seq is not None)
+        seer = "" if self.llm.is_offline else model or _model_name(self.llm)
+        images = self.attachments.images_for(files, seer, budget // 2)
+        budget -= sum(p.tokens for p in images)
         if seq is None:
             lone = Turn(msg.key, 0, msg.message_id, "user", msg.author_id, msg.author_name,
-                        cut(msg.text, self.config.max_input_chars), 0, msg.sent_at)
+                        files.text if files else stored, 0, msg.sent_at)
             view = MemoryView(msg.key, "", 0, (), 0, (lone,), 0)
         else:
             view = await self.memory.view(msg.key, budget, through_seq=seq, recall=True)
         self.observer.recalled(msg.key, time.monotonic() - started)
+        shown = {len(view.turns): images} | self.attachments.earlier_images(  # attachments
+            view.turns, seer, budget - view.tokens)
         try:
-            text = await self._generate(view, on_delta, persona, model)
+            text = await self._generate(view, on_delta, persona, model, shown)
         except ContextLengthExceeded:
             if seq is None:
                 return Reply(TOO_LONG.format(length=len(msg.text), limit=len(msg.text) // 2),
@@ -371,8 +392,9 @@ class ChatService:
         return Reply(text, truncated_memory=view.dropped > 0 or view.truncated)
 
     async def _generate(self, view: MemoryView, on_delta: DeltaSink | None, persona: str,
-                        model: str | None) -> str:
-        messages: list[ChatMessage] = build_messages(persona, view)
+                        model: str | None,
+                        images: Mapping[int, Sequence[ImagePart]] | None = None) -> str:
+        messages: list[ChatMessage] = with_images(build_messages(persona, view), images or {})
         extra = {"model": model} if model else {}  # only when the channel chose one
         if on_delta is None:
             completion = await self.llm.complete(
@@ -399,7 +421,8 @@ class ChatService:
 
     async def edited(self, key: ChannelKey, message_id: str, text: str) -> None:
         """A platform edit: update the turn if it is not summarized yet."""
-        outcome = await self.memory.edit(key, message_id, cut(text, self.config.max_input_chars))
+        text = self.attachments.reapply(key, message_id, cut(text, self.config.max_input_chars))
+        outcome = await self.memory.edit(key, message_id, text)
         log.debug("edit of %s in %s: %s", message_id, key, outcome)
 
     async def deleted(self, key: ChannelKey, message_id: str) -> None:

@@ -105,6 +105,12 @@ class Settings(BaseSettings):
     allowed_models: CsvList = []  # models /config may choose; empty = just MODEL_NAME
     daily_tokens_per_user: int = Field(0, ge=0)
     daily_tokens_per_server: int = Field(0, ge=0)
+    # Files and images people attach (bot.attachments)
+    attachment_max_chars: int = Field(20_000, ge=0)  # text kept per message; 0 = not read
+    attachment_max_bytes: int = Field(8 * 1024 * 1024, ge=0)  # larger files are not fetched
+    attachment_timeout: float = Field(15.0, gt=0, le=600)  # seconds per file download
+    vision: Literal["auto", "on", "off"] = "auto"
+    vision_models: CsvList = []  # models known to accept images, beyond gpt-4o / gpt-4.1
 
     discord_token: SecretStr | None = None
     discord_guild_ids: CsvList = []
@@ -130,6 +136,7 @@ class Settings(BaseSettings):
     _csv_fields = field_validator(
         "always_reply_channels",
         "allowed_models",
+        "vision_models",
         "discord_guild_ids",
         "slack_admin_user_ids",
         "shard_ids",

@@ -29,6 +29,10 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Per-channel settings and quotas", (
         "allowed_models", "daily_tokens_per_user", "daily_tokens_per_server",
     )),
+    ("Files and images", (
+        "attachment_max_chars", "attachment_max_bytes", "attachment_timeout", "vision",
+        "vision_models",
+    )),
     ("Restarts and downtime", (
         "backfill_max_messages", "shutdown_grace_seconds", "answer_missed_seconds",
         "reply_claim_seconds",
@@ -108,6 +112,18 @@ DESCRIPTIONS: dict[str, str] = {
     "timezone": "IANA time zone (e.g. Europe/Berlin) for /catchup words such as yesterday "
     "or noon, the times catch-ups print, and /digest times that name no zone.",
     # Per-channel settings and quotas
+    # Files and images
+    "attachment_max_chars": "Text read from a message's attachments (text, Markdown, code, "
+    "CSV, JSON, YAML, logs, PDF text) that is kept with it, in characters; more is cut with "
+    "a marker that says how much was left out. 0: attachments are not read, only named.",
+    "attachment_max_bytes": "Largest attachment fetched, in bytes (checked before and during "
+    "the download); a larger one is noted by name only.",
+    "attachment_timeout": "Seconds one attachment may take to download and read; a reply "
+    "waits at most this long for its message's files.",
+    "vision": "Send images to the model: auto (models known to accept images: gpt-4o, "
+    "gpt-4.1 and VISION_MODELS), on or off. Without it an image is noted with its size.",
+    "vision_models": "Comma-separated model names that accept images, for VISION=auto "
+    "(e.g. llava,qwen2.5-vl).",
     "allowed_models": "Comma-separated models a channel or server may choose with /config "
     "(e.g. gpt-4o-mini,gpt-4o). Unset: just MODEL_NAME.",
     "daily_tokens_per_user": "Tokens one person may use a day per server, from the "

@@ -25,7 +25,7 @@ PROJECT = PYPROJECT["project"]
 RUNTIME_EXTRAS = ("discord", "slack", "postgres")
 # distribution name -> the module it is imported as
 MODULES = {"discord.py": "discord", "slack-bolt": "slack_bolt", "slack-sdk": "slack_sdk",
-           "python-dotenv": "dotenv", "pydantic-settings": "pydantic_settings"}
+           "python-dotenv": "dotenv", "pydantic-settings": "pydantic_settings", "pillow": "PIL"}
 # Data-only packages: never imported by name (the standard library reads them) and
 # calendar-versioned (2026.6), so they have no API to break and no major version to cap.
 DATA_PACKAGES = {"tzdata": "zoneinfo"}

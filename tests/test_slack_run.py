@@ -129,6 +129,7 @@ def test_manifest_declares_what_the_adapter_uses() -> None:
         "- chat:write",
         "- commands",
         "- users:read",
+        "- files:read",
         "- app_mentions:read",
         "- channels:history",
         "- groups:history",

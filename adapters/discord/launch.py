@@ -14,6 +14,7 @@ import discord
 
 from adapters.backfill import HistoryStore
 from adapters.discord.client import GistbotClient
+from adapters.discord.files import file_source
 from adapters.discord.options import DiscordOptions
 from bot.errors import ConfigError, GistbotError, PlatformUnreachable
 from bot.service import ChatService
@@ -38,6 +39,7 @@ def create_client(service: ChatService, options: DiscordOptions, *,
                   history: HistoryStore | None = None, **client_options: Any) -> GistbotClient:
     """A client for ``service`` (``client_options`` pass through to ``discord.Client``);
     with ``history`` (the store) it backfills what it missed after downtime."""
+    service.attachments.register(file_source())  # its files are read (bot.attachments)
     return GistbotClient(service, options, history=history, **client_options)
 
 

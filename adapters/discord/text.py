@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import discord
 
 from adapters.chunking import split_parts
+from adapters.discord.files import attachments_of
 from bot.messages import IncomingMessage
 from memory.models import ChannelKey
 
@@ -129,6 +130,9 @@ def to_incoming(message: discord.Message, bot_user_id: int) -> IncomingMessage |
         mentions_bot=_mentions_bot(message, bot_user_id),
         is_direct=guild_id is None,
         reply_to_bot=_replies_to(message, bot_user_id),
+        attachments=attachments_of(  # read by bot.attachments
+            [*(a for snap in message.message_snapshots for a in snap.attachments),
+             *message.attachments]),
     )
 
 

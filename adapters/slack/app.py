@@ -29,6 +29,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.slack.catchup import Permalinks, SlackOutlet
 from adapters.slack.commands import SlackCommands
 from adapters.slack.events import SlackEvents
+from adapters.slack.files import file_source
 from adapters.slack.options import SlackOptions
 from adapters.slack.transport import quiet_bolt_logs
 from adapters.slack.users import BotIdentity, UserDirectory
@@ -58,6 +59,7 @@ class SlackAdapter:
         self.service = service
         self.options = options
         self.client = client
+        service.attachments.register(file_source(client))  # files read (bot.attachments)
         self.users = UserDirectory(client)
         self.events = SlackEvents(service, options, client, self.users, self.identify)
         self.commands = SlackCommands(service, options, self.users, commands)

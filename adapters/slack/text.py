@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from adapters.chunking import split_message
+from adapters.slack.files import attachments_of, file_name
 from bot.messages import IncomingMessage
 from memory.models import ChannelKey
 
@@ -111,7 +112,7 @@ def is_conversation(event: Mapping[str, Any], bot_user_id: str) -> bool:
 
 def with_files(text: str, event: Mapping[str, Any]) -> str:
     """``text`` with ``[file: name]`` for each file the message shares."""
-    files = [f.get("name") or f.get("title") for f in event.get("files") or ()]
+    files = [file_name(f) for f in event.get("files") or ()]
     notes = " ".join(f"[file: {name}]" for name in files if name)
     return f"{text} {notes}".strip()
 
@@ -139,6 +140,7 @@ def to_incoming(
         sent_at=float(ts),
         mentions_bot=bot_user_id in mentioned_users(raw),
         is_direct=event.get("channel_type") == "im" or channel.startswith("D"),
+        attachments=attachments_of(event),  # read by bot.attachments
     )
 
 

@@ -42,6 +42,8 @@ from typing import Any
 import yarl
 from aiohttp import WSMsgType, web
 
+from tests.fakes.file_host import FileHost
+
 __all__ = [
     "FakeDiscord", "Request", "World", "interaction_payload", "message", "thread_from_message",
     "user",
@@ -189,7 +191,7 @@ def message(
     message_id: int | None = None,
     mentions: Iterable[JSON] = (),
     mention_roles: Iterable[int] = (),
-    attachments: Iterable[str] = (),
+    attachments: Iterable[str | JSON] = (),
     reply_to: JSON | None = None,
     webhook_id: int | None = None,
     msg_type: int | None = None,
@@ -203,9 +205,9 @@ def message(
         "edited_timestamp": iso_now() if edited else None, "tts": False,
         "mention_everyone": False, "mention_roles": [str(r) for r in mention_roles],
         "attachments": [
-            {"id": str(snowflake()), "filename": name, "size": 10, "url": f"https://cdn/{name}",
-             "proxy_url": f"https://cdn/{name}"}
-            for name in attachments
+            {"id": str(snowflake()), "filename": a, "size": 10, "url": f"https://cdn/{a}",
+             "proxy_url": f"https://cdn/{a}"} if isinstance(a, str) else a
+            for a in attachments
         ],
         "embeds": [], "pinned": False, "flags": 0,
         "type": msg_type if msg_type is not None else (19 if reply_to else 0),
@@ -294,6 +296,7 @@ class FakeDiscord:
         self._changed = asyncio.Condition()
         self._runner: web.AppRunner | None = None
         self.port = 0
+        self.files = FileHost("/attachments")  # the CDN: attachment(...) puts files there
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -311,11 +314,22 @@ class FakeDiscord:
         app = web.Application()
         app.router.add_get("/gateway", self._gateway)
         app.router.add_route("*", "/api/v10/{tail:.*}", self._rest)
+        self.files.mount(app)
         self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0)
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", 0).start()
         self.port = self._runner.addresses[0][1]
+        self.files.base_url = f"http://127.0.0.1:{self.port}"
         return self
+
+    def attachment(self, name: str, data: bytes, content_type: str = "text/plain", *,
+                   size: int | None = None, url: str | None = None, **how: Any) -> JSON:
+        """An attachment object for ``send_message(attachments=[...])``, its file on the
+        fake's CDN (``url``: announce another URL; ``size``: declare another size)."""
+        hosted = self.files.add(name, data, content_type, **how)
+        return {"id": str(snowflake()), "filename": name, "size": len(data) if size is None
+                else size, "url": url or hosted, "proxy_url": url or hosted,
+                "content_type": content_type}
 
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:

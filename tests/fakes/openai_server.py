@@ -37,7 +37,8 @@ from aiohttp import web
 
 __all__ = [
     "EmptyChoices", "Error", "FakeOpenAI", "Hang", "Malformed", "Request", "Text",
-    "context_length_error", "default_responder", "is_summary_request", "rate_limited",
+    "content_text", "context_length_error", "default_responder", "image_parts",
+    "is_summary_request", "rate_limited",
 ]  # fmt: skip
 
 JSON = dict[str, Any]
@@ -114,7 +115,8 @@ class Request:
 def is_summary_request(body: JSON) -> bool:
     """Whether a chat request asks for a summary: its system prompt is the summarizer's
     ("You keep the memory of a group chat"), not a reply prompt that merely contains one."""
-    system = " ".join(str(m.get("content", "")) for m in _messages(body) if m["role"] == "system")
+    system = " ".join(content_text(m.get("content", "")) for m in _messages(body)
+                      if m["role"] == "system")
     return "keep the memory of a group chat" in system or bool(
         re.match(r"\s*summar", system, re.IGNORECASE)
     )
@@ -124,7 +126,7 @@ def default_responder(body: JSON) -> str:
     """Deterministic answers for end-to-end runs: a summary request gets its transcript's
     data lines as bullets within its ``Token limit``; anything else, the last user message."""
     messages = _messages(body)
-    users = [str(m.get("content", "")) for m in messages if m["role"] == "user"]
+    users = [content_text(m.get("content", "")) for m in messages if m["role"] == "user"]
     if not is_summary_request(body):
         return f"You said: {users[-1][:500]}" if users else "Hello."
     text = "\n".join(users)
@@ -142,6 +144,46 @@ def default_responder(body: JSON) -> str:
     return "\n".join(kept) or "- (nothing to summarize yet)"
 
 
+def content_text(content: Any) -> str:
+    """A message's text: the string, or the text parts of a list of content parts."""
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content
+                         if isinstance(p, dict) and p.get("type") == "text")
+    return str(content)
+
+
+def image_parts(body: JSON) -> list[JSON]:
+    """The ``image_url`` parts of a chat request, in order."""
+    return [p for m in _messages(body) if isinstance(m.get("content"), list)
+            for p in m["content"] if isinstance(p, dict) and p.get("type") == "image_url"]
+
+
+_DATA_URL = re.compile(r"data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/]+=*\Z")
+
+
+def part_error(body: JSON) -> str | None:
+    """What OpenAI would reject in the request's content parts (None: nothing): parts other
+    than text and images, an image that is no data URL of PNG, JPEG, GIF or WebP or no
+    https URL, a detail other than auto, low and high, or an image outside a user message."""
+    for m in _messages(body):
+        content = m.get("content")
+        if not isinstance(content, list):
+            continue
+        for p in content:
+            kind = p.get("type") if isinstance(p, dict) else None
+            if kind == "text" and isinstance(p.get("text"), str):
+                continue
+            if kind != "image_url" or m["role"] != "user":
+                return f"invalid content part in a {m['role']} message: {kind!r}"
+            image = p.get("image_url") or {}
+            url = str(image.get("url", ""))
+            if not (_DATA_URL.match(url) or url.startswith("https://")):
+                return f"invalid image url: {url[:40]!r}"
+            if image.get("detail", "auto") not in ("auto", "low", "high"):
+                return f"invalid detail: {image.get('detail')!r}"
+    return None
+
+
 def _messages(body: JSON) -> list[JSON]:
     raw = body.get("messages")
     return [m for m in raw if isinstance(m, dict) and "role" in m] if isinstance(raw, list) else []
@@ -149,7 +191,7 @@ def _messages(body: JSON) -> list[JSON]:
 
 def _usage(body: JSON, text: str) -> JSON:
     """``{"usage": ...}`` with made-up but deterministic counts (~4 characters a token)."""
-    prompt = sum(len(str(m.get("content", ""))) // 4 + 1 for m in _messages(body))
+    prompt = sum(len(content_text(m.get("content", ""))) // 4 + 1 for m in _messages(body))
     done = len(text) // 4 + 1 if text else 0
     usage = {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done}
     return {"usage": usage}
@@ -272,6 +314,9 @@ class FakeOpenAI:
 
     async def _answer(self, request: web.Request, seen: Request) -> web.StreamResponse:
         body = seen.json or {}
+        if (wrong := part_error(body)) is not None:  # as OpenAI answers a malformed part
+            err = {"error": {"message": wrong, "type": "invalid_request_error"}}
+            return web.json_response(err, status=400)
         if self._script:
             step = self._script.popleft()
         elif self.responder is not None:

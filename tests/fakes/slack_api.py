@@ -42,6 +42,8 @@ from urllib.parse import parse_qsl
 
 from aiohttp import WSMsgType, web
 
+from tests.fakes.file_host import FileHost
+
 __all__ = ["Answer", "Call", "FakeSlack", "api_error", "rate_limited"]
 
 JSON = dict[str, Any]
@@ -110,6 +112,7 @@ class FakeSlack:
         self._sockets: list[web.WebSocketResponse] = []
         self._runner: web.AppRunner | None = None
         self.base_url = ""
+        self.files = FileHost("/files-pri", token=bot_token)  # url_private, bot token only
 
     # ------------------------------------------------------------------ setup
 
@@ -168,12 +171,24 @@ class FakeSlack:
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_post("/response/{name}", self._response_url)
         app.router.add_get("/socket", self._socket)
+        self.files.mount(app)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", 0).start()
         host, port = self._runner.addresses[0][:2]
         self.base_url = f"http://{host}:{port}"
+        self.files.base_url = self.base_url
         return self
+
+    def file(self, name: str, data: bytes, mimetype: str = "text/plain", *,
+             size: int | None = None, url: str | None = None, **how: Any) -> JSON:
+        """A file object for a message event's ``files``, served at its ``url_private``
+        to the bot token only (``url``: announce another URL)."""
+        hosted = self.files.add(name, data, mimetype, **how)
+        return {"id": f"F{len(self.files.files):08d}", "name": name, "title": name,
+                "mimetype": mimetype, "size": len(data) if size is None else size,
+                "url_private": url or hosted, "url_private_download": url or hosted,
+                "mode": "hosted"}
 
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:

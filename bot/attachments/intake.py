@@ -1,0 +1,260 @@
+"""``AttachmentIntake``: the service's side of attachments.
+
+Reading never holds up recording: the service records the message (its files named by
+placeholders) and then calls ``start``, which reads the files in the background and edits
+the turn so their text replaces the placeholders. Before a reply is built, ``settle`` waits
+(at most ``Limits.timeout``) for that edit, so the reply sees the files; when they arrive
+later, the edit still lands and later replies see them. A platform edit of the message keeps
+the files' text (``reapply``). Each adapter registers its ``FileSource`` (hosts and auth);
+a platform with none has its files named only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from dataclasses import dataclass, replace
+
+import aiohttp
+
+from bot.attachments.fetch import FileSource, Refused, fetch
+from bot.attachments.model import Attachment, Limits, Reading
+from bot.attachments.read import read_bytes
+from bot.attachments.render import compose, render_all
+from bot.attachments.vision import ImagePart, fit_images, sees_images
+from bot.messages import IncomingMessage
+from memory.errors import StoreError
+from memory.manager import MemoryManager
+from memory.models import ChannelKey, Turn
+
+__all__ = ["MAX_FILES", "AttachmentIntake", "Settled"]
+
+log = logging.getLogger(__name__)
+MAX_FILES = 10  # per message, as Discord and Slack allow
+_KEPT = 512  # settled messages remembered for replies and edits
+_IMAGE_BYTES = 64 << 20  # image bytes held for later replies; the oldest images go first
+EARLIER_MESSAGES = 3  # earlier messages whose images a reply may show
+
+Key = tuple[ChannelKey, str]
+Describer = Callable[[ChannelKey, Reading], Awaitable[str | None]]
+DESCRIBE_SECONDS = 120.0  # the model's own timeout ends a call sooner
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """A message's files once read: the turn's text with them, the images among them, and
+    each placeholder's block (to put back after a platform edit)."""
+
+    text: str
+    images: tuple[Reading, ...] = ()
+    blocks: tuple[tuple[str, str], ...] = ()
+
+
+class AttachmentIntake:
+    """Reads the files of recorded messages into their turns (see the module docstring)."""
+
+    def __init__(self, memory: MemoryManager | None = None, limits: Limits | None = None, *,
+                 vision: str = "off", vision_models: Collection[str] = ()) -> None:
+        self.memory = memory
+        self.limits = limits or Limits()
+        self.vision = vision
+        self.vision_models = frozenset(vision_models)
+        self.sources: dict[str, FileSource] = {}
+        self._tasks: dict[Key, asyncio.Task[Settled]] = {}
+        self._settled: OrderedDict[Key, Settled] = OrderedDict()
+        self._slots: asyncio.Semaphore | None = None
+        # one line about each new image, by a vision model (bot.attachments.describe); set
+        # by Runtime when the reply model sees images
+        self.describe: Describer | None = None
+        self._describing: set[asyncio.Task[None]] = set()
+
+    def register(self, source: FileSource) -> None:
+        """Let ``source.platform``'s files be fetched from its hosts, with its headers."""
+        self.sources[source.platform] = source
+
+    @property
+    def reading(self) -> int:
+        """How many messages' files are being read now."""
+        return len(self._tasks)
+
+    def wants(self, msg: IncomingMessage) -> bool:
+        """Whether ``msg`` has files to read (``ATTACHMENT_MAX_CHARS`` 0: never)."""
+        return bool(msg.attachments) and self.limits.max_chars > 0
+
+    def start(self, msg: IncomingMessage, stored: str, *, store: bool = True) -> None:
+        """Read ``msg``'s files in the background; ``stored`` is the turn's text as
+        recorded, edited in place when ``store`` (not for a message kept nowhere)."""
+        key = (msg.key, msg.message_id)
+        if not self.wants(msg) or key in self._tasks or key in self._settled:
+            return
+        task = asyncio.create_task(self._work(msg, stored, store), name=f"files {msg.message_id}")
+        self._tasks[key] = task
+        task.add_done_callback(lambda t: self._tasks.pop(key, None) if self._tasks.get(key)
+                               is t else None)
+
+    async def settle(self, msg: IncomingMessage, stored: str, *, store: bool = True
+                     ) -> Settled | None:
+        """``msg``'s files read (started now if they were not), waiting at most the time
+        limit; None when it has none or they are still on their way."""
+        key = (msg.key, msg.message_id)
+        if key in self._settled:
+            return self._settled[key]
+        self.start(msg, stored, store=store)
+        task = self._tasks.get(key)
+        if task is None:
+            return self._settled.get(key)
+        done, _ = await asyncio.wait({task}, timeout=self.limits.timeout + 1)
+        if not done:
+            log.info("files of %s in %s still arriving; replying without them",
+                     msg.message_id, msg.key)
+            return None
+        if task.cancelled() or task.exception() is not None:  # logged by _work; reply anyway
+            return None
+        return task.result()
+
+    def reapply(self, key: ChannelKey, message_id: str, text: str) -> str:
+        """An edited message's ``text`` with its files' blocks back in place of the
+        placeholders it still has (a file removed by the edit stays out)."""
+        settled = self._settled.get((key, message_id))
+        if settled is None:
+            return text
+        present = [(p, b) for p, b in settled.blocks if p and p in text]
+        files = [Attachment("", "", placeholder=p) for p, _ in present]
+        return compose(text, files, [b for _, b in present])
+
+    def sees(self, model: str) -> bool:
+        """Whether ``model`` is sent images (``VISION``, ``VISION_MODELS``)."""
+        return sees_images(self.vision, model, self.vision_models)
+
+    def images_for(self, settled: Settled | None, model: str, budget: int) -> list[ImagePart]:
+        """The images of ``settled`` a vision ``model`` gets within ``budget`` tokens."""
+        if settled is None or not settled.images or not model or not self.sees(model):
+            return []
+        return fit_images(settled.images, budget, self.limits.max_pixels)
+
+    def earlier_images(self, turns: Sequence[Turn], model: str, budget: int
+                       ) -> dict[int, list[ImagePart]]:
+        """Images of the newest few earlier messages among ``turns`` (a reply's view, the
+        message answered last) that ``budget`` tokens pay for, by message index of the
+        request (the system message is 0, ``turns[i]`` is ``i + 1``)."""
+        if not model or budget <= 0 or not self.sees(model):
+            return {}
+        out: dict[int, list[ImagePart]] = {}
+        for i in range(len(turns) - 2, -1, -1):
+            turn = turns[i]
+            settled = self._settled.get((turn.key, turn.message_id))
+            if turn.role != "user" or settled is None or not settled.images:
+                continue
+            parts = fit_images(settled.images, budget, self.limits.max_pixels)
+            if parts:
+                out[i + 1] = parts
+                budget -= sum(p.tokens for p in parts)
+            if len(out) >= EARLIER_MESSAGES:
+                break
+        return out
+
+    async def idle(self) -> None:
+        """Return once no files are being read (those started meanwhile included)."""
+        while self._tasks or self._describing:
+            await asyncio.gather(*self._tasks.values(), *self._describing,
+                                 return_exceptions=True)
+
+    async def close(self) -> None:
+        """Stop reading (shutdown): a turn keeps its placeholders."""
+        tasks = [*self._tasks.values(), *self._describing]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # ------------------------------------------------------------------ the work
+
+    async def _work(self, msg: IncomingMessage, stored: str, store: bool) -> Settled:
+        try:
+            return await self._read_all(msg, stored, store)
+        except Exception:
+            log.exception("reading the files of %s in %s failed", msg.message_id, msg.key)
+            raise
+
+    async def _read_all(self, msg: IncomingMessage, stored: str, store: bool) -> Settled:
+        files: Sequence[Attachment] = msg.attachments[:MAX_FILES]
+        readings = await asyncio.gather(*(self._read(msg.key.platform, a) for a in files))
+        blocks = render_all(list(zip(files, readings, strict=True)), self.limits.max_chars)
+        text = compose(stored, files, blocks)
+        settled = Settled(text, tuple(r for r in readings if r.kind == "image"),
+                          tuple((a.placeholder, b) for a, b in zip(files, blocks, strict=True)))
+        if store and self.memory is not None and text != stored:
+            try:
+                outcome = await self.memory.edit(msg.key, msg.message_id, text)
+                log.debug("files of %s in %s: %s", msg.message_id, msg.key, outcome)
+            except StoreError as e:
+                log.error("could not add the files of %s in %s: %s", msg.message_id, msg.key, e)
+        self._keep(msg, settled)
+        if store and self.describe is not None and settled.images:
+            task = asyncio.create_task(self._describe(msg, stored, files, readings))
+            self._describing.add(task)
+            task.add_done_callback(self._describing.discard)
+        return settled
+
+    def _keep(self, msg: IncomingMessage, settled: Settled) -> None:
+        """Remember ``settled``; beyond ``_IMAGE_BYTES`` the oldest images are let go."""
+        self._settled[(msg.key, msg.message_id)] = settled
+        while len(self._settled) > _KEPT:
+            self._settled.popitem(last=False)
+        held = sum(len(r.data) for s in self._settled.values() for r in s.images)
+        for key, old in list(self._settled.items()):
+            if held <= _IMAGE_BYTES:
+                break
+            if old.images and key != (msg.key, msg.message_id):
+                held -= sum(len(r.data) for r in old.images)
+                self._settled[key] = replace(old, images=())
+
+    async def _describe(self, msg: IncomingMessage, stored: str, files: Sequence[Attachment],
+                        readings: Sequence[Reading]) -> None:
+        """Ask the model about each image, then edit the turn once with what it said."""
+        described: list[Reading] = []
+        for r in readings:
+            line = None
+            if r.kind == "image" and self.describe is not None:
+                try:
+                    line = await asyncio.wait_for(self.describe(msg.key, r), DESCRIBE_SECONDS)
+                except TimeoutError:
+                    log.info("describing an image of %s in %s took too long",
+                             msg.message_id, msg.key)
+            described.append(replace(r, text=line) if line else r)
+        if described == list(readings) or self.memory is None:
+            return
+        blocks = render_all(list(zip(files, described, strict=True)), self.limits.max_chars)
+        text = compose(stored, files, blocks)
+        try:
+            await self.memory.edit(msg.key, msg.message_id, text)
+        except StoreError as e:
+            log.error("could not add image descriptions to %s in %s: %s", msg.message_id,
+                      msg.key, e)
+            return
+        self._keep(msg, Settled(text, tuple(r for r in readings if r.kind == "image"),
+                                tuple((a.placeholder, b) for a, b in zip(files, blocks,
+                                                                          strict=True))))
+
+    async def _read(self, platform: str, att: Attachment) -> Reading:
+        """One file, never raising: a refusal or failure is a ``Reading`` saying so."""
+        source = self.sources.get(platform)
+        if source is None:
+            return Reading("refused", reason="not fetched")
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.limits.concurrency)
+        try:
+            async with self._slots:
+                data, declared = await fetch(source, att, self.limits)
+            return await read_bytes(data, declared or att.content_type, self.limits)
+        except Refused as e:
+            return Reading("refused", reason=f"not fetched: {e}")
+        except TimeoutError:
+            return Reading("refused", reason="not fetched: timed out")
+        except (aiohttp.ClientError, OSError, ValueError) as e:
+            log.info("download of %s failed: %s", att.name, type(e).__name__)
+            return Reading("refused", reason="not fetched: the download failed")
+        except Exception:
+            log.exception("reading %s failed", att.name)
+            return Reading("unreadable", reason="unreadable")

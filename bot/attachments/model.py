@@ -1,0 +1,55 @@
+"""The plain values of attachment handling: a file as the platform announced it, the limits
+that bound reading it, and what reading it gave."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["Attachment", "Limits", "Reading", "ReadingKind"]
+
+ReadingKind = Literal["text", "image", "unreadable", "refused"]
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file shared with a message, from the platform's event (never from message text).
+
+    ``placeholder`` is the note standing for it in the message's text (``[attachment:
+    name]``), which its reading replaces in the stored turn; ``size`` is what the platform
+    declared (None: unknown), checked before any download.
+    """
+
+    name: str
+    url: str
+    size: int | None = None
+    content_type: str = ""
+    placeholder: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What one message's files may cost: characters kept, bytes fetched, seconds spent,
+    pixels of an image sent to a model, PDF pages read."""
+
+    max_chars: int = 20_000
+    max_bytes: int = 8 * 1024 * 1024
+    timeout: float = 15.0
+    max_pixels: int = 40_000_000
+    pdf_pages: int = 200
+    concurrency: int = 4  # downloads at once, across messages
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What a file turned out to be. ``text`` for text and PDFs; ``width``/``height`` and
+    the original ``data`` (``mime``) for an image; ``reason`` says why a file was not read
+    (``refused``: not fetched; ``unreadable``: fetched but broken or not text)."""
+
+    kind: ReadingKind
+    text: str = ""
+    width: int = 0
+    height: int = 0
+    mime: str = ""
+    data: bytes = b""
+    reason: str = ""
