@@ -3,9 +3,9 @@
 ``memory/`` is the core and knows nothing of the bot or the chat platforms; ``bot/`` is the
 application and reaches the platform adapters only from its command line (``bot/cli.py``);
 ``adapters/`` translate between a platform and the ``ChatService`` and never reach into
-``bot.app``; modules stay small (STYLE.md 11, 13); tests share a harness, not each other
-(STYLE.md 14). Imports are read with ``ast`` (function-level ones included, relative ones
-resolved), so a check reports each offending ``file:line``.
+``bot.app``; modules stay small; tests share a harness, not each other. Imports are read
+with ``ast`` (function-level ones included, relative ones resolved), so a check reports
+each offending ``file:line``.
 """
 
 from __future__ import annotations
