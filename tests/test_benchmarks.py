@@ -38,6 +38,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return out, proc.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_writes_table_json_and_plots(results: tuple[Path, str]) -> None:
     out, stdout = results
@@ -53,6 +54,7 @@ def test_writes_table_json_and_plots(results: tuple[Path, str]) -> None:
     assert "scenario 1" in stdout and "scenario 4" in stdout  # progress was printed
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_json_has_machine_rows_and_targets(results: tuple[Path, str]) -> None:
     out, _ = results

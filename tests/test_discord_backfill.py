@@ -180,6 +180,7 @@ async def test_a_gateway_reconnect_backfills_what_the_connection_missed(
         assert (await user_ids(rt))[-1] == after["id"]
 
 
+@pytest.mark.slow
 async def test_sigkill_during_a_burst_then_restart_backfills_every_missed_message(
     tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI
 ) -> None:

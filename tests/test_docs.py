@@ -155,6 +155,7 @@ def gistbot_help(*commands: str) -> list[str]:
     return done.stdout.split("\0")[: len(commands)]
 
 
+@pytest.mark.slow
 def test_readme_names_only_gistbot_commands_and_options_that_exist() -> None:
     text = README.read_text(encoding="utf-8")
     blocks = [m.group(0) for m in FENCE.finditer(text)]
