@@ -258,8 +258,9 @@ async def test_a_late_answer_is_built_for_its_mention_after_compaction_folded_it
     the mention into the summary before the sweep answers it. The model still gets the
     mention as the last user message, and the answer is a reply to it."""
     fake = discord_fake
+    # The sweep that answers it runs every third of the claim: 1 s, not the default 5 s.
     settings = make_settings(tmp_path, discord_llm, MAX_HISTORY_MESSAGES="10",
-                             KEEP_RECENT_MESSAGES="4")
+                             KEEP_RECENT_MESSAGES="4", REPLY_CLAIM_SECONDS="3")
     async with running(settings, backfill=True) as (rt, client, watch):
         await fake.send_message(W.general, W.alice, "hello before the downtime")
         await watch.until(lambda: has_turns(rt, 1))
