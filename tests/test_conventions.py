@@ -37,8 +37,9 @@ EXCUSED = {
 }
 
 # What starts a process or a pseudo-terminal, as a name or an attribute in a test's body.
+# (Playwright's entry points start a browser process.)
 SPAWNS = frozenset({"create_subprocess_exec", "create_subprocess_shell", "subprocess", "Popen",
-                    "pexpect", "pty", "openpty"})
+                    "pexpect", "pty", "openpty", "async_playwright", "sync_playwright"})
 
 
 def product_files(root: Path) -> Iterator[Path]:
