@@ -1,30 +1,19 @@
 """``/catchup`` and digests: what happened in a channel (and its threads) over a period,
 every point linked to the messages it rests on.
 
-How a catch-up is made (``Catchup.run``):
+``Catchup.run`` gathers the period's human messages by send time (the channel and each
+thread the adapter names) and numbers them 1..N. A short period is one model call; a long
+one is a bounded map-reduce, never one giant prompt: consecutive stretches that each fit
+a prompt (past ``max_map_calls``, that many stretches, each given the archive's episodes
+over it and its most informative messages), ``parallel`` map calls at a time, their
+points merged by reduce calls. So calls and time stay bounded whatever the period, and
+every prompt is counted against ``context_tokens − reply_tokens``.
 
-1. **Gather** the period's human messages from the store by send time
-   (``CatchupStore.turns_between``), for the channel and each thread of it the adapter
-   names (Discord threads are channels of their own; Slack thread replies are already in
-   the channel's memory), and number them 1..N in time order.
-2. **Short period** (the numbered lines fit one prompt): one call.
-3. **Long period**: bounded map-reduce, never one giant prompt. The lines are cut into
-   consecutive stretches that each fit a prompt; when there are more stretches than
-   ``max_map_calls``, the period is split into ``max_map_calls`` stretches and each gets
-   the archive's episodes that overlap it (the folded summaries of that span) plus its
-   most informative messages (identifiers, substance, questions) up to the budget — the
-   recalled turns the model may cite. Map calls run ``parallel`` at a time; their checked
-   points are merged by reduce calls, a tree when they do not fit one prompt. So the calls
-   and the time stay bounded whatever the period's length, and every prompt is counted
-   against ``context_tokens − reply_tokens``.
-4. **Citations** are checked after every call (``bot.citations.check_bullets``): a point
-   keeps only citations to messages of its own input and is dropped if none is left or if
-   it names an identifier none of its messages contains.
-5. **Offline** (no model) or when the model fails, the points are extractive: the most
-   informative message of each stretch, quoted, with the same citations.
-
-The answer: a heading with the period and the message count, the points with links
-(``Linker``), and the most active people.
+Citations are checked after every call (``bot.citations.check_bullets``): a point keeps
+only citations to messages of its own input and is dropped if none is left or it names an
+identifier none of them contains. Offline or when the model fails, the points are
+extractive (each stretch's most informative message, quoted, with citations). The answer:
+a heading with the period and message count, the linked points, the most active people.
 """
 
 from __future__ import annotations

@@ -1,33 +1,19 @@
 """Scheduled digests: ``/digest daily 09:00 [zone]``, ``/digest weekly mon 09:00 [zone]``,
 ``/digest off``, ``/digest now``, and the scheduler that posts them exactly once.
 
-Exactly once, across replicas and restarts
-    A schedule names local wall-clock slots (09:00 in its zone, DST included: the slot
-    stays at 09:00 local, so its UTC time moves with the clocks). Every ``interval``
-    seconds the scheduler takes, for each schedule, the *latest slot not after now*. If
-    that slot is newer than the schedule it is due: the scheduler **claims** it in the
-    database (``DigestStore.claim_digest_slot``, one row per channel and slot); only the
-    claimer composes and posts, then marks the slot ``posted`` (or ``skipped`` when nothing
-    was said in the period). Another replica, or this process after a restart, finds the
-    claim and does nothing. A process that was down at 09:00 claims the slot when it
-    comes back — posted late, once — and never the older slots it also missed (only the
-    latest slot is ever due). A claimer that dies before finishing leaves a claim that
-    expires after ``claim_ttl``, so the slot is posted late rather than lost; its
-    messages go through the outbox (``bot.outbox``), so the retry finds what the claimer
-    posted before it died instead of posting the digest twice.
+Exactly once, across replicas and restarts: a schedule names local wall-clock slots (DST
+included). Each tick the scheduler takes every schedule's latest slot not after now; if
+it is new, the scheduler **claims** it in the database (``claim_digest_slot``, a row per
+channel and slot) and only the claimer posts, then marks it ``posted`` or ``skipped``. A
+process down at 09:00 posts that slot late, once, never the older ones it missed. A
+claimer that dies leaves a claim that expires after ``claim_ttl``; its messages went
+through the outbox (``bot.outbox``), so the retry does not post twice. A digest refused
+by a daily token limit (``bot.quota``) is neither posted nor marked: its claim expires and
+the slot is tried again when the limit allows, unless the next slot has come.
 
-Daily token limits
-    A digest is the server's model call (``bot.quota``). One refused because the server is
-    over its daily limit is neither posted nor marked: its claim expires after
-    ``claim_ttl`` and the slot is tried again (an INFO line each time), so it is posted
-    late, once, when the limit allows (after 00:00 UTC, or a raised limit) unless the
-    next slot has come by then.
-
-The period of a slot is the previous slot (same local time one day or week earlier)
-to the slot; the digest is ``bot.catchup``'s, with the same citations, of what everyone in
-the channel may read (never a private thread: ``bot.visibility``), posted in the
-channel through the platform's ``Outlet`` (with ``thread``: its heading in the channel,
-the points in a thread under it).
+A slot's period runs from the previous slot to it; the digest is ``bot.catchup``'s of
+what everyone in the channel may read (``bot.visibility``), posted through the platform's
+``Outlet`` (with ``thread``: the heading in the channel, the points in a thread under it).
 """
 
 from __future__ import annotations

@@ -3,13 +3,11 @@
 ::
 
     GistbotError (base: anything the bot raises on purpose)
-    ├── ConfigError                a setting is missing or wrong; the message names the
-    │                              variable and the fix
+    ├── ConfigError                a setting is missing or wrong; the message names the fix
     ├── PermissionDenied           the caller may not do this (e.g. ``/reset``)
     ├── PlatformUnreachable        Discord or Slack could not be reached at start
-    ├── OverQuota                  a model call was refused before it started: the person
-    │                              or server that pays is over its daily token limit (also
-    │                              a ``memory.errors.CallRefused``)
+    ├── OverQuota                  a model call was refused before it started: whoever pays
+    │                              is over a daily token limit (a ``memory.errors.CallRefused``)
     └── LLMError                   the language model call failed; nothing was stored
         ├── LLMTimeout             no answer within the timeout (after the SDK's retries)
         ├── LLMRateLimited         429 after the SDK's retries; ``retry_after`` if known
@@ -18,15 +16,8 @@
         ├── ContextLengthExceeded  the prompt is larger than the model's context window
         └── LLMAuthError           401/403: the key is wrong or lacks access
 
-Adapters catch ``GistbotError`` at the edge, log it with the stack, and show the user
-``user_message``: a short sentence with no exception text, URL or secret in it. The
-exception's own ``str()`` is for logs and may be technical. ``llm_error_from`` says which
-``openai`` SDK failure becomes which class.
-
-Memory-layer errors live in ``memory.errors`` (``memory/`` never imports ``bot/``). One of
-them comes from here: a background summary call that gives its endpoint slot to a reply
-raises ``memory.errors.Preempted`` (``bot.llm_gate``), so compaction can tell it apart;
-a call refused by a daily token limit raises ``OverQuota``, a ``memory.errors.CallRefused``.
+Adapters catch ``GistbotError`` at the edge, log it with the stack and show ``user_message``
+(no exception text, URL or secret); ``llm_error_from`` maps the ``openai`` SDK's failures.
 """
 
 from __future__ import annotations
@@ -107,7 +98,8 @@ class OverQuota(GistbotError, CallRefused):
 
 
 class LLMError(GistbotError):
-    """A call to the language model failed. Callers keep their old state (DESIGN §9)."""
+    """A call to the language model failed. Callers keep their old state: a failure
+    degrades, never destroys."""
 
     user_message = "Sorry, I couldn't reach my language model. Please try again."
 

@@ -15,7 +15,7 @@ most ``concurrency`` at once, replies and digests before background summaries, a
 ``memory.errors.Preempted``).
 
 ``OfflineLLM`` needs no network and is deterministic: extractive summaries, and replies that
-say no model is configured and show what the bot remembers (DESIGN: Configuration).
+say no model is configured and show what the bot remembers.
 
 Both remove reasoning blocks (``bot.thinking``) and satisfy ``memory.completion.SummaryModel``.
 """
@@ -411,7 +411,6 @@ def _messages(messages: Sequence[ChatMessage]) -> _MessagesArgs:
     """``create()``'s messages, sent as they are through ``extra_body`` (which the SDK
     merges over the body it built). ``create()`` walks ``messages`` against the union of
     every message type, key by key, to rename aliased keys, which ours (role, content)
-    never have: about 0.4 ms of event-loop CPU per message, 25 ms for a 60-turn prompt,
-    during which no other channel's event is handled (``tests/test_llm.py`` checks the
-    body on the wire; ``benchmarks/results/scenario1_5.md`` measured the reply latency)."""
+    never have, on the event loop, where no other channel's event is handled meanwhile
+    (docs/decisions/0001; ``tests/test_llm.py`` checks the body on the wire)."""
     return {"messages": [], "extra_body": {"messages": [dict(m) for m in messages]}}

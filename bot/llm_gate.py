@@ -3,33 +3,20 @@ preemptible.
 
 ``LLMGate(slots, summary_slots=...)`` sits in front of one endpoint (one ``OpenAILLM``):
 
-- **Slots.** At most ``slots`` calls (``LLM_CONCURRENCY``) are in flight at once; the rest
-  wait, on futures, so waiting costs the event loop nothing. Set it to the number of
-  requests the server runs in parallel (llama.cpp ``--parallel``, Ollama
-  ``OLLAMA_NUM_PARALLEL``): a server that queues requests itself hides them from the gate.
-  A hosted API takes more (say 32); preemption only happens when every slot is taken.
+- **Slots.** At most ``slots`` calls (``LLM_CONCURRENCY``: the number of requests the
+  server runs in parallel) are in flight; the rest wait on futures, costing nothing.
 - **Priority.** A free slot goes to the longest-waiting *interactive* call (``reply``,
-  ``digest``: someone is waiting for it) and only when none waits to the longest-waiting
-  background ``summary``.
-- **Summary cap.** At most ``summary_slots`` summaries (``SUMMARY_CONCURRENCY``) hold a
-  slot at once, so a burst of compactions never floods the endpoint or the event loop.
-- **Preemption.** An interactive call that finds no free slot while summaries hold some
-  cancels the newest of them (one per waiting interactive call) and takes the slot it
-  frees. The summary's request task is cancelled, so the SDK closes the HTTP request and a
-  server such as llama.cpp stops generating; its caller gets ``memory.errors.Preempted``
-  (``memory/`` recognises it without importing ``bot/``; compaction retries later).
-  Only calls made with :meth:`LLMGate.run` for ``summary`` are preemptible; streams
-  (:meth:`LLMGate.hold`) keep their slot until they end.
+  ``digest``), and only when none waits to a background ``summary``.
+- **Summary cap.** At most ``summary_slots`` summaries (``SUMMARY_CONCURRENCY``) at once.
+- **Preemption.** An interactive call that finds every slot taken while summaries hold
+  some cancels the newest of them; the SDK closes its HTTP request and its caller gets
+  ``memory.errors.Preempted`` (compaction retries later). Streams (:meth:`LLMGate.hold`)
+  keep their slot until they end.
 
-Time spent waiting here is not part of a request's timeout (``LLM_TIMEOUT``): the SDK's
-timeout starts with the request, which starts once the slot is held. (``SUMMARY_TIMEOUT``,
-which ``memory.summarizer`` puts around the whole call, does include the wait; a summary
-that times out while waiting never reached the endpoint, and compaction retries it.)
-
-``OfflineLLM`` uses a gate of ``summary_slots`` slots for its summaries alone, so at most
-that many CPU-bound extractive summaries run per event-loop turn. ``bot.quota`` gives each
-account with a daily token limit a gate of one slot, taken before the endpoint's: one
-uncounted call per account at a time, with the same priority and preemption.
+Waiting here is not part of ``LLM_TIMEOUT`` (the SDK's timeout starts with the request);
+``SUMMARY_TIMEOUT`` includes it. ``OfflineLLM`` gates its CPU-bound summaries the same
+way; ``bot.quota`` gives each limited account a one-slot gate, taken before the
+endpoint's. Why: docs/decisions/0005.
 """
 
 from __future__ import annotations

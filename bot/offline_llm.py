@@ -2,7 +2,7 @@
 
 No network, deterministic. Summaries are extractive (``memory.extractive``, reading the
 request that ``memory.summarizer`` built); replies say plainly that no model is configured,
-how to configure one, and what the bot remembers (DESIGN.md: Configuration). Settings pick it
+how to configure one, and what the bot remembers. Settings pick it
 only when no provider was asked for; it is never a silent fallback.
 
 Background summaries pass through a ``bot.llm_gate.LLMGate`` of ``summary_concurrency``

@@ -1,25 +1,20 @@
 """Prompt assembly: system prompt, the fenced memory block, recent turns, the message.
 
-The summary is *data*, not instructions (DESIGN.md, memory semantics 3). It sits in the
-system message between ``<<<MEMORY`` and ``MEMORY>>>`` lines, introduced as a record of
-earlier conversation written from users' messages. Fence markers inside remembered text
-are defused so user text can never close the fence and speak as the system. Items recalled
-from the archive (long-term facts and episodes, ``memory.recall``) and stored messages found
-by search (verbatim, grouped by day) go inside the same fence under their own headings;
-superseded facts say so.
+The summary is *data*, not instructions. It sits in the system message between
+``<<<MEMORY`` and ``MEMORY>>>`` lines, introduced as a record of earlier conversation
+written from users' messages; fence markers inside remembered text are defused so user
+text can never close the fence and speak as the system. Recalled facts, episodes and
+stored messages (verbatim, grouped by day) go inside the same fence under their headings.
 
-Users' turns carry a ``[Name]: `` label (``memory.speakers``: names cleaned, a person never
-labelled as the bot), and small models imitate it: every reply began ``[root]: …``. So a
-reply's leading label is stripped (``strip_echoed_label``), and while streaming nothing is
-shown until the start is known not to be one (``settled_reply``). The chat message's
-``name`` field would carry the speaker without a label, but OpenAI accepts only
-``[A-Za-z0-9_-]{1,64}`` there (a display name with a space or an accent is a 400) and most
-open models' chat templates drop it, so the model would not know who spoke: labels stay.
+Users' turns carry a ``[Name]: `` label (``memory.speakers``) and small models imitate
+it, so a reply's leading label is stripped (``strip_echoed_label``), and a stream shows
+nothing until its start is known not to be one (``settled_reply``). The chat message's
+``name`` field is no alternative: OpenAI accepts only ``[A-Za-z0-9_-]{1,64}`` there and
+most open models' templates drop it (docs/decisions/0008).
 
-The system message is, in this order: the persona (``SYSTEM_PROMPT`` or the channel's
-``persona`` setting, with fence markers defused, so it cannot close or fake the fence
-either), the fenced memory, then ``RULES`` — gistbot's own rules, which come last so no
-operator or channel text can talk them away.
+The system message is the persona (``SYSTEM_PROMPT`` or the channel's ``persona``, fence
+markers defused), the fenced memory, then ``RULES``, last so no operator or channel text
+can talk them away.
 """
 
 from __future__ import annotations

@@ -1,37 +1,22 @@
 """Daily token quotas: ``DAILY_TOKENS_PER_USER`` and ``DAILY_TOKENS_PER_SERVER`` (0 = no
 limit; a server may set lower ones with ``/config``), counted per UTC day in the database.
 
-What counts: every model call, metered at the LLM gateway (``bot.usage_tab``): the caller
-opens a ``Bill`` saying who pays and for what kind of call (``KINDS``), and the gateway
-asks it to admit each call before it starts and charges it the usage the provider
-reported after it (streamed or not). Who pays:
+Every model call is metered at the LLM gateway (``bot.usage_tab``): the caller opens a
+``Bill`` naming who pays and the kind of call (``KINDS``); the gateway asks it to admit
+each call and charges the usage the provider reported. A reply, ``/summary`` and
+``/catchup`` are paid by the person and their server; a digest and a background summary
+by the server; in a direct message only the person; the console never. The offline
+model costs nothing.
 
-- a reply, ``/summary`` and ``/catchup``: the person and their server;
-- a digest (scheduled or ``/digest now``) and a background summary (compaction): the
-  server;
-- in a direct message only the person (a background summary of a direct-message channel
-  has no one to pay and is not counted); the console (the operator) is never limited.
+Across replicas the counts are read from the database before each call, which is refused
+(``OverQuota``) at or over a limit. Within a process the check, call and charge hold the
+account's one-slot ``LLMGate``, so the overshoot is at most one request per replica; the
+cost is one call at a time per limited account. Limited accounts' counts are written
+before their next call; others are added up in memory and written every ``FLUSH_EVERY``
+seconds and at close.
 
-The offline model reports nothing and costs nothing.
-
-Enforcement across replicas: before each call the counts are read from the database and
-the call is refused (``OverQuota``) when the person or the server is at or over its limit.
-Within one process the check, the call and the charge run holding each limited account's
-gate (an ``LLMGate`` of one slot: interactive calls first, and a waiting one preempts a
-background summary), so a process has at most one call in flight per limited account that
-the database does not yet count: the overshoot is at most one request per replica, for
-every kind. The cost is that, while a limit is set, one process makes one call at a time
-for that person (or, with a server limit, that server).
-
-Counting costs a database write. Where a limit applies it is written before the next call
-of that account may start (that is what enforces the limit); where none does, counts are
-added up in memory and written once a second (``FLUSH_EVERY``) and at close, so a call
-without a limit costs no extra commit. ``/config usage`` adds this process's unwritten
-counts.
-
-A person past their quota is told once per day when a reply is refused (claimed in the
-database, so once across replicas too) and only privately; their messages are still
-remembered. A refused command is answered with the same notice, privately.
+A person past their quota is told once a day, privately (claimed in the database, so once
+across replicas); their messages are still remembered.
 """
 
 from __future__ import annotations

@@ -95,7 +95,7 @@ class Settings(BaseSettings):
     user_rate_limit: int = Field(20, ge=0)  # replies per user per minute; 0 = no limit
     max_input_chars: int = Field(40_000, ge=0)  # longer messages are cut; 0 = no limit
     backfill_max_messages: int = 500  # missed messages read back per channel; 0 = off
-    # Shutdown and restarts (issue 14): how long SIGTERM/SIGINT waits for replies in flight;
+    # Shutdown and restarts: how long SIGTERM/SIGINT waits for replies in flight;
     # how old a mention left unanswered by a crash may be and still be answered (0 = never);
     # how long a replica's claim on a mention it is answering lasts without renewal.
     shutdown_grace_seconds: float = Field(20.0, gt=0, le=3600)

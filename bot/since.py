@@ -2,36 +2,22 @@
 
 ``since`` is one of:
 
-* a length back from now: ``2h``, ``90m``, ``1d``, ``1w``, ``1h30m`` (exact seconds, so
-  ``1d`` is 24 hours even across a DST change);
-  ``3 days ago``, ``an hour ago`` are the same lengths said in words;
-* a calendar word in the zone: ``today``, ``yesterday``, a weekday (``monday``, ``mon``:
-  the most recent one, today included; ``last friday``: the one before today), each from
-  local midnight — so ``yesterday`` in New York on the day after the clocks change spans
-  23 or 25 hours, as the calendar says;
-* an ISO date (``2026-03-08``: local midnight), date and time (``2026-03-08 14:30``,
-  ``2026-03-08T14:30:00+09:00``; without an offset it is local time) or a time of day
-  (``14:30``, ``5pm``, ``noon``, ``midnight``: today, or yesterday when that is still to
-  come);
-* any other phrase dateparser reads (``bot.phrases``): ``3 dec``, ``2/12`` (in the reader's
-  locale), ``12.02.2026``, ``noon yesterday``, ``last week``; resolved as wall-clock time
-  in the zone;
-* a message link (Discord ``…/channels/<guild>/<channel>/<message>``, Slack
-  ``…/archives/<channel>/p<ts>``): from that message on. Its time is in the link itself
-  (Discord ids are timestamps, Slack ids are times), so it needs no lookup.
+* a length back from now: ``2h``, ``90m``, ``1d``, ``1h30m``, ``3 days ago`` (exact seconds);
+* a calendar word in the zone: ``today``, ``yesterday``, a weekday (the most recent one,
+  today included; ``last friday``: before today), from local midnight (23 or 25 h over DST);
+* an ISO date, date and time (without an offset: local time) or a time of day (``14:30``,
+  ``5pm``, ``noon``: today, or yesterday when that is still to come);
+* any other phrase dateparser reads (``bot.phrases``: ``3 dec``, ``2/12`` in the reader's
+  locale), after our rules, so the forms above keep their exact meaning;
+* a Discord or Slack message link: from that message on (the time is in the link).
 
-A trailing IANA zone name (``yesterday Europe/Berlin``, ``09:00 Asia/Seoul``) or ``UTC``
-picks the zone; otherwise the configured ``TIMEZONE``. A leading ``since`` is ignored
-(``since noon``). ``public`` anywhere asks for a public answer. Anything else is a
-``SinceError`` whose message says what is accepted.
+A trailing IANA zone name or ``UTC`` picks the zone, else ``TIMEZONE``; a leading
+``since`` is ignored; ``public`` anywhere asks for a public answer. Anything else is a
+``SinceError`` saying what is accepted.
 
-Reading and resolving are separate: ``read_since`` turns the words into one of the small
-values below (digits 0-9 only; a length reaches at most 100 years back, a date lies in
-1970-9998), and ``start_of`` finds its start at a given time in a zone — arithmetic that
-cannot leave the years ``datetime`` can show, so only "in the future" is left to refuse
-there (a ``Phrase`` is read by dateparser again at ``now``, numeric dates in the reader's
-locale). Our rules come first, so the forms above keep their exact meaning (``3 days ago``
-is 72 hours, as ``3d`` is); only what none of them reads is handed to dateparser.
+``read_since`` turns the words into one of the small values below (a length at most 100
+years, a date in 1970-9998); ``start_of`` finds its start at a time in a zone, so only "in
+the future" is refused there. A new phrase is a grammar rule returning one of these values.
 """
 
 from __future__ import annotations

@@ -1,24 +1,19 @@
 """Remove reasoning blocks (``<think>…</think>``, ``<thinking>…</thinking>``) from model output.
 
-Reasoning models served through OpenAI-compatible endpoints (DeepSeek-R1, Qwen3, … on
-Ollama, vLLM, LM Studio) often put their chain of thought inline. Users should see only
-the answer, and a summary must never store the reasoning.
-
-Rules, the same for a whole text and for a stream:
+Reasoning models on OpenAI-compatible endpoints (DeepSeek-R1, Qwen3, …) often put their
+chain of thought inline; users should see only the answer, and a summary must never store
+the reasoning. The same rules for a whole text and a stream:
 
 - A complete block, anywhere, is removed (tags are case-insensitive).
-- An opening tag that never closes is removed with everything after it *if it is leading*
-  (nothing visible came before it): the model ran out of tokens while thinking. An
-  unclosed tag after visible text is kept literally — it is more likely a mention of the
-  tag than reasoning.
-- A stray closing tag is dropped. In :func:`strip_think` (whole text) everything before a
-  closing tag without an opener is dropped too — some chat templates put the opening
-  ``<think>`` in the prompt, so the output starts mid-reasoning. A stream cannot take back
-  what it already sent, so there only the tag itself goes.
+- A leading opening tag that never closes is removed with everything after it (the model
+  ran out of tokens while thinking); after visible text it is kept, as a mention.
+- A stray closing tag is dropped; :func:`strip_think` also drops everything before it
+  (some chat templates put the opening ``<think>`` in the prompt). A stream cannot take
+  back what it sent, so there only the tag goes.
 - Whitespace before the first visible character is dropped.
 
-:class:`ThinkFilter` buffers only what it must: a possible partial tag at the end of a chunk
-(``"<thi"``) and the inside of an open block.
+:class:`ThinkFilter` buffers only a possible partial tag at a chunk's end (``"<thi"``)
+and the inside of an open block.
 """
 
 from __future__ import annotations

@@ -51,16 +51,14 @@ ForgetOutcome: TypeAlias = LongTermFact | list[LongTermFact] | None
 """``/forget``: the deleted fact, the candidates when several match (none deleted), or None."""
 
 FOLLOW_UP = 10
-"""Matches of the best hit's own words placed right after it (``Archive._follow_up``).
-On scenario 6 at 1,000-2,000 tokens, 5 brought both messages of a two-step question
-within reach for a third of them, 10 for a half; 15 or more pushed more one-step
-answers out than they brought in."""
+"""Matches of the best hit's own words placed right after it (``Archive._follow_up``):
+enough to bring a two-step question's second message within reach, few enough not to
+push one-step answers out (docs/decisions/0015)."""
 FOLLOW_UP_DOCS = 500
 """The follow-up search uses only the best hit's words held by at most this many of the
 searched turns: a word in thousands of turns does not lead to the second message of a
-two-step question, and at 1,000,000 turns those words made the follow-up cost as much as
-the search itself (``benchmarks.turn_recall``). Scenario 6's conversations (~800 turns)
-are below it: their follow-up is unchanged."""
+two-step question, and in a very long channel it makes the follow-up cost as much as the
+search itself (docs/decisions/0015)."""
 RETENTION_INTERVAL = 3600.0
 _MAX_ID = 2**63 - 1  # the largest id SQLite INTEGER and PostgreSQL bigint hold
 """Seconds between retention passes."""
@@ -116,7 +114,7 @@ class Archive:
         below = part.first_seq
         # The archive search and the turn search are independent reads: at once, they take
         # the longer one's time, not the sum (two reader connections on SQLite, two pooled
-        # ones on PostgreSQL; scenario 1's reply p95, issue 13).
+        # ones on PostgreSQL; docs/decisions/0016).
         # (gather: a failure propagates as itself; the other read ends on its own.)
         found, (hits, nearby) = await asyncio.gather(
             self.store.search(
@@ -150,8 +148,8 @@ class Archive:
         most ``room`` tokens could show (``view.within_reach``)."""
         if below is None or below <= 1:
             return [], []
-        # Enough candidates to fill the recall room with short messages (~20 tokens;
-        # budget // 40 left scenario 6's recall room short of matches at 4,000+).
+        # Enough candidates to fill the recall room with short messages (~20 tokens each;
+        # docs/decisions/0015).
         limit = max(self.config.recall_turns, budget // 20)
         query = turn_query(turns)
         hits = await self.store.search_turns(
@@ -171,8 +169,8 @@ class Archive:
         hit's own words (those not in ``query``): a question that takes two steps ("the
         vessel Dave sails on in the regatta" → "dad wants me to crew on his boat for the
         regatta" → "my dad bought a sailboat and named it …") shares no word with the
-        second message, but the first does (pseudo-relevance feedback; scenario 6's
-        two-hop questions: 0% → about half in the prompt at 2,000 tokens)."""
+        second message, but the first does (pseudo-relevance feedback;
+        docs/decisions/0015)."""
         if not hits:
             return hits
         asked = set(query)

@@ -64,9 +64,9 @@ class Views:
 
     A message that overflows the window is often the one a reply is about to answer: its
     compaction started at once and read, ranked and built its summarizer request on the
-    same event loop and reader threads as that reply's view (scenario 1: one reply in 25,
-    its view 12 ms instead of 7). A summary can start later; a reply cannot wait. The wait
-    is capped (``REPLIES_FIRST``), so a channel busy with replies is still compacted.
+    same event loop and reader threads as that reply's view, slowing it
+    (docs/decisions/0005). A summary can start later; a reply cannot wait. The wait is
+    capped (``REPLIES_FIRST``), so a channel busy with replies is still compacted.
     """
 
     def __init__(self) -> None:

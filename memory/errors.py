@@ -9,8 +9,7 @@
     │   ├── StoreBusyError    locked by another writer past the busy timeout
     │   └── StoreUnavailableError  no write can succeed until the operator acts or the
     │                         server comes back: disk full, read-only, connection lost
-    │                         after every retry (``cause`` names which; the store logs it
-    │                         once a minute per cause, callers need not)
+    │                         (``cause`` names which; the store logs it once a minute)
     ├── SummaryRejected       the summarizer's answer failed a check (empty, too long,
     │                         error-like, identifiers lost); the old summary stays
     ├── Preempted             the summarizer's model call gave its endpoint slot to a

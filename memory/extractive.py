@@ -1,6 +1,6 @@
 """The offline summarizer: keep the sentences that matter, verbatim, within the bound.
 
-``OfflineLLM`` has no model, so its summaries are extractive (DESIGN.md, Configuration): of
+``OfflineLLM`` has no model, so its summaries are extractive: of
 every message it keeps the sentences that carry identifiers (numbers, ids, URLs, …),
 decisions, questions and people (names, @mentions, honorifics, preferences), plus the first
 other content sentence as the message's topic, each prefixed with its speaker, under the

@@ -1,38 +1,21 @@
-"""Identifiers a summary must not lose, and where they came from.
+r"""Identifiers a summary must not lose, and where they came from.
 
 A summary may paraphrase, but an order number, a ticket id, an amount, a URL or a code name
-is useless unless it is copied exactly, so the summarizer checks each one against the new
-summary (DESIGN.md, "Memory semantics" 6). Everything here works on text without spaces
-(Korean, Japanese): boundaries are "no ASCII letter, digit or underscore next to it", never
-``\\b``, because CJK characters count as word characters and ``ORD-7731로`` must still yield
-``ORD-7731``. Nothing assumes capital letters.
+is useless unless copied exactly, so the summarizer checks each against the new summary.
+Everything works on text without spaces (Korean, Japanese): a boundary is "no ASCII
+letter, digit or underscore next to it", never ``\b`` (``ORD-7731로`` yields ``ORD-7731``).
+Nothing assumes capital letters.
 
-The rule: an identifier is what a person would need *verbatim* to act on it later. Each is
-found as a whole, the longest match wins:
+An identifier is what a person would need *verbatim* to act on later; each is found whole,
+the longest match wins: URLs and e-mail addresses; ``backticked code names``; ids mixing
+letters and digits (``ORD-2041``, ``4B-217``, ``INC0012345``; not ``gpt-4o``, ``v2``,
+``mp3``); ``#88``; a 3+ digit number after a keyword (order, ticket, issue, 주문, 注文 …);
+numbers of 5+ digits; dates, versions, IP addresses and phone numbers; money with its
+currency as written (``$120.50``, ``12,500원``); UUIDs and hex commit hashes.
 
-* URLs (``http(s)://``, ``ftp://``, ``www.``) and e-mail addresses;
-* ``backticked code names`` (the inner text is the identifier);
-* ids mixing letters and digits, with a run of 2+ digits after a dash or underscore or of
-  3+ digits glued to letters: ``ORD-2041``, ``JIRA-123``, ``4B-217``, ``Q-7720-B``,
-  ``INC0012345`` (not ``gpt-4o``, ``v2``, ``ORD-1``, ``mp3``);
-* ``#88`` (``#`` and 2+ digits); a bare number of 3+ digits right after a keyword: order,
-  ticket, invoice, case, id, no., number, ref, issue, build, account, booking, tracking …,
-  주문, 번호, 예약, 송장, 注文, 番号, 予約 … (``order 48213``, ``주문번호는 1234``; the
-  identifier is the number);
-* long numbers: 5+ digits, separators not counted (``48213``, ``12,500``);
-* dates (``2027-03-14``, ``14/03/2027``, ``2027.03.14``, ``2027년 3월 14일``,
-  ``2027年3月14日``), versions (``v2.7``, ``v2.7.1``, ``2.7.1``, also IP addresses), phone
-  numbers (``010-1234-5678``, ``555-0100``, ``+1 415 555 0100``, ``(415) 555-0100``);
-* money: an amount with a currency sign or code before it or a currency word after it
-  (``$120.50``, ``€40``, ``USD 99``, ``12,500원``, ``40 dollars``); the identifier keeps
-  the currency as written;
-* UUIDs and hex commit hashes of 7-40 characters containing a digit (``a1b2c3d``).
-
-Not identifiers: bare numbers of up to 4 digits without a keyword or currency (counters such
-as "ACK 100", "600", "3 people", "1,200"), a year alone ("2027": it needs a month to be a
-date), decimals and percentages (``3.14``, ``12.5%``), times, ranges like ``1-2`` or
-``2024-2025``. Who said it matters too, but that is the summarizer's business: identifiers
-said only by the bot, or only by gistbot's own prompt text, are filtered there.
+Not identifiers (docs/decisions/0007): bare numbers of up to 4 digits without a keyword or
+currency, a year alone, decimals and percentages, times, ranges like ``1-2``. Identifiers
+said only by the bot or by gistbot's own prompt are filtered by the summarizer.
 """
 
 from __future__ import annotations

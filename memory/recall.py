@@ -126,9 +126,8 @@ def _day_heading(day: int) -> str:
 
 def recalled_turn_line(turn: Turn) -> str:
     """One recalled message: speaker and text on one line (its line breaks folded), under
-    its day's heading. No time of day: "- 13:29 " cost 5 tokens a line, a third of a short
-    message, and a question about an old message asks for its day (scenario 6: at 1,000
-    tokens, 2 more points of evidence in the prompt without it)."""
+    its day's heading. No time of day: "- 13:29 " costs 5 tokens a line, a third of a short
+    message, and a question about an old message asks for its day (docs/decisions/0014)."""
     return recalled_line(turn.role, turn.author_name, " ".join(turn.text.split()))
 
 

@@ -3,31 +3,19 @@
 ``MemoryStore`` is what the memory manager reads and commits; ``ArchiveStore`` holds
 episodes and long-term facts; ``LeaseStore`` keeps compaction single-flight across
 processes; ``PortingStore`` serves ``gistbot copy-db``; ``CatchupStore`` and
-``DigestStore`` (``memory.catchup_store``) serve ``/catchup`` and scheduled digests.
-``Store`` is their union, what one backend class implements. Platform concerns are
-not declared here (the backends' ``claim_event``, first-claimer-wins on a platform event
-id, is outside the protocols).
+``DigestStore`` (``memory.catchup_store``) serve ``/catchup`` and digests. ``Store`` is
+their union, what one backend implements. Platform concerns are not declared here.
 
-The contract suite in ``tests/harness/store_contract.py`` pins the behaviour; both
-backends run it. Semantics every implementation keeps:
+Semantics every backend keeps (``tests/harness/store_contract.py`` runs on both):
 
 * ``record`` is idempotent on ``(key, message_id)`` and durable before it returns.
-* ``commit_summary`` is atomic and conditional on the channel's ``version``.
+* ``commit_summary`` is atomic and conditional on the channel's ``version``; it may store
+  the folded range as an ``Episode`` (never rewritten) and new ``LongTermFact``s with it.
 * Compaction never deletes turns; only ``reset`` and ``purge_folded_before`` do.
-* Every hot query (``record``, ``snapshot``, ``pending``) costs the same at 100 or
-  100,000 stored turns in a channel.
-* The archive: ``commit_summary`` may also store the folded range as an ``Episode`` and
-  the facts the summarizer extracted (``LongTermFact``), in the same transaction. Episodes
-  are never rewritten; ``reset`` deletes a channel's episodes and facts, retention deletes
-  episodes that ended before its cutoff. ``search`` ranks them by full-text relevance
-  (SQLite FTS5 BM25; PostgreSQL ``ts_rank`` over a GIN index) on the terms of
-  ``memory.search_text``, within one channel only; it reads the archive index, never
-  the turns, so its cost follows the number of matching episodes and facts.
-* Every stored turn (folded or not) is indexed too, in the same transaction as the write
-  that stores, edits or deletes it: ``search_turns`` ranks a channel's turns by full-text
-  relevance on the same terms, using only the query's rarer terms (``common.
-  pick_turn_terms``), so its cost follows the number of matching turns, not the channel's
-  length; ``turns_at`` reads turns by seq (a recalled turn's neighbours).
+* Hot queries (``record``, ``snapshot``, ``pending``) cost the same at 100 or 100,000
+  turns; ``search`` and ``search_turns`` rank one channel's archive and turns by full-text
+  relevance on ``memory.search_text``'s terms, at a cost that follows the matches, not
+  the channel's length. Every turn is indexed in the transaction that writes it.
 """
 
 from __future__ import annotations

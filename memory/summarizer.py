@@ -1,25 +1,19 @@
 """The summarizer: fold turns into the rolling summary, check the answer, keep identifiers.
 
-One compaction (DESIGN.md, "Memory semantics" 5, 6, 8, 9):
+One compaction:
 
-1. ``build_summary_request`` (``memory.summary_prompt``) writes the rules and the data: the
-   previous summary, the carried facts relevant to the folded turns (``memory.ledger``:
-   bounded, whatever the channel's age) and the new messages, in fenced sections.
-2. The answer goes through ``check_answer``: ``<think>`` blocks are stripped; an empty or
-   error-like answer raises ``SummaryRejected``, so an error text is never stored as a
-   summary. An answer over the bound is trimmed (``memory.summary_fit``), never rejected:
-   tokenizers differ, and a model that always runs a little long must still make progress.
-   Model exceptions and timeouts propagate unchanged.
-3. Identifiers of the folded turns and of the previous summary that the answer lost
-   (``memory.ledger.required_identifiers``: not the bot's alone, not gistbot's prompt text)
-   are asked for once more; whatever is still missing becomes a ``CarriedIdentifier``,
-   carried verbatim.
-4. The same answer carries the archive (``summary_prompt.split_answer``): an episode
-   summary of the folded turns and new long-term facts, each optionally replacing a known
-   fact by id. They are cut out *before* the checks, so the summary part is judged exactly
-   as before; a missing or garbled episode never fails the compaction (an extractive line
-   from the folded turns stands in), bad fact lines are dropped, and a "replaces" id that
-   was not offered is ignored.
+1. ``build_summary_request`` (``memory.summary_prompt``) writes the rules and the data:
+   the previous summary, the carried facts relevant to the folded turns (bounded,
+   ``memory.ledger``) and the new messages, in fenced sections.
+2. ``check_answer`` strips ``<think>`` blocks and raises ``SummaryRejected`` on an empty
+   or error-like answer, so an error text is never stored; an answer over the bound is
+   trimmed (``memory.summary_fit``), never rejected (docs/decisions/0006). Model
+   exceptions and timeouts propagate unchanged.
+3. Identifiers the answer lost (``memory.ledger.required_identifiers``) are asked for
+   once more; whatever is still missing is carried verbatim as a ``CarriedIdentifier``.
+4. The same answer carries the archive (``summary_prompt.split_answer``): an episode and
+   new long-term facts, cut out *before* the checks. A missing or garbled episode never
+   fails the compaction (an extractive line stands in); bad fact lines are dropped.
 """
 
 from __future__ import annotations

@@ -1,24 +1,19 @@
 """Fitting a summary to its bound, and putting lost identifiers back under its facts.
 
-A model's tokenizer is not gistbot's (a llama.cpp server stops at ``max_tokens`` in its own
-tokens; gistbot counts unknown models with o200k × 1.1), so an answer may come back a bit
-over the bound even from a model that tried. Rejecting it would stall compaction forever
-with such a model (DESIGN.md, "Memory semantics" 9: failures degrade, never destroy), so
-``shorten_summary`` trims it at sentence and section boundaries instead. What leaves first:
+A model's tokenizer is not gistbot's, so an answer may come back a bit over the bound even
+from a model that tried; rejecting it would stall compaction forever with such a model
+(docs/decisions/0006). ``shorten_summary`` trims at sentence and section boundaries
+instead. What leaves first:
 
-1. sentences without an identifier outside the facts section, the last ones first (so
-   "People and preferences" goes before "Topics");
+1. sentences without an identifier outside the facts section, the last ones first;
 2. sentences without an identifier in the facts section;
 3. sentences with an identifier outside the facts section;
 4. sentences with an identifier in the facts section, last first.
 
-A heading stays while something under it stays. When even one sentence is over the bound
-it is cut with an ellipsis. The summarizer checks identifiers *after* trimming, so whatever
-trimming cost is asked for again or carried as a fact, like anything a model drops.
-
-``add_to_facts`` appends lines under the facts section (``## Facts and identifiers`` or a
-translated heading such as ``## 사실과 식별자``), creating the section when there is none:
-``/summary`` uses it for identifiers the digest model dropped.
+A heading stays while something under it stays; a single sentence over the bound is cut
+with an ellipsis. Identifiers are checked *after* trimming, so what trimming cost is asked
+for again or carried as a fact. ``add_to_facts`` appends lines under the facts section
+(``## Facts and identifiers`` or a translated heading), creating it when there is none.
 """
 
 from __future__ import annotations

@@ -1,45 +1,14 @@
-"""The summary request: the prompt the summarizer sends, and how to read it back.
+r"""The summary request: the prompt the summarizer sends, and how to read it back.
 
 ``build_summary_request`` writes a system message with the rules and one user message with
-the previous summary, the carried facts and the new messages in fenced sections;
-``parse_summary_request`` recovers those parts exactly (the offline model summarizes from
-them, and tests check the round trip). The format::
-
-    <intro line>
-    Token limit: 600
-
-    <<<PREVIOUS SUMMARY>>>        (omitted when empty)
-    ...summary lines...
-    <<<END PREVIOUS SUMMARY>>>
-
-    <<<CARRIED FACTS>>>           (omitted when empty; one "- " item per fact)
-    - ORD-1042 — Alice: my order ORD-1042 is late
-    <<<END CARRIED FACTS>>>
-
-    <<<NEW MESSAGES>>>            (consecutive turns of one author merged)
-    [Alice]: first line
-    continuation line
-    [gistbot]: an assistant turn, labelled with the bot's name
-    <<<END NEW MESSAGES>>>
-
-A compaction (``archive=True``) also lists the channel's current long-term facts that look
-related, so the model can say which one a new fact updates, and asks for two blocks after
-the summary, parsed back by ``split_answer``::
-
-    <<<KNOWN FACTS>>>             (in the request; omitted when empty)
-    - [12] the deadline is Friday
-    <<<END KNOWN FACTS>>>
-
-    ...the summary...             (in the answer; checked like any summary)
-    <<<EPISODE>>>
-    Alice and Bob moved the deadline to Monday.
-    <<<END EPISODE>>>
-    <<<NEW FACTS>>>
-    - [replaces 12] the deadline moved to Monday (Bob)
-    <<<END NEW FACTS>>>
+the previous summary, the carried facts and the new messages in fenced sections (the
+format is in its docstring); ``parse_summary_request`` recovers those parts exactly (the
+offline model summarizes from them, and tests check the round trip). A compaction
+(``archive=True``) also lists related long-term facts and asks for an episode and new
+facts after the summary, parsed back by ``split_answer``.
 
 User text cannot forge structure: a data line that starts with backslashes followed by
-``<<<`` (or ``- `` in facts, ``[`` in messages) gets one more leading backslash, and ``\\``,
+``<<<`` (or ``- `` in facts, ``[`` in messages) gets one more leading backslash, and ``\``,
 ``]`` and newlines in author names are backslash-escaped. A retry message adds a
 ``<<<MISSING IDENTIFIERS>>>`` section of ``- `` items.
 """
@@ -200,10 +169,41 @@ def build_summary_request(
     archive: bool = False,
     known_facts: Sequence[tuple[int, str]] = (),
 ) -> list[ChatMessage]:
-    """The system and user messages asking to fold ``turns`` into ``previous_text``.
+    r"""The system and user messages asking to fold ``turns`` into ``previous_text``.
 
-    With ``archive`` the answer also carries an episode and new facts (see the module
-    docstring); ``known_facts`` are (id, text) of facts a new one may replace.
+    With ``archive`` the answer also carries an episode and new facts; ``known_facts`` are
+    (id, text) of facts a new one may replace. The user message::
+
+        <intro line>
+        Token limit: 600
+
+        <<<PREVIOUS SUMMARY>>>        (omitted when empty)
+        ...summary lines...
+        <<<END PREVIOUS SUMMARY>>>
+
+        <<<CARRIED FACTS>>>           (omitted when empty; one "- " item per fact)
+        - ORD-1042 — Alice: my order ORD-1042 is late
+        <<<END CARRIED FACTS>>>
+
+        <<<NEW MESSAGES>>>            (consecutive turns of one author merged)
+        [Alice]: first line
+        continuation line
+        [gistbot]: an assistant turn, labelled with the bot's name
+        <<<END NEW MESSAGES>>>
+
+        <<<KNOWN FACTS>>>             (archive only; omitted when empty)
+        - [12] the deadline is Friday
+        <<<END KNOWN FACTS>>>
+
+    and with ``archive`` the answer, read back by ``split_answer``::
+
+        ...the summary...             (checked like any summary)
+        <<<EPISODE>>>
+        Alice and Bob moved the deadline to Monday.
+        <<<END EPISODE>>>
+        <<<NEW FACTS>>>
+        - [replaces 12] the deadline moved to Monday (Bob)
+        <<<END NEW FACTS>>>
     """
     hint = f"\n- This channel usually speaks {language_hint}." if language_hint else ""
     if language:  # the channel's setting wins over the conversation's language

@@ -98,7 +98,7 @@ COUNT_CACHE_CHARS = 1024
 LONG_CACHE_SIZE = 16
 """Longer texts whose counts are remembered: a channel's rolling summary is counted by every
 reply's view (twice: once to place the verbatim turns, once to compose) and changes only
-when a compaction commits; encoding it took ~0.3 ms each time in scenario 1."""
+when a compaction commits (docs/decisions/0016)."""
 LONG_CACHE_CHARS = 32_768
 """Texts longer than this are counted each time: the long cache holds at most ~2 MiB."""
 
@@ -119,7 +119,7 @@ class TokenCounter:
         self.encoding_name, self.factor = encoding_for_model(model)
         self._enc = _encoding(self.encoding_name)
         # A reply's view prices the same recalled lines, facts and headings as the reply
-        # before it (scenario 1: ~300 candidate lines a view, 40 ms of encoding without it).
+        # before it (~300 candidate lines a view; docs/decisions/0016).
         self._cached = lru_cache(maxsize=COUNT_CACHE_SIZE)(self._count)
         self._cached_long = lru_cache(maxsize=LONG_CACHE_SIZE)(self._count)
 

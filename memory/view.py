@@ -1,33 +1,20 @@
 """A reply's memory view that fills its budget: recent turns, relevant facts, recall.
 
 ``B`` is what a reply may spend on memory (``CONTEXT_TOKENS − REPLY_TOKENS`` minus the
-system prompt and the fence framing). It is split, in this order:
+system prompt and the fence framing), split in this order:
 
-1. **The rolling summary**, whole (compaction bounds it by ``SUMMARY_TOKENS``; only a
-   summary larger than ``B`` is cut, with a marker). ``R`` is what remains.
-2. **The newest turns verbatim**, the triggering message first, up to a share of ``R``
-   that grows with it: ``small_share`` (10%) of a tiny ``R``, rising linearly to
-   ``recent_share`` (45%) at ``R = full_shares_at`` (8,000) and beyond. A small budget so
-   keeps most of itself for recall: at 1,000 tokens, BM25 over the raw turns found more
-   evidence than a view that spent 45% on the newest turns (issue 13's benchmark). A turn
-   over half of ``B`` is cut with a marker.
-3. **Carried identifiers**, most relevant to the message first (``memory.relevance``), up
-   to ``max(facts_share × R, min(FACTS_TOKENS, facts_cap_share × R))`` (15%): ``FACTS_TOKENS`` is
-   a floor only where it does not crowd a small view; those the summary or the verbatim
-   turns already show are skipped.
-4. **Recall**: everything left (or ``RECALL_TOKENS`` when set): long-term facts, then the
-   best-matching stored turns older than the verbatim ones — the best three with their
-   neighbours (±1 turn) — then the other matches, matching episodes, and the other
-   matches' neighbours (below 1,500 tokens of recall, every match before any
-   neighbour). Rendered inside the fence, grouped by day, with the speaker; a message
-   one speaker said again word for word is shown once (``_said``).
-5. What recall leaves unused goes to older verbatim turns — unfolded ones, then the
-   newest folded ones — so a channel with little to recall still gets its whole budget
-   of conversation.
+1. **The rolling summary**, whole (cut with a marker only if larger than ``B``); ``R`` is
+   what remains.
+2. **The newest turns verbatim**, the message first, up to a share of ``R`` that grows
+   from ``small_share`` of a tiny ``R`` to ``recent_share`` at ``full_shares_at``, so a
+   small budget keeps most of itself for recall.
+3. **Carried identifiers**, most relevant first, up to the facts share of ``R``.
+4. **Recall**, everything left (or ``RECALL_TOKENS``): long-term facts, the best-matching
+   older turns with their neighbours, other matches, episodes; grouped by day.
+5. What recall leaves goes to older verbatim turns.
 
-So a larger ``CONTEXT_TOKENS`` buys more of everything, recall most; and the view never
-exceeds ``B``: every item is paid for as ``bot.prompts`` renders it (a line's tokens plus
-one for its line break; headings once).
+The view never exceeds ``B``: every item is paid for as ``bot.prompts`` renders it. Why
+the shares and the recall order are what they are: docs/decisions/0014.
 """
 
 from __future__ import annotations
@@ -214,8 +201,7 @@ def within_reach(hits: Sequence[Turn], room: int, split: ViewSplit) -> int:
     """How many of ``hits`` (best first) a recall room of ``room`` tokens could show: their
     lines' least costs (``_cannot_fit``'s bound) add up to at most ``room``, and at least
     the first ``_WITH_NEIGHBOURS``. Only these hits' neighbours can be shown beside them
-    (``_recall`` tries hits before neighbours), so only theirs are read: scenario 1's views
-    read ~240 neighbours of 170 hits to show ~46 lines."""
+    (``_recall`` tries hits before neighbours), so only theirs are read."""
     used = 0
     for i, hit in enumerate(hits):
         used += max(min(hit.tokens, split.max_recalled_turn) - _SLACK, 0) + _LINE
@@ -291,7 +277,7 @@ def _recall(
     for hit in hits[first:]:
         add(hit)
     # Episodes after every match: an episode is a summary of a span, a matching turn is
-    # the message itself (scenario 6: episodes first cost 2-3 points of evidence).
+    # the message itself, the better evidence (docs/decisions/0014).
     episodes: list[Episode] = []
     for episode in found.episodes:
         if budget.take([episode_line(episode)], [RECALL_HEADING]):
@@ -308,7 +294,7 @@ class Composed:
     """A view's summary, newest turns, identifiers and recall, fitted: what is left of the
     budget goes to older verbatim turns in ``view``. Kept apart so that a view whose recall
     left room can take in the earlier conversation read afterwards without weighing its
-    recall again (``memory.archive``: about a tenth of scenario 1's replies)."""
+    recall again (``memory.archive``)."""
 
     state: SummaryState
     turns: Sequence[Turn]

@@ -43,6 +43,7 @@ async def _shot(page: Page, name: str) -> None:
     await page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
+@pytest.mark.slow
 async def test_operator_edits_memory_in_the_browser(tmp_path: Path, browser: Browser) -> None:
     async with admin(tmp_path) as a:
         await fill(a.rt, KEY, 14, mention_every=3,

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from bot.cli import main
 from memory.models import ChannelKey, NewTurn
@@ -41,6 +42,7 @@ async def _wait_healthy(url: str, proc: asyncio.subprocess.Process) -> None:
     raise AssertionError("the admin server never answered")
 
 
+@pytest.mark.slow
 async def test_gistbot_run_serves_the_admin_server(tmp_path: Path) -> None:
     port = _free_port()
     env_file = tmp_path / "bot.env"

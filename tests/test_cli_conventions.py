@@ -93,6 +93,7 @@ def test_discord_invite_with_a_real_id(capsys: pytest.CaptureFixture[str]) -> No
     assert "client_id=1234567890123456789" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_export_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     # 200 turns of 2 kB: more than a pipe holds, so the writer meets the closed end.
     seed(tmp_path / "gistbot.db", {CONSOLE: 200}, text="x" * 2000)
@@ -127,6 +128,7 @@ def test_counts_of_one_are_singular(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "exported 1 turn of slack:T1:C1" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_unwritable_database_is_one_line_and_leaves_no_thread_behind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -20,6 +20,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 from memory.identifiers import contains_identifier, extract_identifiers
 from memory.models import ChannelKey
 from memory.stores.sqlite.store import SqliteStore
@@ -133,6 +135,7 @@ def check_file(db: Path, acked: dict[tuple[str, str], int]) -> None:
         conn.close()
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_loses_nothing(tmp_path: Path) -> None:
     rng = random.Random(int(os.environ.get("GISTBOT_CRASH_SEED", "20240611")))
     db = tmp_path / "crash.db"

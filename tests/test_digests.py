@@ -108,6 +108,7 @@ async def run_children(spec: str, tmp_path: Path, clock: float, n: int,
     return posts.read_text().splitlines() if posts.exists() else []
 
 
+@pytest.mark.slow
 async def test_two_processes_post_a_slot_exactly_once(spec: str, tmp_path: Path) -> None:
     await seed(spec)
     posts = await run_children(spec, tmp_path, SLOT + 5, n=2)
@@ -115,6 +116,7 @@ async def test_two_processes_post_a_slot_exactly_once(spec: str, tmp_path: Path)
     assert "Daily digest" in posts[0] and "6 messages" in posts[0]
 
 
+@pytest.mark.slow
 async def test_a_restart_across_the_slot_posts_it_once_late(spec: str, tmp_path: Path) -> None:
     await seed(spec)
     assert await run_children(spec, tmp_path, SLOT - 60, n=1) == []  # before the slot
@@ -147,6 +149,7 @@ async def test_a_restart_across_the_slot_posts_it_once_late(spec: str, tmp_path:
         (at(2026, 3, 8, 9), "skipped")]  # the first run's slot: nothing said in its period
 
 
+@pytest.mark.slow
 async def test_a_claim_whose_holder_died_is_posted_late(spec: str, tmp_path: Path) -> None:
     await seed(spec)
     store = open_store(spec)

@@ -180,6 +180,7 @@ async def test_a_gateway_reconnect_backfills_what_the_connection_missed(
         assert (await user_ids(rt))[-1] == after["id"]
 
 
+@pytest.mark.slow
 async def test_sigkill_during_a_burst_then_restart_backfills_every_missed_message(
     tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI
 ) -> None:
@@ -257,8 +258,9 @@ async def test_a_late_answer_is_built_for_its_mention_after_compaction_folded_it
     the mention into the summary before the sweep answers it. The model still gets the
     mention as the last user message, and the answer is a reply to it."""
     fake = discord_fake
+    # The sweep that answers it runs every third of the claim: 1 s, not the default 5 s.
     settings = make_settings(tmp_path, discord_llm, MAX_HISTORY_MESSAGES="10",
-                             KEEP_RECENT_MESSAGES="4")
+                             KEEP_RECENT_MESSAGES="4", REPLY_CLAIM_SECONDS="3")
     async with running(settings, backfill=True) as (rt, client, watch):
         await fake.send_message(W.general, W.alice, "hello before the downtime")
         await watch.until(lambda: has_turns(rt, 1))

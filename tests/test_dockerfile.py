@@ -48,6 +48,7 @@ def _final_stage() -> list[tuple[str, str]]:
     return ins[last_from:]
 
 
+@pytest.mark.slow
 def test_hadolint_is_clean() -> None:
     result = subprocess.run([_hadolint(), "--no-color", str(DOCKERFILE)],
                             capture_output=True, text=True, timeout=60, check=False)
@@ -99,6 +100,7 @@ def _check(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedPr
                           capture_output=True, text=True, timeout=60, check=False)
 
 
+@pytest.mark.slow
 def test_healthcheck_opens_the_configured_database(tmp_path: Path) -> None:
     env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'data' / 'gistbot.db'}"}
     ok = _check(env, tmp_path)
@@ -110,6 +112,7 @@ def test_healthcheck_opens_the_configured_database(tmp_path: Path) -> None:
     assert bad.returncode != 0 and "StoreOpenError" in bad.stderr
 
 
+@pytest.mark.slow
 async def test_healthcheck_asks_the_admin_server_when_it_is_on(tmp_path: Path) -> None:
     from tests.harness.admin import admin
 

@@ -81,10 +81,10 @@ def test_the_link_check_finds_a_missing_file_and_a_missing_heading(tmp_path: Pat
     (tmp_path / "docs" / "memory.md").write_text("# How memory works\n\n## The window\n")
     (tmp_path / "outside.md").write_text("# Outside\n")
     probe = tmp_path / "docs" / "probe.md"
-    probe.write_text("[a](memory.md#no-such-heading) [b](../DESIGN.md) [c](memory.md#the-window)\n"
+    probe.write_text("[a](memory.md#no-such-heading) [b](../ELSE.md) [c](memory.md#the-window)\n"
                      "`[d](nowhere.md)` [e](https://example.org/x.md) [f](#here)\n\n# Here\n"
                      "```\n[g](in-a-block.md)\n```\n")
-    assert broken_links(probe, tmp_path) == ["memory.md#no-such-heading", "../DESIGN.md"]
+    assert broken_links(probe, tmp_path) == ["memory.md#no-such-heading", "../ELSE.md"]
     assert broken_links(probe, tmp_path / "docs") == broken_links(probe, tmp_path)
     assert broken_links(tmp_path / "docs" / "memory.md", tmp_path) == []
     (tmp_path / "docs" / "up.md").write_text("[o](../outside.md)\n")
@@ -155,6 +155,7 @@ def gistbot_help(*commands: str) -> list[str]:
     return done.stdout.split("\0")[: len(commands)]
 
 
+@pytest.mark.slow
 def test_readme_names_only_gistbot_commands_and_options_that_exist() -> None:
     text = README.read_text(encoding="utf-8")
     blocks = [m.group(0) for m in FENCE.finditer(text)]

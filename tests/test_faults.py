@@ -265,6 +265,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(where)], check=False)
 
 
+@pytest.mark.slow
 async def test_database_full_disk_on_a_small_tmpfs(
     tmp_path: Path, small_disk: Path, llm: FakeLLM, caplog: pytest.LogCaptureFixture
 ) -> None:

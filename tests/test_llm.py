@@ -489,6 +489,7 @@ async def test_fake_latency_hook_and_default_responder() -> None:
         await llm.aclose()
 
 
+@pytest.mark.slow
 async def test_fake_runs_as_a_subprocess() -> None:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "tests.fakes.openai_server", "--port", "0",

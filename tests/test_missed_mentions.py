@@ -183,6 +183,7 @@ async def owe_as_a_dead_process(store: Store, key: ChannelKey, ts: str, *,
     await store.record(replace(turn, due=ReplyDue("dead-process", claim, route=ts)))
 
 
+@pytest.mark.slow
 async def test_two_processes_sharing_postgresql_answer_a_missed_mention_once(
     tmp_path: Path, pg_url: str
 ) -> None:

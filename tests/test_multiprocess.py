@@ -65,6 +65,7 @@ def calls(log: Path) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []
 
 
+@pytest.mark.slow
 async def test_two_processes_racing_make_one_summarizer_call(spec: str, tmp_path: Path) -> None:
     store = await seed(spec, 11)  # one over the default window of 10
     log = tmp_path / "calls.log"
@@ -80,6 +81,7 @@ async def test_two_processes_racing_make_one_summarizer_call(spec: str, tmp_path
         await store.close()
 
 
+@pytest.mark.slow
 async def test_a_killed_lease_holder_blocks_only_until_expiry(spec: str, tmp_path: Path) -> None:
     store = await seed(spec, 11)
     log = tmp_path / "calls.log"

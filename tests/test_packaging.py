@@ -120,6 +120,7 @@ def test_ci_waits_for_another_apt_process_instead_of_failing() -> None:
     assert apt and all("-o DPkg::Lock::Timeout=" in ln for ln in apt), apt
 
 
+@pytest.mark.slow
 def test_offline_token_counting_uses_only_the_shipped_encodings(tmp_path: Path) -> None:
     """A fresh cache, no route to the internet and ``bpe_openai`` unimportable: counting
     still works, from ``memory/encodings/``."""

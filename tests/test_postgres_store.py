@@ -251,6 +251,7 @@ _WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 async def test_two_processes_recording_into_one_channel(make_pg: MakeStore, schema: str) -> None:
     store = await make_pg()  # migrated before the writers start
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -60,6 +60,7 @@ async def result(proc: asyncio.subprocess.Process) -> dict[str, Any]:
     return data
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kind", "account"), [
     ("reply", UsageKey("discord", "g1", "alice")),  # a person's replies
     ("catchup", UsageKey("discord", "g1")),  # a server's catch-ups

@@ -15,6 +15,7 @@ pytest.importorskip("psutil")
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_prints_each_memory_the_view_and_the_ratio() -> None:
     # The timeout is a hang guard, not a timing.

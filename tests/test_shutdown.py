@@ -114,6 +114,7 @@ def mention_ts(acked: list[str]) -> str:
     return ts
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [SIGTERM, SIGINT], ids=["SIGTERM", "SIGINT"])
 async def test_slack_http_signal_with_a_reply_in_flight_loses_nothing(
     tmp_path: Path, sig: int
@@ -139,6 +140,7 @@ async def test_slack_http_signal_with_a_reply_in_flight_loses_nothing(
     assert open_debts(db) == []
 
 
+@pytest.mark.slow
 async def test_discord_sigterm_with_a_reply_in_flight_loses_nothing(tmp_path: Path) -> None:
     db = tmp_path / "bot.db"
     async with FakeDiscord() as discord, slow_replies(4.0) as llm:
@@ -171,6 +173,7 @@ async def test_discord_sigterm_with_a_reply_in_flight_loses_nothing(tmp_path: Pa
     assert GENERAL.platform == "discord"
 
 
+@pytest.mark.slow
 async def test_a_reply_that_cannot_finish_gets_an_apology_and_is_answered_after_restart(
     tmp_path: Path,
 ) -> None:
@@ -212,6 +215,7 @@ def _child_of(pid: int) -> int:
     return int(children[0])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _unshare_works(), reason="needs root and `unshare --pid` (util-linux)")
 async def test_sigterm_as_pid_1_of_a_pid_namespace(tmp_path: Path) -> None:
     db = tmp_path / "bot.db"
@@ -232,6 +236,7 @@ async def test_sigterm_as_pid_1_of_a_pid_namespace(tmp_path: Path) -> None:
     assert [a for a in acked if a not in stored_ids(db)] == []
 
 
+@pytest.mark.slow
 async def test_slack_socket_mode_sigterm_with_a_reply_in_flight(tmp_path: Path) -> None:
     db = tmp_path / "bot.db"
     base = int(time.time())
@@ -264,6 +269,7 @@ async def test_slack_socket_mode_sigterm_with_a_reply_in_flight(tmp_path: Path) 
     assert open_debts(db) == []
 
 
+@pytest.mark.slow
 async def test_console_sigterm_with_a_reply_in_flight_prints_it_and_exits_0(
     tmp_path: Path,
 ) -> None:
@@ -300,6 +306,7 @@ def test_bad_shutdown_and_restart_settings_name_the_variable(name: str, bad: str
             defaults.reply_claim_seconds) == (20, 300, 30)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("summary_seconds", "committed"), [(1.0, True), (60.0, False)],
                          ids=["commits", "abandons"])
 async def test_sigterm_lets_a_compaction_commit_or_abandon_cleanly(

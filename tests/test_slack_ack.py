@@ -328,6 +328,7 @@ async def test_read_only_database_acknowledges_nothing_and_recovers(
         assert any("accepts writes again" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.slow
 async def test_full_disk_acknowledges_nothing_and_recovers(
     tmp_path: Path, llm: FakeLLM, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -118,6 +118,7 @@ def test_disk_full_and_read_only_are_classified() -> None:
     assert isinstance(ro, StoreUnavailableError) and ro.cause == "read-only"
 
 
+@pytest.mark.slow
 async def test_backends_terminated_three_times_during_600_slack_events_lose_nothing(
     tmp_path: Path, schema: str, admin: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -9,11 +9,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from tests.harness.slack_crash import crash_run
 
 KILLS = int(os.environ.get("GISTBOT_SLACK_KILLS", "8"))
 
 
+@pytest.mark.slow
 async def test_sigkill_during_a_burst_loses_nothing_acknowledged(tmp_path: Path) -> None:
     result = await crash_run(tmp_path, kills=KILLS, rate=200.0, mention_every=20)
     summary = result.summary()
@@ -32,6 +35,7 @@ async def test_sigkill_during_a_burst_loses_nothing_acknowledged(tmp_path: Path)
     assert not result.answered_twice, summary  # the outbox: each answer posted once
 
 
+@pytest.mark.slow
 async def test_sigkill_in_socket_mode_loses_nothing_acknowledged(tmp_path: Path) -> None:
     kills = max(2, KILLS // 2)
     result = await crash_run(tmp_path, kills=kills, rate=200.0, mention_every=20,

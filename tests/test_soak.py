@@ -183,6 +183,7 @@ async def post_event(w: dict[str, Any], event: dict[str, Any], event_id: str) ->
         return int(r.status)
 
 
+@pytest.mark.slow
 async def test_soak(tmp_path: Path) -> None:
     rng = random.Random(SEED)
     steps = plan(random.Random(SEED + 1))

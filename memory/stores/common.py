@@ -387,8 +387,7 @@ def turn_tiers(first: Sequence[str], query: Sequence[str], fallback: Sequence[st
        two-person chat, the name of the person asked about, so that person's messages
        come before anyone's that share only common words; no term tells them apart, so
        the shortest, which cost the recall room least, go first (BM25 with FTS5's clamped
-       IDF did the same by accident). Scenario 6 at the default budget: 92% evidence in
-       the prompt, against 82% with passes 3-4 first;
+       IDF did the same by accident; docs/decisions/0014);
     3. ``fallback``'s telling terms, best first: the message's every word, common ones
        included (``memory.recall.turn_fallback_query``): BM25 weighs them by rarity, and
        a paraphrase often keeps only those ("at the café" for "at the coffee shop");

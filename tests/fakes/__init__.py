@@ -1,4 +1,4 @@
-"""Fakes of what gistbot talks to (STYLE.md 8 and 9).
+"""Fakes of what gistbot talks to: real libraries against them, loud on the unexpected.
 
 - Wire-level fakes serving on loopback (port 0), driven by the real libraries:
   ``openai_server`` (an OpenAI-compatible server), ``discord_server`` (Discord REST and

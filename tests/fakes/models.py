@@ -1,4 +1,4 @@
-"""In-process fake models for the memory and runtime tests (STYLE.md 9: fakes fail loudly).
+"""In-process fake models for the memory and runtime tests; they fail loudly.
 
 One class, ``ScriptedModel``, answers each call with the next scripted step and raises
 ``UnexpectedCall`` on a call the script did not expect; ``assert_done()`` (called by the

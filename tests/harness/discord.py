@@ -55,12 +55,19 @@ GENERAL = channel_key(W.guild_id, W.general)
 FENCE_LINE = re.compile(r"^ {0,3}```", re.MULTILINE)
 
 
+async def _identify_at_once(self: discord.Client, shard_id: int | None, *,
+                            initial: bool = False) -> None:
+    """discord.py waits 5 s before every IDENTIFY but a session's first, for Discord's
+    identify rate limit; the fake has none, so a reconnect or a second shard goes at once."""
+
+
 @contextlib.asynccontextmanager
 async def loopback_discord(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
     """The loopback Discord, with discord.py pointed at it (tests only)."""
     async with FakeDiscord() as fake:
         monkeypatch.setattr(discord.http.Route, "BASE", fake.api_base)
         monkeypatch.setattr(discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", fake.gateway_url)
+        monkeypatch.setattr(discord.Client, "before_identify_hook", _identify_at_once)
         yield fake
 
 

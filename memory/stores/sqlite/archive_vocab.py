@@ -2,10 +2,9 @@
 
 An archive search (``archive.search``) keeps the query's rarest terms, so it first asks the
 ``fts5vocab`` tables of the facts' and the episodes' indexes how many items hold each of
-them. Each lookup costs ~25 µs whatever the term (FTS5 opens a cursor on its index for it),
-and a reply's query has ~30 terms: about 1.5 ms of every reply's view in scenario 1, more
-than the searches themselves, on a reader thread that competes with the turn search for
-the GIL.
+them. Each lookup costs the same whatever the term (FTS5 opens a cursor on its index for
+it), and a reply's query has ~30 terms: more than the searches themselves, on a reader
+thread that competes with the turn search for the GIL (docs/decisions/0003).
 
 The archive changes far less often than replies read it: only a compaction, ``/remember``,
 ``/forget``, ``/reset``, retention and copy-db write it. Triggers on ``episodes`` and

@@ -2,9 +2,8 @@
 
 SQLite copies the write-ahead log back into the database file (a checkpoint) by itself,
 inside the COMMIT that grows the log past 1,000 pages, and that COMMIT returns only after
-the copy and its fsync. With the group-commit writer every caller in that batch waited:
-in scenario 1 about one reply in 70 took 40–200 ms longer, a message's ``record()`` stuck
-behind a checkpoint (with the checkpoint moved here: none over 5 ms).
+the copy and its fsync. With the group-commit writer every caller in that batch waited
+(docs/decisions/0002).
 
 So the writer's connection never checkpoints (``wal_autocheckpoint = 0``), and this task
 does, on its own connection and thread: ``CHECKPOINT_INTERVAL`` seconds after a commit, a

@@ -3,7 +3,7 @@
 Each aiosqlite connection has one worker thread, and SQLite releases the GIL while it
 works, so two connections read on two cores. A reply's view makes two independent reads
 (the archive search and the turn search, ``memory.archive``); on one connection they
-queued behind each other and the view took their sum (issue 13: scenario 1's reply p95).
+queued behind each other and the view took their sum (docs/decisions/0016).
 
 A read goes to the connection with the fewest reads in flight, the first on a tie, so
 reads one after another always use the first connection (tests that trace or count a

@@ -1,22 +1,16 @@
 """How many of a channel's turns hold a term, remembered between searches (SQLite).
 
-A turn search picks its terms by rarity, so it first counts, per query term, the channel's
-turns in the searched rowid range that hold it, up to ``turn_search.COMMON_DOCS + 1``. For a
-rare term that is a short doclist; for a common one it reads up to 5,001 rowids; a reply's
-search (its passes and the follow-up search on the best match's words) counts up to ~60
-terms: at 1,000,000 turns in one channel that was most of the recall step's time. Common
-words recur from message to message, so their counts are worth keeping.
+A turn search picks its terms by rarity, so it first counts, per query term, the turns in
+the searched rowid range that hold it, up to ``turn_search.COMMON_DOCS + 1``: a short
+doclist for a rare term, up to 5,001 rowids for a common one, ~60 terms per reply. In a
+very long channel that was most of the recall's time, and common words recur from
+message to message, so their counts are kept (docs/decisions/0003):
 
-What is kept, and why it is safe to reuse:
-
-* only counts of at least ``MIN_KEPT``: a rare term is cheap to count, and its exact count
-  matters (a term counted 0 is left out of the search, so a stale 0 could hide the one
-  turn that holds an identifier);
-* a kept count is reused while the channel has grown by at most an eighth of it since (and
-  for at most ``MAX_AGE`` seconds): counts only rank terms by rarity and mark the very
-  common ones, which a few newer turns do not change; after that it is counted again;
-* keyed by the channel, the count's cap (``COMMON_DOCS`` may change) and the term;
-  ``MAX_ENTRIES`` at most, least recently used dropped.
+* only counts of at least ``MIN_KEPT``: a rare term is cheap to count and its exact count
+  matters (a stale 0 could hide the one turn that holds an identifier);
+* reused while the channel has grown by at most an eighth of the count (at most
+  ``MAX_AGE`` seconds): counts only rank terms, which a few newer turns do not change;
+* keyed by channel, cap and term; ``MAX_ENTRIES`` at most, least recently used dropped.
 
 One instance per store; searches run on the reader's thread, ``clear`` on the event loop's,
 hence the lock (held for dictionary operations only, never while counting).

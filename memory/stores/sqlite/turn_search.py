@@ -1,46 +1,22 @@
 """``SqliteStore``'s search over every stored turn: FTS5 BM25 on ``turns_fts``.
 
-The index (schema step 5):
+The index (schema steps 5 and 11; why it is built so: docs/decisions/0004):
 
-* **Contentless FTS5**, rowid ``(channel_id << 32) | seq``. What it indexes is the terms of
-  ``memory.search_text`` (lower-cased words, CJK bigrams), not the stored text, so an
-  external-content table could not read it back from ``turns``, and a normal one would
-  store every turn twice. "This channel's turns before ``before_seq``" is one rowid range,
-  which FTS5 applies while it reads the doclists. Diacritics are kept, as PostgreSQL's
-  ``simple`` configuration does, so a vocabulary entry is the term itself.
-* **No per-row sizes** (``columnsize = 0``, step 11). With these rowids the sizes table
-  took one write per channel of a batch (about half the pages the index added to a
-  commit) and one read per matching turn when ranking, which took half the search time.
-  FTS5's ``bm25()`` then takes every turn's length as the same, so a "best" pass ranks
-  ``RERANK`` times its limit and re-orders them by the turns' stored token counts
-  (``_by_length``): known-item recall as high as with the sizes table, at half the
-  latency (``benchmarks/results/turn_recall.md``).
-* **Kept by triggers on ``turns``**, so every path that writes turns (record, edit,
-  delete, ``/reset``, retention, copy-db import) keeps it in step inside its own
-  transaction: the index is part of the same group commit, and a crash leaves both or
-  neither. They call ``gistbot_terms(author_name, text)`` (``register``; deterministic),
-  which every connection of the store registers; a tool that writes ``turns`` outside
-  gistbot must register it too. For ASCII it returns the text itself, which FTS5's
-  tokenizer splits into the same terms, in C (``indexed_text``). A contentless table
-  forgets a row when given its indexed values again (FTS5's ``'delete'``), so the tokens
-  of ``gistbot_terms`` must never change without a migration that rebuilds ``turns_fts``.
+* **Contentless FTS5** without per-row sizes, rowid ``(channel_id << 32) | seq``, so "this
+  channel's turns before ``before_seq``" is one rowid range. It indexes the terms of
+  ``memory.search_text``, not the stored text. ``bm25()`` then takes every turn as equally
+  long, so a "best" pass ranks ``RERANK`` times its limit and re-orders them by length.
+* **Kept by triggers on ``turns``** inside each writing transaction, so a crash leaves both
+  or neither. They call ``gistbot_terms(author_name, text)`` (``register``), which every
+  connection of the store registers; a tool writing ``turns`` outside gistbot must too.
+  A contentless table forgets a row when given its indexed values again, so the tokens of
+  ``gistbot_terms`` must never change without a migration that rebuilds ``turns_fts``.
 * **New and edited turns are queued** (``turns_unindexed``) and indexed by ``drain`` once
-  per writer batch, before its COMMIT. SQLite 3.40's FTS5 writes its pending terms to disk
-  at every savepoint, and the writer runs each operation under one (a trigger statement
-  too): indexing in the trigger itself wrote one FTS5 segment per turn and cut ``record()``
-  throughput by more than half; the queue makes it one segment per batch. Deletes
-  (rare) leave the index at once, or just the queue if the turn was never indexed.
+  per writer batch, before its COMMIT: one FTS5 segment per batch, not per turn.
 
-A query uses only the rarer terms that occur (``common.pick_turn_terms``), so BM25 scores
-the turns that carry a meaningful word, not most of a long channel. How many of the
-channel's turns before ``before_seq`` hold a term is counted in its rowid range and only up
-to ``COMMON_DOCS + 1``: ``turns_vocab``'s document counts read a term's whole doclist,
-which for a word in 700,000 turns took longer than the search itself (it stays, for
-inspection and the consistency tests). The matching rowids are ranked inside FTS5 (and by
-length, for the few best); the turns are then read by primary key. What the telling terms
-leave of the limit is filled in the passes of ``common.turn_tiers`` (a name in half the
-turns, shortest first by joining ``turns`` for its token count; the message's common
-words; recency); a common word is counted only when those passes run.
+A query uses only the rarer terms that occur (``common.pick_turn_terms``), counted in the
+channel's rowid range up to ``COMMON_DOCS + 1``; what they leave of the limit is filled by
+the passes of ``common.turn_tiers``.
 """
 
 from __future__ import annotations
@@ -152,9 +128,8 @@ _ORDER = {
 COMMON_DOCS = 5_000
 """SQLite's ``common.COMMON_TURN_DOCS``: a term in more of the channel's turns than this is
 left out of a turn search. Higher than PostgreSQL's (2,000): without per-row sizes FTS5
-ranks a matching turn with one doclist read, and at 1,000,000 turns in one channel 5,000
-found more known items at a lower p99 than 2,000 did with the sizes table
-(``benchmarks/results/turn_recall.md``)."""
+ranks a matching turn with one doclist read, so a higher bound finds more known items in a
+very long channel at no more cost (docs/decisions/0004)."""
 RERANK = 3
 """A "best" pass ranks this many times its limit by FTS5's ``bm25()``, then keeps the best
 after normalizing by each turn's length (``_by_length``)."""
