@@ -1,35 +1,21 @@
 """Backfill after downtime, platform-neutral: what was said while gistbot was away.
 
-Discord's gateway does not replay what was posted while the bot was stopped or
-disconnected, and Slack stops re-delivering after its retries, so on start and after every
-gateway/socket reconnect each remembered channel of the platform is read back from the
-newest stored message on (``adapters.discord.backfill``, ``adapters.slack.backfill`` do the
-fetching) and the missed messages are remembered, never answered.
+Discord's gateway does not replay missed messages and Slack stops re-delivering after its
+retries, so on start and after each reconnect every remembered channel is read back from
+its newest stored message on (``discord/backfill.py``, ``slack/backfill.py`` fetch) and the
+missed messages are remembered, never answered.
 
-Rules this module keeps:
-
-* **Where it starts.** The cursor is the newest of the channel's last few stored user
-  turns by platform order (``newest_message_ids``; replies ``reply:…`` are not platform
-  messages), unless an earlier backfill of the channel is still marked unfinished
-  (``begin_backfill``): a process killed mid-backfill, while newer live messages were
-  already stored, resumes from that mark instead of jumping over the hole. The mark is
-  cleared (``end_backfill``) once everything read is stored. A channel with no stored user
-  turn is not backfilled: there is nothing to continue from, and importing a channel's old
-  history is not what downtime needs.
-* **Bounded.** At most ``bound`` (``BACKFILL_MAX_MESSAGES``) messages per channel; when
-  more were missed the **newest** are kept (they are what the conversation continues from)
-  and the older ones are logged as skipped, with their count.
-* **Idempotent.** A message is recorded under its platform id, like a live delivery, so a
-  message seen live and backfilled, or backfilled twice, is one turn.
-* **Order.** A channel's missed messages are recorded oldest first, in one burst after the
-  fetch. A live message that arrived meanwhile keeps its earlier seq: the stored order is
-  arrival order (as for any event), each turn keeping its own ``sent_at``. Nothing is lost
-  or doubled either way, because records are keyed by message id.
-* **Nothing half-fetched is recorded.** A fetch that fails (rate limited beyond the
-  retries, no permission) records nothing for that channel, so the newest stored message
-  never jumps over a hole; the next start or reconnect tries again.
-* **In the background.** ``trigger`` returns at once; runs are single-flight and a trigger
-  during a run is coalesced into one more run after it.
+- **Where it starts**: the newest stored user turn, unless an earlier backfill is still
+  marked unfinished (``begin_backfill``/``end_backfill``): a run killed midway resumes from
+  its mark instead of jumping over the hole. A channel with no stored turn is skipped.
+- **Bounded**: at most ``BACKFILL_MAX_MESSAGES`` per channel, the newest kept; the skipped
+  count is logged.
+- **Idempotent and ordered**: recorded by platform id (seen live and backfilled is one
+  turn), oldest first, each with its own ``sent_at``.
+- **Nothing half-fetched**: a failed fetch records nothing for that channel; the next
+  start or reconnect tries again.
+- **In the background**: ``trigger`` returns at once; runs are single-flight, triggers
+  during a run coalesce into one more run.
 """
 
 from __future__ import annotations

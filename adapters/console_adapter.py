@@ -1,28 +1,20 @@
 """The console adapter: chat with gistbot in a terminal, or pipe a conversation through it.
 
-Every line is a message addressed to the bot in one console channel (``--channel``), so
-memory and compaction behave exactly as on Discord or Slack; a line starting with a
-command of the registry (``bot.commands.registry``: ``/summary``, ``/catchup``, ``/help``
-…) runs that command (the operator at the terminal may reset, forget, manage digests and
-change settings; a catch-up's citations are plain ``[n: speaker time]`` references, there
-are no links). ``/quit`` (or ``/exit``) is the console's own.
+Every line is a message to the bot in one console channel (``--channel``), with the same
+memory as on Discord or Slack; a line starting with a registry command
+(``bot.commands.registry``) runs it, with the operator's rights (no links in citations).
+``/quit`` (or ``/exit``) is the console's own.
 
-Two modes, chosen by whether stdin and stdout are a terminal:
+- **Interactive** (stdin and stdout a terminal): prompt-toolkit with history kept across
+  runs (:func:`history_path`) and a spinner. Ctrl-C clears the line or cancels the request
+  ("cancelled"); a second Ctrl-C on an empty line, Ctrl-D or ``/quit`` leaves (status 0).
+  Log records print above the prompt and the spinner (``bot.logs.LiveLine``).
+- **Batch** (a file, a pipe or ``/dev/null``): one message per line in, one bare answer per
+  line out (``\n`` and ``\\`` escaped), or JSON Lines with ``json_lines``; status 130 on
+  SIGINT. A daemon thread reads lines as they are wanted, so any stdin works and a blocked
+  read never holds the process open.
 
-- **Interactive**: a prompt-toolkit prompt (line editing, ↑/↓ history kept across runs in
-  :func:`history_path`) and a spinner while the model works. Keys as in shells: Ctrl-C
-  clears the line; during a request it cancels the request ("cancelled"); a second Ctrl-C
-  on an empty line, Ctrl-D or ``/quit`` leaves (status 0). Log records are printed above
-  the prompt and above the spinner (``bot.logs.LiveLine``), never into them.
-- **Batch** (a file, a pipe or ``/dev/null`` on stdin): one message per line in, one
-  answer per line out, bare (no banner, no prompt, no control characters; a newline inside
-  an answer is written ``\\n`` and a backslash ``\\\\``), or with ``json_lines`` one JSON
-  object per answer (``{"input": …, "output": …}``); exit at end of input, status 130 on
-  SIGINT. Lines are read by a daemon thread, one at a time as they are wanted, so any kind
-  of stdin works and a blocked read never holds the process open at exit.
-
-SIGINT reaches :meth:`ConsoleChat.interrupt` (the CLI installs it): in a terminal the
-prompt reads Ctrl-C as a key, and between prompts the terminal turns it into SIGINT.
+SIGINT reaches :meth:`ConsoleChat.interrupt` (the CLI installs it).
 """
 
 from __future__ import annotations

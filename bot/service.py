@@ -1,33 +1,19 @@
-"""``ChatService``: what happens on a message. The commands are features of their own that
-it holds for the adapters (``bot.memory_commands``, ``bot.catchup_wiring``,
-``bot.config_command``); delivering a reply is ``bot.reply_flow``'s.
+"""``ChatService``: what happens on a message. The commands are features it holds for the
+adapters (``bot.memory_commands``, ``bot.catchup_wiring``, ``bot.config_command``);
+delivering a reply is ``bot.reply_flow``'s.
 
-An adapter hands each message over once (``receive``) and gets back what became of it
-(``Received``: an ``Outcome`` and, when a reply is owed, the ``PendingReply``). A message is
-recorded first (so it is never lost, whatever the model does), then, if the bot is
-addressed, the reply is built from a committed memory view read *through that message's
-seq* and sent to the LLM. The reply is recorded as an ``assistant`` turn with the message id
-``reply:<trigger id>``, so a platform's re-delivery of the same event neither records twice
-nor answers twice. Compaction happens in the background (``MemoryManager``) and never
-delays a reply — except once, on purpose, when the model says the prompt was too long.
+An adapter hands each message over once (``receive``) and gets back a ``Received`` (an
+``Outcome`` and, when a reply is owed, the ``PendingReply``). The message is recorded first,
+so it is never lost whatever the model does; the reply is built from a committed view read
+through that message's seq and recorded as ``reply:<trigger id>``, so a re-delivered event
+is neither recorded nor answered twice. Compaction runs in the background and never delays
+a reply, except once, on purpose, when the model says the prompt was too long.
 
-Limits and faults, each with one defined outcome (SECURITY.md):
-
-* A message longer than ``max_input_chars`` is stored cut, with a visible marker that says
-  how much was not kept (never dropped silently); addressed to the bot, it gets a polite
-  request for something shorter instead of a model call.
-* A person addressing the bot more than ``user_rate_limit`` times a minute (per platform;
-  not on the console, which is the operator's own terminal) is told so once; until the
-  minute is over further messages are recorded, not answered.
-* A store failure is logged once with the channel and message id; the person, if they
-  addressed the bot, is told briefly. Nothing half-written remains (the store's
-  transactions), and the next message tries again.
-* Every reply recalls archive items (long-term facts, episodes) relevant to the message
-  (``MemoryManager.view(..., recall=True)``, bounded by ``RECALL_TOKENS``).
-* A model answer longer than ``MAX_REPLY_CHARS`` (a broken endpoint; ``REPLY_TOKENS`` keeps
-  a working one far below) is cut with a marker.
-* Channel settings (``bot.channel_config``, ``/config``) pick persona, model, reply and
-  record modes (``record off``: nothing stored); daily token quotas: ``bot.quota``.
+Each limit has one outcome (SECURITY.md): an over-long message is stored cut with a marker
+and answered with a request for something shorter; a person over ``user_rate_limit`` a
+minute is told once and then only recorded; a store failure is logged once and the person
+told briefly; an over-long model answer is cut with a marker. Channel settings
+(``bot.channel_config``) pick persona, model and modes; quotas are ``bot.quota``'s.
 """
 
 from __future__ import annotations

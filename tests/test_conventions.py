@@ -26,15 +26,8 @@ HISTORY = re.compile(
 )
 # Files another change is rewriting at the same time; their docs are fixed there. Each entry
 # names the rule it is excused from, and an entry no longer needed fails the test, so the
-# list only shrinks. TODO: empty it once the reply-path and command-registry work is merged.
-EXCUSED = {
-    ("bot/service.py", "history"),  # "issue 14, item 3" in a comment
-    ("bot/service.py", "docstring"),  # 31 lines
-    ("adapters/backfill.py", "docstring"),  # 32 lines
-    ("adapters/console_adapter.py", "docstring"),  # 25 lines
-    ("adapters/slack/events.py", "docstring"),  # 31 lines
-    ("adapters/slack/text.py", "docstring"),  # 23 lines
-}
+# list only shrinks.
+EXCUSED: set[tuple[str, str]] = set()
 
 # What starts a process or a pseudo-terminal, as a name or an attribute in a test's body.
 # (Playwright's entry points start a browser process.)

@@ -1,32 +1,17 @@
-"""Slack ``message`` and ``app_mention`` events: translated once, decided once, answered once.
+"""Slack ``message`` and ``app_mention`` events: translated once, handed over once.
 
-Acknowledged means stored
-    ``receive`` runs before Slack gets its 200 (HTTP mode) or its envelope ack (Socket
-    Mode): it returns True only once the message's turn is committed (or the event needs
-    nothing stored); the reply — the model call — runs afterwards as background work. A
-    store failure returns False, the transport answers 503 or withholds the ack, and Slack
-    delivers the event again; nothing acknowledged is ever only in memory.
-
-One message, one turn, one reply
-    A mention arrives twice — as ``message`` and as ``app_mention`` — and Slack re-delivers
-    events it thinks were lost (``X-Slack-Retry-Num``). Both carry the same channel and
-    ``ts``; the first one claims ``(team, channel, ts)`` in this process, and the others
-    wait for its outcome (acknowledged when it was stored, delivered again when not) and
-    post nothing. A stored turn is never stored twice: the store records by message id.
-    Across processes (HTTP mode behind a load balancer) the service's idempotent recording
-    is the guard: a duplicate is told it was delivered before, and gets no reply.
-
-What is a conversation
-    Human messages (no subtype, ``thread_broadcast``, ``file_share``, ``me_message``) in any
-    channel the bot is in are recorded; the bot answers, in the message's thread, when it is
-    mentioned or in a DM. Bot messages (``bot_id``) and its own are skipped; ``message_changed``
-    and ``message_deleted`` become ``edited``/``deleted``; joins, leaves, topic changes and
-    other subtypes are not conversation. Thread messages belong to their channel's memory.
-
-Replying
-    ``bot.reply_flow`` through ``SlackReplies``: a placeholder ("thinking…") in the thread,
-    updated with the answer (streamed with ``STREAM_REPLIES``); chunks after the first are
-    further messages in the thread.
+- **Acknowledged means stored**: ``receive`` runs before Slack gets its 200 (HTTP) or its
+  envelope ack (Socket Mode) and says stored only once the turn is committed; the reply
+  runs afterwards. A store failure withholds the ack (503), and Slack delivers again.
+- **One message, one turn, one reply**: a mention arrives as ``message`` and as
+  ``app_mention``, and Slack re-delivers what it thinks was lost; the store records by
+  message id, so duplicates are told they were delivered before and get no reply.
+- **What is conversation**: human messages (no subtype, ``thread_broadcast``,
+  ``file_share``, ``me_message``) are recorded; the bot answers in the thread when
+  mentioned or in a DM. Bot messages are skipped; ``message_changed``/``message_deleted``
+  become edits/deletes; joins and topic changes are not conversation.
+- **Replying**: ``bot.reply_flow`` through ``SlackReplies`` (a "thinking…" placeholder in
+  the thread, updated with the answer; further chunks as further thread messages).
 """
 
 from __future__ import annotations

@@ -1,26 +1,14 @@
-"""Pure helpers for the Slack adapter — text and event translation; no network here.
+"""Pure helpers for the Slack adapter: text and event translation; no network here.
 
-Incoming (Slack → memory)
-    Slack sends message text with its own markup: ``<@U123>`` user mentions, ``<#C1|name>``
-    channel links, ``<!here>`` broadcasts, ``<https://x|label>`` links, and ``&``, ``<``,
-    ``>`` HTML-escaped. :func:`readable` turns that into what a person would read
-    (``@Alice``, ``#general``, ``@here``, ``label (https://x)``), so memory, summaries and
-    prompts never hold opaque ids. :func:`to_incoming` turns a message event into the
-    service's ``IncomingMessage`` (or None for bots, joins and other non-conversation).
-
-Outgoing (model → Slack)
-    The model writes Markdown and may echo anything it read, including pings. :func:`neutralise`
-    disarms every broadcast and user mention (``<!channel>``, ``<!here>``, ``<!everyone>``,
-    ``<!subteam^…>``, ``<@U…>``, bare ``@here``…) by inserting a WORD JOINER after the ``@``,
-    so the text still reads the same but notifies nobody. :func:`to_mrkdwn` converts Markdown
-    to Slack mrkdwn and escapes ``&``, ``<``, ``>`` so no other control sequence survives.
-    :func:`format_reply` does both and splits the result into messages of at most
-    :data:`MESSAGE_LIMIT` characters.
-
-Why 3,000 characters: Slack truncates a message's ``text`` beyond 40,000 characters and
-recommends keeping it under 4,000; 3,000 is also the limit of a Block Kit section, so the
-same chunks stay valid if replies move to blocks. A chunk is one Slack message; code fences
-are kept balanced across chunks by ``adapters.chunking.split_message``.
+- **Incoming**: :func:`readable` turns Slack markup (``<@U123>``, ``<#C1|name>``,
+  ``<!here>``, ``<https://x|label>``, HTML escapes) into what a person reads, so memory
+  never holds opaque ids; :func:`to_incoming` turns a message event into an
+  ``IncomingMessage`` (None for bots, joins and other non-conversation).
+- **Outgoing**: :func:`neutralise` disarms every broadcast and user mention with a WORD
+  JOINER after the ``@`` (reads the same, notifies nobody); :func:`to_mrkdwn` converts
+  Markdown and escapes ``&``, ``<``, ``>``; :func:`format_reply` does both and splits into
+  messages of :data:`MESSAGE_LIMIT` (3,000: under Slack's recommended 4,000 and a Block Kit
+  section's limit), code fences balanced across chunks.
 """
 
 from __future__ import annotations
