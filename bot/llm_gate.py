@@ -15,11 +15,17 @@ preemptible.
   slot at once, so a burst of compactions never floods the endpoint or the event loop.
 - **Preemption.** An interactive call that finds no free slot while summaries hold some
   cancels the newest of them (one per waiting interactive call) and takes the slot it
-  frees. The summary's request task is cancelled, so the SDK closes the HTTP request and a
-  server such as llama.cpp stops generating; its caller gets ``memory.errors.Preempted``
-  (``memory/`` recognises it without importing ``bot/``; compaction retries later).
-  Only calls made with :meth:`LLMGate.run` for ``summary`` are preemptible; streams
-  (:meth:`LLMGate.hold`) keep their slot until they end.
+  frees. The summary's request task is cancelled, so the SDK closes the HTTP request;
+  ``OpenAILLM`` streams summary requests because llama.cpp and Ollama stop generating
+  only when writing a streamed chunk fails (a non-streamed request runs to its end and
+  keeps the server's slot). Its caller gets ``memory.errors.Preempted`` (``memory/``
+  recognises it without importing ``bot/``; compaction retries later). Only calls made
+  with :meth:`LLMGate.run` for ``summary`` are preemptible; streams (:meth:`LLMGate.hold`)
+  keep their slot until they end.
+- **Aging.** A summary made where ``memory.completion.PREEMPTIBLE`` is false (compaction
+  clears it once a channel's summary was preempted) is neither preemptible nor queued
+  behind the replies: it waits in line with them, in arrival order, so a one-slot server
+  under steady chat still finishes a summary, and a reply waits at most one summary.
 
 Time spent waiting here is not part of a request's timeout (``LLM_TIMEOUT``): the SDK's
 timeout starts with the request, which starts once the slot is held. (``SUMMARY_TIMEOUT``,
@@ -40,6 +46,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
+from memory.completion import PREEMPTIBLE
 from memory.errors import Preempted
 
 __all__ = ["BACKGROUND", "INTERACTIVE", "LLMGate"]
@@ -52,11 +59,12 @@ BACKGROUND = frozenset({"summary"})
 class _Slot:
     """One call's claim on the endpoint: granted, or waiting on ``granted``."""
 
-    __slots__ = ("granted", "preempted", "preemptible", "summary", "task")
+    __slots__ = ("aged", "granted", "preempted", "preemptible", "summary", "task")
 
     def __init__(self, purpose: str, *, preemptible: bool) -> None:
         self.summary = purpose in BACKGROUND
-        self.preemptible = preemptible and self.summary
+        self.aged = self.summary and not PREEMPTIBLE.get()  # waits in line with replies
+        self.preemptible = preemptible and self.summary and not self.aged
         self.preempted = False
         self.task: asyncio.Future[Any] | None = None  # the request, once it runs
         self.granted: asyncio.Future[None] | None = None  # set while waiting
@@ -125,7 +133,7 @@ class LLMGate:
 
     async def _acquire(self, purpose: str, *, preemptible: bool) -> _Slot:
         slot = _Slot(purpose, preemptible=preemptible)
-        queue = self._background if slot.summary else self._urgent
+        queue = self._background if slot.summary and not slot.aged else self._urgent
         if not queue and self._may_start(slot):
             self._grant(slot)
             return slot
@@ -146,7 +154,9 @@ class LLMGate:
     def _may_start(self, slot: _Slot) -> bool:
         if len(self._held) >= self.slots:
             return False
-        return not slot.summary or (not self._urgent and self._summaries < self.summary_slots)
+        if not slot.summary:
+            return True
+        return (slot.aged or not self._urgent) and self._summaries < self.summary_slots
 
     def _grant(self, slot: _Slot) -> None:
         self._held[slot] = None
@@ -161,19 +171,27 @@ class LLMGate:
         self._dispatch()
 
     def _dispatch(self) -> None:
-        """Hand free slots to waiters: interactive first, then summaries under the cap."""
-        for queue in (self._urgent, self._background):
-            while queue and self._may_start(queue[0]):
-                slot = queue.popleft()
-                assert slot.granted is not None
-                if slot.granted.done():  # its caller was cancelled while waiting
-                    continue
-                self._grant(slot)
-                slot.granted.set_result(None)
+        """Hand free slots to waiters: interactive (and aged summaries) in arrival order,
+        skipping an aged summary over the cap, then summaries under the cap."""
+        for slot in list(self._urgent):
+            if len(self._held) >= self.slots:
+                return
+            if self._may_start(slot):
+                self._urgent.remove(slot)
+                self._start(slot)
+        while self._background and self._may_start(self._background[0]):
+            self._start(self._background.popleft())
+
+    def _start(self, slot: _Slot) -> None:
+        assert slot.granted is not None
+        if slot.granted.done():  # its caller was cancelled while waiting
+            return
+        self._grant(slot)
+        slot.granted.set_result(None)
 
     def _preempt(self) -> None:
         """Cancel the newest summaries, one per waiting interactive call not yet covered."""
-        wanted = len(self._urgent) - self._preempting
+        wanted = sum(not s.summary for s in self._urgent) - self._preempting
         for slot in reversed(self._held):
             if wanted <= 0:
                 return
