@@ -274,7 +274,7 @@ class OpenAILLM:
         got.started = time.monotonic()
         limit = self._timeout_for(purpose)
         pieces: list[str] = []
-        stream = self._stream(messages, max_tokens, purpose, model, got=got, timeout=limit)
+        stream = self._stream(messages, max_tokens, purpose, model, got=got, limit=limit)
         try:
             async with contextlib.aclosing(stream), asyncio.timeout(
                 limit if isinstance(limit, float | int) else None
@@ -328,7 +328,7 @@ class OpenAILLM:
     async def _stream(
         self, messages: Sequence[ChatMessage], max_tokens: int, purpose: str, model: str,
         tab: UsageTab | None = None, got: _Progress | None = None,
-        timeout: float | NotGiven = NOT_GIVEN,
+        limit: float | NotGiven = NOT_GIVEN,
     ) -> AsyncGenerator[str, None]:
         started = time.monotonic()
         think, usage, sent = ThinkFilter(), Usage(), False
@@ -343,7 +343,7 @@ class OpenAILLM:
                         stream_options={"include_usage": True},
                         max_tokens=mt,
                         max_completion_tokens=mct,
-                        timeout=timeout,
+                        timeout=limit,
                     ),
                     max_tokens,
                 )

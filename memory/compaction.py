@@ -34,7 +34,10 @@ from memory.store import LeaseStore, MemoryStore
 from memory.summarizer import Summarizer
 from memory.window import WindowPolicy
 
-__all__ = ["AGE_AFTER", "REPLIES_FIRST", "CompactionStore", "Compactor", "LeaseBusy", "RelatedFacts", "Views"]
+__all__ = [
+    "AGE_AFTER", "REPLIES_FIRST", "CompactionStore", "Compactor", "LeaseBusy", "RelatedFacts",
+    "Views",
+]
 
 log = logging.getLogger(__name__)
 

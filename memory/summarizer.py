@@ -42,6 +42,7 @@ from memory.identifiers import (
     split_sentences,
 )
 from memory.ledger import (
+    CARRIED_TOKENS,
     facts_for_request,
     own_identifiers,
     required_identifiers,
@@ -71,6 +72,7 @@ __all__ = [
     "build_summary_request",
     "check_answer",
     "extractive_episode",
+    "fold_limit",
     "format_fact",
     "merge_turns",
     "parse_summary_request",
@@ -119,6 +121,22 @@ def answer_room(bound: int) -> int:
     difference between tokenizers, not a whole second summary.
     """
     return bound + max(bound // 4, 32)
+
+
+FOLD_MARGIN = 64
+"""Tokens of slack in ``fold_limit`` for section headers and a language line (~40)."""
+
+
+def fold_limit(context_tokens: int, summary_tokens: int, tokenizer: Tokenizer) -> int:
+    """Most tokens of turns (labels counted) one compaction may fold so that its request
+    and the answer it asks for fit a model context of ``context_tokens``: the context less
+    the answer's room, the instructions, the previous summary, the carried and the known
+    facts a request shows at most. Never below a quarter of the summary bound."""
+    rules = build_summary_request("", [], [], max_tokens=summary_tokens, archive=True)
+    fixed = sum(tokenizer.count(m["content"]) + 4 for m in rules)
+    answer = answer_room(summary_tokens) + ARCHIVE_TOKENS
+    left = context_tokens - answer - fixed - summary_tokens - CARRIED_TOKENS - KNOWN_TOKENS
+    return max(left - FOLD_MARGIN, summary_tokens // 4, 1)
 
 
 @dataclass(frozen=True, slots=True)
