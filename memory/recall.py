@@ -32,6 +32,7 @@ __all__ = [
     "episode_spans",
     "fact_line",
     "fit_recall",
+    "people_first",
     "recall_query",
     "recalled_line",
     "recalled_turn_line",
@@ -45,6 +46,15 @@ TURNS_HEADING = "## Earlier messages that match this one (verbatim, oldest first
 QUERY_TURNS = 3
 """Turns before the triggering message whose words also select what is recalled."""
 _LINE_OVERHEAD = 1
+
+
+def people_first(hits: Sequence[Turn]) -> list[Turn]:
+    """Search hits with people's messages first, the bot's own replies after them (each
+    group in its ranked order). What people said is the evidence; a reply only restates it,
+    and a weak model's replies (the same copied line at the top of each) match every
+    question that shares their words, so they are recalled only into room people's
+    messages left."""
+    return [t for t in hits if t.role != "assistant"] + [t for t in hits if t.role == "assistant"]
 
 
 def recall_query(turns: Sequence[Turn]) -> list[str]:

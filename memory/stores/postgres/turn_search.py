@@ -11,7 +11,8 @@ statistics (``pg_stats.most_common_elems``, kept by ANALYZE) already show to be 
 common than the bound is not counted at all.
 What the telling terms leave of the limit is filled in the passes of
 ``common.turn_tiers``, as on SQLite (``SEARCH_BY``: best by ``ts_rank``, shortest by the
-stored token count, or newest first).
+stored token count, or newest first). A "best" ranking puts people's messages before the
+bot's own replies, as on SQLite.
 Rows stored before step 4 are indexed by ``backfill`` at open, in batches.
 """
 
@@ -60,13 +61,14 @@ TERM_COUNTS = (
 SEARCH_TURNS = (
     f"SELECT {TURN_COLS} FROM turns, to_tsquery('simple', $3) q "
     "WHERE channel_id = $1 AND seq < $2 AND terms @@ q "
-    "ORDER BY ts_rank(terms, q) DESC, seq DESC LIMIT $4"
+    "ORDER BY role = 'assistant', ts_rank(terms, q) DESC, seq DESC LIMIT $4"
 )
 # The passes of ``common.turn_tiers`` after the first, by their order.
 SEARCH_BY = {
     order: f"SELECT {TURN_COLS} FROM turns, to_tsquery('simple', $3) q "
     f"WHERE channel_id = $1 AND seq < $2 AND terms @@ q ORDER BY {by}, seq DESC LIMIT $4"
-    for order, by in (("best", "ts_rank(terms, q) DESC"), ("shortest", "tokens"),
+    for order, by in (("best", "role = 'assistant', ts_rank(terms, q) DESC"),
+                      ("shortest", "tokens"),
                       ("newest", "seq DESC"))
 }
 TURNS_AT = (
