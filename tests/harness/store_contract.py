@@ -105,7 +105,8 @@ class StoreContract(OwedContract, HistoryContract, SettingsContract, CatchupCont
                     SearchContract):
     """The contract suite (replies owed: ``OwedContract``; summary history:
     ``HistoryContract``; settings and usage: ``SettingsContract``; catch-up and digests:
-    ``CatchupContract``; what the turn search matches: ``SearchContract``). Subclasses override ``make_store``; see the module docstring."""
+    ``CatchupContract``; what the turn search matches: ``SearchContract``). Subclasses
+    override ``make_store``; see the module docstring."""
 
     @pytest.fixture
     async def make_store(self) -> AsyncIterator[MakeStore]:
