@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["MAX_QUERY_TERMS", "query_terms", "terms"]
+__all__ = ["MAX_QUERY_TERMS", "content_terms", "query_terms", "terms"]
 
 MAX_QUERY_TERMS = 32
 """Most distinct terms one query uses: bounds the cost of a long message's OR query."""
@@ -60,3 +60,9 @@ def query_terms(*texts: str, common: bool = False) -> list[str]:
             if len(out) >= MAX_QUERY_TERMS:
                 return list(out)
     return list(out)
+
+
+def content_terms(text: str) -> set[str]:
+    """Every distinct non-stopword term of ``text`` (no ``MAX_QUERY_TERMS`` cap)."""
+    return {t for t in _tokens(text)
+            if t not in _STOP and (len(t) >= 2 or _IS_CJK.match(t))}

@@ -7,7 +7,8 @@ One compaction (DESIGN.md, "Memory semantics" 5, 6, 8, 9):
    bounded, whatever the channel's age) and the new messages, in fenced sections.
 2. The answer goes through ``check_answer``: ``<think>`` blocks are stripped; an empty or
    error-like answer raises ``SummaryRejected``, so an error text is never stored as a
-   summary. An answer over the bound is trimmed (``memory.summary_fit``), never rejected:
+   summary, and so does a non-answer (``memory.non_answer``: nothing of the conversation,
+   the instructions echoed, one message copied). An answer over the bound is trimmed (``memory.summary_fit``), never rejected:
    tokenizers differ, and a model that always runs a little long must still make progress.
    Model exceptions and timeouts propagate unchanged.
 3. Identifiers of the folded turns and of the previous summary that the answer lost
@@ -49,6 +50,7 @@ from memory.ledger import (
     spoken_identifiers,
 )
 from memory.models import CarriedIdentifier, LongTermFact, NewLongTermFact, SummaryState, Turn
+from memory.non_answer import non_answer
 from memory.models import ChannelKey as Key
 from memory.search_text import query_terms, terms
 from memory.summary_fit import add_to_facts, shorten_summary
@@ -315,9 +317,12 @@ class Summarizer:
             )
         return answer.text
 
-    def _checked(self, answer: str, bound: int, source: str) -> str:
-        """A junk-free answer within ``bound``: junk raises, over-long is trimmed."""
+    def _checked(self, answer: str, bound: int, source: str, turns: Sequence[Turn]) -> str:
+        """A junk-free answer within ``bound``: junk and non-answers (``memory.non_answer``)
+        raise, over-long is trimmed."""
         text = check_answer(answer, max_tokens=None, tokenizer=self.tokenizer, source=source)
+        if (why := non_answer(text, source, turns)) is not None:
+            raise SummaryRejected(f"non-answer, {why}: {text[:80]!r}")
         short = shorten_summary(text, bound, self.tokenizer)
         if short != text:
             log.info("summary answer over its bound of %d tokens: trimmed", bound)
@@ -372,7 +377,7 @@ class Summarizer:
         )
         ask = functools.partial(self._ask, extra=ARCHIVE_TOKENS, model=route.model)
         parts = split_answer(await ask(messages, "summary", bound))
-        text = self._checked(parts.summary, bound, source)
+        text = self._checked(parts.summary, bound, source, turns)
         required = required_identifiers(previous.text, previous.facts, turns, max_tokens=bound)
         missing = [i for i in required if not contains_identifier(text, i)]
         calls = 1
@@ -385,7 +390,7 @@ class Summarizer:
             ]
             try:
                 again = split_answer(await ask(retry, "summary", bound))
-                second = self._checked(again.summary, bound, source)
+                second = self._checked(again.summary, bound, source, turns)
             except Exception as exc:  # best effort; CancelledError still propagates
                 log.warning("summary retry failed, keeping the first answer: %r", exc)
             else:
@@ -435,7 +440,8 @@ class Summarizer:
         )
         source = "\n".join([state.text, *map(format_fact, state.facts), *(t.text for t in turns)])
         text = self._checked(
-            await self._ask(messages, "digest", max_tokens, model=route.model), max_tokens, source)
+            await self._ask(messages, "digest", max_tokens, model=route.model), max_tokens, source,
+            turns)
         return add_to_facts(text, _lost_lines(text, state, turns, max_tokens))
 
 

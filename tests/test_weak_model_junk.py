@@ -11,11 +11,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from memory.archive import Archive
 from memory.config import VIEW_TURN_LIMIT, MemoryConfig
-from memory.models import ChannelKey, NewTurn
+from memory.models import ChannelKey, NewTurn, Turn
+from memory.non_answer import non_answer
 from memory.stores.sqlite.store import SqliteStore
 from memory.tokens import TokenCounter
+from tests.fakes.openai_server import FakeOpenAI, default_responder
+from tests.harness.service import KEY as SERVICE_KEY
+from tests.harness.service import msg, runtime
 
 KEY = ChannelKey("discord", "g", "c")
 TOK = TokenCounter("gpt-4o")
@@ -52,3 +58,54 @@ async def test_the_bots_junk_replies_are_not_recalled_over_peoples_messages(
         assert view.tokens <= 600
     finally:
         await store.close()
+
+
+def _turns(*texts: str) -> list[Turn]:
+    return [Turn(KEY, i + 1, f"m{i}", "user", "morena", "Morena", t, TOK.count(t), 0.0)
+            for i, t in enumerate(texts)]
+
+
+SAID = _turns("tomorrow team standup moves to the harbour office at nine",
+              "bring the B-77 badge", "Ivo will book the small room for the retro")
+SOURCE = "\n".join(t.text for t in SAID)
+
+
+@pytest.mark.parametrize(("answer", "why"), [
+    ("Sure! I am ready to help you with that whenever you like.", "shares no word"),
+    ('"MORENA: tomorrow team standup moves to the harbour office', "copies one message"),
+    ("[Morena]: bring the B-77 badge", "copies one message"),
+    ("<<<NEW MESSAGES>>>\n[Morena]: tomorrow team standup", "instructions"),
+    ("Token limit: 124. The team standup moves.", "instructions"),
+])
+def test_non_answers_are_recognised(answer: str, why: str) -> None:
+    reason = non_answer(answer, SOURCE, SAID)
+    assert reason is not None and why in reason
+
+
+@pytest.mark.parametrize("answer", [
+    "## Topics\n- Morena: the team standup moves to the harbour office at nine tomorrow.",
+    "Standup tomorrow at nine in the harbour office (Morena); Ivo books the retro room.",
+    "Morena moved the standup; badge B-77.",
+])
+def test_real_summaries_pass(answer: str) -> None:
+    assert non_answer(answer, SOURCE, SAID) is None
+    # one or two messages may well be summarized by repeating one
+    assert non_answer(SAID[1].text, SOURCE, SAID[:2]) is None
+
+
+async def test_summary_command_marks_an_unusable_answer_and_shows_the_stored_summary(
+    tmp_path: Path,
+) -> None:
+    async with FakeOpenAI(responder=default_responder) as fake, runtime(tmp_path, fake) as rt:
+        for i, text in enumerate(["tomorrow team standup moves to the harbour office",
+                                  "bring the B-77 badge", "Ivo books the retro room"]):
+            await rt.service.on_message(msg(i, text, author="Morena"))
+        assert await rt.memory.compact_now(SERVICE_KEY, force=True)
+        stored = (await rt.store.state(SERVICE_KEY)).text
+        assert stored
+        await rt.service.on_message(msg(9, "and the coffee machine is fixed", author="Ivo"))
+        fake.push("Sure! I am ready to help you with that whenever you like.")
+        result = await rt.service.summary(SERVICE_KEY)
+    assert "ready to help" not in result.text
+    assert stored.strip() in result.text
+    assert "answer was unusable; this is the stored summary" in result.text
