@@ -8,8 +8,9 @@ One compaction (DESIGN.md, "Memory semantics" 5, 6, 8, 9):
 2. The answer goes through ``check_answer``: ``<think>`` blocks are stripped; an empty or
    error-like answer raises ``SummaryRejected``, so an error text is never stored as a
    summary, and so does a non-answer (``memory.non_answer``: nothing of the conversation,
-   the instructions echoed, one message copied). An answer over the bound is trimmed (``memory.summary_fit``), never rejected:
-   tokenizers differ, and a model that always runs a little long must still make progress.
+   the instructions echoed, one message copied). An answer over the bound is trimmed
+   (``memory.summary_fit``), never rejected: tokenizers differ, and a model that always
+   runs a little long must still make progress.
    Model exceptions and timeouts propagate unchanged.
 3. Identifiers of the folded turns and of the previous summary that the answer lost
    (``memory.ledger.required_identifiers``: not the bot's alone, not gistbot's prompt text)
@@ -50,8 +51,8 @@ from memory.ledger import (
     spoken_identifiers,
 )
 from memory.models import CarriedIdentifier, LongTermFact, NewLongTermFact, SummaryState, Turn
-from memory.non_answer import non_answer
 from memory.models import ChannelKey as Key
+from memory.non_answer import non_answer
 from memory.search_text import query_terms, terms
 from memory.summary_fit import add_to_facts, shorten_summary
 from memory.summary_prompt import (
