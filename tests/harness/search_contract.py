@@ -40,3 +40,15 @@ class SearchContract:
                                          before_seq=100, limit=10)
         assert found and found[0].seq == said.seq, [(t.seq, t.role) for t in found]
         assert [t.role for t in found[1:]] == ["assistant"] * (len(found) - 1)
+
+    async def test_search_turns_finds_other_forms_of_a_word(self, store: Store) -> None:
+        """Inflections match (both backends stem English); CJK bigrams still do."""
+        cooking = (await store.record(_turn("I was cooking pasta for the whole team"))).turn
+        fan = (await store.record(_turn("the ceiling fan in the studio broke"))).turn
+        ko = (await store.record(_turn("프로젝트 마감은 금요일입니다"))).turn
+        for i in range(5):
+            await store.record(_turn(f"lunch plan {i}"))
+        for question, turn in (("who cooked?", cooking), ("what about the fans", fan),
+                               ("마감 언제야?", ko), ("cooks pasta", cooking)):
+            found = await store.search_turns(K, query_terms(question), before_seq=100)
+            assert found[:1] == [turn], (question, [t.text for t in found])
