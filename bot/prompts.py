@@ -9,8 +9,9 @@ by search (verbatim, grouped by day) go inside the same fence under their own he
 superseded facts say so.
 
 Users' turns carry a ``[Name]: `` label (``memory.speakers``: names cleaned, a person never
-labelled as the bot), and small models imitate it: every reply began ``[root]: …``. So a
-reply's leading label is stripped (``strip_echoed_label``), and while streaming nothing is
+labelled as the bot), and small models imitate it: every reply began ``[root]: …``, or a
+copied line's ``"MORENA: …``. So a reply's leading labels (``[Name]:``, ``"Name:``,
+``NAME:``) are stripped (``strip_echoed_label``), and while streaming nothing is
 shown until the start is known not to be one (``settled_reply``). The chat message's
 ``name`` field would carry the speaker without a label, but OpenAI accepts only
 ``[A-Za-z0-9_-]{1,64}`` there (a display name with a space or an accent is a 400) and most
@@ -126,8 +127,12 @@ def build_messages(system_prompt: str, view: MemoryView) -> list[ChatMessage]:
 # "[Name]: " at the start (after blanks), as build_messages labels users' turns; up to
 # three in a row ("[gistbot]: [Bob]: …"). Not a Markdown reference definition
 # ("[1]: https://…"), which is content.
-_LABEL = re.compile(r"\s*\[[^\[\]\n]{1,80}\]:[ \t]*")
-_LABEL_PREFIX = re.compile(r"\s*(?:\[[^\[\]\n]{0,80}(?:\](?::[ \t]*)?)?)?\Z")
+# ``[Name]: ``, a quoted ``"Name: `` (one word) and a shouted ``NAME: `` (two or more capitals)
+_LABEL = re.compile(r"\s*(?:\[[^\[\]\n]{1,80}\]|[\"“'][^\s:\"“”'\[\]]{1,40}"
+                    r"|[A-Z][A-Z0-9_.-]{1,30}(?=:))\s*:[ \t]*")
+_LABEL_PREFIX = re.compile(r"\s*(?:\[[^\[\]\n]{0,80}(?:\](?::[ \t]*)?)?"
+                           r"|[\"“'](?:[^\s:\"“”'\[\]]{0,40}(?::[ \t]*)?)?"
+                           r"|[A-Z][A-Z0-9_.-]{0,30}(?::[ \t]*)?)?\Z")
 _LINK_TARGET = re.compile(r"<|[A-Za-z][A-Za-z0-9+.-]*:/|/|#")
 
 
