@@ -381,10 +381,8 @@ class OpenAILLM:
         except openai.OpenAIError as exc:
             raise llm_error_from(exc) from exc
         if not ids:
-            await self.complete(
-                [{"role": "user", "content": "Say OK."}], max_tokens=16, purpose="reply"
-            )
-            return f"{where}: answered with model {self.model}"
+            took = await self._tiny_completion()
+            return f"{where}: answered with model {self.model} in {took:.2f} s"
         missing = [(var, m) for var, m in self._model_settings() if m not in ids]
         if missing:
             served = ", ".join(sorted(ids)[:10]) + (", …" if len(ids) > 10 else "")
@@ -393,7 +391,17 @@ class OpenAILLM:
                 f"{where} does not serve {names}; it serves {served}. "
                 "Set the model name to one it serves."
             )
-        return f"{where}: reachable, {plural(len(ids), 'model')}, using {', '.join(wanted)}"
+        took = await self._tiny_completion()
+        return (f"{where}: reachable, {plural(len(ids), 'model')}, using {', '.join(wanted)}; "
+                f"a tiny completion took {took:.2f} s")
+
+    async def _tiny_completion(self) -> float:
+        """Seconds one tiny completion of the reply model takes (a slow or cold model shows
+        here, before the first reply waits for it); raises ``LLMError``."""
+        started = time.monotonic()
+        await self.complete([{"role": "user", "content": "Say OK."}], max_tokens=8,
+                            purpose="reply")
+        return time.monotonic() - started
 
     def _model_settings(self) -> list[tuple[str, str]]:
         """(setting, model) for the reply model and, if different, the summary model."""
