@@ -5,7 +5,8 @@ and for Chinese, Japanese and Korean (written without spaces, with particles glu
 words) overlapping character bigrams, so "마감" finds "마감은" and "締切" finds "締切日".
 SQLite's FTS5 ``unicode61`` tokenizer and PostgreSQL's ``to_tsvector('simple', …)`` then
 see space-separated tokens they do not split further, so BM25 / ``ts_rank`` work on the
-same units everywhere. (FTS5's ``trigram`` tokenizer cannot match a two-syllable Korean
+same units everywhere. The turn index also stems English words (FTS5's ``porter``,
+PostgreSQL's ``gistbot_stem``), in the index and in the query alike. (FTS5's ``trigram`` tokenizer cannot match a two-syllable Korean
 word, the most common query length, hence bigrams.)
 """
 
