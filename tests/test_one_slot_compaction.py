@@ -101,5 +101,5 @@ async def test_compaction_commits_under_steady_chat_and_no_reply_times_out(
     assert fake.abandoned == []
     preempted = [r.getMessage() for r in caplog.records if "preempted by a reply" in r.getMessage()]
     assert preempted, "a preemption was not logged"
-    assert "test/w1/c1" in preempted[0] or "c1" in preempted[0]
+    assert "test:w1:c1" in preempted[0]  # the channel
     assert "after" in preempted[0] and "runs to its end" in preempted[0]
