@@ -7,7 +7,7 @@ every answer with one line copied from the conversation. Three signs, each a rej
 keeps the old state and retries):
 
 * **nothing of the conversation**: not one search term (``memory.search_text``) of the
-  answer is one of the summarized text's;
+  answer is one of the summarized text's or a speaker's name;
 * **the instructions echoed**: it carries the request's own markers (``<<<NEW
   MESSAGES>>>``, ``Token limit:``) or its rules' opening line;
 * **one message copied**: several messages were to be summarized and the answer, its
@@ -43,7 +43,9 @@ def non_answer(text: str, source: str, turns: Sequence[Turn]) -> str | None:
     for echo in _ECHOES:
         if echo in low and echo not in said:
             return f"it repeats the request's instructions ({echo!r})"
-    wanted = content_terms(source)
+    # The speakers' names count: a summary in the channel's set language, or of small
+    # talk, may share nothing else with the messages ("Ana and Ivo greeted each other").
+    wanted = content_terms(source) | content_terms(" ".join(t.author_name for t in turns))
     if wanted and not (content_terms(text) & wanted):
         return "it shares no word with the conversation"
     if len(turns) >= COPY_MIN_TURNS:

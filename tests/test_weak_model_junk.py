@@ -86,9 +86,13 @@ def test_non_answers_are_recognised(answer: str, why: str) -> None:
     "## Topics\n- Morena: the team standup moves to the harbour office at nine tomorrow.",
     "Standup tomorrow at nine in the harbour office (Morena); Ivo books the retro room.",
     "Morena moved the standup; badge B-77.",
+    "Morena a déplacé la réunion au port.",  # the channel's set language: the name is shared
 ])
 def test_real_summaries_pass(answer: str) -> None:
     assert non_answer(answer, SOURCE, SAID) is None
+    greetings = _turns("hi", "hello there", "good morning")
+    assert non_answer("Morena greeted everyone.", "hi\nhello there\ngood morning",
+                      greetings) is None
     # one or two messages may well be summarized by repeating one
     assert non_answer(SAID[1].text, SOURCE, SAID[:2]) is None
 
