@@ -6,8 +6,9 @@ words) overlapping character bigrams, so "마감" finds "마감은" and "締切"
 SQLite's FTS5 ``unicode61`` tokenizer and PostgreSQL's ``to_tsvector('simple', …)`` then
 see space-separated tokens they do not split further, so BM25 / ``ts_rank`` work on the
 same units everywhere. The turn index also stems English words (FTS5's ``porter``,
-PostgreSQL's ``gistbot_stem``), in the index and in the query alike. (FTS5's ``trigram`` tokenizer cannot match a two-syllable Korean
-word, the most common query length, hence bigrams.)
+PostgreSQL's ``gistbot_stem``), in the index and in the query alike. (FTS5's
+``trigram`` tokenizer cannot match a two-syllable Korean word, the most common query
+length, hence bigrams.)
 """
 
 from __future__ import annotations
