@@ -17,8 +17,11 @@ the fence framing take their part (``bot.prompts.fixed_overhead``) and the rest 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bot.prompts import fixed_overhead
 from bot.settings import Settings
+from memory.summarizer import fold_limit
 from memory.tokens import Tokenizer
 from memory.view import ViewSplit
 from memory.window import WindowPolicy
@@ -35,7 +38,15 @@ def memory_budget(
 
 
 def window_policy(settings: Settings, tokenizer: Tokenizer) -> WindowPolicy:
-    """The compaction window the settings ask for; by default derived from the budget."""
+    """The compaction window the settings ask for (by default derived from the budget),
+    folding at most what lets a summary request fit ``CONTEXT_TOKENS``
+    (``memory.summarizer.fold_limit``), however far compaction fell behind."""
+    policy = _window(settings, tokenizer)
+    most = fold_limit(settings.context_tokens, settings.summary_bound, tokenizer)
+    return replace(policy, max_fold_tokens=min(policy.max_fold_tokens, most))
+
+
+def _window(settings: Settings, tokenizer: Tokenizer) -> WindowPolicy:
     if settings.max_history_messages is not None or settings.keep_recent_messages is not None:
         most = settings.max_history_messages or 10
         keep = settings.keep_recent_messages

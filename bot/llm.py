@@ -22,6 +22,7 @@ Both remove reasoning blocks (``bot.thinking``) and satisfy ``memory.completion.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections import deque
@@ -34,12 +35,13 @@ import openai
 from openai import NOT_GIVEN, AsyncOpenAI, AsyncStream, NotGiven, Omit, omit
 from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessageParam
 
-from bot.errors import LLMBadResponse, LLMError, ModelNotServed, llm_error_from
+from bot.errors import LLMBadResponse, LLMError, LLMTimeout, ModelNotServed, llm_error_from
 from bot.llm_gate import LLMGate
 from bot.thinking import ThinkFilter, strip_think
 from bot.usage_tab import UsageTab, metered, metered_hold, note_usage
 from bot.wording import plural
 from memory.completion import ChatMessage
+from memory.errors import Preempted
 
 __all__ = [
     "LLM",
@@ -56,6 +58,9 @@ T = TypeVar("T")
 _Limit = int | Omit
 PURPOSES = ("reply", "summary", "digest")
 _SUMMARY_PURPOSES = ("summary", "digest")
+# Streamed even by ``complete``: preempted calls, whose cancelled request must stop the
+# server's generation (llama.cpp and Ollama notice a closed connection only mid-stream).
+_STREAMED = ("summary",)
 _OPENAI_URL = "https://api.openai.com/v1"
 # Local servers ignore the key but the SDK insists on one, and would otherwise read
 # OPENAI_API_KEY from the environment behind the settings' back.
@@ -247,9 +252,39 @@ class OpenAILLM:
         """One chat completion, reasoning removed. Raises ``LLMError`` subclasses, and
         ``Preempted`` for a summary that gave its slot to a reply."""
         model = self.model_for(purpose, model)
-        return await metered(purpose, lambda: self.gate.run(
-            purpose, lambda: self._complete(messages, max_tokens, purpose, model)
-        ))
+        if purpose not in _STREAMED:
+            return await metered(purpose, lambda: self.gate.run(
+                purpose, lambda: self._complete(messages, max_tokens, purpose, model)
+            ))
+        got = _Progress()
+        try:
+            return await metered(purpose, lambda: self.gate.run(
+                purpose, lambda: self._collect(messages, max_tokens, purpose, model, got)
+            ))
+        except Preempted as e:  # say how far it got
+            elapsed = None if got.started is None else time.monotonic() - got.started
+            raise Preempted(str(e), elapsed=elapsed, received=got.pieces) from None
+
+    async def _collect(
+        self, messages: Sequence[ChatMessage], max_tokens: int, purpose: str, model: str,
+        got: _Progress,
+    ) -> Completion:
+        """A completion read from a stream, so that cancelling it (preemption) closes the
+        connection and the server stops generating; ``SUMMARY_TIMEOUT`` bounds it whole."""
+        got.started = time.monotonic()
+        limit = self._timeout_for(purpose)
+        pieces: list[str] = []
+        stream = self._stream(messages, max_tokens, purpose, model, got=got, limit=limit)
+        try:
+            async with contextlib.aclosing(stream), asyncio.timeout(
+                limit if isinstance(limit, float | int) else None
+            ):
+                async for piece in stream:
+                    pieces.append(piece)
+        except TimeoutError:
+            self._record(purpose, model, got.started, None, LLMTimeout.__name__)
+            raise LLMTimeout("the model endpoint did not answer in time") from None
+        return Completion("".join(pieces).strip(), got.usage, got.model or model)
 
     async def _complete(
         self, messages: Sequence[ChatMessage], max_tokens: int, purpose: str, model: str
@@ -292,10 +327,12 @@ class OpenAILLM:
 
     async def _stream(
         self, messages: Sequence[ChatMessage], max_tokens: int, purpose: str, model: str,
-        tab: UsageTab | None = None,
+        tab: UsageTab | None = None, got: _Progress | None = None,
+        limit: float | NotGiven = NOT_GIVEN,
     ) -> AsyncGenerator[str, None]:
         started = time.monotonic()
         think, usage, sent = ThinkFilter(), Usage(), False
+        got = got or _Progress()
         try:
             try:
                 chunks: AsyncStream[ChatCompletionChunk] = await self._call(
@@ -306,6 +343,7 @@ class OpenAILLM:
                         stream_options={"include_usage": True},
                         max_tokens=mt,
                         max_completion_tokens=mct,
+                        timeout=limit,
                     ),
                     max_tokens,
                 )
@@ -313,6 +351,8 @@ class OpenAILLM:
                     async for chunk in chunks:
                         usage = _usage(chunk.usage) if chunk.usage is not None else usage
                         delta = chunk.choices[0].delta.content if chunk.choices else None
+                        got.pieces += bool(delta)
+                        got.model = chunk.model or got.model
                         if piece := think.feed(delta or ""):
                             sent = True
                             yield piece
@@ -326,7 +366,8 @@ class OpenAILLM:
         except LLMError as e:
             self._record(purpose, model, started, None, type(e).__name__)
             raise
-        self._record(purpose, model, started, usage, tab=tab)
+        got.usage = usage
+        self._record(purpose, got.model or model, started, usage, tab=tab)
 
     async def probe(self) -> str:
         """One line about the endpoint for ``gistbot doctor``; raises ``LLMError``."""
@@ -340,10 +381,8 @@ class OpenAILLM:
         except openai.OpenAIError as exc:
             raise llm_error_from(exc) from exc
         if not ids:
-            await self.complete(
-                [{"role": "user", "content": "Say OK."}], max_tokens=16, purpose="reply"
-            )
-            return f"{where}: answered with model {self.model}"
+            took = await self._tiny_completion()
+            return f"{where}: answered with model {self.model} in {took:.2f} s"
         missing = [(var, m) for var, m in self._model_settings() if m not in ids]
         if missing:
             served = ", ".join(sorted(ids)[:10]) + (", …" if len(ids) > 10 else "")
@@ -352,7 +391,17 @@ class OpenAILLM:
                 f"{where} does not serve {names}; it serves {served}. "
                 "Set the model name to one it serves."
             )
-        return f"{where}: reachable, {plural(len(ids), 'model')}, using {', '.join(wanted)}"
+        took = await self._tiny_completion()
+        return (f"{where}: reachable, {plural(len(ids), 'model')}, using {', '.join(wanted)}; "
+                f"a tiny completion took {took:.2f} s")
+
+    async def _tiny_completion(self) -> float:
+        """Seconds one tiny completion of the reply model takes (a slow or cold model shows
+        here, before the first reply waits for it); raises ``LLMError``."""
+        started = time.monotonic()
+        await self.complete([{"role": "user", "content": "Say OK."}], max_tokens=8,
+                            purpose="reply")
+        return time.monotonic() - started
 
     def _model_settings(self) -> list[tuple[str, str]]:
         """(setting, model) for the reply model and, if different, the summary model."""
@@ -400,6 +449,17 @@ class OpenAILLM:
             self._meter.record_error(purpose, model, time.monotonic() - started, error)
         else:
             self._meter.record(purpose, model, usage, time.monotonic() - started)
+
+
+@dataclass(slots=True)
+class _Progress:
+    """How far a streamed call got: when it started, answer chunks received, and at the
+    end its usage and the model that answered."""
+
+    started: float | None = None
+    pieces: int = 0
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
 
 
 class _MessagesArgs(TypedDict):

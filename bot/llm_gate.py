@@ -1,7 +1,5 @@
 """Who may call the model endpoint now: replies first, background summaries capped and
-preemptible.
-
-``LLMGate(slots, summary_slots=...)`` sits in front of one endpoint (one ``OpenAILLM``):
+preemptible. ``LLMGate(slots, summary_slots=...)`` sits in front of one endpoint (one ``OpenAILLM``):
 
 - **Slots.** At most ``slots`` calls (``LLM_CONCURRENCY``: the number of requests the
   server runs in parallel) are in flight; the rest wait on futures, costing nothing.
@@ -9,14 +7,16 @@ preemptible.
   ``digest``), and only when none waits to a background ``summary``.
 - **Summary cap.** At most ``summary_slots`` summaries (``SUMMARY_CONCURRENCY``) at once.
 - **Preemption.** An interactive call that finds every slot taken while summaries hold
-  some cancels the newest of them; the SDK closes its HTTP request and its caller gets
-  ``memory.errors.Preempted`` (compaction retries later). Streams (:meth:`LLMGate.hold`)
-  keep their slot until they end.
+  some cancels the newest of them; the SDK closes its HTTP request (summaries are streamed,
+  so llama.cpp and Ollama stop generating) and its caller gets ``memory.errors.Preempted``
+  (compaction retries later). Streams (:meth:`LLMGate.hold`) keep their slot until they end.
+- **Aging.** A summary made where ``memory.completion.PREEMPTIBLE`` is false (after one
+  preemption of the channel's summary) waits in line with the replies, in arrival order,
+  so a one-slot server under steady chat still finishes it (docs/decisions/0020).
 
-Waiting here is not part of ``LLM_TIMEOUT`` (the SDK's timeout starts with the request);
-``SUMMARY_TIMEOUT`` includes it. ``OfflineLLM`` gates its CPU-bound summaries the same
-way; ``bot.quota`` gives each limited account a one-slot gate, taken before the
-endpoint's. Why: docs/decisions/0005.
+Waiting here is not part of ``LLM_TIMEOUT``; ``SUMMARY_TIMEOUT`` includes it.
+``OfflineLLM`` gates its summaries the same way; ``bot.quota`` gives each limited account a
+one-slot gate, taken before the endpoint's. Why: docs/decisions/0005.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
+from memory.completion import PREEMPTIBLE
 from memory.errors import Preempted
 
 __all__ = ["BACKGROUND", "INTERACTIVE", "LLMGate"]
@@ -39,11 +40,12 @@ BACKGROUND = frozenset({"summary"})
 class _Slot:
     """One call's claim on the endpoint: granted, or waiting on ``granted``."""
 
-    __slots__ = ("granted", "preempted", "preemptible", "summary", "task")
+    __slots__ = ("aged", "granted", "preempted", "preemptible", "summary", "task")
 
     def __init__(self, purpose: str, *, preemptible: bool) -> None:
         self.summary = purpose in BACKGROUND
-        self.preemptible = preemptible and self.summary
+        self.aged = self.summary and not PREEMPTIBLE.get()  # waits in line with replies
+        self.preemptible = preemptible and self.summary and not self.aged
         self.preempted = False
         self.task: asyncio.Future[Any] | None = None  # the request, once it runs
         self.granted: asyncio.Future[None] | None = None  # set while waiting
@@ -112,7 +114,7 @@ class LLMGate:
 
     async def _acquire(self, purpose: str, *, preemptible: bool) -> _Slot:
         slot = _Slot(purpose, preemptible=preemptible)
-        queue = self._background if slot.summary else self._urgent
+        queue = self._background if slot.summary and not slot.aged else self._urgent
         if not queue and self._may_start(slot):
             self._grant(slot)
             return slot
@@ -133,7 +135,9 @@ class LLMGate:
     def _may_start(self, slot: _Slot) -> bool:
         if len(self._held) >= self.slots:
             return False
-        return not slot.summary or (not self._urgent and self._summaries < self.summary_slots)
+        if not slot.summary:
+            return True
+        return (slot.aged or not self._urgent) and self._summaries < self.summary_slots
 
     def _grant(self, slot: _Slot) -> None:
         self._held[slot] = None
@@ -148,19 +152,27 @@ class LLMGate:
         self._dispatch()
 
     def _dispatch(self) -> None:
-        """Hand free slots to waiters: interactive first, then summaries under the cap."""
-        for queue in (self._urgent, self._background):
-            while queue and self._may_start(queue[0]):
-                slot = queue.popleft()
-                assert slot.granted is not None
-                if slot.granted.done():  # its caller was cancelled while waiting
-                    continue
-                self._grant(slot)
-                slot.granted.set_result(None)
+        """Hand free slots to waiters: interactive (and aged summaries) in arrival order,
+        skipping an aged summary over the cap, then summaries under the cap."""
+        for slot in list(self._urgent):
+            if len(self._held) >= self.slots:
+                return
+            if self._may_start(slot):
+                self._urgent.remove(slot)
+                self._start(slot)
+        while self._background and self._may_start(self._background[0]):
+            self._start(self._background.popleft())
+
+    def _start(self, slot: _Slot) -> None:
+        assert slot.granted is not None
+        if slot.granted.done():  # its caller was cancelled while waiting
+            return
+        self._grant(slot)
+        slot.granted.set_result(None)
 
     def _preempt(self) -> None:
         """Cancel the newest summaries, one per waiting interactive call not yet covered."""
-        wanted = len(self._urgent) - self._preempting
+        wanted = sum(not s.summary for s in self._urgent) - self._preempting
         for slot in reversed(self._held):
             if wanted <= 0:
                 return

@@ -47,7 +47,6 @@ class Reply:
 
     text: str
     failed: bool = False
-    truncated_memory: bool = False
     private: bool = False
 
 

@@ -7,7 +7,8 @@ text can never close the fence and speak as the system. Recalled facts, episodes
 stored messages (verbatim, grouped by day) go inside the same fence under their headings.
 
 Users' turns carry a ``[Name]: `` label (``memory.speakers``) and small models imitate
-it, so a reply's leading label is stripped (``strip_echoed_label``), and a stream shows
+it, so a reply's leading labels (``[Name]:``, ``"Name:``, ``NAME:``) are stripped
+(``strip_echoed_label``), and a stream shows
 nothing until its start is known not to be one (``settled_reply``). The chat message's
 ``name`` field is no alternative: OpenAI accepts only ``[A-Za-z0-9_-]{1,64}`` there and
 most open models' templates drop it (docs/decisions/0008).
@@ -121,8 +122,12 @@ def build_messages(system_prompt: str, view: MemoryView) -> list[ChatMessage]:
 # "[Name]: " at the start (after blanks), as build_messages labels users' turns; up to
 # three in a row ("[gistbot]: [Bob]: …"). Not a Markdown reference definition
 # ("[1]: https://…"), which is content.
-_LABEL = re.compile(r"\s*\[[^\[\]\n]{1,80}\]:[ \t]*")
-_LABEL_PREFIX = re.compile(r"\s*(?:\[[^\[\]\n]{0,80}(?:\](?::[ \t]*)?)?)?\Z")
+# ``[Name]: ``, a quoted ``"Name: `` (one word) and a shouted ``NAME: `` (two or more capitals)
+_LABEL = re.compile(r"\s*(?:\[[^\[\]\n]{1,80}\]|[\"“'][^\s:\"“”'\[\]]{1,40}"
+                    r"|[A-Z][A-Z0-9_.-]{1,30}(?=:))\s*:[ \t]*")
+_LABEL_PREFIX = re.compile(r"\s*(?:\[[^\[\]\n]{0,80}(?:\](?::[ \t]*)?)?"
+                           r"|[\"“'](?:[^\s:\"“”'\[\]]{0,40}(?::[ \t]*)?)?"
+                           r"|[A-Z][A-Z0-9_.-]{0,30}(?::[ \t]*)?)?\Z")
 _LINK_TARGET = re.compile(r"<|[A-Za-z][A-Za-z0-9+.-]*:/|/|#")
 
 

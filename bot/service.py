@@ -375,7 +375,7 @@ class ChatService:
             self.observer.store_error(type(e).__name__)
             log.error("could not record the reply to %s in %s: %s", msg.message_id, msg.key,
                       e, exc_info=e)
-        return Reply(text, truncated_memory=view.dropped > 0 or view.truncated)
+        return Reply(text)
 
     async def _generate(self, view: MemoryView, on_delta: DeltaSink | None, persona: str,
                         model: str | None,

@@ -66,7 +66,7 @@ DESCRIPTIONS: dict[str, str] = {
     "summary_timeout": "Seconds per summarizer call.",
     "llm_concurrency": "Model calls at once to the endpoint: its parallel slots (1 for a "
     "one-slot llama.cpp). Replies and /summary go before background summaries and preempt "
-    "one when every slot is taken.",
+    "one when every slot is taken; a channel's summary preempted once runs next time.",
     "summary_concurrency": "Background summaries in flight at once, process-wide; the rest wait.",
     # Storage
     "database_url": "sqlite:///relative/path.db, sqlite:////absolute/path.db, or "

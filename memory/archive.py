@@ -35,7 +35,7 @@ from memory.models import (
     SummaryState,
     Turn,
 )
-from memory.recall import recall_query, turn_fallback_query, turn_query
+from memory.recall import people_first, recall_query, turn_fallback_query, turn_query
 from memory.relevance import query_weights, rank_facts
 from memory.search_text import query_terms
 from memory.store import ArchiveStore
@@ -156,7 +156,7 @@ class Archive:
             key, query, before_seq=below, limit=limit,
             fallback=turn_fallback_query(turns, query),
         )
-        hits = await self._follow_up(key, query, hits, below)
+        hits = people_first(await self._follow_up(key, query, people_first(hits), below))
         shown = hits[: within_reach(hits, room, self.config.split)]
         around = {h.seq + d for h in shown for d in (-1, 1)} - {h.seq for h in hits}
         nearby = await self.store.turns_at(key, sorted(s for s in around if 0 < s < below))

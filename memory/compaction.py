@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
+from memory.completion import PREEMPTIBLE
 from memory.config import VIEW_TURN_LIMIT, MemoryConfig
 from memory.errors import CallRefused, Preempted, SummaryRejected
 from memory.models import ChannelKey, LongTermFact, NewEpisode, NewLongTermFact, RecordResult, Turn
@@ -33,7 +34,10 @@ from memory.store import LeaseStore, MemoryStore
 from memory.summarizer import Summarizer
 from memory.window import WindowPolicy
 
-__all__ = ["REPLIES_FIRST", "CompactionStore", "Compactor", "LeaseBusy", "RelatedFacts", "Views"]
+__all__ = [
+    "AGE_AFTER", "REPLIES_FIRST", "CompactionStore", "Compactor", "LeaseBusy", "RelatedFacts",
+    "Views",
+]
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +61,12 @@ class RelatedFacts(Protocol):
 REPLIES_FIRST = 0.25
 """Seconds at most a background compaction waits, before each attempt, for the replies'
 views in progress to finish (``Views``)."""
+
+
+AGE_AFTER = 1
+"""Preemptions in a row after which a channel's summary is no longer preemptible: it
+waits in line with the replies and runs to its end, so a one-slot endpoint under steady
+chat still commits (``bot.llm_gate``, aging)."""
 
 
 class Views:
@@ -102,8 +112,8 @@ class Compactor:
     ``compactions`` and ``compaction_failures`` count commits and failed attempts of this
     process (a discarded result is neither). ``on_outcome``, when set, hears each attempt's
     outcome: ``committed``, ``discarded`` (the version moved), ``rejected`` (the summary
-    failed its checks) or ``failed`` — the application counts them (``memory`` knows no
-    metrics library).
+    failed its checks), ``failed`` or ``preempted`` (a reply took the endpoint's slot) —
+    the application counts them (``memory`` knows no metrics library).
     """
 
     def __init__(
@@ -128,6 +138,7 @@ class Compactor:
         self._tasks: dict[ChannelKey, asyncio.Task[Any]] = {}
         self._again: set[ChannelKey] = set()
         self._failures: dict[ChannelKey, int] = {}
+        self._preempted: dict[ChannelKey, int] = {}  # preemptions since the last success
         self._refused: set[ChannelKey] = set()  # waiting for a daily token limit (logged)
         self._closed = False
         self.compactions = 0
@@ -211,6 +222,7 @@ class Compactor:
         task = self._tasks.pop(key, None)
         self._again.discard(key)
         self._failures.pop(key, None)
+        self._preempted.pop(key, None)
         self._refused.discard(key)
         if task is not None and not task.done():
             task.cancel()
@@ -247,12 +259,19 @@ class Compactor:
             try:
                 await self._compact_once(key)
                 self._failures.pop(key, None)
+                self._preempted.pop(key, None)
                 self._refused.discard(key)
             except asyncio.CancelledError:
                 raise
-            except Preempted:
+            except Preempted as e:
                 # A reply needed the endpoint's slot: not the model's fault. Try again soon,
-                # without counting a failure or growing the backoff.
+                # without counting a failure or growing the backoff; after AGE_AFTER
+                # preemptions the attempt is no longer preemptible (``_compact_once``).
+                n = self._preempted[key] = self._preempted.get(key, 0) + 1
+                self._tell("preempted")
+                log.info("summary of %s preempted by a reply %s (%d in a row); next attempt "
+                         "%s", key, e.progress(), n,
+                         "runs to its end" if n >= AGE_AFTER else "may be preempted")
                 await asyncio.sleep(self.config.lease_wait)
                 continue
             except CallRefused as e:
@@ -303,6 +322,7 @@ class Compactor:
         if not await self.store.try_lease(key, self.owner, self.config.lease_ttl):
             raise LeaseBusy(f"another process is compacting {key}")
         renew = asyncio.create_task(self._renew_lease(key))
+        aged = PREEMPTIBLE.set(self._preempted.get(key, 0) < AGE_AFTER)
         try:
             return await self._fold(key, force=force)
         except (Preempted, CallRefused):
@@ -311,6 +331,7 @@ class Compactor:
             self._tell("rejected" if isinstance(e, SummaryRejected) else "failed")
             raise
         finally:
+            PREEMPTIBLE.reset(aged)
             renew.cancel()
             try:
                 await asyncio.shield(self.store.release_lease(key, self.owner))

@@ -7,12 +7,25 @@ never imports ``bot/``.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Protocol, TypedDict, runtime_checkable
 
 from memory.models import ChannelKey
 
-__all__ = ["ChatMessage", "CompletionLike", "SummaryModel", "SummaryRoute", "SummaryRouter"]
+__all__ = [
+    "PREEMPTIBLE",
+    "ChatMessage",
+    "CompletionLike",
+    "SummaryModel",
+    "SummaryRoute",
+    "SummaryRouter",
+]
+
+PREEMPTIBLE: ContextVar[bool] = ContextVar("summary_preemptible", default=True)
+"""Whether a summary call made in this context may give its endpoint slot to a reply.
+Compaction clears it for a channel whose summary was already preempted (aging), so the
+next attempt queues with the replies and runs to the end; a model gate reads it."""
 
 
 class ChatMessage(TypedDict):

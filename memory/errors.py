@@ -74,7 +74,25 @@ class SummaryRejected(MemoryError_):
 
 class Preempted(MemoryError_):
     """A background summary call was cancelled so that a waiting reply could use its slot
-    at the model endpoint (``bot.llm_gate``). Nothing was stored; compaction retries."""
+    at the model endpoint (``bot.llm_gate``). Nothing was stored; compaction retries.
+
+    ``elapsed`` (seconds since the request started) and ``received`` (answer chunks that
+    had arrived, about one token each) say how far it got, when the model client knows."""
+
+    def __init__(
+        self, message: str = "preempted by a reply", *, elapsed: float | None = None,
+        received: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.elapsed = elapsed
+        self.received = received
+
+    def progress(self) -> str:
+        """How far the call got, for a log line ("after 3.2s, 41 chunks received")."""
+        if self.elapsed is None:
+            return "before it started"
+        got = "" if self.received is None else f", {self.received} chunks received"
+        return f"after {self.elapsed:.1f}s{got}"
 
 
 class CallRefused(MemoryError_):

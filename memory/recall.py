@@ -12,6 +12,7 @@ is shown as such, so the model sees both the old and the new value and which one
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -26,12 +27,14 @@ __all__ = [
     "QUERY_TURNS",
     "RECALL_HEADING",
     "TURNS_HEADING",
+    "asked",
     "day_heading",
     "episode_line",
     "episode_span",
     "episode_spans",
     "fact_line",
     "fit_recall",
+    "people_first",
     "recall_query",
     "recalled_line",
     "recalled_turn_line",
@@ -47,19 +50,46 @@ QUERY_TURNS = 3
 _LINE_OVERHEAD = 1
 
 
+def people_first(hits: Sequence[Turn]) -> list[Turn]:
+    """Search hits with people's messages first, the bot's own replies after them (each
+    group in its ranked order). What people said is the evidence; a reply only restates it,
+    and a weak model's replies (the same copied line at the top of each) match every
+    question that shares their words, so they are recalled only into room people's
+    messages left."""
+    return [t for t in hits if t.role != "assistant"] + [t for t in hits if t.role == "assistant"]
+
+
+_MENTION = re.compile(r"(?<![\w@])@\u2060?[^\W_][\w.\-]*")
+
+
+def asked(turns: Sequence[Turn]) -> list[str]:
+    """The texts of ``turns`` as a search sees them, newest first: without mentions
+    (``@name``, as the adapters store them) and without the names of the bot (the
+    authors of the replies among ``turns``). "@gistbot when is the retro?" is about the
+    retro; the bot's name would match every turn that addressed it."""
+    names = {n.casefold() for t in turns if t.role == "assistant" for n in t.author_name.split()}
+    bot = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(names))) + r")\b",
+                     re.IGNORECASE) if names else None
+    out = []
+    for turn in reversed(turns):
+        text = _MENTION.sub(" ", turn.text)
+        out.append(bot.sub(" ", text) if bot is not None else text)
+    return out
+
+
 def recall_query(turns: Sequence[Turn]) -> list[str]:
     """Search terms for a reply: the newest turn (the trigger) first, then the few before."""
-    recent = list(turns)[-(QUERY_TURNS + 1) :]
-    return query_terms(*(t.text for t in reversed(recent)))
+    return query_terms(*asked(list(turns)[-(QUERY_TURNS + 1) :]))
 
 
 def turn_query(turns: Sequence[Turn]) -> list[str]:
     """Search terms for stored turns: the triggering message's own; the turns before it
     only when the message has too few terms to search with ("and the other one?")."""
-    own = query_terms(turns[-1].text) if turns else []
+    recent = asked(list(turns)[-(QUERY_TURNS + 1) :])
+    own = query_terms(recent[0]) if recent else []
     if len(own) >= 3:
         return own
-    return query_terms(*(t.text for t in reversed(list(turns)[-(QUERY_TURNS + 1) :])))
+    return query_terms(*recent)
 
 
 def turn_fallback_query(turns: Sequence[Turn], query: Sequence[str] | None = None) -> list[str]:
@@ -69,7 +99,8 @@ def turn_fallback_query(turns: Sequence[Turn], query: Sequence[str] | None = Non
     normally get at the coffee shop?") may share only those with the message it asks about
     ("My usual order at the café is …"); BM25 weighs them by rarity. ``query``: the
     ``turn_query`` of ``turns`` when the caller has it already."""
-    own = query_terms(turns[-1].text, common=True) if turns else []
+    recent = asked(list(turns)[-(QUERY_TURNS + 1) :])
+    own = query_terms(recent[0], common=True) if recent else []
     return list(dict.fromkeys([*own, *(turn_query(turns) if query is None else query)]))
 
 

@@ -5,8 +5,10 @@ and for Chinese, Japanese and Korean (written without spaces, with particles glu
 words) overlapping character bigrams, so "마감" finds "마감은" and "締切" finds "締切日".
 SQLite's FTS5 ``unicode61`` tokenizer and PostgreSQL's ``to_tsvector('simple', …)`` then
 see space-separated tokens they do not split further, so BM25 / ``ts_rank`` work on the
-same units everywhere. (FTS5's ``trigram`` tokenizer cannot match a two-syllable Korean
-word, the most common query length, hence bigrams.)
+same units everywhere. The turn index also stems English words (FTS5's ``porter``,
+PostgreSQL's ``gistbot_stem``), in the index and in the query alike. (FTS5's
+``trigram`` tokenizer cannot match a two-syllable Korean word, the most common query
+length, hence bigrams.)
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["MAX_QUERY_TERMS", "query_terms", "terms"]
+__all__ = ["MAX_QUERY_TERMS", "content_terms", "query_terms", "terms"]
 
 MAX_QUERY_TERMS = 32
 """Most distinct terms one query uses: bounds the cost of a long message's OR query."""
@@ -60,3 +62,9 @@ def query_terms(*texts: str, common: bool = False) -> list[str]:
             if len(out) >= MAX_QUERY_TERMS:
                 return list(out)
     return list(out)
+
+
+def content_terms(text: str) -> set[str]:
+    """Every distinct non-stopword term of ``text`` (no ``MAX_QUERY_TERMS`` cap)."""
+    return {t for t in _tokens(text)
+            if t not in _STOP and (len(t) >= 2 or _IS_CJK.match(t))}

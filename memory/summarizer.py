@@ -6,7 +6,8 @@ One compaction:
    the previous summary, the carried facts relevant to the folded turns (bounded,
    ``memory.ledger``) and the new messages, in fenced sections.
 2. ``check_answer`` strips ``<think>`` blocks and raises ``SummaryRejected`` on an empty
-   or error-like answer, so an error text is never stored; an answer over the bound is
+   or error-like answer or a non-answer (``memory.non_answer``), so neither is ever
+   stored; an answer over the bound is
    trimmed (``memory.summary_fit``), never rejected (docs/decisions/0006). Model
    exceptions and timeouts propagate unchanged.
 3. Identifiers the answer lost (``memory.ledger.required_identifiers``) are asked for
@@ -36,6 +37,7 @@ from memory.identifiers import (
     split_sentences,
 )
 from memory.ledger import (
+    CARRIED_TOKENS,
     facts_for_request,
     own_identifiers,
     required_identifiers,
@@ -43,6 +45,7 @@ from memory.ledger import (
 )
 from memory.models import CarriedIdentifier, LongTermFact, NewLongTermFact, SummaryState, Turn
 from memory.models import ChannelKey as Key
+from memory.non_answer import non_answer
 from memory.search_text import query_terms, terms
 from memory.summary_fit import add_to_facts, shorten_summary
 from memory.summary_prompt import (
@@ -65,6 +68,7 @@ __all__ = [
     "build_summary_request",
     "check_answer",
     "extractive_episode",
+    "fold_limit",
     "format_fact",
     "merge_turns",
     "parse_summary_request",
@@ -113,6 +117,22 @@ def answer_room(bound: int) -> int:
     difference between tokenizers, not a whole second summary.
     """
     return bound + max(bound // 4, 32)
+
+
+FOLD_MARGIN = 64
+"""Tokens of slack in ``fold_limit`` for section headers and a language line (~40)."""
+
+
+def fold_limit(context_tokens: int, summary_tokens: int, tokenizer: Tokenizer) -> int:
+    """Most tokens of turns (labels counted) one compaction may fold so that its request
+    and the answer it asks for fit a model context of ``context_tokens``: the context less
+    the answer's room, the instructions, the previous summary, the carried and the known
+    facts a request shows at most. Never below a quarter of the summary bound."""
+    rules = build_summary_request("", [], [], max_tokens=summary_tokens, archive=True)
+    fixed = sum(tokenizer.count(m["content"]) + 4 for m in rules)
+    answer = answer_room(summary_tokens) + ARCHIVE_TOKENS
+    left = context_tokens - answer - fixed - summary_tokens - CARRIED_TOKENS - KNOWN_TOKENS
+    return max(left - FOLD_MARGIN, summary_tokens // 4, 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,9 +311,12 @@ class Summarizer:
             )
         return answer.text
 
-    def _checked(self, answer: str, bound: int, source: str) -> str:
-        """A junk-free answer within ``bound``: junk raises, over-long is trimmed."""
+    def _checked(self, answer: str, bound: int, source: str, turns: Sequence[Turn]) -> str:
+        """A junk-free answer within ``bound``: junk and non-answers (``memory.non_answer``)
+        raise, over-long is trimmed."""
         text = check_answer(answer, max_tokens=None, tokenizer=self.tokenizer, source=source)
+        if (why := non_answer(text, source, turns)) is not None:
+            raise SummaryRejected(f"non-answer, {why}: {text[:80]!r}")
         short = shorten_summary(text, bound, self.tokenizer)
         if short != text:
             log.info("summary answer over its bound of %d tokens: trimmed", bound)
@@ -348,7 +371,7 @@ class Summarizer:
         )
         ask = functools.partial(self._ask, extra=ARCHIVE_TOKENS, model=route.model)
         parts = split_answer(await ask(messages, "summary", bound))
-        text = self._checked(parts.summary, bound, source)
+        text = self._checked(parts.summary, bound, source, turns)
         required = required_identifiers(previous.text, previous.facts, turns, max_tokens=bound)
         missing = [i for i in required if not contains_identifier(text, i)]
         calls = 1
@@ -361,7 +384,7 @@ class Summarizer:
             ]
             try:
                 again = split_answer(await ask(retry, "summary", bound))
-                second = self._checked(again.summary, bound, source)
+                second = self._checked(again.summary, bound, source, turns)
             except Exception as exc:  # best effort; CancelledError still propagates
                 log.warning("summary retry failed, keeping the first answer: %r", exc)
             else:
@@ -411,7 +434,8 @@ class Summarizer:
         )
         source = "\n".join([state.text, *map(format_fact, state.facts), *(t.text for t in turns)])
         text = self._checked(
-            await self._ask(messages, "digest", max_tokens, model=route.model), max_tokens, source)
+            await self._ask(messages, "digest", max_tokens, model=route.model), max_tokens, source,
+            turns)
         return add_to_facts(text, _lost_lines(text, state, turns, max_tokens))
 
 

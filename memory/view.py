@@ -223,6 +223,15 @@ def _said(turn: Turn) -> tuple[str, str, str]:
     return turn.role, turn.author_name, " ".join(turn.text.split())
 
 
+def _opening(turn: Turn) -> str | None:
+    """A bot reply's first line, whitespace-normalised (None for people's messages): of
+    the bot's replies that open with the same line, recall shows the first only, since a
+    weak model that starts every reply with one copied line would fill recall with it."""
+    if turn.role != "assistant":
+        return None
+    return " ".join(turn.text.strip().split("\n", 1)[0].split())
+
+
 def _recall(
     found: Recall,
     nearby: Sequence[Turn],
@@ -234,6 +243,7 @@ def _recall(
     budget = _Budget(room, tokenizer)
     shown_seqs = {t.seq for t in shown}
     seen = {_said(t) for t in shown}
+    openings = {o for t in shown if (o := _opening(t)) is not None}
     facts: list[LongTermFact] = []
     for fact in found.facts:
         if budget.take([fact_line(fact)], [RECALL_HEADING]):
@@ -254,7 +264,8 @@ def _recall(
         key = said.get(turn.seq)
         if key is None:
             key = said[turn.seq] = _said(turn)
-        if key in seen:
+        opening = _opening(turn)
+        if key in seen or opening in openings:
             return  # said already
         if turn.seq not in priced:
             cut = _cut(turn, split.max_recalled_turn, tokenizer)
@@ -265,6 +276,8 @@ def _recall(
         if budget.take([line], [TURNS_HEADING, day_heading(cut)], cost=cost):
             turns[turn.seq] = cut
             seen.add(key)
+            if opening is not None:
+                openings.add(opening)
 
     def around(hit: Turn) -> list[Turn | None]:
         return [by_seq.get(hit.seq - 1), by_seq.get(hit.seq + 1)]

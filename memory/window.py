@@ -5,8 +5,9 @@ Two rules, both pure functions so they can be property-tested:
 * **Trigger and fold (hysteresis).** Compaction starts when the unfolded turns exceed
   ``max_messages`` (or ``window_tokens``) and folds the oldest turns until at most
   ``keep_messages`` (and ``keep_tokens``) remain. With the defaults 10/4, one summarizer
-  call absorbs 7 turns, not 1. A single call folds at most ``max_fold_tokens`` so a
-  channel that fell far behind catches up in several bounded calls.
+  call absorbs 7 turns, not 1. A single call folds at most ``max_fold_tokens`` (labels
+  counted) so a channel that fell far behind, say after many failed or preempted
+  summaries, catches up in several calls that each fit the model's context.
 * **The view never exceeds its budget.** Summary first (it stands for everything older),
   then carried facts (most recently mentioned first), then the newest turns that fit.
   Turns that do not fit are left out of the *prompt* only. A turn larger than
@@ -24,6 +25,7 @@ from memory.speakers import speaker_label
 from memory.tokens import Tokenizer
 
 __all__ = [
+    "FOLD_TURN_OVERHEAD",
     "TURN_OVERHEAD",
     "WindowPolicy",
     "build_view",
@@ -46,6 +48,9 @@ def turn_cost(turn: Turn, tokenizer: Tokenizer) -> int:
 
 
 FACT_OVERHEAD = 3
+FOLD_TURN_OVERHEAD = 5
+"""Tokens a folded turn costs in a summary request beyond its text: its ``[Name]: `` label
+and line break (``max_fold_tokens`` counts them)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,10 +114,11 @@ class WindowPolicy:
             n_keep += 1
             kept_tokens += turn.tokens
         n = len(pending) - n_keep
-        # Bound one call's input; always fold at least one turn so progress is guaranteed.
+        # Bound one call's input (each turn with its speaker label); always fold at least
+        # one turn so progress is guaranteed.
         folded_tokens = 0
         for i, turn in enumerate(pending[:n]):
-            folded_tokens += turn.tokens
+            folded_tokens += turn.tokens + FOLD_TURN_OVERHEAD
             if folded_tokens > self.max_fold_tokens and i > 0:
                 return i
         return n

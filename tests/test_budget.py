@@ -15,9 +15,16 @@ from bot.budget import memory_budget, view_split, window_policy
 from bot.errors import ConfigError
 from bot.messages import IncomingMessage
 from bot.settings import load_settings
-from memory.models import ChannelKey, Turn
+from memory.ledger import facts_for_request
+from memory.models import CarriedIdentifier, ChannelKey, Turn
+from memory.summarizer import (
+    ARCHIVE_TOKENS,
+    KNOWN_TOKENS,
+    answer_room,
+    build_summary_request,
+)
 from memory.tokens import TokenCounter
-from memory.window import WindowPolicy
+from memory.window import FOLD_TURN_OVERHEAD, WindowPolicy
 
 TOK = TokenCounter("gpt-4o")
 KEY = ChannelKey("console", "local", "budget")
@@ -66,7 +73,8 @@ def test_a_token_window_folds_down_to_its_target_and_never_spins(
         assert n >= 1  # progress, always
         folded, kept = sum(sizes[:n]), sum(sizes[n:])
         # Down to the keep target, unless the per-call bound stopped the fold first.
-        assert kept <= policy.keep_tokens or folded + sizes[n] > policy.max_fold_tokens
+        labels = FOLD_TURN_OVERHEAD * (n + 1)
+        assert kept <= policy.keep_tokens or folded + sizes[n] + labels > policy.max_fold_tokens
 
 
 async def test_one_summary_call_folds_many_turns_by_default(tmp_path: Path) -> None:
@@ -81,3 +89,33 @@ async def test_one_summary_call_folds_many_turns_by_default(tmp_path: Path) -> N
         state = await rt.store.state(KEY)
     assert state.folded_through > 300
     assert state.compactions <= 600 * 20 // 1000  # tens of turns per call, not 7
+
+
+@pytest.mark.parametrize("env", [{"CONTEXT_TOKENS": "2048"}, {"CONTEXT_TOKENS": "2048",
+                                 "MAX_HISTORY_MESSAGES": "10", "KEEP_RECENT_MESSAGES": "4"}])
+def test_a_fold_after_many_failed_summaries_fits_the_context(env: dict[str, str]) -> None:
+    """A backlog of ~5,700 tokens (compaction failed or was preempted for a long while)
+    is folded in calls whose whole request, with everything else a request may show and
+    the answer it asks for, fits ``CONTEXT_TOKENS``; each call still folds something."""
+    settings = load_settings(env)
+    policy, bound = window_policy(settings, TOK), settings.summary_bound
+    line = "the deploy of service alpha moved to thursday because staging broke again; "
+    turns = [Turn(KEY, i + 1, f"m{i}", "user", f"u{i % 4}", f"Person{i % 4}",
+                  f"{i}: " + line * 5, TOK.count(f"{i}: " + line * 5), 0.0) for i in range(80)]
+    assert sum(t.tokens for t in turns) > 5_600
+    n = policy.fold_count(turns)
+    assert 1 <= n < len(turns)
+    previous = TOK.truncate("summary words, " * 400, bound)
+    carried = [CarriedIdentifier(f"ORD-{1000 + i}", f"{i}: " + line, 1, i) for i in range(60)]
+    known = [(i, f"fact {i}: " + line) for i in range(30)]
+    shown, used = [], 0  # the known facts a request shows (``KNOWN_TOKENS``)
+    for i, text in known:
+        used += TOK.count(text) + 4
+        if used > KNOWN_TOKENS:
+            break
+        shown.append((i, text))
+    request = build_summary_request(
+        previous, facts_for_request(carried, turns[:n], TOK), turns[:n], max_tokens=bound,
+        archive=True, known_facts=shown, language="Portuguese")
+    size = sum(TOK.count(m["content"]) + 4 for m in request)
+    assert size + answer_room(bound) + ARCHIVE_TOKENS <= settings.context_tokens, size

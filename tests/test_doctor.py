@@ -14,7 +14,7 @@ from bot.doctor import doctor
 from bot.logs import scrub
 from bot.redact import mask_url, url_secrets
 from bot.settings import load_settings
-from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_server import FakeOpenAI, default_responder
 
 DB_PASSWORD = "pg-user-info-secret-1"
 QUERY_PASSWORD = "pg-query-secret-2"
@@ -51,7 +51,7 @@ def test_url_secrets_are_scrubbed_as_written_and_decoded() -> None:
 
 
 async def test_doctor_masks_passwords_in_urls_and_tokens(tmp_path: Path) -> None:
-    async with FakeOpenAI() as fake:
+    async with FakeOpenAI(responder=default_responder) as fake:
         base = fake.base_url.replace("://", f"://bot:{ENDPOINT_PASSWORD}@")
         settings = load_settings(
             {
@@ -102,7 +102,7 @@ async def test_doctor_fails_when_the_model_is_not_served(tmp_path: Path) -> None
 
 
 async def test_doctor_passes_when_both_models_are_served(tmp_path: Path) -> None:
-    async with FakeOpenAI() as fake:
+    async with FakeOpenAI(responder=default_responder) as fake:
         settings = load_settings(
             {
                 "DATABASE_URL": f"sqlite:///{tmp_path}/d.db",
@@ -135,7 +135,7 @@ async def test_the_verdict_comes_first_and_the_configuration_last(tmp_path: Path
 
 
 async def test_one_served_model_is_one_model(tmp_path: Path) -> None:
-    async with FakeOpenAI(models=("gpt-test",)) as fake:
+    async with FakeOpenAI(models=("gpt-test",), responder=default_responder) as fake:
         settings = load_settings(
             {"DATABASE_URL": f"sqlite:///{tmp_path}/d.db", "OPENAI_BASE_URL": fake.base_url,
              "MODEL_NAME": "gpt-test"},
@@ -144,4 +144,4 @@ async def test_one_served_model_is_one_model(tmp_path: Path) -> None:
         out = io.StringIO()
         assert await doctor(settings, out) == 0, out.getvalue()
     assert out.getvalue().startswith("gistbot doctor: All checks passed.\n")
-    assert "reachable, 1 model, using gpt-test" in out.getvalue()
+    assert "reachable, 1 model, using gpt-test; a tiny completion took " in out.getvalue()

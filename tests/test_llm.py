@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -193,11 +194,18 @@ async def test_switches_to_max_completion_tokens_when_rejected(
     assert third["max_completion_tokens"] == 32  # remembered
 
 
-async def test_probe_lists_models(fake: FakeOpenAI, make_llm: MakeLLM) -> None:
-    assert "2 models" in await make_llm(summary_model="gpt-test-mini").probe()
+async def test_probe_lists_models_and_times_a_tiny_completion(
+    fake: FakeOpenAI, make_llm: MakeLLM
+) -> None:
+    fake.push("OK")
+    described = await make_llm(summary_model="gpt-test-mini").probe()
+    assert "2 models" in described
+    assert re.search(r"a tiny completion took \d+\.\d\d s$", described), described
+    [chat] = fake.chat_requests
+    assert chat.json is not None and chat.json["model"] == "gpt-test"
     with pytest.raises(ModelNotServed, match="MODEL_NAME=gpt-other; it serves gpt-test"):
         await make_llm(model="gpt-other").probe()
-    assert all(r.path == "/v1/models" for r in fake.requests)
+    assert len(fake.chat_requests) == 1  # a model it does not serve is not asked
 
 
 # --- retries (the SDK's) and their limits ----------------------------------------------

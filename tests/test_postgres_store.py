@@ -394,6 +394,33 @@ async def test_turns_of_version_3_are_indexed_at_open(
     assert [t.seq for t in await s.search_turns(KEY, query_terms("締切"), before_seq=9)] == [3]
 
 
+async def test_turns_of_version_11_are_stemmed_at_open(
+    make_pg: MakeStore, admin: asyncpg.Connection, schema: str
+) -> None:
+    from memory.search_text import query_terms
+
+    await admin.execute(f'CREATE SCHEMA "{schema}"; SET search_path = "{schema}"')
+    for script in MIGRATIONS[:11]:
+        await admin.execute(script)
+    await admin.execute(
+        "CREATE TABLE schema_version (version integer NOT NULL);"
+        "INSERT INTO schema_version VALUES (11);"
+        "INSERT INTO channels (platform, workspace, channel, next_seq) "
+        "VALUES ('discord', 'g1', 'c1', 3);"
+        "INSERT INTO turns (channel_id, seq, message_id, role, author_id, author_name, text, "
+        "tokens, sent_at, terms) VALUES "
+        "(1, 1, 'm1', 'user', 'a', 'A', 'we were cooking all night', 1, 5.0, "
+        " to_tsvector('simple', 'a we were cooking all night')),"
+        "(1, 2, 'm2', 'user', 'a', 'A', '프로젝트 마감은 금요일', 1, 6.0, "
+        " to_tsvector('simple', 'a 프로 로젝 젝트 마감 감은 금요 요일'))")
+    s = await make_pg()
+    assert [t.seq for t in await s.search_turns(KEY, query_terms("who cooked?"),
+                                                before_seq=9)] == [1]
+    assert [t.seq for t in await s.search_turns(KEY, query_terms("마감"), before_seq=9)] == [2]
+    assert await admin.fetchval("SELECT version FROM schema_version") == SCHEMA_VERSION
+    assert await admin.fetchval("SELECT count(*) FROM turns WHERE terms IS NULL") == 0
+
+
 async def test_turn_search_uses_the_gin_index(
     store: PostgresStore, admin: asyncpg.Connection, schema: str
 ) -> None:

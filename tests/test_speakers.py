@@ -111,6 +111,12 @@ def test_window_counts_the_label_the_prompt_renders() -> None:
         ("[1]: https://example.com is the link", "[1]: https://example.com is the link"),
         ("[x] done, [y] next", "[x] done, [y] next"),
         ("Plain answer: [Bob]: said so", "Plain answer: [Bob]: said so"),
+        ('"MORENA: tomorrow team standup', "tomorrow team standup"),
+        ("MORENA: [gistbot]: noted", "noted"),
+        ("“Morena: hi", "hi"),
+        ("OK, the plan: go at nine", "OK, the plan: go at nine"),
+        ('"The plan: go', '"The plan: go'),
+        ("HTTP://example.com works", "HTTP://example.com works"),
     ],
 )
 def test_strip_echoed_label(answer: str, kept: str) -> None:
@@ -134,6 +140,11 @@ async def test_reply_never_starts_with_an_echoed_label(tmp_path: Path) -> None:
         assert all(a in b for a, b in itertools.pairwise(seen))
         stored = [t.text for t in await rt.store.turns(KEY) if t.role == "assistant"]
         assert stored == ["Hi root!", "one two"]
+        fake.push(Text('"MORENA: three four', chunks=['"MO', "RENA", ": th", "ree four"]))
+        seen.clear()
+        shouted = await rt.service.on_message(msg(3, "more", mention=True), on_delta=sink)
+        assert shouted is not None and shouted.text == "three four"
+        assert seen and all(s.startswith("th") for s in seen)
 
 
 def test_settled_reply_waits_only_while_a_label_is_possible() -> None:

@@ -392,6 +392,27 @@ async def test_a_version_10_turn_index_is_rebuilt_without_row_sizes(
         assert assert_turn_index_matches_turns(conn) == 3
 
 
+async def test_a_version_14_turn_index_is_rebuilt_with_stems(tmp_path: Path) -> None:
+    path = tmp_path / "v14.db"
+    with sqlite3.connect(path, isolation_level=None) as conn:
+        register(conn)
+        _old_file(conn, 14, "we were cooking all night",
+                  after_turn=lambda seq: turn_search.drain(conn))
+        assert conn.execute("SELECT count(*) FROM turns_vocab WHERE term = 'cook'").fetchone() \
+            == (0,)  # indexed as written before the step
+    async with SqliteStore(path) as s:
+        [cooked] = await s.search_turns(KEY, query_terms("who cooked?"), before_seq=10)
+        [korean] = await s.search_turns(KEY, query_terms("마감"), before_seq=10)
+        assert (cooked.seq, korean.seq) == (3, 2)
+        await s.record(new_turn(KEY, "m4", "the charges were refunded"))
+        assert [t.message_id for t in await s.search_turns(
+            KEY, query_terms("charge refund"), before_seq=10)] == ["m4", "m1"]
+    with sqlite3.connect(path) as conn:
+        register(conn)
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
+        assert assert_turn_index_matches_turns(conn) == 4
+
+
 async def test_a_version_11_archive_counts_its_writes_after_migrating(tmp_path: Path) -> None:
     path = tmp_path / "v11.db"
     with sqlite3.connect(path, isolation_level=None) as conn:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from memory.models import CarriedIdentifier, ChannelKey, MemoryView, SummaryState, Turn
 from memory.tokens import TokenCounter, Tokenizer
-from memory.window import WindowPolicy, build_view, truncate_marked, turn_cost
+from memory.window import FOLD_TURN_OVERHEAD, WindowPolicy, build_view, truncate_marked, turn_cost
 
 KEY = ChannelKey("discord", "g", "c")
 
@@ -239,9 +239,10 @@ def test_fold_count_hysteresis(policy: WindowPolicy, sizes: list[int]) -> None:
         assert n == 0
         return
     assert 1 <= n <= len(pending)  # over the trigger: progress is guaranteed
-    folded, kept = sizes[:n], sizes[n:]
-    assert sum(folded) <= policy.max_fold_tokens or n == 1  # one call's input is bounded
-    stopped_by_bound = n < len(sizes) and sum(sizes[: n + 1]) > policy.max_fold_tokens
+    kept = sizes[n:]
+    cost = [s + FOLD_TURN_OVERHEAD for s in sizes]  # each with its label
+    assert sum(cost[:n]) <= policy.max_fold_tokens or n == 1  # one call's input is bounded
+    stopped_by_bound = n < len(sizes) and sum(cost[: n + 1]) > policy.max_fold_tokens
     if not stopped_by_bound:
         # folded down to the keep target, so the next compaction needs new turns
         assert len(kept) <= policy.keep_messages

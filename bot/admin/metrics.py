@@ -91,7 +91,8 @@ class Metrics:
         self.turns = Counter("gistbot_turns_recorded", "Turns stored, by platform and role",
                              ["platform", "role"], registry=r)
         self.compactions = Counter("gistbot_compactions", "Compaction attempts by outcome "
-                                   "(committed, discarded, rejected, failed)", ["outcome"],
+                                   "(committed, discarded, rejected, failed, preempted)",
+                                   ["outcome"],
                                    registry=r)
         self.pending = Gauge("gistbot_compaction_pending_turns", "Unsummarized turns, per platform",
                              ["platform"], registry=r)

@@ -244,7 +244,8 @@ class ExtractiveModel(ScriptedModel):
 class LoggingModel(ScriptedModel):
     """The multi-process tests' model: appends ``<pid> call`` to the shared ``log`` as each
     call starts, so a parent can count calls across processes, then answers after half a
-    second with the whole request (so every identifier is kept).
+    second with the whole request's data (so every identifier is kept), its markers left
+    out (an answer that echoes them is a non-answer).
 
     ``hang`` makes it never answer (the parent kills the process); ``gate``, when given,
     must be set before it answers.
@@ -254,7 +255,9 @@ class LoggingModel(ScriptedModel):
         self.log = log
 
         def respond(call: Call) -> str:
-            return "## Topics\n- turns folded by a child process " + call.messages[-1]["content"]
+            data = [line for line in call.messages[-1]["content"].splitlines()
+                    if not line.startswith(("<<<", "Token limit"))]  # no echoed markers
+            return "## Topics\n- turns folded by a child process\n" + "\n".join(data)
 
         if hang:
             gate = asyncio.Event()  # never set

@@ -14,6 +14,11 @@ requests got their slot), ``peak`` and ``peak_summaries`` (most chat requests, a
 summary requests, in flight at once) and ``disconnected`` (requests whose client went away
 before the answer was complete, e.g. a cancelled call).
 
+``finish_abandoned=True`` behaves like llama.cpp's server: a *non-streamed* request whose
+client went away is generated to the end anyway, holding its slot (``abandoned`` lists
+those that ran on after their client left); a *streamed* one stops at the next chunk, when
+writing to the closed connection fails. The default stops both at once.
+
 ``python -m tests.fakes.openai_server --port 0`` prints its base URL as the first line of
 stdout and answers with :func:`default_responder` until SIGINT/SIGTERM.
 """
@@ -211,12 +216,16 @@ class FakeOpenAI:
         host: str = "127.0.0.1",
         port: int = 0,
         max_concurrency: int | None = None,
+        finish_abandoned: bool = False,
     ) -> None:
         self.responder, self.latency, self.models, self.strict = responder, latency, models, strict
         self.requests: list[Request] = []
         self.unexpected: list[Request] = []
         self.served: list[Request] = []
         self.disconnected: list[Request] = []
+        self.abandoned: list[Request] = []
+        self.finish_abandoned = finish_abandoned
+        self._generating: set[asyncio.Future[web.StreamResponse]] = set()
         self.active: list[Request] = []
         self.peak = self.peak_summaries = 0
         self.max_concurrency = max_concurrency
@@ -254,6 +263,8 @@ class FakeOpenAI:
     async def close(self) -> None:
         """Stop serving; hung handlers return at once."""
         self._closing.set()
+        for work in list(self._generating):
+            work.cancel()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -297,6 +308,21 @@ class FakeOpenAI:
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         seen = await self._record(request)
+        if not self.finish_abandoned or (seen.json or {}).get("stream"):
+            return await self._serve(request, seen)
+        # Like llama.cpp: a non-streamed generation never notices its client leaving.
+        work = asyncio.ensure_future(self._serve(request, seen))
+        self._generating.add(work)
+        work.add_done_callback(self._generating.discard)
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            if not work.done():
+                self.abandoned.append(seen)
+                self.disconnected.append(seen)
+            raise
+
+    async def _serve(self, request: web.Request, seen: Request) -> web.StreamResponse:
         try:
             async with self._slots or contextlib.nullcontext():
                 self.served.append(seen)

@@ -37,6 +37,7 @@ from memory.text import clean_text
 from tests.harness.catchup_contract import CatchupContract
 from tests.harness.history_contract import HistoryContract
 from tests.harness.owed_contract import OwedContract
+from tests.harness.search_contract import SearchContract
 from tests.harness.settings_contract import SettingsContract
 
 __all__ = ["MakeStore", "StoreContract", "new_turn"]
@@ -100,10 +101,12 @@ async def _fold(store: Store, key: ChannelKey, through: int, text: str = "S", **
     assert ok
 
 
-class StoreContract(OwedContract, HistoryContract, SettingsContract, CatchupContract):
+class StoreContract(OwedContract, HistoryContract, SettingsContract, CatchupContract,
+                    SearchContract):
     """The contract suite (replies owed: ``OwedContract``; summary history:
     ``HistoryContract``; settings and usage: ``SettingsContract``; catch-up and digests:
-    ``CatchupContract``). Subclasses override ``make_store``; see the module docstring."""
+    ``CatchupContract``; what the turn search matches: ``SearchContract``). Subclasses
+    override ``make_store``; see the module docstring."""
 
     @pytest.fixture
     async def make_store(self) -> AsyncIterator[MakeStore]:

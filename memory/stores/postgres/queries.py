@@ -67,7 +67,7 @@ CREATE_CHANNEL = (
 )
 _TURN_VALUES = (
     f"INSERT INTO turns (channel_id, {TURN_COLS}, terms) "
-    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, to_tsvector('simple', $10))"
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, to_tsvector('gistbot_stem', $10))"
 )  # $10: common.turn_terms(text, author), the turn's search index entry
 INSERT_TURN = f"{_TURN_VALUES} ON CONFLICT (channel_id, message_id) DO NOTHING RETURNING seq"
 COMMIT_SUMMARY = (
@@ -152,7 +152,7 @@ CLAIM_EVENT = (
 SEQ_OF = "SELECT seq FROM turns WHERE channel_id = $1 AND message_id = $2"
 DELETE_TURN = "DELETE FROM turns WHERE channel_id = $1 AND seq = $2"
 EDIT_TURN = (
-    "UPDATE turns SET text = $3, tokens = $4, terms = to_tsvector('simple', $5) "
+    "UPDATE turns SET text = $3, tokens = $4, terms = to_tsvector('gistbot_stem', $5) "
     "WHERE channel_id = $1 AND seq = $2"
 )
 BUMP_VERSION = "UPDATE channels SET version = version + 1 WHERE id = $1"

@@ -264,6 +264,20 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (day, platform, workspace, user_id, kind)
     );
     """,
+    # 12: the turn search stems English words (``turn_search``): the text search
+    # configuration ``gistbot_stem`` is ``simple`` with ASCII words mapped to an English
+    # Snowball dictionary without stop words (a query drops its own; the common-words pass
+    # needs them). Every turn's ``terms`` is cleared and written again, stemmed, by
+    # ``turn_search.backfill`` at open, in batches (the path of step 4).
+    """
+    CREATE TEXT SEARCH DICTIONARY gistbot_english (
+        TEMPLATE = pg_catalog.snowball, Language = english
+    );
+    CREATE TEXT SEARCH CONFIGURATION gistbot_stem (COPY = pg_catalog.simple);
+    ALTER TEXT SEARCH CONFIGURATION gistbot_stem
+        ALTER MAPPING FOR asciiword, asciihword, hword_asciipart WITH gistbot_english;
+    UPDATE turns SET terms = NULL WHERE terms IS NOT NULL;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

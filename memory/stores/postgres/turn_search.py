@@ -1,9 +1,13 @@
 """``PostgresStore``'s search over every stored turn: ``ts_rank`` over the GIN index of
 ``turns.terms`` (schema step 4).
 
-``terms`` is ``to_tsvector('simple', common.turn_terms(text))``, written in the statement
-that stores or edits the turn, so the index is in step with the turns in every
-transaction. A query uses the rule of the SQLite store (``common.pick_turn_terms``): only terms that
+``terms`` is ``to_tsvector('gistbot_stem', common.turn_terms(text))``, written in the
+statement that stores or edits the turn, so the index is in step with the turns in every
+transaction. ``gistbot_stem`` (schema step 12) is ``simple`` with English words stemmed by
+Snowball and no stop words, so "cooked" finds "cooking" as on SQLite (FTS5's ``porter``);
+CJK bigrams and other non-ASCII terms are left as they are.
+
+A query uses the rule of the SQLite store (``common.pick_turn_terms``): only terms that
 occur, the rarest first, none in more than ``COMMON_TURN_DOCS`` of the channel's turns.
 Each term's count is taken on the GIN index for this channel and ``seq < before_seq``, up
 to that bound (a ``LIMIT``), so a common term costs at most the bound; a term the planner's
@@ -11,7 +15,8 @@ statistics (``pg_stats.most_common_elems``, kept by ANALYZE) already show to be 
 common than the bound is not counted at all.
 What the telling terms leave of the limit is filled in the passes of
 ``common.turn_tiers``, as on SQLite (``SEARCH_BY``: best by ``ts_rank``, shortest by the
-stored token count, or newest first).
+stored token count, or newest first). A "best" ranking puts people's messages before the
+bot's own replies, as on SQLite.
 Rows stored before step 4 are indexed by ``backfill`` at open, in batches.
 """
 
@@ -41,7 +46,7 @@ UNINDEXED = (
     "SELECT channel_id, seq, text, author_name FROM turns WHERE terms IS NULL LIMIT $1"
 )
 SET_TERMS = (
-    "UPDATE turns t SET terms = to_tsvector('simple', u.terms) "
+    "UPDATE turns t SET terms = to_tsvector('gistbot_stem', u.terms) "
     "FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS u(channel_id, seq, terms) "
     "WHERE t.channel_id = u.channel_id AND t.seq = u.seq AND t.terms IS NULL"
 )
@@ -54,19 +59,20 @@ TERM_STATS = (
 # How many of the channel's turns before a seq hold each term, counted up to a cap ($5).
 TERM_COUNTS = (
     "SELECT q.term, (SELECT count(*) FROM (SELECT 1 FROM turns WHERE channel_id = $1 "
-    "AND seq < $2 AND terms @@ to_tsquery('simple', q.tsq) LIMIT $5) x) "
+    "AND seq < $2 AND terms @@ to_tsquery('gistbot_stem', q.tsq) LIMIT $5) x) "
     "FROM unnest($3::text[], $4::text[]) AS q(term, tsq)"
 )
 SEARCH_TURNS = (
-    f"SELECT {TURN_COLS} FROM turns, to_tsquery('simple', $3) q "
+    f"SELECT {TURN_COLS} FROM turns, to_tsquery('gistbot_stem', $3) q "
     "WHERE channel_id = $1 AND seq < $2 AND terms @@ q "
-    "ORDER BY ts_rank(terms, q) DESC, seq DESC LIMIT $4"
+    "ORDER BY role = 'assistant', ts_rank(terms, q) DESC, seq DESC LIMIT $4"
 )
 # The passes of ``common.turn_tiers`` after the first, by their order.
 SEARCH_BY = {
-    order: f"SELECT {TURN_COLS} FROM turns, to_tsquery('simple', $3) q "
+    order: f"SELECT {TURN_COLS} FROM turns, to_tsquery('gistbot_stem', $3) q "
     f"WHERE channel_id = $1 AND seq < $2 AND terms @@ q ORDER BY {by}, seq DESC LIMIT $4"
-    for order, by in (("best", "ts_rank(terms, q) DESC"), ("shortest", "tokens"),
+    for order, by in (("best", "role = 'assistant', ts_rank(terms, q) DESC"),
+                      ("shortest", "tokens"),
                       ("newest", "seq DESC"))
 }
 TURNS_AT = (

@@ -8,7 +8,8 @@ Every hot query is served by an index whose cost does not grow with history leng
 ``turns`` is clustered on ``(channel_id, seq)`` (WITHOUT ROWID), so "unfolded turns" and
 "newest N turns" are range scans from the end; ``(channel_id, message_id)`` makes ingestion
 idempotent; ``facts_recent`` orders facts by last mention. Turn search reads ``turns_fts``
-by a rowid range of one channel (step 5; without per-row sizes since step 11).
+by a rowid range of one channel (step 5; without per-row sizes since step 11; English words
+stemmed since step 15).
 """
 
 from __future__ import annotations
@@ -342,10 +343,26 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (day, platform, workspace, user_id, kind)
     ) WITHOUT ROWID;
     """,
+    # 15: the turn index stems English words (FTS5's ``porter`` over the same
+    # ``unicode61`` tokenizer), so "cooked" finds "cooking" and "fans" finds "fan"; CJK
+    # bigrams and other non-ASCII terms are left as they are. Queries are stemmed by the
+    # same tokenizer. Rebuilt from ``turns`` as in step 11.
+    """
+    DROP TABLE turns_vocab;
+    DROP TABLE turns_fts;
+    CREATE VIRTUAL TABLE turns_fts USING fts5 (
+        terms, content = '', columnsize = 0,
+        tokenize = 'porter unicode61 remove_diacritics 0'
+    );
+    CREATE VIRTUAL TABLE turns_vocab USING fts5vocab (turns_fts, 'row');
+    DELETE FROM turns_unindexed;
+    INSERT INTO turns_fts (rowid, terms)
+    SELECT (channel_id << 32) | seq, gistbot_terms(author_name, text) FROM turns;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
-_TURN_INDEX_REBUILT = 11
+_TURN_INDEX_REBUILT = 15
 """The step that rebuilds ``turns_fts`` from every stored turn (seconds per million)."""
 
 

@@ -5,7 +5,8 @@ The index (schema steps 5 and 11; why it is built so: docs/decisions/0004):
 * **Contentless FTS5** without per-row sizes, rowid ``(channel_id << 32) | seq``, so "this
   channel's turns before ``before_seq``" is one rowid range. It indexes the terms of
   ``memory.search_text``, not the stored text. ``bm25()`` then takes every turn as equally
-  long, so a "best" pass ranks ``RERANK`` times its limit and re-orders them by length.
+  long, so a "best" pass ranks ``RERANK`` times its limit and re-orders them by length,
+  people's messages before the bot's replies. Terms are stemmed (``porter``, step 15).
 * **Kept by triggers on ``turns``** inside each writing transaction, so a crash leaves both
   or neither. They call ``gistbot_terms(author_name, text)`` (``register``), which every
   connection of the store registers; a tool writing ``turns`` outside gistbot must too.
@@ -136,8 +137,10 @@ after normalizing by each turn's length (``_by_length``)."""
 _K1, _B = 1.2, 0.75  # FTS5's bm25() constants
 
 
-def _by_length(rows: Sequence[tuple[int, float, int]], limit: int) -> list[int]:
-    """Rowids of ``(rowid, bm25, tokens)`` rows in BM25 order with length normalization.
+def _by_length(rows: Sequence[tuple[int, float, int, int]], limit: int) -> list[int]:
+    """Rowids of ``(rowid, bm25, tokens, bot)`` rows in BM25 order with length
+    normalization, people's messages before the bot's replies (``bot`` is 1 for those:
+    a reply restates what people said, and a weak model's replies repeat the same words).
 
     Without per-row sizes (``columnsize = 0``) FTS5's ``bm25()`` takes every turn's length
     as -1: a term found once scores the same in a 3-word turn and a 60-word one. For a term
@@ -149,7 +152,8 @@ def _by_length(rows: Sequence[tuple[int, float, int]], limit: int) -> list[int]:
     if not rows:
         return []
     avg = max(1.0, sum(r[2] for r in rows) / len(rows))
-    ranked = sorted(rows, key=lambda r: (r[1] / (1 + _K1 * (1 - _B + _B * r[2] / avg)), -r[0]))
+    ranked = sorted(rows, key=lambda r: (r[3], r[1] / (1 + _K1 * (1 - _B + _B * r[2] / avg)),
+                                         -r[0]))
     return [r[0] for r in ranked[:limit]]
 
 
@@ -160,7 +164,8 @@ def _ranked(conn: sqlite3.Connection, terms: Sequence[str], low: int, high: int,
         return []
     if order == "best" and RERANK > 1:
         return _by_length(conn.execute(
-            "SELECT c.rowid, c.score, t.tokens FROM (SELECT f.rowid, bm25(turns_fts) AS score "
+            "SELECT c.rowid, c.score, t.tokens, t.role = 'assistant' FROM "
+            "(SELECT f.rowid, bm25(turns_fts) AS score "
             "FROM turns_fts f WHERE turns_fts MATCH ? AND f.rowid BETWEEN ? AND ? "
             "ORDER BY score, f.rowid DESC LIMIT ?) c "
             f"JOIN turns t ON t.channel_id = {low >> SEQ_BITS} AND t.seq = c.rowid & {_SEQ_MASK}",
