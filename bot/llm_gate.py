@@ -1,5 +1,5 @@
 """Who may call the model endpoint now: replies first, background summaries capped and
-preemptible. ``LLMGate(slots, summary_slots=...)`` sits in front of one endpoint (one ``OpenAILLM``):
+preemptible. ``LLMGate(slots, summary_slots=...)`` sits in front of one endpoint:
 
 - **Slots.** At most ``slots`` calls (``LLM_CONCURRENCY``: the number of requests the
   server runs in parallel) are in flight; the rest wait on futures, costing nothing.

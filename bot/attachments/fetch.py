@@ -7,13 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
-
-import aiohttp
 
 from bot.attachments.model import Attachment, Limits
 
-__all__ = ["FileSource", "Refused", "fetch", "origin", "size_text"]
+__all__ = ["DownloadFailed", "FileSource", "Refused", "fetch", "origin", "size_text"]
+
+
+class DownloadFailed(Exception):
+    """The connection or the HTTP exchange failed (the cause is chained)."""
 
 
 class Refused(Exception):
@@ -69,6 +72,18 @@ async def fetch(source: FileSource, att: Attachment, limits: Limits) -> tuple[by
         raise Refused(f"larger than the {size_text(cap)} limit")
     if not source.allows(att.url):
         raise Refused(f"not on {source.platform}'s file host")
+    import aiohttp  # here, not at import: the missing-library check names the extra first
+
+    try:
+        return await _download(aiohttp, source, att, limits)
+    except aiohttp.ClientError as e:
+        raise DownloadFailed(type(e).__name__) from e
+
+
+async def _download(aiohttp: Any, source: FileSource, att: Attachment,
+                    limits: Limits) -> tuple[bytes, str]:
+    """The capped download itself (``fetch`` checked the host and the declared size)."""
+    cap = limits.max_bytes
     timeout = aiohttp.ClientTimeout(total=limits.timeout)
     headers = {**source.headers, "Accept-Encoding": "identity"}
     async with aiohttp.ClientSession(timeout=timeout, auto_decompress=False) as session:

@@ -17,9 +17,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 
-import aiohttp
-
-from bot.attachments.fetch import FileSource, Refused, fetch
+from bot.attachments.fetch import DownloadFailed, FileSource, Refused, fetch
 from bot.attachments.model import Attachment, Limits, Reading
 from bot.attachments.read import read_bytes
 from bot.attachments.render import compose, render_all
@@ -252,7 +250,7 @@ class AttachmentIntake:
             return Reading("refused", reason=f"not fetched: {e}")
         except TimeoutError:
             return Reading("refused", reason="not fetched: timed out")
-        except (aiohttp.ClientError, OSError, ValueError) as e:
+        except (DownloadFailed, OSError, ValueError) as e:
             log.info("download of %s failed: %s", att.name, type(e).__name__)
             return Reading("refused", reason="not fetched: the download failed")
         except Exception:
