@@ -220,6 +220,40 @@ def test_carried_identifiers_are_ranked_by_the_message_not_by_recency() -> None:
     assert view.facts[0] == target
 
 
+def test_all_identifiers_stated_with_the_best_match_fit_before_others() -> None:
+    """Four tickets answer one question; the message stating them spans two sentences, so
+    only two carry the question's words. All four come before the many unrelated (newer,
+    some sharing a word with the question) identifiers in a small view."""
+    said = ("Sofia: Tickets for the Brightline migration are MIG-101 and MIG-102.",
+            "Sofia: The DNS cutover is MIG-103, the billing export is MIG-104.")
+    answers = tuple(CarriedIdentifier(f"MIG-10{i + 1}", said[i // 2], 500, 500)
+                    for i in range(4))
+    others = tuple(CarriedIdentifier(f"OPS-{2000 + i}", f"Eli: ticket OPS-{2000 + i} for the "
+                                     f"{'staging' if i % 2 else 'prod'} rotation", 600 + i,
+                                     600 + i) for i in range(60))
+    state = SummaryState(KEY, folded_through=700, facts=(*others, *answers))
+    trigger = [turn(701, "Which tickets cover the Brightline migration?")]
+    weights = query_weights(trigger[0].text)
+    order = rank_facts(state.facts, weights)
+    assert {f.value for f in order[:4]} == {f.value for f in answers}
+    view = compose_view(state, trigger, budget=1200, tokenizer=TOK, split=ViewSplit(),
+                        facts_order=lambda f: rank_facts(f, weights))
+    assert len(view.facts) < len(state.facts)  # a small view: not every identifier fits
+    assert {f.value for f in answers} <= {f.value for f in view.facts}
+
+
+def test_identifiers_of_other_turns_keep_their_rank() -> None:
+    """Only identifiers stated with the best match move up: an unrelated one stated in
+    another turn with the same speaker stays ranked by its own words and recency."""
+    best = CarriedIdentifier("MIG-101", "Sofia: Brightline migration ticket MIG-101.", 5, 5)
+    near = CarriedIdentifier("MIG-102", "Sofia: also MIG-102.", 5, 5)
+    other = CarriedIdentifier("ESC-9", "Sofia: Acme escalation ESC-9.", 4, 7)
+    newer = CarriedIdentifier("OPS-1", "Eli: rotation OPS-1.", 8, 8)
+    weights = query_weights("Which ticket is the Brightline migration?")
+    order = rank_facts([other, newer, near, best], weights)
+    assert order == [best, near, newer, other]
+
+
 def test_each_day_heading_is_rendered_once_even_when_times_go_back_and_forth() -> None:
     """A bot reply stamped at another time than the message it answers (clock skew, a
     replayed import) must not make the rendered block longer than what the view paid."""
