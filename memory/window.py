@@ -209,7 +209,7 @@ def build_view(
     ``facts`` orders the carried identifiers (default: the state's, newest mention first).
     """
     budget = max(budget, 0)
-    summary = state.text
+    summary = defuse(state.text)  # paid as the prompt shows it
     summary_tokens = tokenizer.count(summary)
     if summary_tokens > budget:
         summary = truncate_marked(summary, budget, tokenizer)
