@@ -29,7 +29,7 @@ from memory.recall import RECALL_HEADING, episode_line, fact_line, render_recall
 from memory.speakers import speaker_label
 from memory.text import defuse
 from memory.tokens import Tokenizer
-from memory.window import TURN_OVERHEAD
+from memory.window import TURN_OVERHEAD, carried_line
 
 __all__ = [
     "FENCE_CLOSE",
@@ -61,10 +61,6 @@ RULES = (
 _defuse = defuse
 
 
-def _fact_line(fact: CarriedIdentifier) -> str:
-    return f"- {fact.value} — {fact.context}" if fact.context else f"- {fact.value}"
-
-
 def memory_block(
     summary: str, facts: Sequence[CarriedIdentifier], recall: Recall | None = None
 ) -> str:
@@ -74,7 +70,7 @@ def memory_block(
         body += ["## Summary of earlier conversation", _defuse(summary.strip())]
     if facts:
         body += ["", "## Facts carried from earlier conversation"]
-        body += [_defuse(_fact_line(f)) for f in facts]
+        body += [_defuse(carried_line(f)) for f in facts]
     recalled = recall is not None and bool(recall.facts or recall.episodes or recall.turns)
     if recall is not None and (recall.facts or recall.episodes):
         body += ["", RECALL_HEADING]

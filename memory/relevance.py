@@ -40,9 +40,30 @@ def score(text: str, weights: QueryWeights) -> float:
 def rank_facts(
     facts: Sequence[CarriedIdentifier], weights: QueryWeights
 ) -> list[CarriedIdentifier]:
-    """Carried identifiers, most relevant first; among equals the most recently mentioned."""
-    return sorted(
-        facts,
-        key=lambda f: (score(f"{f.value} {f.context}", weights), f.last_seen_seq),
-        reverse=True,
-    )
+    """Carried identifiers, most relevant first; among equals the most recently mentioned.
+
+    The identifiers stated with the best match (same turn and speaker, or the same
+    context) come right after it, whatever their own words: a message that lists several
+    answers often names the subject once, and a small view must not keep half of them."""
+    scores = [score(f"{f.value} {f.context}", weights) for f in facts]
+    order = sorted(range(len(facts)), key=lambda i: (scores[i], facts[i].last_seen_seq),
+                   reverse=True)  # stable: equals keep their given order
+    ranked = [facts[i] for i in order]
+    if not order or scores[order[0]] <= 0:
+        return ranked
+    top = scores[order[0]]
+    best = [facts[i] for i in order if scores[i] == top]
+    turns = {_stated(f) for f in best}
+    contexts = {f.context for f in best if f.context}
+    together = [i for i in order if scores[i] < top
+                and (_stated(facts[i]) in turns or facts[i].context in contexts)]
+    if not together:
+        return ranked
+    moved = set(together)
+    return [*best, *(facts[i] for i in together),
+            *(facts[i] for i in order[len(best):] if i not in moved)]
+
+
+def _stated(fact: CarriedIdentifier) -> tuple[int, int, str]:
+    """Where ``fact`` was said: its turns and speaker (a context starts ``Name: ``)."""
+    return fact.first_seq, fact.last_seen_seq, fact.context.partition(": ")[0]

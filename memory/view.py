@@ -133,7 +133,7 @@ def recent_part(
     """Steps 1 and 2 of the module docstring: the summary, and the newest turns verbatim.
     A reply's view computes it once: it tells recall where to search below
     (``Recent.first_seq``) and is then composed with what recall found (``compose_parts``)."""
-    summary = state.text
+    summary = defuse(state.text)  # paid as the prompt shows it
     summary_tokens = tokenizer.count(summary)
     if summary_tokens > budget:
         summary = truncate_marked(summary, budget, tokenizer)

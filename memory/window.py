@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 from memory.models import CarriedIdentifier, ChannelKey, MemoryView, SummaryState, Turn
 from memory.speakers import speaker_label
+from memory.text import defuse
 from memory.tokens import Tokenizer
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "TURN_OVERHEAD",
     "WindowPolicy",
     "build_view",
+    "carried_line",
     "fit_facts",
     "pick_newest",
     "truncate_marked",
@@ -47,7 +49,7 @@ def turn_cost(turn: Turn, tokenizer: Tokenizer) -> int:
     return turn.tokens + label + TURN_OVERHEAD
 
 
-FACT_OVERHEAD = 3
+_LINE = 1  # the line break after a rendered line
 FOLD_TURN_OVERHEAD = 5
 """Tokens a folded turn costs in a summary request beyond its text: its ``[Name]: `` label
 and line break (``max_fold_tokens`` counts them)."""
@@ -140,6 +142,11 @@ def truncate_marked(text: str, max_tokens: int, tokenizer: Tokenizer) -> str:
     return tokenizer.truncate(marker.strip(), max_tokens)
 
 
+def carried_line(fact: CarriedIdentifier) -> str:
+    """One carried identifier as the prompt shows it (before defusing)."""
+    return f"- {fact.value} — {fact.context}" if fact.context else f"- {fact.value}"
+
+
 def fit_facts(
     facts: Sequence[CarriedIdentifier], summary: str, budget: int, tokenizer: Tokenizer
 ) -> tuple[tuple[CarriedIdentifier, ...], int]:
@@ -150,7 +157,8 @@ def fit_facts(
     for fact in facts:  # already ordered by last mention, newest first
         if fact.value in summary:
             continue
-        cost = tokenizer.count(fact.value) + tokenizer.count(fact.context) + FACT_OVERHEAD
+        # Paid as rendered: defusing fence markers makes a line cost more than its parts.
+        cost = tokenizer.count(defuse(carried_line(fact))) + _LINE
         if used + cost > budget:
             continue  # a shorter, older fact may still fit
         chosen.append(fact)
@@ -201,7 +209,7 @@ def build_view(
     ``facts`` orders the carried identifiers (default: the state's, newest mention first).
     """
     budget = max(budget, 0)
-    summary = state.text
+    summary = defuse(state.text)  # paid as the prompt shows it
     summary_tokens = tokenizer.count(summary)
     if summary_tokens > budget:
         summary = truncate_marked(summary, budget, tokenizer)
