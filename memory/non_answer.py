@@ -1,10 +1,8 @@
 """Whether a summarizer's answer is a non-answer: text that passes for a summary but
 says nothing of what it was asked to summarize.
 
-A weak model (SmolLM2-135M) answered ``/summary`` with 19 tokens about nothing, and began
-every answer with one line copied from the conversation. Three signs, each a rejection
-(``SummaryRejected``; ``/summary`` then shows the stored summary and says so, compaction
-keeps the old state and retries):
+Three signs, each a rejection (``SummaryRejected``; ``/summary`` then shows the stored
+summary and says so, compaction keeps the old state and retries; docs/decisions/0022):
 
 * **nothing of the conversation**: not one search term (``memory.search_text``) of the
   answer is one of the summarized text's or a speaker's name;
