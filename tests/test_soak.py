@@ -165,6 +165,7 @@ async def world(tmp_path: Path, rng: random.Random) -> AsyncIterator[dict[str, A
                     try:
                         await asyncio.wait_for(client.wait_until_ready(), 10)
                         yield {"rt": rt, "finished": finished, "adapter": adapter, "url": url,
+                               "client": client,
                                "http": http, "discord": dfake, "slack": sfake, "llm": llm}
                     finally:
                         await adapter.close(within=10)
@@ -181,6 +182,13 @@ async def post_event(w: dict[str, Any], event: dict[str, Any], event_id: str) ->
     headers = {"Content-Type": "application/json", **sign(body)}
     async with w["http"].post(w["url"], data=body.encode(), headers=headers) as r:
         return int(r.status)
+
+
+async def replies_done(client: Any, within: float) -> None:
+    """Wait until the Discord client's message handlers (each a reply in flight) ended."""
+    async with asyncio.timeout(within):
+        while busy := [t for t in client._replying if not t.done()]:
+            await asyncio.wait(busy)
 
 
 @pytest.mark.slow
@@ -247,6 +255,7 @@ async def test_soak(tmp_path: Path) -> None:
         await asyncio.gather(*(limited(ch) for ch in slack_queues))
         await finished.until("discord", discord_sent, within=300)
         assert await w["adapter"].drain(within=300)
+        await replies_done(w["client"], within=300)  # received is not yet answered
         gc.collect()
         rss_end = proc.memory_info().rss
 
