@@ -1,4 +1,4 @@
-"""Wire the parts together from ``Settings``: store → memory → LLM → service.
+"""Wire the parts together from ``Settings``: storage → memory → LLM → service.
 
 Everything is created here and passed in (constructor injection); nothing is global. Use::
 
@@ -26,12 +26,13 @@ from bot.errors import ConfigError
 from bot.extras import POSTGRES, require
 from bot.llm import LLM, OpenAILLM, UsageMeter
 from bot.offline_llm import OfflineLLM
-from bot.outbox import Outbox, OutboxStore
+from bot.outbox import Outbox
 from bot.owed import OwedReplies
 from bot.quota import Quota
 from bot.service import ChatService, ServiceConfig
 from bot.settings import Settings
 from bot.shutdown import compaction_grace
+from bot.stores import Storage
 from bot.summary_route import SummaryRouter
 from memory.config import MemoryConfig
 from memory.manager import MemoryManager
@@ -40,24 +41,29 @@ from memory.stores.sqlite.store import SqliteStore
 from memory.summarizer import Summarizer
 from memory.tokens import TokenCounter
 
-__all__ = ["Runtime", "make_llm", "make_store", "store_for_url"]
+__all__ = ["Runtime", "make_llm", "make_storage", "storage_for_url"]
 
 log = logging.getLogger(__name__)
 
 
-def make_store(settings: Settings) -> Store:
-    """The store ``DATABASE_URL`` asks for (SQLite by default)."""
-    store = store_for_url(
+def make_storage(settings: Settings) -> Storage:
+    """The storage ``DATABASE_URL`` asks for (SQLite by default), not opened yet."""
+    storage = storage_for_url(
         settings.database_url,
         synchronous=settings.sqlite_synchronous,
         pool_size=settings.database_pool_size,
     )
-    store.summary_history = settings.summary_history  # type: ignore[attr-defined]
-    return store
+    storage.memory.summary_history = settings.summary_history  # type: ignore[attr-defined]
+    return storage
 
 
-def store_for_url(url: str, *, synchronous: str = "FULL", pool_size: int = 10) -> Store:
-    """A store for ``sqlite:///path`` or ``postgresql://…`` (``copy-db`` takes two)."""
+def storage_for_url(url: str, *, synchronous: str = "FULL", pool_size: int = 10) -> Storage:
+    """The memory store for ``sqlite:///path`` or ``postgresql://…`` with every storage role
+    composed on it (``copy-db`` takes two)."""
+    return Storage.on(_memory_store(url, synchronous=synchronous, pool_size=pool_size))
+
+
+def _memory_store(url: str, *, synchronous: str, pool_size: int) -> Store:
     if url.startswith("sqlite:///"):
         return SqliteStore(url[len("sqlite:///") :], synchronous=synchronous)  # type: ignore[arg-type]
     if not url.startswith(("postgresql://", "postgres://")):
@@ -94,11 +100,16 @@ class Runtime:
     """The running application's parts, for adapters and the CLI."""
 
     settings: Settings
-    store: Store
+    storage: Storage
     memory: MemoryManager
     llm: LLM
     service: ChatService
     meter: UsageMeter
+
+    @property
+    def store(self) -> Store:
+        """The memory store (``storage.memory``)."""
+        return self.storage.memory
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -118,12 +129,13 @@ class Runtime:
         tokenizer = TokenCounter(settings.model_name)
         meter = UsageMeter()
         model = llm or make_llm(settings, tokenizer, meter)
-        store = make_store(settings)
-        await store.open()
+        storage = make_storage(settings)
+        await storage.open()
+        store = storage.memory
         try:
             # per-channel settings and quotas (bot.channel_config, bot.quota)
-            channels = ChannelConfig(store, Defaults.from_settings(settings))
-            quota = Quota(store, settings_of=channels.get)
+            channels = ChannelConfig(storage.settings, Defaults.from_settings(settings))
+            quota = Quota(storage.usage, settings_of=channels.get)
             summarizer = Summarizer(
                 model,
                 tokenizer,
@@ -156,10 +168,10 @@ class Runtime:
                 user_rate_limit=settings.user_rate_limit,
                 max_input_chars=settings.max_input_chars,
             )
-            owed = OwedReplies(store, claim_seconds=settings.reply_claim_seconds,
+            owed = OwedReplies(storage.owed, claim_seconds=settings.reply_claim_seconds,
                                answer_missed_seconds=settings.answer_missed_seconds)
-            catchup = build_catchup(settings, store, model, tokenizer, quota)
-            outbox = Outbox(store if isinstance(store, OutboxStore) else None)
+            catchup = build_catchup(settings, storage, model, tokenizer, quota)
+            outbox = Outbox(storage.outbox)
             service = ChatService(memory, model, config, owed=owed, channels=channels,
                                   quota=quota, outbox=outbox, catchup=catchup)
             service.attachments = AttachmentIntake(memory, Limits(
@@ -181,7 +193,7 @@ class Runtime:
             if start_background and catchup.digests is not None:
                 catchup.digests.start()
             try:
-                yield cls(settings, store, memory, model, service, meter)
+                yield cls(settings, storage, memory, model, service, meter)
             finally:
                 if catchup.digests is not None:
                     await catchup.digests.stop()
@@ -195,4 +207,4 @@ class Runtime:
                 aclose = getattr(model, "aclose", None)
                 if aclose is not None:
                     await aclose()
-            await store.close()
+            await storage.close()

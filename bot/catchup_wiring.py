@@ -15,7 +15,7 @@ from bot.messages import CommandResult
 from bot.quota import Quota
 from bot.settings import Settings
 from bot.since import CatchupArgs
-from memory.store import Store
+from bot.stores import Storage
 from memory.tokens import Tokenizer
 
 __all__ = ["CatchupCommands", "build_catchup"]
@@ -57,7 +57,7 @@ class CatchupCommands:
                 return CommandResult(e.user_message, ok=False)
 
 
-def build_catchup(settings: Settings, store: Store, llm: LLM, tokenizer: Tokenizer,
+def build_catchup(settings: Settings, storage: Storage, llm: LLM, tokenizer: Tokenizer,
                   quota: Quota) -> CatchupCommands:
     """The catch-up feature with its digest scheduler (not started)."""
     config = CatchupConfig(
@@ -65,7 +65,8 @@ def build_catchup(settings: Settings, store: Store, llm: LLM, tokenizer: Tokeniz
         reply_tokens=settings.reply_tokens,
         parallel=max(1, settings.llm_concurrency * 2),
     )
+    store = storage.memory
     catchups = Catchups(Catchup(store, llm, tokenizer, config), store, ZoneInfo(settings.timezone))
-    digests = DigestScheduler(store, catchups, default_zone=settings.timezone,
+    digests = DigestScheduler(storage.digests, catchups, default_zone=settings.timezone,
                               payer=lambda key: quota.bill(key, "digest"))
     return CatchupCommands(quota, catchups, digests)

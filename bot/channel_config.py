@@ -28,10 +28,9 @@ from dataclasses import dataclass, field
 
 from bot.messages import IncomingMessage
 from bot.settings import Settings
-from memory.channel_settings import SERVER, Setting, server_scope
+from bot.stores.settings import SERVER, Setting, SettingsStore, server_scope
 from memory.errors import StoreError
 from memory.models import ChannelKey
-from memory.store import SettingsStore
 from memory.text import clean_text
 
 __all__ = [

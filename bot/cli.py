@@ -21,9 +21,8 @@ import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import TYPE_CHECKING, TextIO, cast
+from typing import TYPE_CHECKING, TextIO
 
-from adapters.backfill import HistoryStore
 from adapters.console_adapter import ConsoleChat
 from adapters.discord import EXTRA as DISCORD
 from adapters.discord import invite_url, run_discord
@@ -34,8 +33,8 @@ from bot.errors import ConfigError, GistbotError
 from bot.extras import ADMIN, needed, require
 from bot.logs import LiveLine, setup_logging
 from bot.settings import Settings, load_settings
+from bot.stores.digests import DigestSchedule
 from bot.wording import plural
-from memory.catchup_store import DigestSchedule
 from memory.errors import StoreError
 from memory.models import ChannelKey
 from memory.store import Store
@@ -184,7 +183,7 @@ async def _run(settings: Settings, live: LiveLine) -> int:
         return await _console(settings, "general", live, stop)
     async with Runtime.open(settings) as rt, _admin(rt):
         jobs = []
-        history = cast(HistoryStore, rt.store)  # backfill after downtime reads the cursor
+        history = rt.storage.history()  # backfill after downtime reads the cursor
         if "discord" in adapters:
             jobs.append(run_discord(rt.service, settings, history, stop))
         if "slack" in adapters:
@@ -222,13 +221,14 @@ def _no_database(settings: Settings) -> str | None:
 
 
 async def _channels(settings: Settings, out: TextIO) -> int:
-    from bot.app import make_store
+    from bot.app import make_storage
 
     if (absent := _no_database(settings)) is not None:
         print(absent, file=sys.stderr)
         return 0
-    store = make_store(settings)
-    await store.open()
+    storage = make_storage(settings)
+    await storage.open()
+    store = storage.memory
     try:
         keys = await store.channels()
         rows = []
@@ -237,7 +237,7 @@ async def _channels(settings: Settings, out: TextIO) -> int:
             facts = len(await store.list_facts(key, limit=1_000_000))
             rows.append((channel_spec(key), stats.turns, stats.folded, stats.facts, facts))
     finally:
-        await store.close()
+        await storage.close()
     if not rows:
         print(f"No channels in memory yet ({_where(settings)}).", file=sys.stderr)
         return 0
@@ -272,13 +272,14 @@ async def _summary(settings: Settings, key: ChannelKey, out: TextIO) -> None:
 
 
 async def _export(settings: Settings, key: ChannelKey, out: TextIO) -> int:
-    from bot.app import make_store
+    from bot.app import make_storage
     from bot.dbtools import settings_rows
 
     if (absent := _no_database(settings)) is not None:
         raise UnknownChannel(absent)
-    store = make_store(settings)
-    await store.open()
+    storage = make_storage(settings)
+    await storage.open()
+    store = storage.memory
     try:
         await _known(store, key, settings)
         state = await store.state(key, facts_limit=1_000_000)
@@ -289,7 +290,8 @@ async def _export(settings: Settings, key: ChannelKey, out: TextIO) -> int:
                   "summary_history": [
                       {k: v for k, v in asdict(h).items() if k != "key"}
                       for h in await store.summary_history_of(key, limit=1_000_000)],
-                  "digest_schedule": _schedule_row(await store.digest_schedule(key))}
+                  "digest_schedule": _schedule_row(
+                      await storage.digests.digest_schedule(key))}
         out.write(json.dumps(header, ensure_ascii=False) + "\n")
         count, after = 0, 0
         while batch := await store.turns(key, after_seq=after, limit=1000):
@@ -299,11 +301,11 @@ async def _export(settings: Settings, key: ChannelKey, out: TextIO) -> int:
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
             count += len(batch)
             after = batch[-1].seq
-        for extra in await settings_rows(store, key):  # /config settings and their log
+        for extra in await settings_rows(storage.settings, key):  # /config settings, log
             out.write(json.dumps(extra, ensure_ascii=False) + "\n")
         return count
     finally:
-        await store.close()
+        await storage.close()
 
 
 def _schedule_row(schedule: DigestSchedule | None) -> dict[str, object] | None:
@@ -314,10 +316,10 @@ def _schedule_row(schedule: DigestSchedule | None) -> dict[str, object] | None:
 
 
 async def _copy(src: str, dst: str, *, force: bool, resume: bool) -> None:
-    from bot.app import store_for_url
+    from bot.app import storage_for_url
     from bot.dbtools import copy_db
 
-    source, target = store_for_url(src), store_for_url(dst)
+    source, target = storage_for_url(src), storage_for_url(dst)
     await source.open()
     try:
         await target.open()
@@ -400,11 +402,11 @@ def _dispatch(args: argparse.Namespace, command: str) -> int:
 
         return asyncio.run(doctor(settings, sys.stdout, platforms=PLATFORMS))
     elif command == "migrate":
-        from bot.app import store_for_url
+        from bot.app import storage_for_url
         from bot.dbtools import migrate
 
         url = args.url or settings.database_url
-        n = asyncio.run(migrate(store_for_url(url)))
+        n = asyncio.run(migrate(storage_for_url(url)))
         print(f"schema is up to date ({plural(n, 'channel')} stored)")
     elif command == "copy-db":
         asyncio.run(_copy(args.src, args.dst, force=args.force, resume=args.resume))

@@ -26,7 +26,8 @@ from datetime import UTC, datetime
 from bot.channel_config import KEYS, ChannelConfig, ChannelSettings, Invalid, scope_of
 from bot.messages import CommandResult
 from bot.quota import KINDS, PERSONAL_KINDS, Quota
-from memory.channel_settings import SERVER, UsageKey
+from bot.stores.settings import SERVER
+from bot.stores.usage import UsageKey
 from memory.models import ChannelKey
 
 __all__ = ["ACTIONS", "Caller", "ConfigCommand", "ConfigRequest", "parse_config", "refusal",

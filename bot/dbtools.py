@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from bot.errors import GistbotError
+from bot.stores import Storage
+from bot.stores.settings import SettingsStore
 from bot.wording import plural
 from memory.models import ChannelKey, Episode, LongTermFact, SummaryState
 from memory.store import Store
@@ -103,33 +105,33 @@ async def _archive_rows(store: Store, key: ChannelKey) -> list[dict[str, object]
     return rows
 
 
-async def migrate(store: Store) -> int:
+async def migrate(storage: Storage) -> int:
     """Open (which applies forward migrations) and report the channel count."""
-    await store.open()
+    await storage.open()
     try:
-        return len(await store.channels())
+        return len(await storage.memory.channels())
     finally:
-        await store.close()
+        await storage.close()
 
 
-async def copy_digests(source: Store, target: Store) -> int:
+async def copy_digests(source: Storage, target: Storage) -> int:
     """Digest schedules and their slot claims (so a copied slot is not posted again);
     idempotent. Returns how many schedules were copied."""
-    schedules = await source.digest_schedules()
+    schedules = await source.digests.digest_schedules()
     for s in schedules:
-        await target.set_digest_schedule(s)
-        for slot in reversed(await source.digest_slots(s.key, limit=1000)):
-            await target.claim_digest_slot(s.key, slot.slot_at, slot.owner, 600)
+        await target.digests.set_digest_schedule(s)
+        for slot in reversed(await source.digests.digest_slots(s.key, limit=1000)):
+            await target.digests.claim_digest_slot(s.key, slot.slot_at, slot.owner, 600)
             if slot.state != "claimed":
-                await target.finish_digest_slot(s.key, slot.slot_at, slot.owner, slot.state)
-    if sorted(map(repr, schedules)) != sorted(map(repr, await target.digest_schedules())):
+                await target.digests.finish_digest_slot(s.key, slot.slot_at, slot.owner, slot.state)
+    if sorted(map(repr, schedules)) != sorted(map(repr, await target.digests.digest_schedules())):
         raise CopyError("verification failed for the digest schedules")
     return len(schedules)
 
 
 async def copy_db(
-    source: Store,
-    target: Store,
+    source: Storage,
+    target: Storage,
     *,
     force: bool = False,
     resume: bool = False,
@@ -137,8 +139,9 @@ async def copy_db(
 ) -> CopyReport:
     """Copy every channel from ``source`` to ``target`` (both open) and verify."""
     report = CopyReport()
-    keys = await source.channels()
-    existing = set(await target.channels())
+    src, dst = source.memory, target.memory
+    keys = await src.channels()
+    existing = set(await dst.channels())
     if existing and not (force or resume):
         raise CopyError(
             f"the target already holds {plural(len(existing), 'channel')}; pass --resume to "
@@ -146,28 +149,28 @@ async def copy_db(
         )
     for i, key in enumerate(keys, 1):
         report.channels += 1
-        want = await channel_checksum(source, key)
+        want = await channel_checksum(src, key)
         if key in existing:
-            if await channel_checksum(target, key) == want:
+            if await channel_checksum(dst, key) == want:
                 report.skipped_channels += 1
                 progress(f"[{i}/{len(keys)}] {key}: already copied")
                 continue
             if force:
-                await target.reset(key)
+                await dst.reset(key)
         after = 0
-        while batch := await source.turns(key, after_seq=after, limit=PAGE):
-            report.copied_turns += await target.import_turns(key, batch)
+        while batch := await src.turns(key, after_seq=after, limit=PAGE):
+            report.copied_turns += await dst.import_turns(key, batch)
             after = batch[-1].seq
-        await target.import_state(await source.state(key, facts_limit=ALL_FACTS))
-        await target.replace_archive(key, *await _archive(source, key))
-        await target.replace_history(key, await source.summary_history_of(key, limit=ALL_FACTS))
+        await dst.import_state(await src.state(key, facts_limit=ALL_FACTS))
+        await dst.replace_archive(key, *await _archive(src, key))
+        await dst.replace_history(key, await src.summary_history_of(key, limit=ALL_FACTS))
         progress(f"[{i}/{len(keys)}] {key}: {plural(want[0], 'turn')}")
-    await target.import_settings(*await source.all_settings())
+    await target.settings.import_settings(*await source.settings.all_settings())
     await copy_digests(source, target)
     for key in keys:
-        if await channel_checksum(source, key) != await channel_checksum(target, key):
+        if await channel_checksum(src, key) != await channel_checksum(dst, key):
             report.mismatched.append(str(key))
-    if await source.all_settings() != await target.all_settings():
+    if await source.settings.all_settings() != await target.settings.all_settings():
         report.mismatched.append("settings (/config)")
     if report.mismatched:
         raise CopyError(
@@ -177,7 +180,7 @@ async def copy_db(
     return report
 
 
-async def settings_rows(store: Store, key: ChannelKey) -> list[dict[str, object]]:
+async def settings_rows(store: SettingsStore, key: ChannelKey) -> list[dict[str, object]]:
     """``export``'s lines for the settings of ``key``'s channel and server and their log."""
     rows: list[dict[str, object]] = []
     for s in await store.scope_settings(key):

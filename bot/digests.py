@@ -36,8 +36,8 @@ from bot.commands.args import Usage
 from bot.commands.digest import DIGEST, USAGE, DigestRequest, read_digest
 from bot.messages import CommandResult
 from bot.since import WEEKDAYS
+from bot.stores.digests import DigestSchedule, DigestStore
 from bot.usage_tab import Payer, paying
-from memory.catchup_store import DigestSchedule, DigestStore
 from memory.errors import CallRefused
 from memory.models import ChannelKey
 

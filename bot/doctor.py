@@ -21,7 +21,7 @@ from typing import TextIO
 
 from pydantic import SecretStr
 
-from bot.app import make_llm, make_store
+from bot.app import make_llm, make_storage
 from bot.errors import ModelNotServed
 from bot.extras import POSTGRES, Extra, describe, missing, needed
 from bot.llm import UsageMeter
@@ -90,17 +90,17 @@ async def _database(settings: Settings) -> Check:
             return Check("database", True, f"no database yet at {path}; the first run creates it")
         return Check("database", False, f"cannot create {path}: its folder is missing or not "
                      "writable; create it or point DATABASE_URL elsewhere")
-    store = make_store(settings)
+    storage = make_storage(settings)
     try:
-        await store.open()
-        channels = await store.channels()
+        await storage.open()
+        channels = await storage.memory.channels()
         return Check("database", True, f"{plural(len(channels), 'channel')} stored")
     except Exception as e:
         text = scrub(str(e), settings.secrets())
         return Check("database", False, text if "DATABASE_URL" in text
                      else f"{text}; check DATABASE_URL")
     finally:
-        await store.close()
+        await storage.close()
 
 
 async def _llm(settings: Settings) -> Check:

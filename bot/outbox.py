@@ -23,8 +23,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
+from bot.stores.outbox import OutboxStore
 from memory.errors import StoreUnavailableError
 from memory.models import ChannelKey
 
@@ -32,7 +33,6 @@ __all__ = [
     "APOLOGY",
     "PLACEHOLDER",
     "Outbox",
-    "OutboxStore",
     "Post",
     "PostOutlet",
     "digest_id",
@@ -75,21 +75,6 @@ class PostOutlet(Protocol):
 
     async def find(self, post: Post) -> str | None:
         """The id of an earlier post carrying this outbox id, None if there is none."""
-
-
-@runtime_checkable
-class OutboxStore(Protocol):
-    """Where the outbox keeps its rows (the store mixes it in: ``outbox`` table)."""
-
-    async def outbox_intent(self, key: ChannelKey, outbox_id: str) -> str | None:
-        """Record the intent to post ``outbox_id`` in ``key``. None: the first attempt;
-        ``""``: an earlier attempt that may have posted (look for it); else the platform
-        id an earlier attempt recorded."""
-
-    async def outbox_posted(self, key: ChannelKey, outbox_id: str, message_id: str, *,
-                            settle: str = "") -> None:
-        """Record the platform id of the post; with ``settle`` (a message id in ``key``),
-        delete the reply owed to it in the same transaction."""
 
 
 def reply_id(key: ChannelKey, message_id: str, part: int, *, notice: bool = False) -> str:

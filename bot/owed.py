@@ -28,8 +28,8 @@ import uuid
 from collections.abc import Callable
 
 from bot.messages import IncomingMessage
-from memory.models import ChannelKey, ReplyDue
-from memory.store import ReplyLedger
+from bot.stores.owed import ReplyDue, ReplyLedger
+from memory.models import ChannelKey
 
 __all__ = ["OwedReplies"]
 

@@ -34,11 +34,11 @@ from bot.channel_config import ChannelSettings
 from bot.errors import OVER_QUOTA, OverQuota
 from bot.llm_gate import LLMGate
 from bot.messages import Reply
+from bot.stores.settings import SERVER
+from bot.stores.usage import UsageKey, UsageStore
 from bot.usage_tab import UsageTab, open_tab, paying
-from memory.channel_settings import SERVER, UsageKey
 from memory.errors import StoreError
 from memory.models import ChannelKey
-from memory.store import SettingsStore
 
 __all__ = [
     "FLUSH_EVERY", "KINDS", "OVER_QUOTA", "PERSONAL_KINDS", "Bill", "Quota", "is_direct",
@@ -79,7 +79,7 @@ class Quota:
     the LLM gateway admits and charges calls with. ``settings_of`` gives a channel's
     limits (``ChannelConfig.get``)."""
 
-    def __init__(self, store: SettingsStore | None, *, settings_of: SettingsOf | None = None,
+    def __init__(self, store: UsageStore | None, *, settings_of: SettingsOf | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.store, self.settings_of, self.clock = store, settings_of, clock
         self._gates = weakref.WeakValueDictionary[UsageKey, LLMGate]()

@@ -38,10 +38,11 @@ from bot.outbox import Outbox
 from bot.prompts import build_messages, fixed_overhead, settled_reply, strip_echoed_label
 from bot.quota import Quota
 from bot.rate_limit import RateLimiter
+from bot.stores.owed import OwedReply
 from memory.completion import ChatMessage
 from memory.errors import StoreError, StoreUnavailableError
 from memory.manager import MemoryManager
-from memory.models import ChannelKey, MemoryView, NewTurn, OwedReply, Turn
+from memory.models import ChannelKey, MemoryView, NewTurn, Turn
 from memory.speakers import human_name
 
 if TYPE_CHECKING:

@@ -19,10 +19,8 @@ __all__ = [
     "NewEpisode",
     "NewLongTermFact",
     "NewTurn",
-    "OwedReply",
     "Recall",
     "RecordResult",
-    "ReplyDue",
     "Role",
     "SummaryState",
     "Turn",
@@ -59,40 +57,9 @@ class NewTurn:
     text: str
     tokens: int
     sent_at: float  # unix seconds
-    # A reply the bot owes this message, stored with the turn in the same transaction.
-    due: ReplyDue | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ReplyDue:
-    """A reply owed to a turn being recorded, stored in the turn's own transaction, so a
-    crash can never leave an addressed message recorded but forgotten as unanswered.
-
-    ``owner`` is the process answering it now, its claim lasting ``claim_seconds`` unless
-    renewed (``""``: nobody yet, any replica may claim it). ``route`` is whatever the adapter
-    needs to deliver the answer later (Slack: the thread's ts).
-    """
-
-    owner: str
-    claim_seconds: float
-    route: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class OwedReply:
-    """An addressed message whose reply was not delivered yet (``ReplyLedger``).
-
-    ``placeholder`` is the platform id of the message shown meanwhile ("thinking…", a
-    streamed start), ``""`` when none was posted: a late answer replaces it.
-    """
-
-    key: ChannelKey
-    message_id: str
-    seq: int
-    sent_at: float
-    route: str
-    attempts: int
-    placeholder: str = ""
+    # What another store writes with this turn in its transaction when the turn is created
+    # (the reply it is owed); the memory store hands it to its ``on_record`` hooks unread.
+    extra: object | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,9 +2,10 @@
 
 ``MemoryStore`` is what the memory manager reads and commits; ``ArchiveStore`` holds
 episodes and long-term facts; ``LeaseStore`` keeps compaction single-flight across
-processes; ``PortingStore`` serves ``gistbot copy-db``; ``CatchupStore`` and
-``DigestStore`` (``memory.catchup_store``) serve ``/catchup`` and digests. ``Store`` is
-their union, what one backend implements. Platform concerns are not declared here.
+processes; ``PortingStore`` serves ``gistbot copy-db``; ``InspectStore`` the operator's
+inspector; ``CatchupStore`` (``memory.catchup_store``) reads turns by time. ``Store`` is
+their union, what one backend implements. Storage that is not memory is declared by the
+application beside its own implementations; platform concerns are not declared here.
 
 Semantics every backend keeps (``tests/harness/store_contract.py`` runs on both):
 
@@ -24,8 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-from memory.catchup_store import CatchupStore, DigestStore
-from memory.channel_settings import Setting, SettingChange, UsageKey
+from memory.catchup_store import CatchupStore
 from memory.history import ChannelOverview, SummaryVersion
 from memory.models import (
     CarriedIdentifier,
@@ -36,7 +36,6 @@ from memory.models import (
     NewEpisode,
     NewLongTermFact,
     NewTurn,
-    OwedReply,
     Recall,
     RecordResult,
     SummaryState,
@@ -47,15 +46,12 @@ __all__ = [
     "ArchiveStore",
     "CatchupStore",
     "ChangeOutcome",
-    "DigestStore",
     "InspectStore",
     "LeaseStore",
     "Lifecycle",
     "MemoryStore",
     "PortingStore",
-    "ReplyLedger",
     "ResetResult",
-    "SettingsStore",
     "Store",
 ]
 
@@ -215,53 +211,6 @@ class LeaseStore(Protocol):
 
 
 @runtime_checkable
-class ReplyLedger(Protocol):
-    """Replies owed to addressed messages, so a crash or a failed delivery never leaves a
-    mention unanswered, and two replicas never both answer one.
-
-    A ``NewTurn`` with ``due`` set records its debt in the turn's own transaction (only when
-    the turn is created). The debt is claimed by one process at a time (``owner`` until
-    ``claimed_until``, on the database's clock); it is deleted when the answer was
-    delivered (``settle_owed``) or given up (``expire_owed``), so open debts stay few.
-    """
-
-    async def claim_owed(
-        self, key: ChannelKey, message_id: str, owner: str, claim_seconds: float
-    ) -> OwedReply | None:
-        """Claim this message's open debt for ``owner`` if nobody holds a live claim on it
-        (or ``owner`` itself does); None when nothing is owed or another holds it."""
-
-    async def claim_due(
-        self, platform: str, owner: str, claim_seconds: float, *, since: float, limit: int = 20
-    ) -> list[OwedReply]:
-        """Claim up to ``limit`` open debts of ``platform`` sent at or after ``since`` whose
-        claim ran out (oldest first), counting an attempt on each; one winner per debt."""
-
-    async def renew_owed(
-        self, owner: str, items: Sequence[tuple[ChannelKey, str]], claim_seconds: float
-    ) -> int:
-        """Extend ``owner``'s live claims on these debts; how many it still held."""
-
-    async def release_owed(self, key: ChannelKey, message_id: str, owner: str) -> bool:
-        """Give up ``owner``'s claim (the answer could not be delivered): due again now."""
-
-    async def settle_owed(self, key: ChannelKey, message_id: str) -> bool:
-        """The answer was delivered: delete the debt. False if none was open."""
-
-    async def owed_placeholder(
-        self, key: ChannelKey, message_id: str, owner: str, placeholder: str
-    ) -> bool:
-        """Remember the platform id of the message ``owner`` shows while answering
-        ("thinking…"), so a late answer replaces it. False unless ``owner`` holds the debt."""
-
-    async def expire_owed(
-        self, platform: str, *, before: float, max_attempts: int
-    ) -> list[OwedReply]:
-        """Delete and return ``platform``'s unclaimed debts sent before ``before`` or tried
-        ``max_attempts`` times: too old (or too broken) to answer now."""
-
-
-@runtime_checkable
 class PortingStore(Protocol):
     """Copying a whole database (``gistbot copy-db``); not for live traffic."""
 
@@ -311,62 +260,9 @@ class InspectStore(Protocol):
         (``gistbot copy-db``; the target assigns new ids). Idempotent."""
 
 
-class SettingsStore(Protocol):
-    """Per-channel settings, their change log and daily token usage
-    (``memory.channel_settings``). Every change bumps ``settings_version`` in its own
-    transaction; replicas poll it to drop their caches."""
-
-    async def settings_version(self) -> int:
-        """A number that grows with every settings change, in any process."""
-        ...
-
-    async def scope_settings(self, key: ChannelKey) -> list[Setting]:
-        """The settings of ``key``'s channel and of its server scope."""
-        ...
-
-    async def put_setting(
-        self, scope: ChannelKey, name: str, value: str | None, *, actor: str, now: float
-    ) -> None:
-        """Set (or with None remove) one setting, log the change, bump the version."""
-        ...
-
-    async def setting_changes(self, key: ChannelKey, *, limit: int = 20) -> list[SettingChange]:
-        """The newest changes of ``key``'s channel and its server scope, newest first."""
-        ...
-
-    async def all_settings(self) -> tuple[list[Setting], list[SettingChange]]:
-        """Every setting and every logged change, oldest change first (``copy-db``)."""
-        ...
-
-    async def import_settings(
-        self, settings: Sequence[Setting], changes: Sequence[SettingChange]
-    ) -> None:
-        """Replace all settings and the change log with these (``copy-db``); one transaction."""
-        ...
-
-    async def add_tokens(self, day: str, accounts: Sequence[UsageKey], tokens: int, *,
-                         kind: str = "") -> None:
-        """Add ``tokens`` to each account's count for ``day`` (``YYYY-MM-DD`` UTC) and,
-        when ``kind`` is given, to its count of that kind, in one transaction."""
-        ...
-
-    async def tokens_by_kind(self, day: str, accounts: Sequence[UsageKey]
-                             ) -> dict[UsageKey, dict[str, int]]:
-        """Each account's counts for ``day`` by kind (kinds with none are left out)."""
-        ...
-
-    async def tokens_used(self, day: str, accounts: Sequence[UsageKey]) -> dict[UsageKey, int]:
-        """Each account's count for ``day`` (0 when none)."""
-        ...
-
-    async def claim_quota_notice(self, day: str, account: UsageKey) -> bool:
-        """True once per account and day: the caller tells the person they are over."""
-        ...
-
-
 @runtime_checkable
 class Store(
-    Lifecycle, MemoryStore, ArchiveStore, LeaseStore, PortingStore, ReplyLedger, InspectStore,
-    SettingsStore, CatchupStore, DigestStore, Protocol
+    Lifecycle, MemoryStore, ArchiveStore, LeaseStore, PortingStore, InspectStore, CatchupStore,
+    Protocol
 ):
     """Everything one backend class implements; callers ask for the narrower role they use."""

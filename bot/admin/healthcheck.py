@@ -34,12 +34,12 @@ def _probe(url: str) -> int:
 
 
 async def _open_store() -> None:
-    from bot.app import make_store
+    from bot.app import make_storage
     from bot.settings import load_settings
 
-    store = make_store(load_settings())
-    await store.open()
-    await store.close()
+    storage = make_storage(load_settings())
+    await storage.open()
+    await storage.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,7 +7,7 @@ selects and how a row is read cannot drift apart.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from memory.models import (
@@ -43,7 +43,6 @@ from memory.stores.common import (
     refused_change,
     turn_terms,
 )
-from memory.stores.postgres import backfill_marks, owed
 
 Conn = Any  # asyncpg ships no type hints
 
@@ -129,7 +128,6 @@ PURGE = (
     "DELETE FROM turns t USING channels c "
     "WHERE c.id = t.channel_id AND t.sent_at < $1 AND t.seq <= c.folded_through"
 )
-PURGE_EVENTS = "DELETE FROM events WHERE expires_at < clock_timestamp()"
 # A lease is taken when free, expired, or already ours (then it is renewed).
 TRY_LEASE = (
     "INSERT INTO leases (platform, workspace, channel, owner, expires_at) "
@@ -140,15 +138,6 @@ TRY_LEASE = (
     "RETURNING owner"
 )
 RELEASE_LEASE = f"DELETE FROM leases WHERE {_BY_KEY} AND owner = $4 RETURNING owner"
-# ``claimer`` is unique per call, so a retry after a lost connection still wins its own claim.
-CLAIM_EVENT = (
-    "INSERT INTO events (event_id, claimer, expires_at) "
-    "VALUES ($1, $2, clock_timestamp() + $3 * interval '1 second') "
-    "ON CONFLICT (event_id) DO UPDATE SET "
-    "claimer = excluded.claimer, expires_at = excluded.expires_at "
-    "WHERE events.expires_at <= clock_timestamp() OR events.claimer = excluded.claimer "
-    "RETURNING event_id"
-)
 SEQ_OF = "SELECT seq FROM turns WHERE channel_id = $1 AND message_id = $2"
 DELETE_TURN = "DELETE FROM turns WHERE channel_id = $1 AND seq = $2"
 EDIT_TURN = (
@@ -228,8 +217,15 @@ class _Duplicate(Exception):
     """Rolls back the seq ``record`` took when the message id turned out to exist."""
 
 
-async def record(conn: Conn, turn: NewTurn) -> RecordResult:
-    """Store ``turn`` at the channel's next seq, or answer the turn with its message id."""
+RecordHook = Callable[[Conn, Turn, object], Awaitable[None]]
+"""Writes another store adds to a created turn's transaction: ``(conn, stored, turn.extra)``."""
+ResetHook = Callable[[Conn, ChannelKey], Awaitable[None]]
+"""Writes another store adds to a channel's ``reset`` transaction."""
+
+
+async def record(conn: Conn, turn: NewTurn, hooks: Sequence[RecordHook] = ()) -> RecordResult:
+    """Store ``turn`` at the channel's next seq, or answer the turn with its message id; a
+    created turn with an ``extra`` runs ``hooks`` in the same transaction."""
     args = by_key(turn.key)
     while True:
         row = await conn.fetchrow(FIND_TURN, *args, turn.message_id)
@@ -245,10 +241,9 @@ async def record(conn: Conn, turn: NewTurn) -> RecordResult:
                 stored, result = recorded(turn, seq, folded_through)
                 if await conn.fetchval(INSERT_TURN, *turn_values(cid, stored)) is None:
                     raise _Duplicate
-                if turn.due is not None:  # the reply it is owed, in the same transaction
-                    due = turn.due
-                    await conn.execute(owed.OWE, *owed.owe_values(
-                        stored, due.owner, due.claim_seconds, due.route))
+                if turn.extra is not None:  # e.g. the reply it is owed, in one transaction
+                    for hook in hooks:
+                        await hook(conn, stored, turn.extra)
         except _Duplicate:  # committed by another writer while we waited: read it
             continue
         return result
@@ -294,8 +289,9 @@ async def change(conn: Conn, key: ChannelKey, message_id: str, edit: TurnEdit | 
     return applied_change(edit)
 
 
-async def reset(conn: Conn, key: ChannelKey) -> ResetResult:
-    """Delete the channel's turns, summary, facts and archive; keep its row and seqs."""
+async def reset(conn: Conn, key: ChannelKey, hooks: Sequence[ResetHook] = ()) -> ResetResult:
+    """Delete the channel's turns, summary, facts and archive; keep its row and seqs; run
+    ``hooks`` in the same transaction."""
     locked = await conn.fetchrow(LOCK_CHANNEL, *by_key(key))
     if locked is None:
         return ResetResult(turns=0, had_summary=False, facts=0)
@@ -304,7 +300,8 @@ async def reset(conn: Conn, key: ChannelKey) -> ResetResult:
     facts = count(await conn.execute(RESET_FACTS, cid))
     episodes = count(await conn.execute(RESET_EPISODES, cid))
     channel_facts = count(await conn.execute(RESET_CHANNEL_FACTS, cid))
-    await conn.execute(backfill_marks.CLEAR, *by_key(key))
+    for hook in hooks:
+        await hook(conn, key)
     await conn.execute("DELETE FROM summary_history WHERE channel_id = $1", cid)
     await conn.execute(RESET_CHANNEL, cid)
     return ResetResult(turns=turns, had_summary=bool(locked["summary"]), facts=facts,
@@ -312,10 +309,9 @@ async def reset(conn: Conn, key: ChannelKey) -> ResetResult:
 
 
 async def purge(conn: Conn, cutoff: float) -> int:
-    """Retention: old folded turns, old episodes and expired event claims."""
+    """Retention: old folded turns and old episodes."""
     n = count(await conn.execute(PURGE, cutoff))
     await conn.execute(PURGE_EPISODES, cutoff)
-    await conn.execute(PURGE_EVENTS)
     return n
 
 

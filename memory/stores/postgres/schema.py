@@ -5,8 +5,9 @@
 (``SchemaTooNewError``).
 Migration runs in one transaction under an advisory lock, so replicas starting together
 migrate once. Version 1 mirrors SQLite's tables; version 2 adds ``leases`` (per-channel
-compaction single-flight) and ``events`` (event de-duplication), whose expiry uses the
-database clock, so replicas with skewed clocks agree.
+compaction single-flight, expiring by the database clock, so replicas with skewed clocks
+agree) and ``events`` (no longer used). Steps whose tables are not memory's are empty here:
+``bot.stores`` migrates them, one ladder per role.
 
 Hot queries do not grow with history: ``turns`` is keyed ``(channel_id, seq)`` (unfolded
 and newest-N turns are index range scans), ``(channel_id, message_id)`` makes ingestion
@@ -121,37 +122,10 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX turns_terms ON turns USING gin (terms);
     CREATE INDEX turns_unindexed ON turns (channel_id, seq) WHERE terms IS NULL;
     """,
-    # 5: backfill marks (``backfill_marks``): where a channel's backfill after downtime
-    # started, kept until it has stored everything it read, so a process killed mid-backfill
-    # (while newer live messages were already stored) resumes from there, not past a hole.
-    """
-    CREATE TABLE IF NOT EXISTS backfill_marks (
-        platform text NOT NULL,
-        workspace text NOT NULL,
-        channel text NOT NULL,
-        after_id text NOT NULL,
-        set_at double precision NOT NULL,
-        PRIMARY KEY (platform, workspace, channel)
-    );
-    """,
-    # 6: replies owed to addressed messages (see the SQLite schema, step 7); claims use
-    # the database clock (epoch seconds), so replicas with skewed clocks agree.
-    """
-    CREATE TABLE IF NOT EXISTS owed_replies (
-        platform text NOT NULL,
-        workspace text NOT NULL,
-        channel text NOT NULL,
-        message_id text NOT NULL,
-        seq bigint NOT NULL,
-        sent_at double precision NOT NULL,
-        route text NOT NULL DEFAULT '',
-        owner text NOT NULL DEFAULT '',
-        claimed_until double precision NOT NULL DEFAULT 0,
-        attempts integer NOT NULL DEFAULT 0,
-        PRIMARY KEY (platform, workspace, channel, message_id)
-    );
-    CREATE INDEX IF NOT EXISTS owed_replies_due ON owed_replies (platform, claimed_until);
-    """,
+    # 5: moved to ``bot.stores`` (not memory), which keeps one ladder per role
+    "",
+    # 6: moved to ``bot.stores`` (not memory), which keeps one ladder per role
+    "",
     # 7: summary history for the operator's inspector (``history``): every committed
     # summary, written in the commit's own transaction, pruned to SUMMARY_HISTORY per channel.
     """
@@ -168,102 +142,17 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX IF NOT EXISTS summary_history_channel ON summary_history (channel_id, id DESC);
     """,
-    # 8: per-channel settings, their change log, the version replicas poll, daily token
-    # usage (``settings``)
-    """
-    CREATE TABLE IF NOT EXISTS channel_settings (
-        platform text NOT NULL,
-        workspace text NOT NULL,
-        channel text NOT NULL,
-        name text NOT NULL,
-        value text NOT NULL,
-        updated_by text NOT NULL,
-        updated_at double precision NOT NULL,
-        PRIMARY KEY (platform, workspace, channel, name)
-    );
-    CREATE TABLE IF NOT EXISTS settings_changes (
-        id bigserial PRIMARY KEY,
-        platform text NOT NULL,
-        workspace text NOT NULL,
-        channel text NOT NULL,
-        name text NOT NULL,
-        value text,
-        actor text NOT NULL,
-        at double precision NOT NULL
-    );
-    CREATE INDEX IF NOT EXISTS settings_changes_scope
-        ON settings_changes (platform, workspace, channel, id);
-    CREATE TABLE IF NOT EXISTS settings_version (
-        id integer PRIMARY KEY CHECK (id = 1),
-        version bigint NOT NULL
-    );
-    INSERT INTO settings_version (id, version) VALUES (1, 0) ON CONFLICT DO NOTHING;
-    CREATE TABLE IF NOT EXISTS token_usage (
-        day text NOT NULL,
-        platform text NOT NULL,
-        workspace text NOT NULL,
-        user_id text NOT NULL,
-        tokens bigint NOT NULL DEFAULT 0,
-        notified boolean NOT NULL DEFAULT false,
-        PRIMARY KEY (day, platform, workspace, user_id)
-    );
-    """,
-    # 9: ``/catchup`` and scheduled digests (``digests``): turns by time per channel,
-    # one digest schedule per channel, and one claim row per (channel, slot) so a slot is
-    # posted once across replicas and restarts (claims expire by the database clock).
+    # 8: moved to ``bot.stores`` (not memory), which keeps one ladder per role
+    "",
+    # 9: turns by the time they were sent, for ``/catchup`` and digests (``catchup``);
+    # the rest of this step moved to ``bot.stores``.
     """
     CREATE INDEX IF NOT EXISTS turns_channel_sent ON turns (channel_id, sent_at);
-    CREATE TABLE IF NOT EXISTS digest_schedules (
-        platform text NOT NULL,
-        workspace text NOT NULL,
-        channel text NOT NULL,
-        every text NOT NULL CHECK (every IN ('daily', 'weekly')),
-        weekday integer NOT NULL,
-        minute integer NOT NULL,
-        tz text NOT NULL,
-        created_at double precision NOT NULL,
-        created_by text NOT NULL,
-        in_thread boolean NOT NULL DEFAULT false,
-        PRIMARY KEY (platform, workspace, channel)
-    );
-    CREATE TABLE IF NOT EXISTS digest_slots (
-        platform text NOT NULL,
-        workspace text NOT NULL,
-        channel text NOT NULL,
-        slot_at double precision NOT NULL,
-        owner text NOT NULL,
-        state text NOT NULL CHECK (state IN ('claimed', 'posted', 'skipped')),
-        expires_at timestamptz NOT NULL,
-        PRIMARY KEY (platform, workspace, channel, slot_at)
-    );
     """,
-    # 10: the outbox (see the SQLite schema, step 13) and the placeholder of a debt.
-    """
-    ALTER TABLE owed_replies ADD COLUMN IF NOT EXISTS placeholder text NOT NULL DEFAULT '';
-    CREATE TABLE IF NOT EXISTS outbox (
-        id text PRIMARY KEY,
-        platform text NOT NULL,
-        workspace text NOT NULL,
-        channel text NOT NULL,
-        created_at double precision NOT NULL,
-        message_id text NOT NULL DEFAULT ''
-    );
-    CREATE INDEX IF NOT EXISTS outbox_created ON outbox (created_at);
-    """,
-    # 11: daily token usage per kind of call (``settings``: replies, summaries, catch-ups,
-    # digests, compaction) beside the totals in ``token_usage`` that limits are checked
-    # against. Counts from before this step have no kind; ``/config usage`` shows them apart.
-    """
-    CREATE TABLE IF NOT EXISTS token_usage_kinds (
-        day text NOT NULL,
-        platform text NOT NULL,
-        workspace text NOT NULL,
-        user_id text NOT NULL,
-        kind text NOT NULL,
-        tokens bigint NOT NULL DEFAULT 0,
-        PRIMARY KEY (day, platform, workspace, user_id, kind)
-    );
-    """,
+    # 10: moved to ``bot.stores`` (not memory), which keeps one ladder per role
+    "",
+    # 11: moved to ``bot.stores`` (not memory), which keeps one ladder per role
+    "",
     # 12: the turn search stems English words (``turn_search``): the text search
     # configuration ``gistbot_stem`` is ``simple`` with ASCII words mapped to an English
     # Snowball dictionary without stop words (a query drops its own; the common-words pass
@@ -318,7 +207,8 @@ async def migrate(conn: Any, schema: str) -> int:
         if current > SCHEMA_VERSION:
             raise schema_too_new(current, SCHEMA_VERSION)
         for version in range(current, SCHEMA_VERSION):
-            await conn.execute(MIGRATIONS[version])  # several statements: simple protocol
+            if MIGRATIONS[version]:  # several statements: simple protocol
+                await conn.execute(MIGRATIONS[version])
         if current != SCHEMA_VERSION:
             await conn.execute(f"DELETE FROM {quoted}.schema_version")
             await conn.execute(

@@ -16,14 +16,13 @@ Same semantics as ``SqliteStore`` (one contract suite runs on both), kept under 
 * ``schema`` is the connection's startup ``search_path``; ``open`` creates it if missing.
 
 For replicas: ``try_lease`` / ``release_lease`` (per-channel compaction single-flight with
-expiry) and ``claim_event`` (de-duplication of a platform's redelivered events).
+expiry).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
@@ -56,20 +55,9 @@ from memory.stores.common import (
     wants_search,
 )
 from memory.stores.faults import REPORT
-from memory.stores.postgres import (
-    archive,
-    backfill_marks,
-    errors,
-    history,
-    queries,
-    turn_search,
-)
-from memory.stores.postgres.digests import PostgresDigests
-from memory.stores.postgres.outbox import PostgresOutbox
-from memory.stores.postgres.owed import PostgresOwed
-from memory.stores.postgres.queries import Conn, by_key
+from memory.stores.postgres import archive, catchup, errors, history, queries, turn_search
+from memory.stores.postgres.queries import Conn, RecordHook, ResetHook, by_key
 from memory.stores.postgres.schema import migrate, quote_schema
-from memory.stores.postgres.settings import PostgresSettings
 
 __all__ = ["PostgresStore"]
 
@@ -77,9 +65,13 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class PostgresStore(PostgresSettings, PostgresDigests, PostgresOwed, PostgresOutbox):
-    """A store on a PostgreSQL schema (every role of ``memory.store.Store``, and event
-    claims); see the module docstring for the design."""
+class PostgresStore:
+    """A store on a PostgreSQL schema (every role of ``memory.store.Store``); see the module
+    docstring for the design.
+
+    Stores of other roles share its pool (``tx``, ``fetch``) and add their own writes to a
+    created turn's or a reset's transaction (``on_record``, ``on_reset``).
+    """
 
     def __init__(
         self,
@@ -98,6 +90,10 @@ class PostgresStore(PostgresSettings, PostgresDigests, PostgresOwed, PostgresOut
         self.connect_timeout, self.application_name = connect_timeout, application_name
         self._pool: Any = None
         self._order = weakref.WeakValueDictionary[ChannelKey, asyncio.Lock]()
+        self.on_record: list[RecordHook] = []
+        """Run in the transaction of a created turn that has an ``extra``."""
+        self.on_reset: list[ResetHook] = []
+        """Run in the transaction of every ``reset``."""
 
     async def open(self) -> None:
         """Create the pool and migrate; raise ``StoreOpenError`` saying what to fix."""
@@ -176,6 +172,15 @@ class PostgresStore(PostgresSettings, PostgresDigests, PostgresOwed, PostgresOut
 
         return await self._run(run)
 
+    async def tx(self, fn: Callable[[Conn], Awaitable[T]], *, read: bool = False) -> T:
+        """``fn(conn)`` in one transaction on a pooled connection, retried like every
+        operation of this store after a lost connection."""
+        return await self._tx(fn, read=read)
+
+    async def fetch(self, sql: str, *args: Any) -> list[Any]:
+        """The rows of one statement (its own transaction), retried like ``tx``."""
+        return await self._fetch(sql, *args)
+
     async def _fetch(self, sql: str, *args: Any) -> list[Any]:
         async def run(conn: Conn) -> list[Any]:
             return list(await conn.fetch(sql, *args))
@@ -188,7 +193,8 @@ class PostgresStore(PostgresSettings, PostgresDigests, PostgresOwed, PostgresOut
         """Store ``turn`` durably, or return the existing turn with its message id."""
         # One record per channel at a time from this process (FIFO lock): seqs follow arrival.
         async with self._order.setdefault(turn.key, asyncio.Lock()):
-            return await self._run(partial(queries.record, turn=turn))
+            return await self._run(partial(queries.record, turn=turn,
+                                           hooks=tuple(self.on_record)))
 
     async def commit_summary(
         self,
@@ -244,7 +250,7 @@ class PostgresStore(PostgresSettings, PostgresDigests, PostgresOwed, PostgresOut
 
     async def reset(self, key: ChannelKey) -> ResetResult:
         """Forget the channel: turns, summary and facts (the row and its seq counter stay)."""
-        return await self._tx(partial(queries.reset, key=key))
+        return await self._tx(partial(queries.reset, key=key, hooks=tuple(self.on_reset)))
 
     async def purge_folded_before(self, cutoff: float) -> int:
         """Retention: delete folded turns and episodes older than ``cutoff`` (and expired
@@ -295,19 +301,17 @@ class PostgresStore(PostgresSettings, PostgresDigests, PostgresOwed, PostgresOut
         rows = await self._fetch(queries.NEWEST_MESSAGE_IDS, *by_key(key), limit)
         return [str(r[0]) for r in rows]
 
-    async def begin_backfill(self, key: ChannelKey, after_id: str) -> str:
-        """Mark a backfill starting after ``after_id`` unless one is marked; the mark."""
-        ((mark,),) = await self._fetch(backfill_marks.BEGIN, *by_key(key), after_id)
-        return str(mark)
+    async def turns_between(
+        self, key: ChannelKey, start: float, end: float, *, limit: int = 50_000
+    ) -> list[Turn]:
+        """Stored turns sent in ``[start, end)``, oldest first (see ``CatchupStore``)."""
+        rows = await self._fetch(catchup.TURNS_BETWEEN, *by_key(key), start, end, limit)
+        return [catchup.turn_of(key, r) for r in rows]
 
-    async def end_backfill(self, key: ChannelKey, after_id: str) -> None:
-        """Clear the backfill mark if it is still ``after_id``."""
-        await self._fetch(backfill_marks.END, *by_key(key), after_id)
-
-    async def backfill_mark(self, key: ChannelKey) -> str | None:
-        """The channel's backfill mark, if one is set."""
-        rows = await self._fetch(backfill_marks.GET, *by_key(key))
-        return str(rows[0][0]) if rows else None
+    async def last_turn_by(self, key: ChannelKey, author_id: str, before: float) -> Turn | None:
+        """The newest user turn of ``author_id`` before ``before``."""
+        rows = await self._fetch(catchup.LAST_TURN_BY, *by_key(key), before, author_id)
+        return catchup.turn_of(key, rows[0]) if rows else None
 
     # ------------------------------------------------------------------ archive
 
@@ -380,7 +384,7 @@ class PostgresStore(PostgresSettings, PostgresDigests, PostgresOwed, PostgresOut
         """Set a channel's summary state exactly (see ``PortingStore.import_state``)."""
         await self._tx(partial(queries.import_state, state=state))
 
-    # ------------------------------------------------------------------ leases and claims
+    # ------------------------------------------------------------------ leases
 
     async def try_lease(self, key: ChannelKey, owner: str, ttl: float) -> bool:
         """Take or renew the channel's compaction lease for ``ttl`` seconds (database clock).
@@ -394,10 +398,3 @@ class PostgresStore(PostgresSettings, PostgresDigests, PostgresOwed, PostgresOut
     async def release_lease(self, key: ChannelKey, owner: str) -> bool:
         """Give the lease back if ``owner`` holds it; False if it had expired and moved on."""
         return bool(await self._fetch(queries.RELEASE_LEASE, *by_key(key), owner))
-
-    async def claim_event(self, event_id: str, ttl: float = 86400) -> bool:
-        """True for the first claimer of a platform event id within ``ttl`` seconds: replicas
-        receiving one redelivered event call it first, and only the winner handles it.
-        Expired claims are purged by ``purge_folded_before``."""
-        ttl = positive_ttl(ttl)
-        return bool(await self._fetch(queries.CLAIM_EVENT, event_id, uuid.uuid4().hex, ttl))

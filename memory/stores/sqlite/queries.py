@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from memory.models import (
@@ -41,14 +41,13 @@ from memory.stores.common import (
     recorded,
     refused_change,
 )
-from memory.stores.sqlite import backfill_marks, history, owed
+from memory.stores.sqlite import history
 from memory.stores.sqlite.archive import insert_channel_fact, insert_episode
 from memory.stores.sqlite.writer import WriteTx
 
 __all__ = [
     "change",
     "channels",
-    "claim_event",
     "commit_summary",
     "header",
     "import_state",
@@ -114,8 +113,15 @@ def newest_message_ids(conn: sqlite3.Connection, key: ChannelKey, limit: int) ->
 # ---------------------------------------------------------------------------- turns
 
 
-def record(tx: WriteTx, turn: NewTurn) -> RecordResult:
-    """Store ``turn`` at the channel's next seq, or answer the turn with its message id."""
+RecordHook = Callable[[WriteTx, Turn, object], None]
+"""Writes another store adds to a created turn's transaction: ``(tx, stored, turn.extra)``."""
+ResetHook = Callable[[WriteTx, ChannelKey], None]
+"""Writes another store adds to a channel's ``reset`` transaction."""
+
+
+def record(tx: WriteTx, turn: NewTurn, hooks: Sequence[RecordHook] = ()) -> RecordResult:
+    """Store ``turn`` at the channel's next seq, or answer the turn with its message id; a
+    created turn with an ``extra`` runs ``hooks`` in the same transaction."""
     cid = tx.new_channel_id(turn.key)
     row = tx.conn.execute(
         f"SELECT {TURN_COLS} FROM turns WHERE channel_id = ? AND message_id = ?",
@@ -130,8 +136,9 @@ def record(tx: WriteTx, turn: NewTurn) -> RecordResult:
     ).fetchone()
     stored, result = recorded(turn, seq, folded_through)
     tx.conn.execute(_INSERT_TURN, (cid, *TurnRow.of(stored)))
-    if turn.due is not None:  # the reply it is owed, in the same transaction
-        owed.owe(tx, stored, turn.due.owner, turn.due.claim_seconds, turn.due.route)
+    if turn.extra is not None:  # e.g. the reply it is owed, in the same transaction
+        for hook in hooks:
+            hook(tx, stored, turn.extra)
     return result
 
 
@@ -292,8 +299,9 @@ def stats(conn: sqlite3.Connection, key: ChannelKey) -> ChannelStats:
                     h.version).stats(key)
 
 
-def reset(tx: WriteTx, key: ChannelKey) -> ResetResult:
-    """Delete the channel's turns, summary, facts and archive; keep its row and seqs."""
+def reset(tx: WriteTx, key: ChannelKey, hooks: Sequence[ResetHook] = ()) -> ResetResult:
+    """Delete the channel's turns, summary, facts and archive; keep its row and seqs; run
+    ``hooks`` in the same transaction."""
     cid = tx.channel_id(key, create=False)
     if cid is None:
         return ResetResult(turns=0, had_summary=False, facts=0)
@@ -305,7 +313,8 @@ def reset(tx: WriteTx, key: ChannelKey) -> ResetResult:
     conn.execute("DELETE FROM memory_facts_fts WHERE chan = ?", (chan,))
     episodes = conn.execute("DELETE FROM episodes WHERE channel_id = ?", (cid,)).rowcount
     channel_facts = conn.execute("DELETE FROM memory_facts WHERE channel_id = ?", (cid,)).rowcount
-    backfill_marks.clear(conn, key)
+    for hook in hooks:
+        hook(tx, key)
     conn.execute("DELETE FROM summary_history WHERE channel_id = ?", (cid,))
     # Keep the row (and next_seq) so seqs never repeat; the version bump voids any
     # compaction that read the old state.
@@ -319,9 +328,8 @@ def reset(tx: WriteTx, key: ChannelKey) -> ResetResult:
 
 
 def purge(tx: WriteTx, cutoff: float) -> int:
-    """Retention: expired event claims, old episodes and old folded turns."""
+    """Retention: old episodes and old folded turns."""
     conn = tx.conn
-    conn.execute("DELETE FROM events WHERE expires_at < ?", (time.time(),))
     conn.execute(
         "DELETE FROM episodes_fts WHERE rowid IN (SELECT id FROM episodes WHERE ended_at < ?)",
         (cutoff,),
@@ -350,7 +358,7 @@ def import_state(tx: WriteTx, state: SummaryState) -> None:
     )
 
 
-# ---------------------------------------------------------------------------- leases, events
+# ---------------------------------------------------------------------------- leases
 
 
 def lease(tx: WriteTx, key: ChannelKey, owner: str, ttl: float | None) -> bool:
@@ -369,15 +377,4 @@ def lease(tx: WriteTx, key: ChannelKey, owner: str, ttl: float | None) -> bool:
         "owner = excluded.owner, expires_at = excluded.expires_at "
         "WHERE leases.expires_at <= ? OR leases.owner = excluded.owner",
         (*args, owner, now + ttl, now),
-    ).rowcount == 1
-
-
-def claim_event(tx: WriteTx, event_id: str, ttl: float) -> bool:
-    """True for the first claimer of ``event_id`` while its claim lasts."""
-    now = time.time()
-    return tx.conn.execute(
-        "INSERT INTO events (event_id, expires_at) VALUES (?, ?) "
-        "ON CONFLICT (event_id) DO UPDATE SET expires_at = excluded.expires_at "
-        "WHERE events.expires_at <= ?",
-        (event_id, now + ttl, now),
     ).rowcount == 1

@@ -1,8 +1,10 @@
 """SQLite schema and its forward migrations.
 
 ``MIGRATIONS[i]`` takes a database from version ``i`` to ``i + 1``. Never edit a released
-step; append a new one. A file whose version is higher than ``len(MIGRATIONS)`` was written
-by a newer gistbot and is refused (``SchemaTooNewError``) instead of being misread.
+step; append a new one. Steps whose tables are not memory's are empty here (``bot.stores``
+migrates them, one ladder per role). A file whose version is higher than
+``len(MIGRATIONS)`` was written by a newer gistbot and is refused (``SchemaTooNewError``)
+instead of being misread.
 
 Every hot query is served by an index whose cost does not grow with history length:
 ``turns`` is clustered on ``(channel_id, seq)`` (WITHOUT ROWID), so "unfolded turns" and
@@ -62,8 +64,8 @@ MIGRATIONS: tuple[str, ...] = (
     ) WITHOUT ROWID;
     CREATE INDEX facts_recent ON facts (channel_id, last_seen_seq DESC);
     """,
-    # 2: compaction leases (single-flight across processes sharing the file) and event
-    # de-duplication; both expire, so a dead process never blocks a channel for good.
+    # 2: compaction leases (single-flight across processes sharing the file; they expire,
+    # so a dead process never blocks a channel for good) and event claims (no longer used).
     """
     CREATE TABLE leases (
         platform TEXT NOT NULL,
@@ -154,38 +156,10 @@ MIGRATIONS: tuple[str, ...] = (
     INSERT INTO turns_fts (rowid, terms)
     SELECT (channel_id << 32) | seq, gistbot_terms(author_name, text) FROM turns;
     """,
-    # 6: backfill marks (``backfill_marks``): where a channel's backfill after downtime
-    # started, kept until it has stored everything it read, so a process killed mid-backfill
-    # (while newer live messages were already stored) resumes from there, not past a hole.
-    """
-    CREATE TABLE IF NOT EXISTS backfill_marks (
-        platform TEXT NOT NULL,
-        workspace TEXT NOT NULL,
-        channel TEXT NOT NULL,
-        after_id TEXT NOT NULL,
-        set_at REAL NOT NULL,
-        PRIMARY KEY (platform, workspace, channel)
-    ) WITHOUT ROWID;
-    """,
-    # 7: replies owed to addressed messages (``owed``): written with the turn, claimed by
-    # one process at a time, deleted once delivered or given up, so the table holds only
-    # open debts and a restart can answer what a crash left unanswered.
-    """
-    CREATE TABLE IF NOT EXISTS owed_replies (
-        platform TEXT NOT NULL,
-        workspace TEXT NOT NULL,
-        channel TEXT NOT NULL,
-        message_id TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        sent_at REAL NOT NULL,
-        route TEXT NOT NULL DEFAULT '',
-        owner TEXT NOT NULL DEFAULT '',
-        claimed_until REAL NOT NULL DEFAULT 0,
-        attempts INTEGER NOT NULL DEFAULT 0,
-        PRIMARY KEY (platform, workspace, channel, message_id)
-    ) WITHOUT ROWID;
-    CREATE INDEX IF NOT EXISTS owed_replies_due ON owed_replies (platform, claimed_until);
-    """,
+    # 6: moved to ``bot.stores`` (not memory), which keeps one ladder per role
+    "",
+    # 7: moved to ``bot.stores`` (not memory), which keeps one ladder per role
+    "",
     # 8: summary history for the operator's inspector (``history``): every committed
     # summary, written in the commit's own transaction, pruned to SUMMARY_HISTORY per channel.
     """
@@ -202,74 +176,12 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX IF NOT EXISTS summary_history_channel ON summary_history (channel_id, id DESC);
     """,
-    # 9: per-channel settings, their change log, the version replicas poll, daily token
-    # usage (``settings``)
-    """
-    CREATE TABLE IF NOT EXISTS channel_settings (
-        platform TEXT NOT NULL,
-        workspace TEXT NOT NULL,
-        channel TEXT NOT NULL,
-        name TEXT NOT NULL,
-        value TEXT NOT NULL,
-        updated_by TEXT NOT NULL,
-        updated_at REAL NOT NULL,
-        PRIMARY KEY (platform, workspace, channel, name)
-    ) WITHOUT ROWID;
-    CREATE TABLE IF NOT EXISTS settings_changes (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        platform TEXT NOT NULL,
-        workspace TEXT NOT NULL,
-        channel TEXT NOT NULL,
-        name TEXT NOT NULL,
-        value TEXT,
-        actor TEXT NOT NULL,
-        at REAL NOT NULL
-    );
-    CREATE INDEX IF NOT EXISTS settings_changes_scope
-        ON settings_changes (platform, workspace, channel, id);
-    CREATE TABLE IF NOT EXISTS settings_version (
-        id INTEGER PRIMARY KEY CHECK (id = 1),
-        version INTEGER NOT NULL
-    );
-    INSERT OR IGNORE INTO settings_version (id, version) VALUES (1, 0);
-    CREATE TABLE IF NOT EXISTS token_usage (
-        day TEXT NOT NULL,
-        platform TEXT NOT NULL,
-        workspace TEXT NOT NULL,
-        user_id TEXT NOT NULL,
-        tokens INTEGER NOT NULL DEFAULT 0,
-        notified INTEGER NOT NULL DEFAULT 0,
-        PRIMARY KEY (day, platform, workspace, user_id)
-    ) WITHOUT ROWID;
-    """,
-    # 10: ``/catchup`` and scheduled digests (``digests``): turns by time per channel,
-    # one digest schedule per channel, and one claim row per (channel, slot) so a slot is
-    # posted once across processes and restarts.
+    # 9: moved to ``bot.stores`` (not memory), which keeps one ladder per role
+    "",
+    # 10: turns by the time they were sent, for ``/catchup`` and digests (``catchup``);
+    # the rest of this step moved to ``bot.stores``.
     """
     CREATE INDEX IF NOT EXISTS turns_channel_sent ON turns (channel_id, sent_at);
-    CREATE TABLE IF NOT EXISTS digest_schedules (
-        platform TEXT NOT NULL,
-        workspace TEXT NOT NULL,
-        channel TEXT NOT NULL,
-        every TEXT NOT NULL CHECK (every IN ('daily', 'weekly')),
-        weekday INTEGER NOT NULL,
-        minute INTEGER NOT NULL,
-        tz TEXT NOT NULL,
-        created_at REAL NOT NULL,
-        created_by TEXT NOT NULL,
-        in_thread INTEGER NOT NULL DEFAULT 0,
-        PRIMARY KEY (platform, workspace, channel)
-    ) WITHOUT ROWID;
-    CREATE TABLE IF NOT EXISTS digest_slots (
-        platform TEXT NOT NULL,
-        workspace TEXT NOT NULL,
-        channel TEXT NOT NULL,
-        slot_at REAL NOT NULL,
-        owner TEXT NOT NULL,
-        state TEXT NOT NULL CHECK (state IN ('claimed', 'posted', 'skipped')),
-        expires_at REAL NOT NULL,
-        PRIMARY KEY (platform, workspace, channel, slot_at)
-    ) WITHOUT ROWID;
     """,
     # 11: ``turns_fts`` without per-row sizes (``columnsize = 0``), rebuilt from ``turns``.
     # Its rowids are (channel_id << 32) | seq, so the sizes table (``turns_fts_docsize``)
@@ -314,35 +226,10 @@ MIGRATIONS: tuple[str, ...] = (
         UPDATE archive_writes SET n = n + 1 WHERE name = 'memory_facts';
     END;
     """,
-    # 13: the outbox (``outbox``): every outgoing post's intent, then the platform's id of
-    # it, so a retry after a crash finds the earlier post instead of posting again; and
-    # the placeholder a debt showed meanwhile, which its late answer replaces.
-    """
-    ALTER TABLE owed_replies ADD COLUMN placeholder TEXT NOT NULL DEFAULT '';
-    CREATE TABLE outbox (
-        id TEXT PRIMARY KEY,
-        platform TEXT NOT NULL,
-        workspace TEXT NOT NULL,
-        channel TEXT NOT NULL,
-        created_at REAL NOT NULL,
-        message_id TEXT NOT NULL DEFAULT ''
-    ) WITHOUT ROWID;
-    CREATE INDEX outbox_created ON outbox (created_at);
-    """,
-    # 14: daily token usage per kind of call (``settings``: replies, summaries, catch-ups,
-    # digests, compaction) beside the totals in ``token_usage`` that limits are checked
-    # against. Counts from before this step have no kind; ``/config usage`` shows them apart.
-    """
-    CREATE TABLE IF NOT EXISTS token_usage_kinds (
-        day TEXT NOT NULL,
-        platform TEXT NOT NULL,
-        workspace TEXT NOT NULL,
-        user_id TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        tokens INTEGER NOT NULL DEFAULT 0,
-        PRIMARY KEY (day, platform, workspace, user_id, kind)
-    ) WITHOUT ROWID;
-    """,
+    # 13: moved to ``bot.stores`` (not memory), which keeps one ladder per role
+    "",
+    # 14: moved to ``bot.stores`` (not memory), which keeps one ladder per role
+    "",
     # 15: the turn index stems English words (FTS5's ``porter`` over the same
     # ``unicode61`` tokenizer), so "cooked" finds "cooking" and "fans" finds "fan"; CJK
     # bigrams and other non-ASCII terms are left as they are. Queries are stemmed by the

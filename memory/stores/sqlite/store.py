@@ -43,21 +43,13 @@ from memory.models import (
 )
 from memory.store import ChangeOutcome, ResetResult
 from memory.stores.common import TurnEdit, positive_ttl, wants_search
-from memory.stores.sqlite import (
-    archive,
-    backfill_marks,
-    history,
-    queries,
-    turn_search,
-)
+from memory.stores.sqlite import archive, history, queries, turn_search
 from memory.stores.sqlite.archive_vocab import ArchiveVocab
+from memory.stores.sqlite.catchup import last_turn_by, turns_between
 from memory.stores.sqlite.checkpointer import CHECKPOINT_INTERVAL, Checkpointer
-from memory.stores.sqlite.digests import SqliteDigests
-from memory.stores.sqlite.outbox import SqliteOutbox
-from memory.stores.sqlite.owed import SqliteOwed
+from memory.stores.sqlite.queries import RecordHook, ResetHook
 from memory.stores.sqlite.readers import Readers
 from memory.stores.sqlite.schema import migrate
-from memory.stores.sqlite.settings import SqliteSettings
 from memory.stores.sqlite.term_counts import TermCounts
 from memory.stores.sqlite.writer import GroupCommitWriter, WriteTx, raw_connection, translate
 
@@ -102,9 +94,13 @@ def _open_error(path: Path, exc: sqlite3.DatabaseError) -> StoreOpenError:
     return StoreOpenError(f"cannot open the database {path}: {hint}")
 
 
-class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed, SqliteOutbox):
-    """A store on one SQLite file (every role of ``memory.store.Store``, and event claims).
-    See the module docstring for the design."""
+class SqliteStore:
+    """A store on one SQLite file (every role of ``memory.store.Store``). See the module
+    docstring for the design.
+
+    Stores of other roles share its writer and readers (``write``, ``read``) and add their
+    own writes to a created turn's or a reset's transaction (``on_record``, ``on_reset``).
+    """
 
     def __init__(
         self,
@@ -132,6 +128,10 @@ class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed, SqliteOutbox):
         """Common terms' turn counts, kept between turn searches (``term_counts``)."""
         self.archive_vocab = ArchiveVocab()
         """Archive term counts, kept until the archive is written (``archive_vocab``)."""
+        self.on_record: list[RecordHook] = []
+        """Run in the transaction of a created turn that has an ``extra``."""
+        self.on_reset: list[ResetHook] = []
+        """Run in the transaction of every ``reset``."""
 
     @property
     def _r(self) -> aiosqlite.Connection | None:
@@ -238,6 +238,19 @@ class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed, SqliteOutbox):
             raise StoreError("the store is closed")
         return await self._writer.run(fn, *args, **kwargs)
 
+    async def write(
+        self, fn: Callable[Concatenate[WriteTx, P], T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        """``fn(tx, ...)`` in the writer's next batch; returns after its COMMIT."""
+        return await self._write(fn, *args, **kwargs)
+
+    async def read(
+        self, fn: Callable[Concatenate[sqlite3.Connection, P], T], *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """``fn(conn, ...)`` in one read transaction on a reader connection."""
+        return await self._read(fn, *args, **kwargs)
+
     async def _read(
         self, fn: Callable[Concatenate[sqlite3.Connection, P], T], *args: P.args,
         **kwargs: P.kwargs,
@@ -262,7 +275,7 @@ class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed, SqliteOutbox):
 
     async def record(self, turn: NewTurn) -> RecordResult:
         """Store ``turn`` durably, or return the existing turn with its message id."""
-        return await self._write(queries.record, turn)
+        return await self._write(queries.record, turn, tuple(self.on_record))
 
     async def commit_summary(
         self,
@@ -314,7 +327,7 @@ class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed, SqliteOutbox):
 
     async def reset(self, key: ChannelKey) -> ResetResult:
         """Forget the channel: turns, summary and facts."""
-        result = await self._write(queries.reset, key)
+        result = await self._write(queries.reset, key, tuple(self.on_reset))
         self.term_counts.clear()
         return result
 
@@ -358,17 +371,15 @@ class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed, SqliteOutbox):
         """Message ids of the newest ``limit`` user turns, newest seq first."""
         return await self._read(queries.newest_message_ids, key, limit)
 
-    async def begin_backfill(self, key: ChannelKey, after_id: str) -> str:
-        """Mark a backfill starting after ``after_id`` unless one is marked; the mark."""
-        return await self._write(backfill_marks.begin, key, after_id)
+    async def turns_between(
+        self, key: ChannelKey, start: float, end: float, *, limit: int = 50_000
+    ) -> list[Turn]:
+        """Stored turns sent in ``[start, end)``, oldest first (see ``CatchupStore``)."""
+        return await self._read(turns_between, key, start, end, limit)
 
-    async def end_backfill(self, key: ChannelKey, after_id: str) -> None:
-        """Clear the backfill mark if it is still ``after_id``."""
-        await self._write(backfill_marks.end, key, after_id)
-
-    async def backfill_mark(self, key: ChannelKey) -> str | None:
-        """The channel's backfill mark, if one is set."""
-        return await self._read(backfill_marks.get, key)
+    async def last_turn_by(self, key: ChannelKey, author_id: str, before: float) -> Turn | None:
+        """The newest user turn of ``author_id`` before ``before``."""
+        return await self._read(last_turn_by, key, author_id, before)
 
     # ------------------------------------------------------------------ archive
 
@@ -418,7 +429,7 @@ class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed, SqliteOutbox):
         """The channel's stored turns with these seqs, ascending (unknown ones skipped)."""
         return await self._read(turn_search.turns_at, key, tuple(seqs))
 
-    # ------------------------------------------------------------------ leases and claims
+    # ------------------------------------------------------------------ leases
 
     async def try_lease(self, key: ChannelKey, owner: str, ttl: float) -> bool:
         """Take or renew the channel's compaction lease (see ``LeaseStore.try_lease``)."""
@@ -427,10 +438,6 @@ class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed, SqliteOutbox):
     async def release_lease(self, key: ChannelKey, owner: str) -> bool:
         """Give the lease back if ``owner`` holds it."""
         return await self._write(queries.lease, key, owner, None)
-
-    async def claim_event(self, event_id: str, ttl: float = 86400) -> bool:
-        """True for the first claimer of ``event_id`` within ``ttl`` seconds."""
-        return await self._write(queries.claim_event, event_id, positive_ttl(ttl))
 
     # ------------------------------------------------------------------ copy-db
 
