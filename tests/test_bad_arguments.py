@@ -48,7 +48,7 @@ async def test_slack_answers_unreadable_arguments_with_the_usage(
     answer = call.params["text"]
     assert says in answer and "Sorry" not in answer
     assert call.params["response_type"] == "ephemeral"
-    assert await h.rt.store.digest_schedule(KEY) is None
+    assert await h.rt.storage.digests.digest_schedule(KEY) is None
     await h.settle()
     no_errors(caplog)
 
@@ -67,7 +67,7 @@ async def test_discord_answers_unreadable_arguments_with_the_usage(
         answer = await followup_to(discord_fake, inter)
         assert says in answer.json["content"] and "Sorry" not in answer.json["content"]
         assert answer.json["flags"] & EPHEMERAL
-        assert await rt.store.digest_schedule(GENERAL) is None
+        assert await rt.storage.digests.digest_schedule(GENERAL) is None
     no_errors(caplog)
 
 
@@ -86,7 +86,7 @@ async def test_the_console_answers_unreadable_arguments_with_the_usage(
         assert await chat.handle(f"/{command} {text}")
         answer = out.getvalue()[before:]
         assert says in answer and "Sorry" not in answer
-        assert await rt.store.digest_schedule(console_key("ops")) is None
+        assert await rt.storage.digests.digest_schedule(console_key("ops")) is None
     no_errors(caplog)
 
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from bot.app import Runtime
-from memory.catchup_store import DigestSchedule
+from bot.stores.digests import DigestSchedule
 from memory.models import ChannelKey, Turn
 from tests.fakes.discord_server import EVERYONE_PERMISSIONS, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
@@ -86,7 +86,7 @@ async def test_digest_needs_manage_channels(
                 options=options)
             content = (await followup_to(discord_fake, inter)).json["content"]
             assert ("Manage Channels" not in content) == allowed, (options, content)
-        schedule = await rt.store.digest_schedule(GENERAL)
+        schedule = await rt.storage.digests.digest_schedule(GENERAL)
         assert schedule is not None and (schedule.every, schedule.weekday) == ("weekly", 0)
 
 
@@ -99,7 +99,7 @@ async def test_scheduled_digest_is_posted_in_the_channel_with_links(
         discord_llm.responder = lambda body: "- The deploy window [1]"
         now = time.time()
         slot_minute = int((now % 86400) // 60 + 2) % 1440  # a slot two minutes ahead, UTC
-        await rt.store.set_digest_schedule(
+        await rt.storage.digests.set_digest_schedule(
             DigestSchedule(GENERAL, "daily", -1, slot_minute, "UTC", now - 86400 * 2))
         digests = rt.service.catchup_commands.digests
         assert digests is not None
@@ -125,11 +125,11 @@ async def test_a_digest_in_a_thread_posts_a_heading_and_the_points_under_it(
             permissions=EVERYONE_PERMISSIONS | MANAGE_CHANNELS,
             options={"schedule": "daily 09:00 UTC thread"})
         assert "in a thread" in (await followup_to(discord_fake, inter)).json["content"]
-        schedule = await rt.store.digest_schedule(GENERAL)
+        schedule = await rt.storage.digests.digest_schedule(GENERAL)
         assert schedule is not None and schedule.in_thread
         now = time.time()
         minute = int((now % 86400) // 60 + 2) % 1440
-        await rt.store.set_digest_schedule(
+        await rt.storage.digests.set_digest_schedule(
             DigestSchedule(GENERAL, "daily", -1, minute, "UTC", now - 86400 * 2, "", True))
         digests = rt.service.catchup_commands.digests
         assert digests is not None

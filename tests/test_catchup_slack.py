@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from memory.catchup_store import DigestSchedule
+from bot.stores.digests import DigestSchedule
 from memory.models import Turn
 from tests.fakes.slack_api import api_error
 from tests.harness.catchup import links_in
@@ -104,7 +104,7 @@ async def test_scheduled_digest_posts_once_in_the_channel(h: Harness) -> None:
     h.llm.digest = "- Release v2.4.0 [1]\n- RB-7 [3]"
     now = time.time()
     minute = int((now % 86400) // 60 + 2) % 1440
-    await h.rt.store.set_digest_schedule(
+    await h.rt.storage.digests.set_digest_schedule(
         DigestSchedule(KEY, "daily", -1, minute, "UTC", now - 3 * 86400))
     digests = h.rt.service.catchup_commands.digests
     assert digests is not None
@@ -126,7 +126,7 @@ async def test_a_digest_in_a_thread_replies_under_its_heading(h: Harness) -> Non
     assert "Weekly digest on mondays at 09:00 (Asia/Seoul), in a thread" in call.params["text"]
     now = time.time()
     minute = int((now % 86400) // 60 + 2) % 1440
-    await h.rt.store.set_digest_schedule(
+    await h.rt.storage.digests.set_digest_schedule(
         DigestSchedule(KEY, "daily", -1, minute, "UTC", now - 3 * 86400, "", True))
     digests = h.rt.service.catchup_commands.digests
     assert digests is not None

@@ -16,7 +16,7 @@ import pytest
 from bot.catchup import Catchup, CatchupConfig
 from bot.catchup_command import Catchups, Where
 from bot.digests import DigestScheduler
-from memory.catchup_store import DigestSchedule
+from bot.stores.digests import DigestSchedule
 from memory.models import ChannelKey
 from memory.stores.sqlite.store import SqliteStore
 from memory.tokens import TokenCounter

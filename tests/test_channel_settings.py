@@ -21,7 +21,7 @@ from bot.memory_commands import RECORD_OFF
 from bot.messages import IncomingMessage
 from bot.prompts import FENCE_OPEN
 from bot.service import ChatService
-from memory.channel_settings import UsageKey
+from bot.stores.usage import UsageKey
 from memory.models import ChannelKey
 from tests.fakes.openai_server import FakeOpenAI, default_responder
 from tests.harness.postgres import fresh_schema
@@ -82,7 +82,7 @@ async def test_a_model_off_the_allowlist_is_refused_with_the_list(
         assert not answer.ok
         assert "gpt-5-pro" in answer.text
         assert "gpt-test, gpt-big, gpt-test-mini" in answer.text
-        assert await rt.store.scope_settings(KEY) == []
+        assert await rt.storage.settings.scope_settings(KEY) == []
         await rt.service.on_message(msg(1, "hi", mention=True))
         assert reply_bodies(fake)[0]["model"] == "gpt-test"
 
@@ -166,7 +166,7 @@ async def test_summary_language_and_model_and_their_tokens_count_for_the_server(
         server = UsageKey("test", "w1")
         assert sum((await rt.service.quota.usage(KEY, "alice"))[server].values()) > 0  # in memory
         await rt.service.quota.flush()  # written within FLUSH_EVERY; here at once
-        assert (await rt.store.tokens_used(rt.service.quota.day(), [server]))[server] > 0
+        assert (await rt.storage.usage.tokens_used(rt.service.quota.day(), [server]))[server] > 0
         # nothing there; the other channel is untouched
         await rt.service.memory_commands.summary(OTHER)
         await rt.service.on_message(msg(2, "hello", key=OTHER))
@@ -183,7 +183,7 @@ async def test_daily_user_quota_refuses_tells_once_privately_and_still_remembers
         assert first is not None and not first.failed
         alice = UsageKey("test", "w1", "alice")
         day = rt.service.quota.day()
-        spent = (await rt.store.tokens_used(day, [alice]))[alice]
+        spent = (await rt.storage.usage.tokens_used(day, [alice]))[alice]
         assert spent >= 50  # the fake reports over 50 tokens for one reply
         told = await rt.service.on_message(msg(2, "and again", mention=True))
         assert told is not None and told.private and "00:00 UTC" in told.text

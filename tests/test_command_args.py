@@ -23,7 +23,7 @@ from bot.commands.registry import SPECS
 from bot.config_command import ConfigRequest
 from bot.digests import describe
 from bot.since import CatchupArgs, SinceError, read_since, start_of
-from memory.catchup_store import DigestSchedule
+from bot.stores.digests import DigestSchedule
 from memory.models import ChannelKey
 
 NOW = datetime(2026, 3, 9, 15, 30, tzinfo=ZoneInfo("America/New_York")).timestamp()

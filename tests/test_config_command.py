@@ -45,7 +45,7 @@ async def test_discord_config_set_needs_the_scopes_permission(
     async with running(make_settings(tmp_path, discord_llm)) as (rt, _, _):
         answer = await discord_config(discord_fake, permissions=permissions, action="set",
                                       key="reply_mode", value="all", scope=scope)
-        stored = await rt.store.scope_settings(GENERAL)
+        stored = await rt.storage.settings.scope_settings(GENERAL)
         if allowed:
             where = "this server" if scope == "server" else "this channel"
             assert answer["content"] == f"Set reply_mode for {where} to all."
@@ -65,7 +65,7 @@ async def test_discord_config_in_a_dm_shows_but_changes_nothing(
         refused = await discord_config(discord_fake, channel=W.dm_channel, action="set",
                                        key="persona", value="You are a cat.")
         assert "direct message" in refused["content"]
-        assert (await rt.store.all_settings()) == ([], [])
+        assert (await rt.storage.settings.all_settings()) == ([], [])
         shown = await discord_config(discord_fake, channel=W.dm_channel)
         assert "persona:" in shown["content"] and "(default)" in shown["content"]
 
@@ -130,7 +130,7 @@ async def test_slack_config_set_needs_admin_owner_or_the_list(
 ) -> None:
     h.fake.add_user("UCONF", "Conf")
     answer = await slack_config(h, "set server reply_mode all", user=user)
-    stored = await h.rt.store.scope_settings(KEY)
+    stored = await h.rt.storage.settings.scope_settings(KEY)
     if allowed:
         assert answer == "Set reply_mode for this server to all."
         assert [s.scope for s in stored] == [server_scope(KEY)]
@@ -145,7 +145,7 @@ async def test_slack_config_in_a_dm_changes_nothing_and_bad_models_show_the_list
     assert "direct message" in refused
     wrong = await slack_config(h, "set model gpt-4-32k", user="U2")
     assert "gpt-4-32k" in wrong and "allowed models:" in wrong
-    assert await h.rt.store.all_settings() == ([], [])
+    assert await h.rt.storage.settings.all_settings() == ([], [])
 
 
 async def test_slack_quota_notice_is_ephemeral_and_the_message_is_remembered(
@@ -157,7 +157,7 @@ async def test_slack_quota_notice_is_ephemeral_and_the_message_is_remembered(
            "MODEL_NAME": "gpt-test", "LLM_MAX_RETRIES": "0"}
     async with open_harness(tmp_path, None, env) as h:
         day = h.rt.service.quota.day()
-        await h.rt.store.add_tokens(day, [UsageKey("slack", KEY.workspace, "U1")], 100)
+        await h.rt.storage.usage.add_tokens(day, [UsageKey("slack", KEY.workspace, "U1")], 100)
         assert await h.event(mention("<@UBOT> are you there?")) == 200
         await h.settle()
         [notice] = [c.params for c in h.fake.calls_to("chat.postEphemeral")]
@@ -177,7 +177,7 @@ async def test_discord_quota_notice_is_a_direct_message(
     settings = make_settings(tmp_path, discord_llm, DAILY_TOKENS_PER_USER="10")
     async with running(settings) as (rt, _, watch):
         day = rt.service.quota.day()
-        await rt.store.add_tokens(day, [UsageKey("discord", str(W.guild_id), W.alice["id"])], 10)
+        await rt.storage.usage.add_tokens(day, [UsageKey("discord", str(W.guild_id), W.alice["id"])], 10)
         await discord_fake.send_message(W.general, W.alice, mention("are you there?"))
         [notice] = await discord_fake.wait_for(lambda f: f.sent_to(W.dm_channel))
         assert "00:00 UTC" in notice.json["content"]

@@ -17,7 +17,7 @@ import pytest
 
 from bot.digests import latest_slot, parse_digest, previous_slot
 from bot.since import SinceError
-from memory.catchup_store import DigestSchedule
+from bot.stores.digests import DigestSchedule
 from memory.models import ChannelKey, NewTurn
 from tests.compaction_child import open_store
 from tests.harness.postgres import fresh_schema

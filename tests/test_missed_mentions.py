@@ -235,7 +235,7 @@ async def test_a_mention_older_than_the_limit_is_logged_not_answered(
     assert h.llm.reply_calls == 1
     [warning] = [r.getMessage() for r in caplog.records if "not answering" in r.getMessage()]
     assert old in warning and "ANSWER_MISSED_SECONDS" in warning
-    assert await h.rt.store.claim_owed(KEY, old, "x", 30) is None  # dropped, not retried
+    assert await h.rt.storage.owed.claim_owed(KEY, old, "x", 30) is None  # dropped, not retried
     assert await sweep_missed(h.rt.service, "slack", h.adapter.events.flow) == 0
 
 
@@ -283,7 +283,7 @@ async def test_a_redelivery_while_the_dead_process_still_holds_the_claim_waits(
     assert await h.event(mention(ts=ts), event_id="EvW", retry=1) == 200
     await h.settle()
     assert posts(h.fake) == [] and h.llm.reply_calls == 0  # owed still, answered later
-    assert await h.rt.store.claim_owed(KEY, ts, "dead-process", 30) is not None
+    assert await h.rt.storage.owed.claim_owed(KEY, ts, "dead-process", 30) is not None
 
 
 async def test_discord_answers_a_missed_mention_as_a_reply_to_it(
@@ -307,4 +307,4 @@ async def test_discord_answers_a_missed_mention_as_a_reply_to_it(
         assert "You said" in sent.json["content"]
         assert sent.json["allowed_mentions"]["parse"] == []
         assert await sweep_missed(rt.service, "discord", client.flow) == 0
-        assert await rt.store.claim_owed(GENERAL, mid, "x", 30) is None  # settled
+        assert await rt.storage.owed.claim_owed(GENERAL, mid, "x", 30) is None  # settled

@@ -24,7 +24,7 @@ import aiohttp
 import pytest
 
 from adapters.slack.events import PLACEHOLDER
-from memory.catchup_store import DigestSchedule
+from bot.stores.digests import DigestSchedule
 from memory.models import ChannelKey, NewTurn
 from memory.stores.sqlite.store import SqliteStore
 from tests.fakes.discord_server import FakeDiscord

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from memory.channel_settings import UsageKey
+from bot.stores.usage import UsageKey
 from memory.errors import SchemaTooNewError, StoreError, StoreOpenError
 from memory.models import ChannelKey
 from tests.harness.postgres import PG, reachable

@@ -21,8 +21,8 @@ from bot.catchup_command import Where
 from bot.config_command import Caller, ConfigRequest, parse_config
 from bot.digests import latest_slot
 from bot.quota import KINDS
-from memory.catchup_store import DigestSchedule
-from memory.channel_settings import UsageKey
+from bot.stores.digests import DigestSchedule
+from bot.stores.usage import UsageKey
 from memory.errors import CallRefused, Preempted
 from memory.models import ChannelKey
 from tests.fakes.openai_server import FakeOpenAI, default_responder, is_summary_request
@@ -55,7 +55,7 @@ async def test_a_server_over_its_limit_gets_no_model_call_for_summary_catchup_or
 ) -> None:
     async with runtime(tmp_path, fake, DAILY_TOKENS_PER_SERVER="3000") as rt:
         await chat(rt.service, 3)
-        await rt.store.add_tokens(rt.service.quota.day(), [SERVER], 3000)
+        await rt.storage.usage.add_tokens(rt.service.quota.day(), [SERVER], 3000)
         answers = [
             await rt.service.memory_commands.summary(KEY, "alice"),
             await rt.service.catchup_commands.catchup(HERE, "alice", "1d"),
@@ -66,7 +66,7 @@ async def test_a_server_over_its_limit_gets_no_model_call_for_summary_catchup_or
             assert "this server's daily allowance of tokens (3,000)" in answer.text
             assert "00:00 UTC" in answer.text
         assert fake.chat_requests == []  # nothing reached the model
-        used = await rt.store.tokens_used(rt.service.quota.day(), [SERVER, ALICE])
+        used = await rt.storage.usage.tokens_used(rt.service.quota.day(), [SERVER, ALICE])
         assert used == {SERVER: 3000, ALICE: 0}
 
 
@@ -75,7 +75,7 @@ async def test_a_person_over_their_limit_gets_no_model_call_and_others_still_do(
 ) -> None:
     async with runtime(tmp_path, fake, DAILY_TOKENS_PER_USER="500") as rt:
         await chat(rt.service, 3)
-        await rt.store.add_tokens(rt.service.quota.day(), [ALICE], 500)
+        await rt.storage.usage.add_tokens(rt.service.quota.day(), [ALICE], 500)
         for answer in (await rt.service.memory_commands.summary(KEY, "alice"),
                        await rt.service.catchup_commands.catchup(HERE, "alice", "1d"),
                        await rt.service.catchup_commands.catchup(HERE, "alice", "1d")):
@@ -100,12 +100,12 @@ async def test_each_call_is_charged_to_the_person_and_the_server_by_kind(
         assert reply is not None and not reply.failed
         await rt.service.quota.flush()
         day = rt.service.quota.day()
-        kinds = await rt.store.tokens_by_kind(day, [ALICE, SERVER])
+        kinds = await rt.storage.usage.tokens_by_kind(day, [ALICE, SERVER])
         assert set(kinds[ALICE]) == {"reply", "summary", "catchup"}  # a digest is the server's
         assert set(kinds[SERVER]) == {"reply", "summary", "catchup", "digest"}
         assert all(n > 0 for n in kinds[SERVER].values())
         reported = sum(t.prompt_tokens + t.completion_tokens for t in rt.meter.totals().values())
-        totals = await rt.store.tokens_used(day, [ALICE, SERVER])
+        totals = await rt.storage.usage.tokens_used(day, [ALICE, SERVER])
         assert totals[SERVER] == sum(kinds[SERVER].values()) == reported
         assert totals[ALICE] == reported - kinds[SERVER]["digest"]
 
@@ -114,11 +114,11 @@ async def test_a_direct_message_counts_against_the_person_only(
     tmp_path: Path, fake: FakeOpenAI
 ) -> None:
     async with runtime(tmp_path, fake, DAILY_TOKENS_PER_SERVER="10") as rt:
-        await rt.store.add_tokens(rt.service.quota.day(), [SERVER], 10)  # the server is over
+        await rt.storage.usage.add_tokens(rt.service.quota.day(), [SERVER], 10)  # the server is over
         reply = await rt.service.on_message(replace(msg(1, "hello there"), is_direct=True))
         assert reply is not None and not reply.failed
         await rt.service.quota.flush()
-        used = await rt.store.tokens_used(rt.service.quota.day(), [ALICE, SERVER])
+        used = await rt.storage.usage.tokens_used(rt.service.quota.day(), [ALICE, SERVER])
         assert used[ALICE] > 0 and used[SERVER] == 10
 
 
@@ -132,10 +132,10 @@ async def test_background_summaries_are_the_servers_and_wait_while_it_is_over(
         await rt.memory.compact_now(KEY, force=True)
         assert len(bodies(fake, summary=True)) == 1
         day = rt.service.quota.day()
-        kinds = await rt.store.tokens_by_kind(day, [ALICE, SERVER])
+        kinds = await rt.storage.usage.tokens_by_kind(day, [ALICE, SERVER])
         assert kinds[ALICE] == {} and set(kinds[SERVER]) == {"compaction"}
 
-        await rt.store.add_tokens(day, [SERVER], 1_000_000)  # now over
+        await rt.storage.usage.add_tokens(day, [SERVER], 1_000_000)  # now over
         with pytest.raises(CallRefused):
             await rt.memory.compact_now(KEY, force=True)
         caplog.set_level(logging.INFO, logger="memory.compaction")
@@ -159,8 +159,8 @@ async def test_config_usage_lists_every_kind_for_the_person_and_the_server(
         await rt.service.catchup_commands.catchup(HERE, "alice", "1d")
         await rt.memory.compact_now(KEY, force=True)
         day = rt.service.quota.day()
-        kinds = await rt.store.tokens_by_kind(day, [ALICE, SERVER])
-        await rt.store.add_tokens(day, [SERVER], 7)  # counted before kinds were kept
+        kinds = await rt.storage.usage.tokens_by_kind(day, [ALICE, SERVER])
+        await rt.storage.usage.add_tokens(day, [SERVER], 7)  # counted before kinds were kept
         answer = await rt.service.config_command.configure(KEY, usage_request(), Caller("alice",
                                                                                         "Alice"))
         server_line, you_line = answer.text.splitlines()[1:]
@@ -199,18 +199,18 @@ async def test_a_scheduled_digest_over_the_servers_limit_waits_unposted_then_is_
         now = time.time()
         minute = (int(now % 86400) // 60 - 30) % 1440  # the slot was half an hour ago
         schedule = DigestSchedule(KEY, "daily", -1, minute, "UTC", now - 3 * 86400, "admin")
-        await rt.store.set_digest_schedule(schedule)
+        await rt.storage.digests.set_digest_schedule(schedule)
         slot = latest_slot(schedule, now)
         for i in range(3):
             await rt.service.on_message(replace(msg(i, f"ticket OPS-{i} is done"),
                                                 sent_at=slot - 600 + i))
         posts, digests.claim_ttl = Posts(), 0.2
         digests.add_outlet("test", posts)
-        await rt.store.add_tokens(rt.service.quota.day(), [SERVER], 3000)
+        await rt.storage.usage.add_tokens(rt.service.quota.day(), [SERVER], 3000)
 
         assert await digests.tick() == 0
         assert posts.texts == [] and fake.chat_requests == []
-        [claim] = await rt.store.digest_slots(KEY)
+        [claim] = await rt.storage.digests.digest_slots(KEY)
         assert claim.state == "claimed"  # neither posted nor skipped: tried again later
         assert "not posted: over this server's daily token limit" in caplog.text
         assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
@@ -223,7 +223,7 @@ async def test_a_scheduled_digest_over_the_servers_limit_waits_unposted_then_is_
         assert len(posts.texts) == 1 and "OPS-" in posts.texts[0]
         assert await digests.tick() == 0  # once
         await rt.service.quota.flush()
-        kinds = await rt.store.tokens_by_kind(rt.service.quota.day(), [SERVER])
+        kinds = await rt.storage.usage.tokens_by_kind(rt.service.quota.day(), [SERVER])
         assert set(kinds[SERVER]) == {"digest"}
 
 
@@ -247,11 +247,11 @@ async def test_a_compaction_started_by_someones_reply_is_charged_to_the_server_o
 
         async def compacted() -> bool:
             await rt.service.quota.flush()
-            kinds = await rt.store.tokens_by_kind(rt.service.quota.day(), [SERVER])
+            kinds = await rt.storage.usage.tokens_by_kind(rt.service.quota.day(), [SERVER])
             return "compaction" in kinds[SERVER]
 
         await poll(compacted, "no background summary was charged")
-        kinds = await rt.store.tokens_by_kind(rt.service.quota.day(), [ALICE])
+        kinds = await rt.storage.usage.tokens_by_kind(rt.service.quota.day(), [ALICE])
         assert set(kinds[ALICE]) == {"reply"}  # the task inherited alice's bill, not her tab
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from bot.quota import utc_day
-from memory.channel_settings import UsageKey
+from bot.stores.usage import UsageKey
 from tests.fakes.openai_server import FakeOpenAI, default_responder
 
 asyncpg = pytest.importorskip("asyncpg")

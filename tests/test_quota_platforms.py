@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from memory.channel_settings import UsageKey
+from bot.stores.usage import UsageKey
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 from tests.harness.discord import W, followup_to, has_turns, make_settings, running
@@ -28,7 +28,7 @@ async def test_slack_catchup_over_the_servers_limit_is_refused_privately_without
         await h.event(mention("release v2.4.0 is tagged", kind="message",
                               ts=f"{time.time() - 30:.6f}"), event_id="E1")
         await h.settle()
-        await h.rt.store.add_tokens(h.rt.service.quota.day(), [UsageKey("slack", KEY.workspace)],
+        await h.rt.storage.usage.add_tokens(h.rt.service.quota.day(), [UsageKey("slack", KEY.workspace)],
                                     3000)
         await h.command("/catchup", user="U2", text="1d public")
         [call] = await h.fake.wait_for("response_url:catchup")
@@ -46,7 +46,7 @@ async def test_slack_summary_of_a_person_over_their_limit_is_refused_and_others_
                               ts=f"{time.time() - 30:.6f}"), event_id="E1")
         await h.settle()
         day = h.rt.service.quota.day()
-        await h.rt.store.add_tokens(day, [UsageKey("slack", KEY.workspace, "U1")], 500)
+        await h.rt.storage.usage.add_tokens(day, [UsageKey("slack", KEY.workspace, "U1")], 500)
         await h.command("/summary", user="U1")
         [refused] = await h.fake.wait_for("response_url:summary")
         assert "your daily allowance of tokens (500)" in refused.params["text"]
@@ -57,7 +57,7 @@ async def test_slack_summary_of_a_person_over_their_limit_is_refused_and_others_
         assert len(discord_llm.chat_requests) == 1
         await h.rt.service.quota.flush()
         bob = UsageKey("slack", KEY.workspace, "U2")
-        kinds = await h.rt.store.tokens_by_kind(day, [bob, UsageKey("slack", KEY.workspace)])
+        kinds = await h.rt.storage.usage.tokens_by_kind(day, [bob, UsageKey("slack", KEY.workspace)])
         assert set(kinds[bob]) == {"summary"} and kinds[bob]["summary"] > 0
         assert kinds[UsageKey("slack", KEY.workspace)] == kinds[bob]
 
@@ -70,7 +70,7 @@ async def test_discord_summary_over_your_limit_is_an_ephemeral_notice_without_a_
         await discord_fake.send_message(W.general, W.bob, "ticket OPS-42 tracks the launch")
         await watch.until(lambda: has_turns(rt, 1))
         day = rt.service.quota.day()
-        await rt.store.add_tokens(day, [UsageKey("discord", str(W.guild_id), W.alice["id"])], 10)
+        await rt.storage.usage.add_tokens(day, [UsageKey("discord", str(W.guild_id), W.alice["id"])], 10)
         inter = await discord_fake.interaction("summary", invoker=W.alice, channel_id=W.general)
         answer = await followup_to(discord_fake, inter)
         assert answer.json["flags"] & 64
@@ -85,7 +85,7 @@ async def test_discord_catchup_over_the_servers_limit_is_refused_without_a_call(
     async with running(settings) as (rt, _, watch):
         await discord_fake.send_message(W.general, W.bob, "ticket OPS-42 tracks the launch")
         await watch.until(lambda: has_turns(rt, 1))
-        await rt.store.add_tokens(rt.service.quota.day(),
+        await rt.storage.usage.add_tokens(rt.service.quota.day(),
                                   [UsageKey("discord", str(W.guild_id))], 3000)
         inter = await discord_fake.interaction("catchup", invoker=W.alice, channel_id=W.general,
                                                options={"since": "1d"})
@@ -102,7 +102,7 @@ async def test_discord_catchup_asked_in_public_over_the_limit_is_told_only_to_th
     async with running(settings) as (rt, _, watch):
         await discord_fake.send_message(W.general, W.bob, "ticket OPS-42 tracks the launch")
         await watch.until(lambda: has_turns(rt, 1))
-        await rt.store.add_tokens(rt.service.quota.day(),
+        await rt.storage.usage.add_tokens(rt.service.quota.day(),
                                   [UsageKey("discord", str(W.guild_id))], 3000)
         inter = await discord_fake.interaction("catchup", invoker=W.alice, channel_id=W.general,
                                                options={"since": "1d", "public": True})

@@ -18,7 +18,7 @@ from bot.cli import main
 from bot.dbtools import copy_db
 from bot.errors import ConfigError
 from bot.settings import load_settings
-from memory.channel_settings import server_scope
+from bot.stores.settings import server_scope
 from memory.models import ChannelKey
 from memory.stores.sqlite.store import SqliteStore
 from tests.harness.postgres import fresh_schema

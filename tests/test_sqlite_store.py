@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from memory.channel_settings import UsageKey
+from bot.stores.usage import UsageKey
 from memory.errors import SchemaTooNewError, StoreBusyError, StoreOpenError
 from memory.models import CarriedIdentifier, ChannelKey, NewLongTermFact, Turn
 from memory.search_text import query_terms

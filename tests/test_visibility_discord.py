@@ -12,7 +12,7 @@ from typing import Any
 
 from bot.app import Runtime
 from bot.catchup_command import CANNOT_READ
-from memory.catchup_store import DigestSchedule
+from bot.stores.digests import DigestSchedule
 from memory.models import ChannelKey
 from tests.fakes.discord_server import EVERYONE_PERMISSIONS, READ_MESSAGE_HISTORY, FakeDiscord
 from tests.fakes.models import Call
@@ -119,7 +119,7 @@ async def test_a_scheduled_digest_never_includes_a_private_thread(
         await conversation(discord_fake, rt, watch)
         now = time.time()
         minute = int((now % 86400) // 60 + 2) % 1440
-        await rt.store.set_digest_schedule(
+        await rt.storage.digests.set_digest_schedule(
             DigestSchedule(GENERAL, "daily", -1, minute, "UTC", now - 86400 * 2))
         digests = rt.service.catchup_commands.digests
         assert digests is not None

@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from bot.llm import Completion, Usage
-from memory.catchup_store import DigestSchedule
+from bot.stores.digests import DigestSchedule
 from memory.completion import ChatMessage
 from tests.fakes.models import Call
 from tests.harness.catchup import citing_answer, links_in
@@ -101,7 +101,7 @@ async def test_digests_of_a_channel_show_nothing_of_other_channels_or_dms(h: Har
 
     now = time.time()
     minute = int((now % 86400) // 60 + 2) % 1440
-    await h.rt.store.set_digest_schedule(
+    await h.rt.storage.digests.set_digest_schedule(
         DigestSchedule(KEY, "daily", -1, minute, "UTC", now - 3 * 86400))
     digests = h.rt.service.catchup_commands.digests
     assert digests is not None

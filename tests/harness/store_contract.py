@@ -21,7 +21,6 @@ from typing import cast
 
 import pytest
 
-from adapters.backfill import HistoryStore
 from memory.models import (
     CarriedIdentifier,
     ChannelKey,
@@ -36,9 +35,7 @@ from memory.store import Store
 from memory.text import clean_text
 from tests.harness.catchup_contract import CatchupContract
 from tests.harness.history_contract import HistoryContract
-from tests.harness.owed_contract import OwedContract
 from tests.harness.search_contract import SearchContract
-from tests.harness.settings_contract import SettingsContract
 
 __all__ = ["MakeStore", "StoreContract", "new_turn"]
 
@@ -101,12 +98,11 @@ async def _fold(store: Store, key: ChannelKey, through: int, text: str = "S", **
     assert ok
 
 
-class StoreContract(OwedContract, HistoryContract, SettingsContract, CatchupContract,
-                    SearchContract):
-    """The contract suite (replies owed: ``OwedContract``; summary history:
-    ``HistoryContract``; settings and usage: ``SettingsContract``; catch-up and digests:
-    ``CatchupContract``; what the turn search matches: ``SearchContract``). Subclasses
-    override ``make_store``; see the module docstring."""
+class StoreContract(HistoryContract, CatchupContract, SearchContract):
+    """The memory store's contract suite (summary history: ``HistoryContract``; turns by
+    time: ``CatchupContract``; what the turn search matches: ``SearchContract``). The roles
+    that are not memory have their own (``roles_contract``). Subclasses override
+    ``make_store``; see the module docstring."""
 
     @pytest.fixture
     async def make_store(self) -> AsyncIterator[MakeStore]:
@@ -482,26 +478,6 @@ class StoreContract(OwedContract, HistoryContract, SettingsContract, CatchupCont
         assert await store.newest_message_ids(A) == ["u4", "u3", "u2", "u1", "u0"]
         assert await store.newest_message_ids(UNKNOWN) == []
 
-    async def test_backfill_marks_keep_the_oldest_start_until_it_is_ended(
-        self, store: Store
-    ) -> None:
-        marks = cast(HistoryStore, store)
-        assert isinstance(store, HistoryStore)
-        await _fill(store, A, 1)
-        assert await marks.backfill_mark(A) is None
-        assert await marks.begin_backfill(A, "100") == "100"
-        assert await marks.begin_backfill(A, "250") == "100"  # a later start resumes from it
-        assert await marks.begin_backfill(B, "7") == "7"  # per channel
-        await marks.end_backfill(A, "250")  # not the mark in effect: kept
-        assert await marks.backfill_mark(A) == "100"
-        await marks.end_backfill(A, "100")
-        assert await marks.backfill_mark(A) is None
-        assert await marks.backfill_mark(B) == "7"
-        assert await marks.begin_backfill(A, "250") == "250"
-        await store.reset(A)  # forgotten: no later backfill re-reads from before the reset
-        assert await marks.backfill_mark(A) is None
-        assert await marks.backfill_mark(B) == "7"
-
     # -------------------------------------------------------------------- retention
 
     async def test_purge_deletes_only_old_folded_turns(self, store: Store) -> None:
@@ -835,10 +811,3 @@ class StoreContract(OwedContract, HistoryContract, SettingsContract, CatchupCont
         assert await a.try_lease(A, "proc-a", ttl=30)
         with pytest.raises(ValueError):
             await a.try_lease(A, "x", ttl=0)
-
-    async def test_claim_event_has_one_winner(self, make_store: MakeStore) -> None:
-        stores = [await make_store() for _ in range(2)]
-        claims = [s.claim_event("Ev1") for s in stores for _ in range(6)]
-        assert sum(await asyncio.gather(*claims)) == 1
-        assert await stores[0].claim_event("Ev2")
-        assert not await stores[1].claim_event("Ev2")
