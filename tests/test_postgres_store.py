@@ -1,5 +1,5 @@
 """``PostgresStore``: the store contract on PostgreSQL, plus what several processes need
-(leases, event claims, cross-process seqs, lost connections, migrations, index use).
+(leases, cross-process seqs, lost connections, migrations, index use).
 
 Each test gets its own schema, dropped afterwards, on 127.0.0.1:5432 database ``test``
 (``GISTBOT_TEST_POSTGRES_URL`` overrides); skipped only when nothing listens there."""
@@ -20,7 +20,6 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from bot.stores.usage import UsageKey
 from memory.errors import SchemaTooNewError, StoreError, StoreOpenError
 from memory.models import ChannelKey
 from tests.harness.postgres import PG, reachable
@@ -117,26 +116,6 @@ async def test_forward_migration_from_version_1_keeps_data(
     assert await admin.fetchval("SELECT version FROM schema_version") == SCHEMA_VERSION
 
 
-async def test_token_counts_from_before_kinds_survive_the_migration(
-    make_pg: MakeStore, admin: asyncpg.Connection, schema: str
-) -> None:
-    await admin.execute(f'CREATE SCHEMA "{schema}"; SET search_path = "{schema}"')
-    for script in MIGRATIONS[:9]:  # version 9: daily counts, no kinds
-        await admin.execute(script)
-    await admin.execute("CREATE TABLE schema_version (version integer NOT NULL);"
-                        "INSERT INTO schema_version VALUES (9);"
-                        "INSERT INTO token_usage (day, platform, workspace, user_id, tokens) "
-                        "VALUES ('2026-01-01', 'discord', 'g1', '', 9833)")
-    s = await make_pg()
-    server = UsageKey("discord", "g1")
-    assert await s.tokens_used("2026-01-01", [server]) == {server: 9833}
-    assert await s.tokens_by_kind("2026-01-01", [server]) == {server: {}}
-    await s.add_tokens("2026-01-01", [server], 100, kind="digest")
-    assert await s.tokens_used("2026-01-01", [server]) == {server: 9933}
-    assert await s.tokens_by_kind("2026-01-01", [server]) == {server: {"digest": 100}}
-    assert await admin.fetchval("SELECT version FROM schema_version") == SCHEMA_VERSION
-
-
 async def test_newer_schema_is_refused_untouched(
     make_pg: MakeStore, admin: asyncpg.Connection, schema: str
 ) -> None:
@@ -216,28 +195,7 @@ async def test_concurrent_lease_attempts_have_one_winner(make_pg: MakeStore) -> 
 # ---- events
 
 
-async def test_claim_event_once_only_under_concurrency(make_pg: MakeStore) -> None:
-    stores = [await make_pg() for _ in range(3)]
-    for n in range(5):
-        claims = [s.claim_event(f"Ev{n}") for s in stores for _ in range(8)]  # type: ignore[attr-defined]
-        assert sum(await asyncio.gather(*claims)) == 1
-    store = stores[0]
-    assert isinstance(store, PostgresStore)
-    assert await store.claim_event("short", ttl=0.2)
-    assert not await store.claim_event("short", ttl=0.2)
-    await asyncio.sleep(0.4)
-    assert await store.claim_event("short")  # an expired claim may be taken again
-    assert await store.purge_folded_before(0.0) == 0  # also drops expired claims
-
-
-# ---- processes
-
-_WRITER = textwrap.dedent("""
-    import asyncio, json, sys
-    from memory.models import ChannelKey, NewTurn
-    from memory.stores.postgres.store import PostgresStore
-
-    async def main(dsn, schema, name):
+async def main(dsn, schema, name):
         key = ChannelKey("discord", "g1", "c1")
         async with PostgresStore(dsn, schema=schema, max_size=8) as store:
             print("ready", flush=True)

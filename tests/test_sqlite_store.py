@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from bot.stores.usage import UsageKey
 from memory.errors import SchemaTooNewError, StoreBusyError, StoreOpenError
 from memory.models import CarriedIdentifier, ChannelKey, NewLongTermFact, Turn
 from memory.search_text import query_terms
@@ -22,6 +21,7 @@ from memory.stores.sqlite import turn_search
 from memory.stores.sqlite.schema import MIGRATIONS, SCHEMA_VERSION
 from memory.stores.sqlite.store import SqliteStore
 from memory.stores.sqlite.turn_search import register
+from tests.harness.pre_split import sqlite_file
 from tests.harness.store_contract import MakeStore, StoreContract, new_turn
 from tests.harness.turn_index import assert_turn_index_matches_turns
 
@@ -305,10 +305,7 @@ def _old_file(conn: sqlite3.Connection, version: int, last: str, *, folded_throu
               after_turn: Callable[[int], object] = lambda seq: None) -> None:
     """Schema ``version`` as gistbot left it, one channel with three turns (``last`` the
     third); ``after_turn(seq)`` runs after each insert (what that version did then)."""
-    conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
-    conn.execute("INSERT INTO schema_version VALUES (?)", (version,))
-    for script in MIGRATIONS[:version]:
-        conn.executescript(script)
+    sqlite_file(conn, version)
     conn.execute("INSERT INTO channels (platform, workspace, channel, next_seq, "
                  "folded_through) VALUES ('discord', 'g1', 'c1', 4, ?)", (folded_through,))
     for seq, text in enumerate(["order ORD-7731 was charged twice", "프로젝트 마감은 금요일",
@@ -432,24 +429,6 @@ async def test_a_version_11_archive_counts_its_writes_after_migrating(tmp_path: 
     with sqlite3.connect(path) as conn:
         assert dict(conn.execute("SELECT name, n FROM archive_writes")) == {
             "episodes": 0, "memory_facts": 1}
-
-
-async def test_a_version_12_databases_token_counts_survive_and_are_kept_per_kind_after(
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "v12.db"
-    with sqlite3.connect(path, isolation_level=None) as conn:
-        register(conn)
-        _old_file(conn, 12, "over budget", after_turn=lambda seq: turn_search.drain(conn))
-        conn.execute("INSERT INTO token_usage (day, platform, workspace, user_id, tokens, "
-                     "notified) VALUES ('2026-01-01', 'discord', 'g1', '', 9833, 0)")
-    server = UsageKey("discord", "g1")
-    async with SqliteStore(path) as s:
-        assert await s.tokens_used("2026-01-01", [server]) == {server: 9833}
-        assert await s.tokens_by_kind("2026-01-01", [server]) == {server: {}}  # no kinds then
-        await s.add_tokens("2026-01-01", [server], 100, kind="catchup")
-        assert await s.tokens_used("2026-01-01", [server]) == {server: 9933}
-        assert await s.tokens_by_kind("2026-01-01", [server]) == {server: {"catchup": 100}}
 
 
 async def test_turn_index_matches_the_turns_after_every_kind_of_write(
