@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from memory.channel_settings import UsageKey, server_scope
+from bot.stores.settings import server_scope
+from bot.stores.usage import UsageKey
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 from tests.harness.discord import GENERAL, W, followup_to, make_settings, running
@@ -177,7 +178,8 @@ async def test_discord_quota_notice_is_a_direct_message(
     settings = make_settings(tmp_path, discord_llm, DAILY_TOKENS_PER_USER="10")
     async with running(settings) as (rt, _, watch):
         day = rt.service.quota.day()
-        await rt.storage.usage.add_tokens(day, [UsageKey("discord", str(W.guild_id), W.alice["id"])], 10)
+        alice = UsageKey("discord", str(W.guild_id), W.alice["id"])
+        await rt.storage.usage.add_tokens(day, [alice], 10)
         await discord_fake.send_message(W.general, W.alice, mention("are you there?"))
         [notice] = await discord_fake.wait_for(lambda f: f.sent_to(W.dm_channel))
         assert "00:00 UTC" in notice.json["content"]

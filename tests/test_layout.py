@@ -3,7 +3,9 @@
 ``memory/`` is the core and knows nothing of the bot or the chat platforms; ``bot/`` is the
 application and reaches the platform adapters only from its command line (``bot/cli.py``);
 ``adapters/`` translate between a platform and the ``ChatService``, never reach into
-``bot.app`` and import one another in no circle; ``ChatService`` stays a thin pipeline (at
+``bot.app`` and import one another in no circle; storage that is not memory (settings,
+usage, digests, owed replies, the outbox, backfill marks) lives in ``bot/stores``, not in
+``memory/``; ``ChatService`` stays a thin pipeline (at
 most 8 public methods) and ``bot/owed.py`` and ``bot/service.py`` do not import each other;
 modules stay small; tests share a harness, not each other. Imports are read with ``ast``
 (function-level ones included, relative ones resolved), so a check reports each offending
@@ -13,6 +15,7 @@ modules stay small; tests share a harness, not each other. Imports are read with
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -85,6 +88,36 @@ def memory_importing_outward(root: Path) -> list[str]:
     """Modules under ``memory/`` that import ``bot``, ``adapters`` or a platform library."""
     outward = within("bot", "adapters", *PLATFORM_LIBRARIES)
     return offending_imports(root, modules(root, "memory"), outward)
+
+
+OTHER_ROLES_TABLES = (
+    "channel_settings", "settings_changes", "settings_version", "token_usage",
+    "token_usage_kinds", "digest_schedules", "digest_slots", "owed_replies", "outbox",
+    "backfill_marks",
+)
+"""The tables of the storage roles that are not memory (``bot/stores``)."""
+OTHER_ROLES_NAMES = re.compile(
+    r"(?i)setting|usage|quota|owed|reply_?due|outbox|backfill_?mark|digest_?(schedule|slot)"
+)
+"""Classes and functions of those roles (``SqliteSettings``, ``claim_owed`` …)."""
+
+
+def memory_holding_other_roles(root: Path) -> list[str]:
+    """Modules under ``memory/`` that define a class or function of a storage role that is
+    not memory, or name one of those roles' tables (in SQL, comments or docstrings)."""
+    found = []
+    tables = re.compile(rf"\b({'|'.join(OTHER_ROLES_TABLES)})\b")
+    for path in modules(root, "memory"):
+        text = path.read_text(encoding="utf-8")
+        where = path.relative_to(root)
+        for node in ast.walk(ast.parse(text, filename=str(path))):
+            defined = isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            if defined and OTHER_ROLES_NAMES.search(node.name):
+                found.append(f"{where}:{node.lineno} defines {node.name}")
+        for n, line in enumerate(text.splitlines(), 1):
+            if (m := tables.search(line)) is not None:
+                found.append(f"{where}:{n} names the table {m.group(1)}")
+    return sorted(found)
 
 
 def long_modules(root: Path) -> list[str]:
@@ -187,6 +220,13 @@ def test_memory_knows_nothing_of_bot_adapters_or_platforms() -> None:
     assert_none(memory_importing_outward(ROOT))
 
 
+def test_memory_holds_no_storage_of_other_roles() -> None:
+    """Channel settings, usage, digests, owed replies, the outbox and backfill marks are
+    stored by ``bot/stores``, composed on the memory store: ``memory/`` defines none of
+    their classes or functions and names none of their tables."""
+    assert_none(memory_holding_other_roles(ROOT))
+
+
 def test_modules_are_small() -> None:
     """No Python module in ``memory/``, ``bot/``, ``adapters/`` is over ``MAX_LINES`` lines."""
     assert_none(long_modules(ROOT))
@@ -231,6 +271,13 @@ def test_the_checks_find_planted_violations(tmp_path: Path) -> None:
             "memory/store.py": "import discord.ext\nfrom . import models\n",
             "memory/models.py": "from memory.botany import x\nif 1:\n    import slack_sdk\n",
             "memory/sub/x.py": "from .. import adapters\nfrom bot.llm import LLM\n",
+            "memory/stores/roles.py": (
+                "class SqliteSettings:\n    async def claim_owed(self): ...\n"
+                "def backfill(conn):  # the turn index's, memory's own\n"
+                "    conn.execute('CREATE TABLE turns (seq)')\n"
+                "    conn.execute('INSERT INTO owed_replies VALUES (1)')\n"
+                "# outboxes and token_usage_by_day are other words\n"
+            ),
             "tests/__init__.py": "",
             "tests/test_a.py": "from tests import helpers, test_b\n",
             "tests/test_b.py": "from .test_a import thing\nfrom tests.fakes import models\n",
@@ -252,6 +299,11 @@ def test_the_checks_find_planted_violations(tmp_path: Path) -> None:
         "memory/models.py:3 imports slack_sdk",
         "memory/store.py:1 imports discord.ext",
         "memory/sub/x.py:2 imports bot.llm",
+    ]
+    assert memory_holding_other_roles(tmp_path) == [
+        "memory/stores/roles.py:1 defines SqliteSettings",
+        "memory/stores/roles.py:2 defines claim_owed",
+        "memory/stores/roles.py:5 names the table owed_replies",
     ]
     assert long_modules(tmp_path) == [f"bot/big.py:{MAX_LINES + 1} lines (at most {MAX_LINES})"]
     assert imports_of_test_modules(tmp_path) == [

@@ -24,7 +24,8 @@ import aiohttp
 import pytest
 
 from bot.missed import MAX_ATTEMPTS, sweep_missed
-from memory.models import ChannelKey, NewTurn, ReplyDue
+from bot.stores.owed import ReplyDue
+from memory.models import ChannelKey, NewTurn
 from memory.store import Store
 from tests.fakes.openai_server import is_summary_request
 from tests.fakes.slack_api import FakeSlack
@@ -180,23 +181,23 @@ async def owe_as_a_dead_process(store: Store, key: ChannelKey, ts: str, *,
     the dead process until ``claim`` seconds from now."""
     turn = NewTurn(key, ts, "user", "U1", "Alice", "@gistbot what about order 1234?", 8,
                    float(ts.split(".")[0]) - age)
-    await store.record(replace(turn, due=ReplyDue("dead-process", claim, route=ts)))
+    await store.record(replace(turn, extra=ReplyDue("dead-process", claim, route=ts)))
 
 
 @pytest.mark.slow
 async def test_two_processes_sharing_postgresql_answer_a_missed_mention_once(
     tmp_path: Path, pg_url: str
 ) -> None:
-    from bot.app import store_for_url
+    from bot.app import storage_for_url
 
     ts = f"{int(time.time())}.000300"
-    store = store_for_url(pg_url)
-    await store.open()
+    storage = storage_for_url(pg_url)
+    await storage.open()
     try:
-        await owe_as_a_dead_process(store, KEY, ts)
+        await owe_as_a_dead_process(storage.memory, KEY, ts)
         await asyncio.sleep(0.3)  # the dead process's claim runs out
     finally:
-        await store.close()
+        await storage.close()
     async with FakeSlack() as slack, slow_replies(0.0) as llm:
         directory(slack)
         env = slack_env(pg_url, slack, llm, SECRET)
@@ -208,13 +209,13 @@ async def test_two_processes_sharing_postgresql_answer_a_missed_mention_once(
             assert [await one.wait(within=20), await two.wait(within=20)] == [0, 0]
     assert len(answers(slack)) == 1, one.log + two.log
     assert sum("answering" in b.log and ts in b.log for b in (one, two)) == 1
-    store = store_for_url(pg_url)
-    await store.open()
+    storage = storage_for_url(pg_url)
+    await storage.open()
     try:
-        assert await store.claim_owed(KEY, ts, "anyone", 30) is None  # settled
-        ids = [t.message_id for t in await store.turns(KEY)]
+        assert await storage.owed.claim_owed(KEY, ts, "anyone", 30) is None  # settled
+        ids = [t.message_id for t in await storage.memory.turns(KEY)]
     finally:
-        await store.close()
+        await storage.close()
     assert ids == [ts, f"reply:{ts}"]
 
 
@@ -299,7 +300,7 @@ async def test_discord_answers_a_missed_mention_as_a_reply_to_it(
         mid = str(discord.utils.time_snowflake(discord.utils.utcnow()))
         turn = NewTurn(GENERAL, mid, "user", str(W.alice["id"]), "Alice",
                        "@gistbot what about order 1234?", 8, time.time())
-        await rt.store.record(replace(turn, due=ReplyDue("dead-process", 0.2)))
+        await rt.store.record(replace(turn, extra=ReplyDue("dead-process", 0.2)))
         await asyncio.sleep(0.3)
         assert await sweep_missed(rt.service, "discord", client.flow) == 1
         [sent] = fake.sent_to(W.general)  # type: ignore[attr-defined]

@@ -192,10 +192,14 @@ async def test_concurrent_lease_attempts_have_one_winner(make_pg: MakeStore) -> 
     assert sum(await asyncio.gather(*attempts)) == 1
 
 
-# ---- events
+# ---- processes
 
+_WRITER = textwrap.dedent("""
+    import asyncio, json, sys
+    from memory.models import ChannelKey, NewTurn
+    from memory.stores.postgres.store import PostgresStore
 
-async def main(dsn, schema, name):
+    async def main(dsn, schema, name):
         key = ChannelKey("discord", "g1", "c1")
         async with PostgresStore(dsn, schema=schema, max_size=8) as store:
             print("ready", flush=True)

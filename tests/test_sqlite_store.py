@@ -18,7 +18,7 @@ from memory.models import CarriedIdentifier, ChannelKey, NewLongTermFact, Turn
 from memory.search_text import query_terms
 from memory.store import Store
 from memory.stores.sqlite import turn_search
-from memory.stores.sqlite.schema import MIGRATIONS, SCHEMA_VERSION
+from memory.stores.sqlite.schema import SCHEMA_VERSION
 from memory.stores.sqlite.store import SqliteStore
 from memory.stores.sqlite.turn_search import register
 from tests.harness.pre_split import sqlite_file

@@ -9,7 +9,6 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any
 
 from bot.stores import Storage
 from bot.stores.owed import ReplyDue

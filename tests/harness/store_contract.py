@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import cast
 
 import pytest
 
