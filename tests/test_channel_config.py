@@ -28,6 +28,7 @@ from bot.prompts import FENCE_CLOSE, FENCE_OPEN, RULES, build_messages
 from bot.settings import load_settings
 from bot.stores.settings import Setting, server_scope
 from memory.models import ChannelKey, MemoryView
+from bot.stores import Storage
 from memory.stores.sqlite.store import SqliteStore
 
 KEY = ChannelKey("discord", "g1", "c1")
@@ -210,11 +211,12 @@ def test_a_persona_cannot_remove_the_fence() -> None:
 # ------------------------------------------------------------------ the cache across replicas
 
 async def test_a_change_through_one_replica_is_seen_by_the_other(tmp_path: Path) -> None:
-    a, b = SqliteStore(tmp_path / "s.db"), SqliteStore(tmp_path / "s.db")
+    a = Storage.on(SqliteStore(tmp_path / "s.db"))
+    b = Storage.on(SqliteStore(tmp_path / "s.db"))
     await a.open()
     await b.open()
-    one = ChannelConfig(a, DEFAULTS, poll=0.1)
-    two = ChannelConfig(b, DEFAULTS, poll=0.1)
+    one = ChannelConfig(a.settings, DEFAULTS, poll=0.1)
+    two = ChannelConfig(b.settings, DEFAULTS, poll=0.1)
     try:
         await one.start()
         await two.start()
@@ -233,8 +235,9 @@ async def test_a_change_through_one_replica_is_seen_by_the_other(tmp_path: Path)
 
 
 async def test_concurrent_first_lookups_read_the_store_once(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "s.db")
-    await store.open()
+    storage = Storage.on(SqliteStore(tmp_path / "s.db"))
+    await storage.open()
+    store = storage.settings
     reads = 0
     real = store.scope_settings
 
@@ -254,7 +257,7 @@ async def test_concurrent_first_lookups_read_the_store_once(tmp_path: Path) -> N
         await config.get(KEY)
         assert reads == 2
     finally:
-        await store.close()
+        await storage.close()
 
 
 async def test_messages_arriving_while_settings_load_are_recorded_in_arrival_order(
@@ -269,8 +272,9 @@ async def test_messages_arriving_while_settings_load_are_recorded_in_arrival_ord
     from memory.tokens import TokenCounter
     from tests.fakes.models import ScriptedModel
 
-    store = SqliteStore(tmp_path / "s.db")
-    await store.open()
+    storage = Storage.on(SqliteStore(tmp_path / "s.db"))
+    await storage.open()
+    store = storage.settings
     real = store.scope_settings
 
     async def slow(key: ChannelKey) -> list[Setting]:
@@ -281,7 +285,7 @@ async def test_messages_arriving_while_settings_load_are_recorded_in_arrival_ord
     store.scope_settings = slow  # type: ignore[method-assign]
     tok = TokenCounter("gpt-4o")
     model = ScriptedModel()
-    memory = MemoryManager(store, Summarizer(model, tok), tok)
+    memory = MemoryManager(storage.memory, Summarizer(model, tok), tok)
     service = ChatService(memory, model, ServiceConfig("Be nice."),  # type: ignore[arg-type]
                           channels=ChannelConfig(store, DEFAULTS))
 
@@ -297,8 +301,8 @@ async def test_messages_arriving_while_settings_load_are_recorded_in_arrival_ord
             if i % 20 == 19:
                 service.channels.invalidate()  # a change elsewhere: loads again
         await asyncio.gather(*tasks)
-        ids = [t.message_id for t in await store.turns(KEY)]
+        ids = [t.message_id for t in await storage.memory.turns(KEY)]
         assert ids == [f"m{i:03}" for i in range(60)]
     finally:
         await memory.close()
-        await store.close()
+        await storage.close()

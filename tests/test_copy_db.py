@@ -13,6 +13,7 @@ import pytest
 
 from bot.cli import main
 from bot.dbtools import CopyError, channel_checksum, copy_db
+from bot.stores import Storage
 from memory.models import CarriedIdentifier, ChannelKey, NewEpisode, NewLongTermFact
 from memory.search_text import query_terms
 from memory.stores.sqlite.store import SqliteStore
@@ -40,7 +41,12 @@ def pg_store(url: str):  # type: ignore[no-untyped-def]
     from memory.stores.postgres.store import PostgresStore
 
     dsn, _, schema = url.partition("#")
-    return PostgresStore(dsn, schema=schema, max_size=2)
+    return Storage.on(PostgresStore(dsn, schema=schema, max_size=2))
+
+
+def sqlite(path: Path) -> Storage:
+    """Storage on a SQLite file (``copy-db`` copies settings and digests too)."""
+    return Storage.on(SqliteStore(path))
 
 
 async def seed(path: Path) -> None:
@@ -73,16 +79,16 @@ async def seed(path: Path) -> None:
             await store.delete(key, "m30")  # a gap in the seqs
 
 
-async def checksums(store: object) -> dict[ChannelKey, tuple[int, str]]:
-    return {k: await channel_checksum(store, k) for k in KEYS}  # type: ignore[arg-type]
+async def checksums(storage: Storage) -> dict[ChannelKey, tuple[int, str]]:
+    return {k: await channel_checksum(storage.memory, k) for k in KEYS}
 
 
 async def test_round_trip_sqlite_postgres_sqlite_is_identical(tmp_path: Path, pg_url: str) -> None:
     await seed(tmp_path / "a.db")
     async with (
-        SqliteStore(tmp_path / "a.db") as a,
+        sqlite(tmp_path / "a.db") as a,
         pg_store(pg_url) as pg,
-        SqliteStore(tmp_path / "b.db") as b,
+        sqlite(tmp_path / "b.db") as b,
     ):
         first = await copy_db(a, pg)
         assert first.copied_turns == 1499 + 39 + 39 and first.channels == 3
@@ -91,19 +97,19 @@ async def test_round_trip_sqlite_postgres_sqlite_is_identical(tmp_path: Path, pg
         assert await checksums(pg) == original
         assert await checksums(b) == original
         for key in KEYS:  # and the same row by row, not just the same hash
-            assert await b.turns(key, limit=5000) == await a.turns(key, limit=5000)
-            assert await b.state(key) == await a.state(key)
-            facts = await b.list_facts(key)
-            assert [f.text for f in facts] == [f.text for f in await a.list_facts(key)]
+            assert await b.memory.turns(key, limit=5000) == await a.memory.turns(key, limit=5000)
+            assert await b.memory.state(key) == await a.memory.state(key)
+            facts = await b.memory.list_facts(key)
+            assert [f.text for f in facts] == [f.text for f in await a.memory.list_facts(key)]
             friday = next(f for f in facts if "Friday" in f.text)
             monday = next(f for f in facts if "Monday" in f.text)
             assert friday.superseded_by == monday.id  # the link points at the copy
-            (episode,) = await b.episodes(key)
+            (episode,) = await b.memory.episodes(key)
             assert episode.speakers == ("Alice", "민수") and episode.text == "they planned"
             history = [(v.version, v.text, v.first_seq, v.last_seq, v.source, v.author)
-                       for v in await b.summary_history_of(key)]
+                       for v in await b.memory.summary_history_of(key)]
             assert history == [(v.version, v.text, v.first_seq, v.last_seq, v.source, v.author)
-                               for v in await a.summary_history_of(key)]
+                               for v in await a.memory.summary_history_of(key)]
             assert [h[4] for h in history] == ["edit", "compaction"]
         # every copied turn is indexed for search: SQLite, its copy in PostgreSQL and the
         # copy back find the same turns (in the same order on SQLite; PostgreSQL's ts_rank
@@ -111,23 +117,23 @@ async def test_round_trip_sqlite_postgres_sqlite_is_identical(tmp_path: Path, pg
         for key, question in ((KEYS[0], "message 1234, or 77?"), (KEYS[1], "message 17"),
                               (KEYS[2], "메시지 주문 ORD-33"), (KEYS[0], "line two")):
             terms = query_terms(question)
-            found = [await s.search_turns(key, terms, before_seq=10**6, limit=12)
+            found = [await s.memory.search_turns(key, terms, before_seq=10**6, limit=12)
                      for s in (a, pg, b)]
             assert found[0] and found[0] == found[2], (key, question)
             assert sorted(t.seq for t in found[1]) == sorted(t.seq for t in found[0])
             if key == KEYS[0] and "77" in question:
                 assert {t.text.split()[1] for t in found[0][:2]} == {"1234", "77"}
-        hits = await b.search(KEYS[0], ["deadline"])  # the copies are searchable too
+        hits = await b.memory.search(KEYS[0], ["deadline"])  # the copies are searchable too
         assert hits.facts and hits.facts[0].text == "the deadline moved to Monday"
         # the copy is a live store: new turns continue after the copied seqs
-        nxt = await b.record(new_turn(KEYS[0], "new", "after the copy"))
+        nxt = await b.memory.record(new_turn(KEYS[0], "new", "after the copy"))
         assert nxt.created and nxt.turn.seq == 1501
 
 
 async def test_non_empty_target_is_refused_without_flags(tmp_path: Path) -> None:
     await seed(tmp_path / "a.db")
-    async with SqliteStore(tmp_path / "a.db") as a, SqliteStore(tmp_path / "b.db") as b:
-        await b.record(new_turn(KEYS[1], "other", "something else"))
+    async with sqlite(tmp_path / "a.db") as a, sqlite(tmp_path / "b.db") as b:
+        await b.memory.record(new_turn(KEYS[1], "other", "something else"))
         with pytest.raises(CopyError, match="--resume"):
             await copy_db(a, b)
         with pytest.raises(CopyError, match="verification failed"):
@@ -138,9 +144,9 @@ async def test_non_empty_target_is_refused_without_flags(tmp_path: Path) -> None
 
 async def test_interrupted_copy_resumes(tmp_path: Path) -> None:
     await seed(tmp_path / "a.db")
-    async with SqliteStore(tmp_path / "a.db") as a, SqliteStore(tmp_path / "b.db") as b:
-        page = await a.turns(KEYS[0], limit=700)
-        await b.import_turns(KEYS[0], page)  # a copy killed mid-channel
+    async with sqlite(tmp_path / "a.db") as a, sqlite(tmp_path / "b.db") as b:
+        page = await a.memory.turns(KEYS[0], limit=700)
+        await b.memory.import_turns(KEYS[0], page)  # a copy killed mid-channel
         lines: list[str] = []
         report = await copy_db(a, b, resume=True, progress=lines.append)
         assert report.copied_turns == 1499 + 39 + 39 - 700
