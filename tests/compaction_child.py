@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
+from bot.stores import Storage
 from memory.config import MemoryConfig
 from memory.manager import MemoryManager
 from memory.store import Store
@@ -27,6 +28,11 @@ def open_store(spec: str) -> Store:
         dsn, _, schema = spec.partition("#")
         return PostgresStore(dsn, schema=schema, max_size=2)
     return SqliteStore(spec)
+
+
+def open_storage(spec: str) -> Storage:
+    """``open_store``'s memory store with every storage role composed on it."""
+    return Storage.on(open_store(spec))
 
 
 async def main(spec: str, log: str, mode: str, lease_ttl: float) -> None:

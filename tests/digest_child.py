@@ -27,7 +27,7 @@ from bot.digests import DigestScheduler
 from bot.offline_llm import OfflineLLM
 from memory.models import ChannelKey
 from memory.tokens import TokenCounter
-from tests.compaction_child import open_store
+from tests.compaction_child import open_storage
 from tests.harness.kill_points import arm
 
 
@@ -73,23 +73,24 @@ def slack_outlet(store: Any, api_url: str) -> Any:
 
 async def main(spec: str, posts: str, clock: float, go: str, ticks: int,
                slack_api: str = "", claim_ttl: float = 600.0) -> None:
-    store = open_store(spec)
-    await store.open()
-    arm(store)  # GISTBOT_TEST_KILL_AT: die at an exact point (tests only)
+    storage = open_storage(spec)
+    await storage.open()
+    arm(storage)  # GISTBOT_TEST_KILL_AT: die at an exact point (tests only)
+    store = storage.memory
     tok = TokenCounter("gpt-4o")
     started = time.monotonic()
     catchups = Catchups(Catchup(store, OfflineLLM(tok), tok), store, ZoneInfo("UTC"))
-    scheduler = DigestScheduler(store, catchups, claim_ttl=claim_ttl,
+    scheduler = DigestScheduler(storage.digests, catchups, claim_ttl=claim_ttl,
                                 clock=lambda: clock + time.monotonic() - started)
     scheduler.add_outlet("discord", FileOutlet(posts))
     if slack_api:
-        scheduler.add_outlet("slack", slack_outlet(store, slack_api))
+        scheduler.add_outlet("slack", slack_outlet(storage.outbox, slack_api))
     try:
         await _wait_for(Path(go))
         for _ in range(ticks):
             await scheduler.tick()
     finally:
-        await store.close()
+        await storage.close()
     print("done", flush=True)
 
 

@@ -33,7 +33,7 @@ async def main(db: str, api_base: str, gateway: str) -> None:
                               "DATABASE_URL": f"sqlite:///{db}", "REPLY_CLAIM_SECONDS": "2"},
                              env_file=None)
     async with Runtime.open(settings) as rt:
-        arm(rt.store)  # GISTBOT_TEST_KILL_AT: die at an exact point (tests only)
+        arm(rt.storage)  # GISTBOT_TEST_KILL_AT: die at an exact point (tests only)
         handle = rt.service.receive
 
         async def receive(msg: IncomingMessage, **kw: Any) -> Any:
@@ -44,7 +44,7 @@ async def main(db: str, api_base: str, gateway: str) -> None:
                 sys.stdout.flush()
 
         rt.service.receive = receive  # type: ignore[method-assign]
-        await run_discord(rt.service, settings, rt.store)
+        await run_discord(rt.service, settings, rt.storage.history())
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ async def main(db: str, api_url: str, app_token: str | None) -> None:
     llm.echo = True  # so the parent can check each answer is to its own mention
     async with Runtime.open(settings, llm=llm) as rt:
         client = web_client(settings, api_url)
-        arm(rt.store, client)  # GISTBOT_TEST_KILL_AT: die at an exact point (tests only)
+        arm(rt.storage, client)  # GISTBOT_TEST_KILL_AT: die at an exact point (tests only)
         await run_slack(rt.service, rt.settings, client=client)
 
 

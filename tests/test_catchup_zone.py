@@ -16,8 +16,10 @@ import pytest
 from bot.catchup import Catchup, CatchupConfig
 from bot.catchup_command import Catchups, Where
 from bot.digests import DigestScheduler
+from bot.stores import Storage
 from bot.stores.digests import DigestSchedule
 from memory.models import ChannelKey
+from memory.store import Store
 from memory.stores.sqlite.store import SqliteStore
 from memory.tokens import TokenCounter
 from tests.fakes.models import ScriptedModel
@@ -34,15 +36,21 @@ CITE = re.compile(r"\[(\d+): (\w+) (\d\d:\d\d)\]")
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    async with SqliteStore(tmp_path / "z.db") as s:
+async def storage(tmp_path: Path) -> AsyncIterator[Storage]:
+    async with Storage.on(SqliteStore(tmp_path / "z.db")) as storage:
+        s = storage.memory
         await fill(s, KEY, [("Alice", "late deploy v2.4.0 tagged")], start=SAT_2330_CET)
         await fill(s, KEY, [("Bob", "rollback RB-7 not needed")], start=SUN_1100_CEST,
                    prefix="n")
-        yield s
+        yield storage
 
 
-def catchups(store: SqliteStore, tok: TokenCounter) -> Catchups:
+@pytest.fixture
+def store(storage: Storage) -> Store:
+    return storage.memory
+
+
+def catchups(store: Store, tok: TokenCounter) -> Catchups:
     llm = ScriptedModel(functools.partial(citing_answer, per_call=4), purposes={"digest"})
     llm.is_offline = False  # type: ignore[attr-defined]
     llm.name = "scripted"  # type: ignore[attr-defined]
@@ -59,7 +67,7 @@ def cited_times(text: str) -> dict[str, str]:
     ("since 11pm yesterday Europe/Berlin", "since 11pm yesterday: Sat 28 Mar 23:00 – "),
 ])
 async def test_catchup_citations_and_heading_are_in_the_zone_asked_for(
-    store: SqliteStore, tok: TokenCounter, words: str, label: str
+    store: Store, tok: TokenCounter, words: str, label: str
 ) -> None:
     result = await catchups(store, tok).command(Where(KEY), "carol", words)
     head = result.text.splitlines()[0]
@@ -68,7 +76,7 @@ async def test_catchup_citations_and_heading_are_in_the_zone_asked_for(
     assert cited_times(result.text) == {"Alice": "23:30", "Bob": "11:00"}, result.text
 
 
-async def test_the_same_catchup_in_utc_prints_utc(store: SqliteStore, tok: TokenCounter) -> None:
+async def test_the_same_catchup_in_utc_prints_utc(store: Store, tok: TokenCounter) -> None:
     result = await catchups(store, tok).command(Where(KEY), "carol", "2026-03-28")
     assert "(UTC)" in result.text.splitlines()[0]
     assert cited_times(result.text) == {"Alice": "22:30", "Bob": "09:00"}
@@ -88,11 +96,12 @@ class Posts:
         self.texts.append(text)
 
 
-async def test_a_digest_prints_its_schedule_zone(store: SqliteStore, tok: TokenCounter) -> None:
+async def test_a_digest_prints_its_schedule_zone(storage: Storage, tok: TokenCounter) -> None:
     # daily at 12:00 Berlin: the slot covers Saturday 12:00 CET to Sunday 12:00 CEST (23 h)
-    await store.set_digest_schedule(DigestSchedule(KEY, "daily", -1, 12 * 60, "Europe/Berlin",
-                                                   NOW - 3 * 86400, "carol"))
-    scheduler = DigestScheduler(store, catchups(store, tok), clock=lambda: NOW + 60)
+    store = storage.memory
+    await storage.digests.set_digest_schedule(DigestSchedule(
+        KEY, "daily", -1, 12 * 60, "Europe/Berlin", NOW - 3 * 86400, "carol"))
+    scheduler = DigestScheduler(storage.digests, catchups(store, tok), clock=lambda: NOW + 60)
     posts = Posts()
     scheduler.add_outlet("console", posts)
     assert await scheduler.tick() == 1

@@ -26,9 +26,9 @@ from bot.channel_config import (
 from bot.config_command import Caller, ConfigRequest, parse_config, refusal
 from bot.prompts import FENCE_CLOSE, FENCE_OPEN, RULES, build_messages
 from bot.settings import load_settings
+from bot.stores import Storage
 from bot.stores.settings import Setting, server_scope
 from memory.models import ChannelKey, MemoryView
-from bot.stores import Storage
 from memory.stores.sqlite.store import SqliteStore
 
 KEY = ChannelKey("discord", "g1", "c1")

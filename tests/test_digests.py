@@ -19,7 +19,7 @@ from bot.digests import latest_slot, parse_digest, previous_slot
 from bot.since import SinceError
 from bot.stores.digests import DigestSchedule
 from memory.models import ChannelKey, NewTurn
-from tests.compaction_child import open_store
+from tests.compaction_child import open_storage
 from tests.harness.postgres import fresh_schema
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,16 +81,17 @@ SLOT = at(2026, 3, 9, 9)
 
 
 async def seed(spec: str) -> None:
-    store = open_store(spec)
-    await store.open()
+    storage = open_storage(spec)
+    await storage.open()
+    store = storage.memory
     try:
         for i in range(6):
             await store.record(NewTurn(KEY, f"m{i}", "user", f"u{i % 2}", f"P{i % 2}",
                                        f"update {i}: ticket TK-{100 + i} is done", 5,
                                        SLOT - 3600 * (i + 1)))
-        await store.set_digest_schedule(DAILY)
+        await storage.digests.set_digest_schedule(DAILY)
     finally:
-        await store.close()
+        await storage.close()
 
 
 async def run_children(spec: str, tmp_path: Path, clock: float, n: int,
@@ -126,24 +127,25 @@ async def test_a_restart_across_the_slot_posts_it_once_late(spec: str, tmp_path:
     assert len(await run_children(spec, tmp_path, SLOT + 7300, n=1)) == 1
     # people talk every day; the bot is down for three days: only the latest slot is
     # posted, not the three it missed
-    store = open_store(spec)
-    await store.open()
+    storage = open_storage(spec)
+    await storage.open()
+    store = storage.memory
     try:
         for day in range(3):
             await store.record(NewTurn(KEY, f"d{day}", "user", "u1", "P1",
                                        f"day {day}: ticket TK-{200 + day}", 5,
                                        SLOT + 86400 * day + 3600))
     finally:
-        await store.close()
+        await storage.close()
     posts = await run_children(spec, tmp_path, SLOT + 3 * 86400 + 60, n=2)
     assert len(posts) == 2  # the first one plus exactly one more
     assert "Wed 11 Mar 09:00 – Thu 12 Mar 09:00" in posts[1] and "1 message" in posts[1]
-    store = open_store(spec)
-    await store.open()
+    storage = open_storage(spec)
+    await storage.open()
     try:
-        slots = await store.digest_slots(KEY)
+        slots = await storage.digests.digest_slots(KEY)
     finally:
-        await store.close()
+        await storage.close()
     assert [(s.slot_at, s.state) for s in slots] == [  # 10 and 11 March never claimed
         (at(2026, 3, 12, 9), "posted"), (SLOT, "posted"),
         (at(2026, 3, 8, 9), "skipped")]  # the first run's slot: nothing said in its period
@@ -152,27 +154,27 @@ async def test_a_restart_across_the_slot_posts_it_once_late(spec: str, tmp_path:
 @pytest.mark.slow
 async def test_a_claim_whose_holder_died_is_posted_late(spec: str, tmp_path: Path) -> None:
     await seed(spec)
-    store = open_store(spec)
-    await store.open()
+    storage = open_storage(spec)
+    await storage.open()
     try:
-        assert await store.claim_digest_slot(KEY, SLOT, "died-before-posting", 0.3)
+        assert await storage.digests.claim_digest_slot(KEY, SLOT, "died-before-posting", 0.3)
     finally:
-        await store.close()
+        await storage.close()
     await asyncio.sleep(0.5)  # (that a live claim is not taken over: the store contract)
     assert len(await run_children(spec, tmp_path, SLOT + 600, n=2)) == 1
 
 
 async def test_copy_db_carries_schedules_and_claims(tmp_path: Path) -> None:
     from bot.dbtools import copy_db
-    from memory.stores.sqlite.store import SqliteStore
-
     await seed(str(tmp_path / "a.db"))
-    async with SqliteStore(tmp_path / "a.db") as a, SqliteStore(tmp_path / "b.db") as b:
-        assert await a.claim_digest_slot(KEY, SLOT, "p1", 600)
-        assert await a.finish_digest_slot(KEY, SLOT, "p1", "posted")
+    async with open_storage(str(tmp_path / "a.db")) as a, \
+            open_storage(str(tmp_path / "b.db")) as b:
+        assert await a.digests.claim_digest_slot(KEY, SLOT, "p1", 600)
+        assert await a.digests.finish_digest_slot(KEY, SLOT, "p1", "posted")
         await copy_db(a, b)
-        assert await b.digest_schedules() == [DAILY]
-        assert [(s.slot_at, s.state) for s in await b.digest_slots(KEY)] == [(SLOT, "posted")]
-        assert not await b.claim_digest_slot(KEY, SLOT, "p2", 600)  # not posted twice
+        assert await b.digests.digest_schedules() == [DAILY]
+        slots = await b.digests.digest_slots(KEY)
+        assert [(s.slot_at, s.state) for s in slots] == [(SLOT, "posted")]
+        assert not await b.digests.claim_digest_slot(KEY, SLOT, "p2", 600)  # not posted twice
         await copy_db(a, b, resume=True)  # idempotent
-        assert len(await b.digest_slots(KEY)) == 1
+        assert len(await b.digests.digest_slots(KEY)) == 1

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from bot.outbox import Outbox, Post, reply_id
+from bot.stores import Storage
+from bot.stores.outbox import OutboxStore
 from memory.models import ChannelKey
 from memory.stores.sqlite.store import SqliteStore
 
@@ -44,25 +46,28 @@ class Outlet:
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    s = SqliteStore(tmp_path / "bot.db")
-    await s.open()
-    yield s
-    await s.close()
+async def storage(tmp_path: Path) -> AsyncIterator[Storage]:
+    async with Storage.on(SqliteStore(tmp_path / "bot.db")) as s:
+        yield s
+
+
+@pytest.fixture
+def store(storage: Storage) -> OutboxStore:
+    return storage.outbox
 
 
 def post(part: int = 0) -> Post:
     return Post(KEY, reply_id(KEY, "m1", part), f"part {part}", "1700.1")
 
 
-async def test_a_recorded_post_is_never_posted_again(store: SqliteStore) -> None:
+async def test_a_recorded_post_is_never_posted_again(store: OutboxStore) -> None:
     outlet, outbox = Outlet(), Outbox(store)
     assert await outbox.send(outlet, post()) == "1"
     assert await outbox.send(outlet, post()) == "1"
     assert outlet.asked == ["post"]  # the retry asked the platform nothing
 
 
-async def test_a_post_whose_record_was_lost_is_found_not_posted(store: SqliteStore) -> None:
+async def test_a_post_whose_record_was_lost_is_found_not_posted(store: OutboxStore) -> None:
     outlet = Outlet()
     assert await store.outbox_intent(KEY, post().outbox_id) is None  # the dead attempt
     outlet.posted["7"] = post().outbox_id  # ...whose post the platform accepted
@@ -71,7 +76,7 @@ async def test_a_post_whose_record_was_lost_is_found_not_posted(store: SqliteSto
     assert await store.outbox_intent(KEY, post().outbox_id) == "7"  # recorded now
 
 
-async def test_a_late_answer_goes_into_its_placeholder(store: SqliteStore) -> None:
+async def test_a_late_answer_goes_into_its_placeholder(store: OutboxStore) -> None:
     outlet = Outlet()
     outlet.posted["5"] = "placeholder"
     assert await Outbox(store).send_all(outlet, [post(0), post(1)], into="5")
@@ -79,9 +84,9 @@ async def test_a_late_answer_goes_into_its_placeholder(store: SqliteStore) -> No
     assert outlet.posted == {"5": post(0).outbox_id, "2": post(1).outbox_id}
 
 
-async def test_a_failing_store_does_not_stop_the_answer(store: SqliteStore) -> None:
-    await store.close()  # every write fails now
+async def test_a_failing_store_does_not_stop_the_answer(storage: Storage) -> None:
+    await storage.close()  # every write fails now
     outlet = Outlet()
-    assert await Outbox(store).send(outlet, post()) == "1"
+    assert await Outbox(storage.outbox).send(outlet, post()) == "1"
     assert outlet.asked == ["post"]
-    await store.open()
+    await storage.open()

@@ -114,7 +114,7 @@ async def test_a_direct_message_counts_against_the_person_only(
     tmp_path: Path, fake: FakeOpenAI
 ) -> None:
     async with runtime(tmp_path, fake, DAILY_TOKENS_PER_SERVER="10") as rt:
-        await rt.storage.usage.add_tokens(rt.service.quota.day(), [SERVER], 10)  # the server is over
+        await rt.storage.usage.add_tokens(rt.service.quota.day(), [SERVER], 10)  # server: over
         reply = await rt.service.on_message(replace(msg(1, "hello there"), is_direct=True))
         assert reply is not None and not reply.failed
         await rt.service.quota.flush()

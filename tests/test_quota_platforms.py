@@ -28,8 +28,8 @@ async def test_slack_catchup_over_the_servers_limit_is_refused_privately_without
         await h.event(mention("release v2.4.0 is tagged", kind="message",
                               ts=f"{time.time() - 30:.6f}"), event_id="E1")
         await h.settle()
-        await h.rt.storage.usage.add_tokens(h.rt.service.quota.day(), [UsageKey("slack", KEY.workspace)],
-                                    3000)
+        await h.rt.storage.usage.add_tokens(h.rt.service.quota.day(),
+                                            [UsageKey("slack", KEY.workspace)], 3000)
         await h.command("/catchup", user="U2", text="1d public")
         [call] = await h.fake.wait_for("response_url:catchup")
         assert call.params["response_type"] == "ephemeral"  # asked public, told privately
@@ -57,7 +57,8 @@ async def test_slack_summary_of_a_person_over_their_limit_is_refused_and_others_
         assert len(discord_llm.chat_requests) == 1
         await h.rt.service.quota.flush()
         bob = UsageKey("slack", KEY.workspace, "U2")
-        kinds = await h.rt.storage.usage.tokens_by_kind(day, [bob, UsageKey("slack", KEY.workspace)])
+        server = UsageKey("slack", KEY.workspace)
+        kinds = await h.rt.storage.usage.tokens_by_kind(day, [bob, server])
         assert set(kinds[bob]) == {"summary"} and kinds[bob]["summary"] > 0
         assert kinds[UsageKey("slack", KEY.workspace)] == kinds[bob]
 
@@ -70,7 +71,8 @@ async def test_discord_summary_over_your_limit_is_an_ephemeral_notice_without_a_
         await discord_fake.send_message(W.general, W.bob, "ticket OPS-42 tracks the launch")
         await watch.until(lambda: has_turns(rt, 1))
         day = rt.service.quota.day()
-        await rt.storage.usage.add_tokens(day, [UsageKey("discord", str(W.guild_id), W.alice["id"])], 10)
+        alice = UsageKey("discord", str(W.guild_id), W.alice["id"])
+        await rt.storage.usage.add_tokens(day, [alice], 10)
         inter = await discord_fake.interaction("summary", invoker=W.alice, channel_id=W.general)
         answer = await followup_to(discord_fake, inter)
         assert answer.json["flags"] & 64

@@ -18,6 +18,7 @@ from bot.cli import main
 from bot.dbtools import copy_db
 from bot.errors import ConfigError
 from bot.settings import load_settings
+from bot.stores import Storage
 from bot.stores.settings import server_scope
 from memory.models import ChannelKey
 from memory.stores.sqlite.store import SqliteStore
@@ -34,8 +35,9 @@ async def pg_url() -> AsyncIterator[str]:
 
 
 async def seed(path: Path) -> None:
-    async with SqliteStore(path) as store:
-        await store.record(new_turn(KEY, "m1", "hello"))
+    async with Storage.on(SqliteStore(path)) as storage:
+        await storage.memory.record(new_turn(KEY, "m1", "hello"))
+        store = storage.settings
         await store.put_setting(KEY, "persona", "Du bist ein Pirat. 🏴‍☠️", actor="Ana (U1)",
                                 now=100.5)
         await store.put_setting(server_scope(KEY), "language", "German", actor="Bo (U2)",
@@ -49,17 +51,18 @@ async def test_copy_db_carries_settings_and_their_log(tmp_path: Path, pg_url: st
 
     await seed(tmp_path / "a.db")
     dsn, _, schema = pg_url.partition("#")
-    async with SqliteStore(tmp_path / "a.db") as a, SqliteStore(tmp_path / "b.db") as b:
-        pg = PostgresStore(dsn, schema=schema, max_size=2)
+    async with Storage.on(SqliteStore(tmp_path / "a.db")) as a, \
+            Storage.on(SqliteStore(tmp_path / "b.db")) as b:
+        pg = Storage.on(PostgresStore(dsn, schema=schema, max_size=2))
         await pg.open()
         try:
             await copy_db(a, pg)
             await copy_db(pg, b)
-            assert await pg.all_settings() == await a.all_settings()
+            assert await pg.settings.all_settings() == await a.settings.all_settings()
         finally:
             await pg.close()
-        settings, changes = await b.all_settings()
-        assert (settings, changes) == await a.all_settings()
+        settings, changes = await b.settings.all_settings()
+        assert (settings, changes) == await a.settings.all_settings()
         assert [(s.name, s.value) for s in settings] == [
             ("language", "German"), ("persona", "Du bist ein Pirat. 🏴‍☠️")]
         assert [c.value for c in changes] == ["Du bist ein Pirat. 🏴‍☠️", "German", "all", None]

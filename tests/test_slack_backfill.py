@@ -47,8 +47,8 @@ async def last_seen(h: Harness, text: str = "we ship on friday") -> dict[str, An
 
 async def backfiller(h: Harness, bound: int = 500) -> Backfiller:
     me = await h.adapter.identify()
-    return slack_backfiller(h.adapter.client, me, h.adapter.users, h.rt.service, h.rt.store,
-                            bound)
+    return slack_backfiller(h.adapter.client, me, h.adapter.users, h.rt.service,
+                            h.rt.storage.history(), bound)
 
 
 async def user_ts(h: Harness) -> list[str]:
@@ -182,7 +182,7 @@ async def test_socket_mode_backfills_on_start_and_after_every_reconnect(
             stop = asyncio.Event()
             client = web_client(settings, fake.api_url)
             task = asyncio.create_task(run_slack(rt.service, rt.settings, client=client,
-                                                 stop=stop, history=rt.store))
+                                                 stop=stop, history=rt.storage.history()))
             try:
                 await seen.until(2)
                 assert [t.message_id for t in await rt.store.turns(KEY)] == [
@@ -228,7 +228,7 @@ async def test_http_mode_backfills_on_start(tmp_path: Path, llm: FakeLLM) -> Non
             stop = asyncio.Event()
             task = asyncio.create_task(run_slack(
                 rt.service, rt.settings, client=web_client(settings, fake.api_url),
-                stop=stop, history=rt.store))
+                stop=stop, history=rt.storage.history()))
             try:
                 await seen.until(1)
             finally:
@@ -243,7 +243,7 @@ async def test_a_backfill_cut_short_resumes_from_its_mark_not_from_a_newer_live_
 ) -> None:
     first = await last_seen(h)
     missed = [h.fake.post("C1", "U1", f"missed {i}") for i in range(5)]
-    store = h.rt.store
+    store = h.rt.storage.backfill
     service_backfilled = h.rt.service.backfilled
 
     async def dies(msg: Any) -> bool:  # the store goes away (or the process is killed)

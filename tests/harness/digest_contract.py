@@ -35,15 +35,17 @@ class DigestContract:
             *(storage.digests.claim_digest_slot(K, T0, f"owner{i}", 600) for i in range(8))
         )
         assert sum(wins) == 1
-        assert await storage.digests.claim_digest_slot(K, T0 + 86400, "owner1", 600)  # the next slot
+        digests = storage.digests
+        assert await digests.claim_digest_slot(K, T0 + 86400, "owner1", 600)  # the next slot
         assert await storage.digests.claim_digest_slot(OTHER, T0, "owner1", 600)  # another channel
 
     async def test_an_unfinished_claim_expires_a_finished_one_never(self, storage: Storage) -> None:
         assert await storage.digests.claim_digest_slot(K, T0, "dead", 0.2)
         assert not await storage.digests.claim_digest_slot(K, T0, "late", 600)
         await asyncio.sleep(0.4)
-        assert await storage.digests.claim_digest_slot(K, T0, "late", 0.2)  # the dead holder's expired
-        assert not await storage.digests.finish_digest_slot(K, T0, "dead", "posted")  # no longer its
+        digests = storage.digests
+        assert await digests.claim_digest_slot(K, T0, "late", 0.2)  # the dead holder's expired
+        assert not await digests.finish_digest_slot(K, T0, "dead", "posted")  # no longer its
         assert await storage.digests.finish_digest_slot(K, T0, "late", "posted")
         await asyncio.sleep(0.4)
         assert not await storage.digests.claim_digest_slot(K, T0, "third", 600)  # posted is final

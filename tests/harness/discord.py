@@ -128,7 +128,7 @@ async def running(
     async with Runtime.open(settings) as rt:
         watch = Watch(rt.service)
         client = create_client(rt.service, DiscordOptions.from_settings(rt.settings),
-                               history=rt.store if backfill else None,
+                               history=rt.storage.history() if backfill else None,
                                guild_ready_timeout=0.05, commands=commands)
         watch.replies(client.flow)
         async with client:

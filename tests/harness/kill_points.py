@@ -66,17 +66,24 @@ def _after_placeholder_posted(fn: Callable[..., Awaitable[Any]]) -> Callable[...
 
 
 def arm(store: Any, slack_client: Any = None, environ: dict[str, str] | None = None) -> None:
-    """Wrap ``store`` (and ``slack_client``) for the points named in ``GISTBOT_TEST_KILL_AT``."""
+    """Wrap ``store`` (a memory store, or a ``bot.stores.Storage``: each of its role
+    objects) and ``slack_client`` for the points named in ``GISTBOT_TEST_KILL_AT``."""
     env = os.environ if environ is None else environ
+    roles = ("memory", "settings", "usage", "digests", "owed", "outbox", "backfill")
+    parts = [getattr(store, r) for r in roles] if hasattr(store, "memory") else [store]
+
+    def holder(name: str) -> Any:
+        return next((part for part in parts if hasattr(part, name)), None)
+
     for point in filter(None, (p.strip() for p in env.get(ENV, "").split(","))):
         if point == "placeholder_posted" and slack_client is not None:
             slack_client.chat_postMessage = _after_placeholder_posted(
                 slack_client.chat_postMessage)
         elif point == "placeholder":
-            if hasattr(store, "owed_placeholder"):
-                store.owed_placeholder = _after_placeholder_remembered(store.owed_placeholder)
+            if (ledger := holder("owed_placeholder")) is not None:
+                ledger.owed_placeholder = _after_placeholder_remembered(ledger.owed_placeholder)
             elif slack_client is not None:
                 slack_client.chat_postMessage = _after_placeholder_posted(
                     slack_client.chat_postMessage)
-        elif hasattr(store, point):
-            setattr(store, point, _before(getattr(store, point)))
+        elif (part := holder(point)) is not None:
+            setattr(part, point, _before(getattr(part, point)))

@@ -93,9 +93,11 @@ class OwedContract:
     ) -> None:
         s = await make_storage()
         now = time.time()
-        await s.memory.record(replace(new_turn(K, "old", sent_at=now - 900), extra=ReplyDue("", 30)))
+        await s.memory.record(replace(new_turn(K, "old", sent_at=now - 900),
+                                      extra=ReplyDue("", 30)))
         await s.memory.record(replace(new_turn(K, "new", sent_at=now), extra=ReplyDue("", 30)))
-        await s.memory.record(replace(new_turn(K, "held", sent_at=now - 900), extra=ReplyDue("p", 30)))
+        await s.memory.record(replace(new_turn(K, "held", sent_at=now - 900),
+                                      extra=ReplyDue("p", 30)))
         assert await s.owed.claim_due("slack", "p", 30, since=now - 300) != []  # "new" only
         gone = await s.owed.expire_owed("slack", before=now - 300, max_attempts=3)
         assert [o.message_id for o in gone] == ["old"]  # "held" is claimed: not yet

@@ -23,7 +23,8 @@ class SettingsContract:
     async def test_settings_of_a_channel_and_its_server(self, storage: Storage) -> None:
         v0 = await storage.settings.settings_version()
         await storage.settings.put_setting(C1, "model", "big", actor="alice", now=10.0)
-        await storage.settings.put_setting(server_scope(C1), "model", "small", actor="bob", now=11.0)
+        await storage.settings.put_setting(server_scope(C1), "model", "small", actor="bob",
+                                           now=11.0)
         await storage.settings.put_setting(C2, "persona", "pirate", actor="carol", now=12.0)
         await storage.settings.put_setting(OTHER, "model", "other", actor="dave", now=13.0)
         assert await storage.settings.settings_version() == v0 + 4
@@ -48,8 +49,10 @@ class SettingsContract:
         assert len(await storage.settings.setting_changes(C1, limit=2)) == 2
 
     async def test_all_settings_and_import_round_trip(self, storage: Storage) -> None:
-        await storage.settings.put_setting(C1, "persona", "a pirate; say arr", actor="alice", now=1.0)
-        await storage.settings.put_setting(server_scope(C1), "language", "Korean", actor="bob", now=2.0)
+        await storage.settings.put_setting(C1, "persona", "a pirate; say arr", actor="alice",
+                                           now=1.0)
+        await storage.settings.put_setting(server_scope(C1), "language", "Korean", actor="bob",
+                                           now=2.0)
         settings, changes = await storage.settings.all_settings()
         v = await storage.settings.settings_version()
         await storage.settings.put_setting(C2, "model", "x", actor="eve", now=3.0)
@@ -63,7 +66,8 @@ class SettingsContract:
         await asyncio.gather(*(storage.usage.add_tokens("2026-01-01", [alice, server], 10)
                                for _ in range(20)))
         await storage.usage.add_tokens("2026-01-02", [alice], 7)
-        assert await storage.usage.tokens_used("2026-01-01", [alice, server]) == {alice: 300, server: 300}
+        assert await storage.usage.tokens_used("2026-01-01", [alice, server]) == {
+            alice: 300, server: 300}
         bob = UsageKey("discord", "g1", "bob")
         assert await storage.usage.tokens_used("2026-01-02", [alice, bob]) == {alice: 7, bob: 0}
 
@@ -79,12 +83,14 @@ class SettingsContract:
     async def test_token_counts_are_kept_per_kind_beside_the_total(self, storage: Storage) -> None:
         alice, server = UsageKey("slack", "T1", "U1"), UsageKey("slack", "T1")
         await storage.usage.add_tokens("2026-01-01", [alice, server], 40, kind="reply")
-        await asyncio.gather(*(storage.usage.add_tokens("2026-01-01", [alice, server], 5, kind="catchup")
+        await asyncio.gather(*(storage.usage.add_tokens("2026-01-01", [alice, server], 5,
+                                                        kind="catchup")
                                for _ in range(4)))
         await storage.usage.add_tokens("2026-01-01", [server], 30, kind="compaction")
         await storage.usage.add_tokens("2026-01-01", [server], 7)  # no kind: the total only
         await storage.usage.add_tokens("2026-01-02", [alice], 9, kind="summary")
-        assert await storage.usage.tokens_used("2026-01-01", [alice, server]) == {alice: 60, server: 97}
+        assert await storage.usage.tokens_used("2026-01-01", [alice, server]) == {
+            alice: 60, server: 97}
         bob = UsageKey("slack", "T1", "U2")
         assert await storage.usage.tokens_by_kind("2026-01-01", [alice, server, bob]) == {
             alice: {"catchup": 20, "reply": 40},
