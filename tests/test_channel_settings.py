@@ -272,11 +272,11 @@ async def test_usage_without_a_limit_is_written_by_close_at_the_latest(
         shown = await rt.service.config_command.configure(KEY, setting("usage"), Caller("alice",
                                                                                         "Alice"))
         assert "(no limit)" in shown.text and "you: 0 " not in shown.text
-    from memory.stores.sqlite.store import SqliteStore
+    from bot.app import storage_for_url
 
-    async with SqliteStore(tmp_path / "t.db") as store:
+    async with storage_for_url(f"sqlite:///{tmp_path / 't.db'}") as storage:
         alice, server = UsageKey("test", "w1", "alice"), UsageKey("test", "w1")
-        used = await store.tokens_used(day, [alice, server])
+        used = await storage.usage.tokens_used(day, [alice, server])
         assert used[alice] > 0 and used[server] == used[alice]
 
 

@@ -24,6 +24,7 @@ import aiohttp
 import pytest
 
 from adapters.slack.events import PLACEHOLDER
+from bot.stores import Storage
 from bot.stores.digests import DigestSchedule
 from memory.models import ChannelKey, NewTurn
 from memory.stores.sqlite.store import SqliteStore
@@ -180,18 +181,19 @@ SLOT = datetime(2026, 3, 9, 9, tzinfo=UTC).timestamp()  # a daily 09:00 UTC slot
 
 
 async def seed_digest(db: Path) -> None:
-    store = SqliteStore(db)
-    await store.open()
+    storage = Storage.on(SqliteStore(db))
+    await storage.open()
     try:
         for i in range(6):
-            await store.record(NewTurn(SLACK, f"{SLOT - 3600 * (i + 1):.0f}.000100", "user",
-                                       f"u{i % 2}", f"P{i % 2}",
-                                       f"update {i}: ticket TK-{100 + i} is done", 5,
-                                       SLOT - 3600 * (i + 1)))
-        await store.set_digest_schedule(
+            at = SLOT - 3600 * (i + 1)
+            await storage.memory.record(NewTurn(SLACK, f"{at:.0f}.000100", "user",
+                                                f"u{i % 2}", f"P{i % 2}",
+                                                f"update {i}: ticket TK-{100 + i} is done", 5,
+                                                at))
+        await storage.digests.set_digest_schedule(
             DigestSchedule(SLACK, "daily", -1, 9 * 60, "UTC", SLOT - 7 * 86400))
     finally:
-        await store.close()
+        await storage.close()
 
 
 def claim_expires(db: Path) -> float:

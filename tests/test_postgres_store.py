@@ -363,7 +363,8 @@ async def test_turns_of_version_11_are_stemmed_at_open(
 
     await admin.execute(f'CREATE SCHEMA "{schema}"; SET search_path = "{schema}"')
     for script in MIGRATIONS[:11]:
-        await admin.execute(script)
+        if script:  # (empty: a step whose tables ``bot.stores`` now migrates)
+            await admin.execute(script)
     await admin.execute(
         "CREATE TABLE schema_version (version integer NOT NULL);"
         "INSERT INTO schema_version VALUES (11);"

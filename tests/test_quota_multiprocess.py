@@ -80,14 +80,14 @@ async def test_two_replicas_overshoot_a_quota_by_at_most_one_request_each(
     usages = [u for r in results for u in r["usages"]]
     assert sum(r["answered"] for r in results) == len(usages)
 
-    from memory.stores.postgres.store import PostgresStore
+    from bot.app import storage_for_url
 
-    store = PostgresStore(PG, schema=schema, max_size=2)
-    await store.open()
+    storage = storage_for_url(f"{PG}#{schema}", pool_size=2)
+    await storage.open()
     try:
-        used = (await store.tokens_used(utc_day(time.time()), [account]))[account]
+        used = (await storage.usage.tokens_used(utc_day(time.time()), [account]))[account]
     finally:
-        await store.close()
+        await storage.close()
     assert used == sum(usages)  # both replicas counted into one total
     assert used >= LIMIT  # the quota let the person use what they were allowed
     assert len(usages) < 2 * REQUESTS  # and then refused

@@ -77,11 +77,11 @@ async def test_lost_connection_errors_are_retried(
     failures = {"left": 3}
     real = queries.record
 
-    async def flaky(conn: Any, *, turn: Any) -> Any:
+    async def flaky(conn: Any, *, turn: Any, hooks: Any = ()) -> Any:
         if failures["left"]:
             failures["left"] -= 1
             raise error
-        return await real(conn, turn=turn)
+        return await real(conn, turn=turn, hooks=hooks)
 
     monkeypatch.setattr(queries, "record", flaky)
     async with PostgresStore(DSN, schema=schema, max_size=2) as store:
@@ -93,7 +93,7 @@ async def test_lost_connection_errors_are_retried(
 async def test_a_connection_that_stays_lost_is_unavailable_and_reported_once(
     schema: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async def dead(conn: Any, *, turn: Any) -> Any:
+    async def dead(conn: Any, *, turn: Any, hooks: Any = ()) -> Any:
         raise asyncpg.exceptions.InternalClientError("cannot switch to state 15")
 
     monkeypatch.setattr(errors, "RETRY_DELAYS", (0.01, 0.01))
