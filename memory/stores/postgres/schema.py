@@ -7,7 +7,7 @@ Migration runs in one transaction under an advisory lock, so replicas starting t
 migrate once. Version 1 mirrors SQLite's tables; version 2 adds ``leases`` (per-channel
 compaction single-flight, expiring by the database clock, so replicas with skewed clocks
 agree) and ``events`` (no longer used). Steps whose tables are not memory's are empty here:
-``bot.stores`` migrates them, one ladder per role.
+the application migrates those, one ladder per role.
 
 Hot queries do not grow with history: ``turns`` is keyed ``(channel_id, seq)`` (unfolded
 and newest-N turns are index range scans), ``(channel_id, message_id)`` makes ingestion
@@ -122,9 +122,9 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX turns_terms ON turns USING gin (terms);
     CREATE INDEX turns_unindexed ON turns (channel_id, seq) WHERE terms IS NULL;
     """,
-    # 5: moved to ``bot.stores`` (not memory), which keeps one ladder per role
+    # 5: empty: its tables are not memory's (the application migrates them, one ladder per role)
     "",
-    # 6: moved to ``bot.stores`` (not memory), which keeps one ladder per role
+    # 6: empty: its tables are not memory's (the application migrates them, one ladder per role)
     "",
     # 7: summary history for the operator's inspector (``history``): every committed
     # summary, written in the commit's own transaction, pruned to SUMMARY_HISTORY per channel.
@@ -142,16 +142,16 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX IF NOT EXISTS summary_history_channel ON summary_history (channel_id, id DESC);
     """,
-    # 8: moved to ``bot.stores`` (not memory), which keeps one ladder per role
+    # 8: empty: its tables are not memory's (the application migrates them, one ladder per role)
     "",
     # 9: turns by the time they were sent, for ``/catchup`` and digests (``catchup``);
-    # the rest of this step moved to ``bot.stores``.
+    # the rest of this step is not memory's (the application migrates it).
     """
     CREATE INDEX IF NOT EXISTS turns_channel_sent ON turns (channel_id, sent_at);
     """,
-    # 10: moved to ``bot.stores`` (not memory), which keeps one ladder per role
+    # 10: empty: its tables are not memory's (the application migrates them, one ladder per role)
     "",
-    # 11: moved to ``bot.stores`` (not memory), which keeps one ladder per role
+    # 11: empty: its tables are not memory's (the application migrates them, one ladder per role)
     "",
     # 12: the turn search stems English words (``turn_search``): the text search
     # configuration ``gistbot_stem`` is ``simple`` with ASCII words mapped to an English

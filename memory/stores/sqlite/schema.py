@@ -1,8 +1,8 @@
 """SQLite schema and its forward migrations.
 
 ``MIGRATIONS[i]`` takes a database from version ``i`` to ``i + 1``. Never edit a released
-step; append a new one. Steps whose tables are not memory's are empty here (``bot.stores``
-migrates them, one ladder per role). A file whose version is higher than
+step; append a new one. Steps whose tables are not memory's are empty here (the
+application migrates those, one ladder per role). A file whose version is higher than
 ``len(MIGRATIONS)`` was written by a newer gistbot and is refused (``SchemaTooNewError``)
 instead of being misread.
 
@@ -156,9 +156,9 @@ MIGRATIONS: tuple[str, ...] = (
     INSERT INTO turns_fts (rowid, terms)
     SELECT (channel_id << 32) | seq, gistbot_terms(author_name, text) FROM turns;
     """,
-    # 6: moved to ``bot.stores`` (not memory), which keeps one ladder per role
+    # 6: empty: its tables are not memory's (the application migrates them, one ladder per role)
     "",
-    # 7: moved to ``bot.stores`` (not memory), which keeps one ladder per role
+    # 7: empty: its tables are not memory's (the application migrates them, one ladder per role)
     "",
     # 8: summary history for the operator's inspector (``history``): every committed
     # summary, written in the commit's own transaction, pruned to SUMMARY_HISTORY per channel.
@@ -176,10 +176,10 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX IF NOT EXISTS summary_history_channel ON summary_history (channel_id, id DESC);
     """,
-    # 9: moved to ``bot.stores`` (not memory), which keeps one ladder per role
+    # 9: empty: its tables are not memory's (the application migrates them, one ladder per role)
     "",
     # 10: turns by the time they were sent, for ``/catchup`` and digests (``catchup``);
-    # the rest of this step moved to ``bot.stores``.
+    # the rest of this step is not memory's (the application migrates it).
     """
     CREATE INDEX IF NOT EXISTS turns_channel_sent ON turns (channel_id, sent_at);
     """,
@@ -226,9 +226,9 @@ MIGRATIONS: tuple[str, ...] = (
         UPDATE archive_writes SET n = n + 1 WHERE name = 'memory_facts';
     END;
     """,
-    # 13: moved to ``bot.stores`` (not memory), which keeps one ladder per role
+    # 13: empty: its tables are not memory's (the application migrates them, one ladder per role)
     "",
-    # 14: moved to ``bot.stores`` (not memory), which keeps one ladder per role
+    # 14: empty: its tables are not memory's (the application migrates them, one ladder per role)
     "",
     # 15: the turn index stems English words (FTS5's ``porter`` over the same
     # ``unicode61`` tokenizer), so "cooked" finds "cooking" and "fans" finds "fan"; CJK
