@@ -232,16 +232,14 @@ async def test_429_until_retries_run_out_is_rate_limited(
 
 async def test_500_three_times_is_unavailable(fake: FakeOpenAI, make_llm: MakeLLM) -> None:
     meter = UsageMeter()
-    # retry-after-ms keeps the test fast and checks that the SDK honours the ms header.
+    # retry-after-ms keeps the test fast (20 ms, not the default 0.5 s + 1 s backoff).
     boom = Error(
         500, {"error": {"message": "boom", "type": "server_error"}}, {"retry-after-ms": "20"}
     )
     fake.push(boom, boom, boom)
-    started = time.monotonic()
     with pytest.raises(LLMUnavailable):
         await make_llm(max_retries=2, meter=meter).complete(MESSAGES, max_tokens=8, purpose="reply")
     assert len(fake.chat_requests) == 3
-    assert time.monotonic() - started < 0.4  # 2 × 20 ms, not the default 0.5 s + 1 s backoff
     assert meter.totals()["reply"].errors == 1
 
 
