@@ -98,7 +98,7 @@ def test_a_fold_after_many_failed_summaries_fits_the_context(env: dict[str, str]
     is folded in calls whose whole request, with everything else a request may show and
     the answer it asks for, fits ``CONTEXT_TOKENS``; each call still folds something."""
     settings = load_settings(env)
-    policy, bound = window_policy(settings, TOK), settings.summary_bound
+    policy, bound = window_policy(settings, TOK), settings.budget.summary_bound
     line = "the deploy of service alpha moved to thursday because staging broke again; "
     turns = [Turn(KEY, i + 1, f"m{i}", "user", f"u{i % 4}", f"Person{i % 4}",
                   f"{i}: " + line * 5, TOK.count(f"{i}: " + line * 5), 0.0) for i in range(80)]
@@ -118,4 +118,4 @@ def test_a_fold_after_many_failed_summaries_fits_the_context(env: dict[str, str]
         previous, facts_for_request(carried, turns[:n], TOK), turns[:n], max_tokens=bound,
         archive=True, known_facts=shown, language="Portuguese")
     size = sum(TOK.count(m["content"]) + 4 for m in request)
-    assert size + answer_room(bound) + ARCHIVE_TOKENS <= settings.context_tokens, size
+    assert size + answer_room(bound) + ARCHIVE_TOKENS <= settings.budget.context_tokens, size

@@ -67,7 +67,7 @@ def test_settings_from_the_environment() -> None:
     d = Defaults.from_settings(settings)
     assert d.allowed_models == ("m1",)  # ALLOWED_MODELS unset: just MODEL_NAME
     s = resolve(ChannelKey("slack", "T", "c9"), [], d)
-    assert (s.reply_mode, s.record, s.daily_tokens_per_server) == ("all", "addressed", 5000)
+    assert (s.reply_mode, s.record, s.quotas.daily_tokens_per_server) == ("all", "addressed", 5000)
     assert load_settings({"ALLOWED_MODELS": "a, b,a"}).model_allowlist == ["a", "b"]
 
 

@@ -201,7 +201,7 @@ async def prompts_on_fresh_copies(rt: Runtime, env: Mapping[str, str],
     """For each of ``messages``: on a fresh copy of ``rt``'s SQLite database (a runtime with the
     same settings ``env``, offline model), the prompt a reply to that turn would send. The
     live runtime is not touched; no turn sees another."""
-    db = rt.settings.sqlite_path
+    db = rt.settings.database.sqlite_path
     assert db is not None, "fresh copies need a SQLite database"
     snap = folder / "probe-snapshot.db"
     await asyncio.to_thread(snapshot_sqlite, db, snap)
