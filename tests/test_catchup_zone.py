@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bot.catchup import Catchup, CatchupConfig
+from bot.catchup import Catchup
 from bot.catchup_command import Catchups, Where
 from bot.digests import DigestScheduler
 from memory.catchup_store import DigestSchedule
@@ -46,7 +46,7 @@ def catchups(store: SqliteStore, tok: TokenCounter) -> Catchups:
     llm = ScriptedModel(functools.partial(citing_answer, per_call=4), purposes={"digest"})
     llm.is_offline = False  # type: ignore[attr-defined]
     llm.name = "scripted"  # type: ignore[attr-defined]
-    engine = Catchup(store, llm, tok, CatchupConfig())  # type: ignore[arg-type]
+    engine = Catchup(store, llm, tok)  # type: ignore[arg-type]
     return Catchups(engine, store, UTC, clock=lambda: NOW)
 
 

@@ -35,10 +35,10 @@ from typing import Any
 from benchmarks.longmem.generate import Conversation, Question
 from benchmarks.longmem.methods import fixed
 from bot.app import Runtime
-from bot.budget import memory_budget
 from bot.errors import ConfigError
 from bot.messages import IncomingMessage
 from bot.prompts import build_messages
+from bot.sections import BudgetSettings
 from bot.settings import Settings, load_settings
 from memory.completion import ChatMessage
 from memory.models import ChannelKey, NewTurn
@@ -53,9 +53,8 @@ ASK_DELAY = 86_400.0  # questions come a day after the last session
 def default_budget() -> int:
     """The memory budget of a default deployment: ``CONTEXT_TOKENS − REPLY_TOKENS − fixed``
     (``bot.budget.memory_budget`` with the default settings and system prompt)."""
-    defaults = Settings.model_fields
-    context = int(defaults["context_tokens"].default)
-    reply = int(defaults["reply_tokens"].default)
+    defaults = BudgetSettings()
+    context, reply = defaults.context_tokens, defaults.reply_tokens
     return context - reply - fixed()
 
 
@@ -114,7 +113,7 @@ class GistbotChannel:
         stack = contextlib.AsyncExitStack()
         rt = await stack.enter_async_context(Runtime.open(self.settings))
         self._open = _Open(stack, rt)
-        budget = memory_budget(rt.settings, rt.memory.tokenizer)
+        budget = rt.budget.memory_tokens
         if budget != self.budget:
             raise AssertionError(f"memory budget {budget} != {self.budget}")
         return rt
@@ -178,7 +177,7 @@ async def reply_prompt(rt: Runtime, msg: IncomingMessage) -> list[ChatMessage]:
     ``ChatService._reply`` does (keep them in step)."""
     result = await rt.memory.record(NewTurn(msg.key, msg.message_id, "user", msg.author_id,
                                             msg.author_name, msg.text, 0, msg.sent_at))
-    view = await rt.memory.view(msg.key, memory_budget(rt.settings, rt.memory.tokenizer),
+    view = await rt.memory.view(msg.key, rt.budget.memory_tokens,
                                 through_seq=result.turn.seq, recall=True)
     return build_messages(rt.service.config.system_prompt, view)
 
