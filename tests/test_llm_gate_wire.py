@@ -240,7 +240,7 @@ def test_concurrency_settings_must_be_at_least_one(variable: str, value: str) ->
     with pytest.raises(ConfigError) as info:
         load_settings({variable: value})
     assert f"{variable}: must be at least 1, not {value}" in str(info.value)
-    assert load_settings({variable: "1"}).model_dump()[variable.lower()] == 1
+    assert load_settings({variable: "1"}).flat()[variable] == 1
 
 
 def test_concurrency_settings_must_be_integers() -> None:
