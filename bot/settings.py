@@ -220,8 +220,9 @@ def _explain(err: ValidationError) -> str:
     lines = []
     for e in err.errors():
         loc = [str(p) for p in e.get("loc", ())]
-        where = (loc[1] if len(loc) > 1 and loc[0] in Settings.model_fields else
-                 "/".join(loc)).upper()
+        if len(loc) > 1 and loc[0] in Settings.model_fields:
+            loc = loc[1:]  # the section is not part of the variable's name
+        where = "/".join(loc).upper()
         msg = str(e.get("msg", "invalid")).removeprefix("Value error, ")
         lines.append(f"{where}: {msg}" if where else msg)
     return "invalid configuration:\n  " + "\n  ".join(lines)
