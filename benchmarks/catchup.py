@@ -36,11 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import machine_info, percentile
-from bot.catchup import Catchup, CatchupConfig, Period, Scope
+from bot.budget import Budget
+from bot.catchup import Catchup, Period, Scope
 from bot.catchup_text import prompt_lines
 from bot.citations import discord_link, number_turns
 from bot.errors import LLMError
 from bot.llm import OpenAILLM
+from bot.sections import DEFAULT_SYSTEM_PROMPT, BudgetSettings
 from memory.completion import ChatMessage
 from memory.models import ChannelKey, NewEpisode, NewTurn, Turn
 from memory.stores.sqlite.store import SqliteStore
@@ -162,7 +164,9 @@ async def measure(size: int, reps: int, tmp: Path, fake: FakeOpenAI,
     llm = OpenAILLM(api_key=None, base_url=fake.base_url, model="gpt-test", timeout=30,
                     max_retries=0, concurrency=4)
     async with SqliteStore(path) as store:
-        engine = Catchup(store, llm, tok, CatchupConfig(CONTEXT, REPLY, parallel=8))
+        budget = Budget.compute(BudgetSettings(context_tokens=CONTEXT, reply_tokens=REPLY),
+                                DEFAULT_SYSTEM_PROMPT, tok)
+        engine = Catchup(store, llm, tok, None, budget, parallel=8)
         times, calls, prompt = [], 0, 0
         for _ in range(reps):
             t = time.perf_counter()

@@ -21,7 +21,6 @@ from typing import Any
 from benchmarks.common import Config
 from benchmarks.conversation import Row, message
 from bot.app import Runtime
-from bot.budget import memory_budget
 from bot.settings import load_settings
 from memory.models import ChannelKey
 
@@ -125,8 +124,7 @@ class GistbotMemory:
         archive, unfolded turns, and what a reply prompt would hold."""
         store = self.rt.store
         state = await store.state(KEY, facts_limit=1_000_000)
-        view = await self.rt.memory.view(KEY, memory_budget(self.rt.settings,
-                                                            self.rt.memory.tokenizer))
+        view = await self.rt.memory.view(KEY, self.rt.budget.memory_tokens)
         turns = await store.pending(KEY)
         longterm, episodes = await self._archive()
         return {

@@ -64,7 +64,7 @@ class MemoryRun:
 
 
 def memory_budget(cfg: Config) -> int:
-    """gistbot's budget for summary, facts and turns (``bot.budget.memory_budget``)."""
+    """gistbot's budget for summary, facts and turns (``bot.budget.Budget.memory_tokens``)."""
     fixed = fixed_overhead(DEFAULT_SYSTEM_PROMPT, TokenCounter("gpt-4o"))
     return cfg.prompt_budget - fixed
 

@@ -16,10 +16,9 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from bot.attachments import Limits
 from bot.attachments.describe import ImageDescriber
 from bot.attachments.intake import AttachmentIntake
-from bot.budget import window_policy
+from bot.budget import Budget, window_policy
 from bot.catchup_wiring import build_catchup
 from bot.channel_config import ChannelConfig, Defaults
 from bot.errors import ConfigError
@@ -29,12 +28,11 @@ from bot.offline_llm import OfflineLLM
 from bot.outbox import Outbox
 from bot.owed import OwedReplies
 from bot.quota import Quota
-from bot.service import ChatService, ServiceConfig
+from bot.service import ChatService
 from bot.settings import Settings
 from bot.shutdown import compaction_grace
 from bot.stores import Storage
 from bot.summary_route import SummaryRouter
-from memory.config import MemoryConfig
 from memory.manager import MemoryManager
 from memory.store import Store
 from memory.stores.sqlite.store import SqliteStore
@@ -48,12 +46,13 @@ log = logging.getLogger(__name__)
 
 def make_storage(settings: Settings) -> Storage:
     """The storage ``DATABASE_URL`` asks for (SQLite by default), not opened yet."""
+    db = settings.database
     storage = storage_for_url(
-        settings.database_url,
-        synchronous=settings.sqlite_synchronous,
-        pool_size=settings.database_pool_size,
+        db.database_url,
+        synchronous=db.sqlite_synchronous,
+        pool_size=db.database_pool_size,
     )
-    storage.memory.summary_history = settings.summary_history  # type: ignore[attr-defined]
+    storage.memory.summary_history = db.summary_history  # type: ignore[attr-defined]
     return storage
 
 
@@ -78,20 +77,21 @@ def _memory_store(url: str, *, synchronous: str, pool_size: int) -> Store:
 
 def make_llm(settings: Settings, tokenizer: TokenCounter, meter: UsageMeter) -> LLM:
     """``OpenAILLM`` for a configured provider; ``OfflineLLM`` only when none was asked for."""
-    if settings.provider == "offline":
-        return OfflineLLM(tokenizer, meter=meter, summary_concurrency=settings.summary_concurrency)
-    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    llm = settings.llm
+    if llm.provider == "offline":
+        return OfflineLLM(tokenizer, meter=meter, summary_concurrency=llm.summary_concurrency)
+    key = llm.openai_api_key.get_secret_value() if llm.openai_api_key else None
     return OpenAILLM(
         api_key=key,
-        base_url=settings.openai_base_url,
-        model=settings.model_name,
-        summary_model=settings.summary_model_name,
-        timeout=settings.llm_timeout,
-        max_retries=settings.llm_max_retries,
+        base_url=llm.openai_base_url,
+        model=llm.model_name,
+        summary_model=llm.summary_model_name,
+        timeout=llm.llm_timeout,
+        max_retries=llm.llm_max_retries,
         meter=meter,
-        concurrency=settings.llm_concurrency,
-        summary_concurrency=settings.summary_concurrency,
-        summary_timeout=settings.summary_timeout,
+        concurrency=llm.llm_concurrency,
+        summary_concurrency=llm.summary_concurrency,
+        summary_timeout=llm.summary_timeout,
     )
 
 
@@ -100,6 +100,7 @@ class Runtime:
     """The running application's parts, for adapters and the CLI."""
 
     settings: Settings
+    budget: Budget
     storage: Storage
     memory: MemoryManager
     llm: LLM
@@ -126,7 +127,8 @@ class Runtime:
         ``warn_offline=False`` when the caller tells the person itself that the model is
         offline (the console's banner), so no log line says it again.
         """
-        tokenizer = TokenCounter(settings.model_name)
+        tokenizer = TokenCounter(settings.llm.model_name)
+        budget = Budget.compute(settings.budget, settings.chat.system_prompt, tokenizer)
         meter = UsageMeter()
         model = llm or make_llm(settings, tokenizer, meter)
         storage = make_storage(settings)
@@ -139,48 +141,26 @@ class Runtime:
             summarizer = Summarizer(
                 model,
                 tokenizer,
-                summary_tokens=settings.summary_bound,
+                summary_tokens=budget.summary_tokens,
                 # The endpoint enforces SUMMARY_TIMEOUT per request, from when the call gets
                 # its slot; the offline model needs none. No outer timeout that would count
                 # the wait behind replies.
                 timeout=None,
                 router=SummaryRouter(model, channels, quota),
             )
-            policy = window_policy(settings, tokenizer)
-            memory = MemoryManager(
-                store,
-                summarizer,
-                tokenizer,
-                policy,
-                config=MemoryConfig(
-                    summary_tokens=settings.summary_bound,
-                    facts_tokens=settings.facts_tokens,
-                    recall_tokens=settings.recall_tokens,
-                    retention_days=settings.retention_days,
-                ),
-            )
-            config = ServiceConfig(
-                system_prompt=settings.system_prompt,
-                context_tokens=settings.context_tokens,
-                reply_tokens=settings.reply_tokens,
-                record_mode=settings.record_mode,
-                always_reply_channels=frozenset(settings.always_reply_channels),
-                user_rate_limit=settings.user_rate_limit,
-                max_input_chars=settings.max_input_chars,
-            )
-            owed = OwedReplies(storage.owed, claim_seconds=settings.reply_claim_seconds,
-                               answer_missed_seconds=settings.answer_missed_seconds)
-            catchup = build_catchup(settings, storage, model, tokenizer, quota)
+            policy = window_policy(settings.memory, budget)
+            memory = MemoryManager(store, summarizer, tokenizer, policy, config=settings.memory)
+            restarts = settings.restarts
+            owed = OwedReplies(storage.owed, claim_seconds=restarts.reply_claim_seconds,
+                               answer_missed_seconds=restarts.answer_missed_seconds)
+            catchup = build_catchup(settings, budget, storage, model, tokenizer, quota)
             outbox = Outbox(storage.outbox)
-            service = ChatService(memory, model, config, owed=owed, channels=channels,
-                                  quota=quota, outbox=outbox, catchup=catchup)
-            service.attachments = AttachmentIntake(memory, Limits(
-                max_chars=settings.attachment_max_chars,
-                max_bytes=settings.attachment_max_bytes,
-                timeout=settings.attachment_timeout,
-            ), vision=settings.vision, vision_models=settings.vision_models)
-            if not model.is_offline and service.attachments.sees(settings.model_name):
-                service.attachments.describe = ImageDescriber(model, quota, settings.model_name)
+            service = ChatService(memory, model, settings.chat, budget, owed=owed,
+                                  channels=channels, quota=quota, outbox=outbox, catchup=catchup)
+            service.attachments = AttachmentIntake(memory, settings.attachments)
+            model_name = settings.llm.model_name
+            if not model.is_offline and service.attachments.sees(model_name):
+                service.attachments.describe = ImageDescriber(model, quota, model_name)
             if start_background:
                 await memory.start()
                 await channels.start()
@@ -193,14 +173,14 @@ class Runtime:
             if start_background and catchup.digests is not None:
                 catchup.digests.start()
             try:
-                yield cls(settings, storage, memory, model, service, meter)
+                yield cls(settings, budget, storage, memory, model, service, meter)
             finally:
                 if catchup.digests is not None:
                     await catchup.digests.stop()
                 await service.attachments.close()
                 await owed.close()
                 await channels.close()
-                await memory.close(grace=compaction_grace(settings.shutdown_grace_seconds))
+                await memory.close(grace=compaction_grace(settings.restarts.shutdown_grace_seconds))
                 await quota.close()  # after the last summary: its count is written too
         finally:
             with contextlib.suppress(Exception):

@@ -7,7 +7,7 @@ one is a bounded map-reduce, never one giant prompt: consecutive stretches that 
 a prompt (past ``max_map_calls``, that many stretches, each given the archive's episodes
 over it and its most informative messages), ``parallel`` map calls at a time, their
 points merged by reduce calls. So calls and time stay bounded whatever the period, and
-every prompt is counted against ``context_tokens − reply_tokens``.
+every prompt is counted against the budget's ``prompt_tokens``.
 
 Citations are checked after every call (``bot.citations.check_bullets``): a point keeps
 only citations to messages of its own input and is dropped if none is left or it names an
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
+from bot.budget import Budget
 from bot.catchup_text import (
     extractive_bullets,
     heading,
@@ -38,12 +39,13 @@ from bot.citations import Bullet, Linker, Numbered, check_bullets, number_turns,
 from bot.citations import render as render_bullets
 from bot.errors import LLMError
 from bot.llm import LLM
+from bot.sections import DEFAULT_SYSTEM_PROMPT, BudgetSettings, CatchupSettings
 from memory.catchup_store import CatchupStore
 from memory.completion import ChatMessage
 from memory.models import ChannelKey, Episode, Turn
 from memory.tokens import Tokenizer
 
-__all__ = ["Catchup", "CatchupConfig", "CatchupResult", "CatchupSource", "Period", "Scope"]
+__all__ = ["Catchup", "CatchupResult", "CatchupSource", "Period", "Scope"]
 
 log = logging.getLogger(__name__)
 UTC_ZONE = ZoneInfo("UTC")
@@ -55,19 +57,6 @@ class CatchupSource(CatchupStore, Protocol):
 
     async def episodes(self, key: ChannelKey, *, limit: int = 20) -> list[Episode]:
         """The channel's newest episodes, newest first."""
-
-
-@dataclass(frozen=True, slots=True)
-class CatchupConfig:
-    """Budgets and bounds (``context_tokens``/``reply_tokens`` are the bot's settings)."""
-
-    context_tokens: int = 8000
-    reply_tokens: int = 800
-    bullets: int = 8
-    max_map_calls: int = 16
-    parallel: int = 8
-    max_messages: int = 200_000
-    episodes_scan: int = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,19 +97,24 @@ class CatchupResult:
 
 
 class Catchup:
-    """Makes catch-ups; one per process (stateless between calls)."""
+    """Makes catch-ups; one per process (stateless between calls). ``parallel`` map calls
+    run at once; each prompt holds at most ``budget.prompt_tokens``."""
 
     def __init__(self, store: CatchupSource, llm: LLM, tokenizer: Tokenizer,
-                 config: CatchupConfig | None = None) -> None:
+                 config: CatchupSettings | None = None, budget: Budget | None = None, *,
+                 parallel: int = 8) -> None:
         self.store = store
         self.llm = llm
         self.tokenizer = tokenizer
-        self.config = config or CatchupConfig()
+        self.config = config or CatchupSettings()
+        self.limits = budget or Budget.compute(BudgetSettings(), DEFAULT_SYSTEM_PROMPT,
+                                               tokenizer)
+        self.parallel = parallel
 
     @property
     def budget(self) -> int:
         """Tokens one prompt may hold (the reply's share kept free)."""
-        return self.config.context_tokens - self.config.reply_tokens
+        return self.limits.prompt_tokens
 
     async def gather(self, scope: Scope, period: Period) -> list[Numbered]:
         """The period's human messages in the channel and its threads, numbered."""
@@ -162,7 +156,7 @@ class _Run:
         self.calls = 0
         self.max_prompt = 0
         self.note = ""
-        self._slots = asyncio.Semaphore(owner.config.parallel)
+        self._slots = asyncio.Semaphore(owner.parallel)
 
     async def points(self) -> list[Bullet]:
         """The checked points of the period."""
@@ -258,7 +252,7 @@ class _Run:
             self.max_prompt = max(self.max_prompt, prompt)
             try:
                 done = await self.o.llm.complete(
-                    messages, max_tokens=self.config.reply_tokens, purpose="digest")
+                    messages, max_tokens=self.o.limits.reply_tokens, purpose="digest")
             except LLMError as e:
                 log.warning("catch-up call failed: %s", e)
                 self.note = "The model failed; some points are quoted from the messages."

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from zoneinfo import ZoneInfo
 
-from bot.catchup import Catchup, CatchupConfig
+from bot.budget import Budget
+from bot.catchup import Catchup
 from bot.catchup_command import Catchups, Where
 from bot.commands.digest import DigestRequest
 from bot.digests import DigestScheduler
@@ -57,16 +58,15 @@ class CatchupCommands:
                 return CommandResult(e.user_message, ok=False)
 
 
-def build_catchup(settings: Settings, storage: Storage, llm: LLM, tokenizer: Tokenizer,
-                  quota: Quota) -> CatchupCommands:
-    """The catch-up feature with its digest scheduler (not started)."""
-    config = CatchupConfig(
-        context_tokens=settings.context_tokens,
-        reply_tokens=settings.reply_tokens,
-        parallel=max(1, settings.llm_concurrency * 2),
-    )
+def build_catchup(settings: Settings, budget: Budget, storage: Storage, llm: LLM,
+                  tokenizer: Tokenizer, quota: Quota) -> CatchupCommands:
+    """The catch-up feature with its digest scheduler (not started): its section of the
+    settings, the shared budget, map calls up to twice the endpoint's slots."""
+    section = settings.catchup
     store = storage.memory
-    catchups = Catchups(Catchup(store, llm, tokenizer, config), store, ZoneInfo(settings.timezone))
-    digests = DigestScheduler(storage.digests, catchups, default_zone=settings.timezone,
+    engine = Catchup(store, llm, tokenizer, section, budget,
+                     parallel=max(1, settings.llm.llm_concurrency * 2))
+    catchups = Catchups(engine, store, ZoneInfo(section.timezone))
+    digests = DigestScheduler(storage.digests, catchups, default_zone=section.timezone,
                               payer=lambda key: quota.bill(key, "digest"))
     return CatchupCommands(quota, catchups, digests)

@@ -98,11 +98,14 @@ class Defaults:
 
     @classmethod
     def from_settings(cls, s: Settings) -> Defaults:
-        """The defaults ``s`` implies (``ALWAYS_REPLY_CHANNELS`` become ``reply_mode all``)."""
-        return cls(s.system_prompt, s.model_name, s.summary_model_name or s.model_name,
-                   tuple(s.model_allowlist), s.record_mode, frozenset(s.always_reply_channels),
-                   s.daily_tokens_per_user, s.daily_tokens_per_server,
-                   offline=s.provider == "offline")
+        """The defaults ``s`` implies (``ALWAYS_REPLY_CHANNELS`` become ``reply_mode all``;
+        ``ALLOWED_MODELS`` unset allows just ``MODEL_NAME``)."""
+        llm, chat, quotas = s.llm, s.chat, s.quotas
+        allowed = tuple(dict.fromkeys(quotas.allowed_models)) or (llm.model_name,)
+        return cls(chat.system_prompt, llm.model_name, llm.summary_model_name or llm.model_name,
+                   allowed, chat.record_mode, frozenset(chat.always_reply_channels),
+                   quotas.daily_tokens_per_user, quotas.daily_tokens_per_server,
+                   offline=llm.provider == "offline")
 
     def value(self, name: str, key: ChannelKey) -> str:
         """The environment's value of ``name`` for channel ``key``, as text."""

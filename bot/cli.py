@@ -159,7 +159,7 @@ async def _console(settings: Settings, channel: str, live: LiveLine,
             "offline model (set OPENAI_API_KEY or OPENAI_BASE_URL for real answers)"
             if rt.llm.is_offline else rt.llm.name
         )
-        where = settings.database_url.partition("?")[0].partition("#")[0]
+        where = settings.database.database_url.partition("?")[0].partition("#")[0]
         if "@" in where:  # user:password@host: show the host only
             where = where.split("://", 1)[0] + "://…@" + where.rsplit("@", 1)[1]
         banner = f"gistbot console · channel {channel} · {where} · {model}"
@@ -168,7 +168,7 @@ async def _console(settings: Settings, channel: str, live: LiveLine,
             # Ctrl-C belongs to the chat (cancel, clear, quit); SIGTERM still stops.
             asyncio.get_running_loop().add_signal_handler(signal.SIGINT, chat.interrupt)
         return await chat.run(banner, stop=stop,
-                              grace=reply_grace(settings.shutdown_grace_seconds))
+                              grace=reply_grace(settings.restarts.shutdown_grace_seconds))
 
 
 async def _run(settings: Settings, live: LiveLine) -> int:
@@ -205,7 +205,7 @@ async def _known(store: Store, key: ChannelKey, settings: Settings) -> None:
 
 def _where(settings: Settings) -> str:
     """The database, for messages: the SQLite path, or the PostgreSQL host (no password)."""
-    url = settings.database_url
+    url = settings.database.database_url
     if url.startswith("sqlite:///"):
         return url[len("sqlite:///"):]
     return url.split("://", 1)[0] + "://" + url.rsplit("@", 1)[-1].split("/", 1)[0]
@@ -214,7 +214,7 @@ def _where(settings: Settings) -> str:
 def _no_database(settings: Settings) -> str | None:
     """"no database at …" when ``DATABASE_URL`` is a SQLite file that does not exist: a
     command that only reads must not create it."""
-    path = settings.sqlite_path
+    path = settings.database.sqlite_path
     if path is not None and not path.exists():
         return f"no database at {path} (DATABASE_URL); it is created when gistbot first runs"
     return None
@@ -252,7 +252,7 @@ async def _channels(settings: Settings, out: TextIO) -> int:
 
 def _admin(rt: Runtime) -> contextlib.AbstractAsyncContextManager[object]:
     """The admin server when ``ADMIN_PORT`` is set (``bot.admin``), else nothing."""
-    if rt.settings.admin_port is None:
+    if rt.settings.admin.admin_port is None:
         return contextlib.nullcontext()
     require(ADMIN, configured=True)
     from bot.admin.server import admin_server
@@ -378,8 +378,8 @@ def _dispatch(args: argparse.Namespace, command: str) -> int:
     if command in ("run", "console"):  # every part it will start, before starting any
         require(*needed(settings, PLATFORMS if command == "run" else {}), configured=True)
     chat = (command in ("run", "console") and not settings.adapters) or command == "console"
-    live = setup_logging(settings.log_level, settings.secrets(), console=chat,
-                         verbose=args.verbose, fmt=settings.log_format)
+    live = setup_logging(settings.logs.log_level, settings.secrets(), console=chat,
+                         verbose=args.verbose, fmt=settings.logs.log_format)
     if command == "run":
         return asyncio.run(_run(settings, live))
     if command == "console":
@@ -405,7 +405,7 @@ def _dispatch(args: argparse.Namespace, command: str) -> int:
         from bot.app import storage_for_url
         from bot.dbtools import migrate
 
-        url = args.url or settings.database_url
+        url = args.url or settings.database.database_url
         n = asyncio.run(migrate(storage_for_url(url)))
         print(f"schema is up to date ({plural(n, 'channel')} stored)")
     elif command == "copy-db":

@@ -22,6 +22,7 @@ from typing import TextIO
 from pydantic import SecretStr
 
 from bot.app import make_llm, make_storage
+from bot.channel_config import Defaults
 from bot.errors import ModelNotServed
 from bot.extras import POSTGRES, Extra, describe, missing, needed
 from bot.llm import UsageMeter
@@ -59,16 +60,16 @@ def mask(secret: str) -> str:
 
 def _describe(settings: Settings) -> list[tuple[str, str]]:
     rows = []
-    for name, value in settings.model_dump().items():
+    for name, value in settings.flat().items():
         if isinstance(value, SecretStr):
             shown = mask(value.get_secret_value())
-        elif name == "system_prompt":
+        elif name == "SYSTEM_PROMPT":
             shown = (value[:60] + "…") if len(value) > 60 else value
         elif isinstance(value, str) and "://" in value:
             shown = mask_url(value)  # a password in the user info or the query string
         else:
             shown = "(not set)" if value is None or value == [] else str(value)
-        rows.append((name.upper(), shown))
+        rows.append((name, shown))
     return rows
 
 
@@ -83,7 +84,7 @@ def _installed(settings: Settings, platforms: Mapping[str, Extra]) -> tuple[Chec
 
 
 async def _database(settings: Settings) -> Check:
-    path = settings.sqlite_path
+    path = settings.database.sqlite_path
     if path is not None and not path.exists():
         folder = path.parent if str(path.parent) else path.cwd()
         if os.access(folder if folder.exists() else folder.parent, os.W_OK):
@@ -104,7 +105,7 @@ async def _database(settings: Settings) -> Check:
 
 
 async def _llm(settings: Settings) -> Check:
-    llm = make_llm(settings, TokenCounter(settings.model_name), UsageMeter())
+    llm = make_llm(settings, TokenCounter(settings.llm.model_name), UsageMeter())
     try:
         described = await llm.probe()  # type: ignore[attr-defined]
         return Check("llm", True, described)
@@ -135,8 +136,8 @@ async def doctor(settings: Settings, out: TextIO,
 
     adapters = settings.adapters or ["console (no platform tokens set)"]
     out.write(f"\nAdapters that would start: {', '.join(adapters)}\n")
-    out.write(f"LLM provider: {settings.provider}\n")
-    allowed = ", ".join(settings.model_allowlist)
+    out.write(f"LLM provider: {settings.llm.provider}\n")
+    allowed = ", ".join(Defaults.from_settings(settings).allowed_models)
     out.write(f"Models /config may choose (ALLOWED_MODELS): {allowed}\n")
     out.write("\nConfiguration:\n")
     for name, shown in _describe(settings):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from dotenv import dotenv_values
 
-from bot.settings import Settings
+from bot.settings import Settings, fields
 
 __all__ = ["known_settings", "typo_warnings"]
 
@@ -34,7 +34,7 @@ _OTHER_KNOWN = frozenset({"TIKTOKEN_CACHE_DIR", "XDG_CACHE_HOME"})
 
 def known_settings() -> list[str]:
     """Every variable name the settings read, upper case."""
-    return sorted(name.upper() for name in Settings.model_fields)
+    return sorted(f.variable for f in fields(Settings))
 
 
 def _suggest(name: str, known: list[str], cutoff: float) -> str | None:

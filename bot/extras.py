@@ -107,9 +107,9 @@ def needed(settings: Settings, platforms: Mapping[str, Extra]) -> list[Extra]:
     ``platforms``, PostgreSQL for a ``postgresql://`` URL, the admin server for
     ``ADMIN_PORT``."""
     out = [platforms[name] for name in settings.adapters if name in platforms]
-    if settings.sqlite_path is None:
+    if settings.database.sqlite_path is None:
         out.append(POSTGRES)
-    if settings.admin_port is not None:
+    if settings.admin.admin_port is not None:
         out.append(ADMIN)
     return out
 

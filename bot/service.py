@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from bot.attachments.intake import AttachmentIntake
 from bot.attachments.vision import ImagePart, with_images
+from bot.budget import Budget
 from bot.catchup_wiring import CatchupCommands
 from bot.channel_config import ChannelConfig, ChannelSettings, Defaults, answers
 from bot.config_command import ConfigCommand
@@ -35,9 +36,10 @@ from bot.memory_commands import MemoryCommands
 from bot.messages import DeltaSink, IncomingMessage, Outcome, PendingReply, Received, Reply
 from bot.observe import NullObserver, ServiceObserver, bind_request
 from bot.outbox import Outbox
-from bot.prompts import build_messages, fixed_overhead, settled_reply, strip_echoed_label
+from bot.prompts import build_messages, settled_reply, strip_echoed_label
 from bot.quota import Quota
 from bot.rate_limit import RateLimiter
+from bot.sections import ChatSettings
 from bot.stores.owed import OwedReply
 from memory.completion import ChatMessage
 from memory.errors import StoreError, StoreUnavailableError
@@ -54,7 +56,6 @@ __all__ = [
     "STORE_FAILED",
     "TOO_LONG",
     "ChatService",
-    "ServiceConfig",
     "cut",
 ]
 
@@ -88,34 +89,20 @@ def cut(text: str, limit: int, what: str = "message") -> str:
     return f"{text[:limit]}\n[…{what} cut: {len(text) - limit:,} more characters not kept]"
 
 
-@dataclass(frozen=True, slots=True)
-class ServiceConfig:
-    """The settings the service needs (a slice of ``Settings``, easy to build in tests)."""
-
-    system_prompt: str
-    context_tokens: int = 8000
-    reply_tokens: int = 800
-    record_mode: str = "all"  # "all" or "addressed"
-    always_reply_channels: Collection[str] = ()
-    bot_id: str = "gistbot"
-    bot_name: str = "gistbot"
-    user_rate_limit: int = 0  # replies per user per minute; 0 = no limit
-    max_input_chars: int = 0  # 0 = no limit
-
-
 class ChatService:
     """The application core: adapters hand it messages (``receive``), it calls memory and
     the LLM. The commands are features it holds for the adapters: ``memory_commands``,
     ``catchup_commands`` and ``config_command``."""
 
-    def __init__(self, memory: MemoryManager, llm: LLM, config: ServiceConfig, *,
-                 clock: Callable[[], float] = time.monotonic,
+    def __init__(self, memory: MemoryManager, llm: LLM, config: ChatSettings,
+                 budget: Budget, *, clock: Callable[[], float] = time.monotonic,
                  owed: OwedReplies | None = None, channels: ChannelConfig | None = None,
                  quota: Quota | None = None, outbox: Outbox | None = None,
                  catchup: CatchupCommands | None = None) -> None:
         self.memory = memory
         self.llm = llm
         self.config = config
+        self.budget = budget
         self.clock = clock
         self.owed = owed  # replies owed to mentions, across crashes (bot.owed)
         self.channels = channels or ChannelConfig(None, Defaults(
@@ -151,8 +138,8 @@ class ChatService:
 
     def _memory_budget(self, persona: str | None = None) -> int:
         """Tokens left for summary, facts and turns once the fixed parts are paid for."""
-        fixed = fixed_overhead(persona or self.config.system_prompt, self.memory.tokenizer)
-        return self.config.context_tokens - self.config.reply_tokens - fixed
+        return self.budget.memory_with(persona or self.config.system_prompt,
+                                       self.memory.tokenizer)
 
     async def receive(self, msg: IncomingMessage) -> Received:
         """Record ``msg`` (per the channel's ``record`` and ``reply_mode``) and say what
@@ -385,12 +372,12 @@ class ChatService:
         extra = {"model": model} if model else {}  # only when the channel chose one
         if on_delta is None:
             completion = await self.llm.complete(
-                messages, max_tokens=self.config.reply_tokens, purpose="reply", **extra
+                messages, max_tokens=self.budget.reply_tokens, purpose="reply", **extra
             )
             return strip_echoed_label(completion.text) or completion.text
         parts: list[str] = []
         async for delta in self.llm.stream(
-            messages, max_tokens=self.config.reply_tokens, purpose="reply", **extra
+            messages, max_tokens=self.budget.reply_tokens, purpose="reply", **extra
         ):
             parts.append(delta)
             shown = settled_reply("".join(parts))

@@ -1,9 +1,9 @@
 """``docs/configuration.md`` and ``.env.example``, generated from the settings class.
 
-The variable names, types, defaults and checks come from ``bot.settings.Settings``; what
-each setting means comes from the field's own description or ``bot.settings_help``. So the
-reference cannot drift from the code: ``tests/test_docs.py`` fails when either file differs
-from what this module renders. Run ``python -m bot.settings_doc`` after changing a setting
+The variable names, types, defaults, checks and descriptions come from the settings tree
+(``bot.settings.Settings``: one table per section, titled by the section's ``title``). So
+the reference cannot drift from the code: ``tests/test_docs.py`` fails when either file
+differs from what this module renders. Run ``python -m bot.settings_doc`` after changing a setting
 (``--check`` only compares).
 """
 
@@ -22,8 +22,7 @@ import annotated_types
 from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 
-from bot.settings import Settings
-from bot.settings_help import DESCRIPTIONS, SECTIONS
+from bot.settings import Settings, fields
 
 __all__ = ["ROOT", "Setting", "check", "env_example", "main", "reference", "settings", "write"]
 
@@ -43,11 +42,11 @@ class Setting(typing.NamedTuple):
 
 
 def _description(name: str, info: FieldInfo) -> str:
-    text = info.description or DESCRIPTIONS.get(name)
+    text = info.description
     if not text:
         raise ValueError(
-            f"{name.upper()} has no description: add one to bot/settings_help.py DESCRIPTIONS "
-            "(or Field(description=...) in bot/settings.py), then run python -m bot.settings_doc"
+            f"{name.upper()} has no description: give its field Field(description=...) in its "
+            "section (bot/sections.py, memory/config.py), then run python -m bot.settings_doc"
         )
     return " ".join(text.split())
 
@@ -98,17 +97,13 @@ def _values(annotation: Any, info: FieldInfo) -> str:
 
 
 def settings() -> list[Setting]:
-    """Every field of ``Settings``, in the order of ``SECTIONS`` (unlisted ones last)."""
-    fields = Settings.model_fields
-    listed = [(title, name) for title, names in SECTIONS for name in names if name in fields]
-    seen = {name for _, name in listed}
-    listed += [("Other", name) for name in fields if name not in seen]
+    """Every setting of ``Settings``, section by section."""
     out = []
-    for section, name in listed:
-        info = fields[name]
-        alias = info.validation_alias if isinstance(info.validation_alias, str) else None
-        out.append(Setting(section, name, (alias or name).upper(), _default(info),
-                           _values(info.annotation, info), _description(name, info)))
+    for f in fields(Settings):
+        model = Settings.model_fields[f.section].annotation
+        title = str(getattr(model, "model_config", {}).get("title") or f.section)
+        out.append(Setting(title, f"{f.section}.{f.name}", f.variable, _default(f.info),
+                           _values(f.info.annotation, f.info), _description(f.variable, f.info)))
     return out
 
 

@@ -196,7 +196,7 @@ class MemoryManager:
         cited = await self._archive.episodes(key, limit=episodes)
         try:
             text = await self.summarizer.digest(
-                state, turns, max_tokens=self.config.summary_tokens, key=key
+                state, turns, max_tokens=self.summarizer.summary_tokens, key=key
             )
             return Digest(text, stats, fresh=True, empty=False, episodes=cited)
         except CallRefused:

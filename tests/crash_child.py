@@ -88,9 +88,7 @@ async def main(path: str, run: str) -> None:
         Summarizer(FastModel(), tok, summary_tokens=SUMMARY_TOKENS),
         tok,
         WindowPolicy(max_messages=10, keep_messages=4),
-        config=MemoryConfig(
-            summary_tokens=SUMMARY_TOKENS,
-            retry_base=0.01,
+        config=MemoryConfig(retry_base=0.01,
             # A killed run leaves its lease behind; keep its expiry short so the next run can
             # compact soon (a real restart waits at most the default 30 s).
             lease_ttl=0.3,

@@ -21,6 +21,7 @@ from bot.errors import ConfigError, LLMAuthError
 from bot.logs import setup_logging
 from bot.messages import IncomingMessage
 from bot.prompts import FENCE_CLOSE, FENCE_OPEN, RULES
+from bot.sections import ChatSettings
 from bot.service import RATE_LIMITED, TOO_LONG
 from bot.settings import Settings, load_settings
 from memory.models import ChannelKey
@@ -190,7 +191,7 @@ async def test_rate_limit_zero_means_no_limit(tmp_path: Path, llm: FakeLLM) -> N
         for i in range(30):
             reply = await rt.service.on_message(said(i, "alice"))
             assert reply is not None and not reply.failed
-    assert Settings.model_fields["user_rate_limit"].default == 20
+    assert ChatSettings.model_fields["user_rate_limit"].default == 20
     with pytest.raises(ConfigError, match="USER_RATE_LIMIT"):
         load_settings({"USER_RATE_LIMIT": "-1"}, env_file=None)
 

@@ -152,7 +152,7 @@ def test_bad_admin_settings_are_refused(env: dict[str, str], needle: str) -> Non
 def test_admin_token_is_a_scrubbed_secret() -> None:
     s = load_settings({"ADMIN_INSPECTOR": "true", "ADMIN_PORT": "1", "ADMIN_TOKEN": TOKEN},
                       env_file=None)
-    assert TOKEN in s.secrets() and s.admin_host == "127.0.0.1"
+    assert TOKEN in s.secrets() and s.admin.admin_host == "127.0.0.1"
 
 
 def test_json_log_lines_carry_channel_and_request_id() -> None:

@@ -19,7 +19,6 @@ import pytest
 
 from adapters.console_adapter import ConsoleChat, console_key
 from bot.app import Runtime
-from bot.budget import memory_budget
 from bot.messages import IncomingMessage
 from bot.prompts import FENCE_CLOSE, FENCE_OPEN
 from bot.settings import load_settings
@@ -184,7 +183,7 @@ async def test_recall_stays_within_its_budget(tmp_path: Path) -> None:
             note = f"budget note {TOPICS[i % 8]} number {i} is long text"
             await rt.service.memory_commands.remember(KEY, note)
         await rt.service.on_message(msg("tell me the budget notes", ask=True))
-        view = await rt.memory.view(KEY, memory_budget(rt.settings, rt.memory.tokenizer),
+        view = await rt.memory.view(KEY, rt.budget.memory_tokens,
                                     recall=True)
         assert 0 < view.recall_tokens <= 60
         assert 0 < len(view.recall.facts) < 20

@@ -161,8 +161,8 @@ async def test_an_image_reaches_a_vision_model_as_an_image_part_within_the_budge
         last = content_text(request.json["messages"][-1]["content"])
         assert "[image: error.png, 1200×900]" in last
         used = _prompt_tokens(request.json["messages"], rt.memory.tokenizer)
-        assert used + settings.reply_tokens <= settings.context_tokens
-        assert used > settings.context_tokens // 2  # the conversation did fill it
+        assert used + settings.budget.reply_tokens <= settings.budget.context_tokens
+        assert used > settings.budget.context_tokens // 2  # the conversation did fill it
         assert "\n[image: error.png, 1200×900" in (await turns(rt))[-2][2]
 
 
@@ -275,4 +275,4 @@ async def test_an_image_of_an_earlier_message_is_shown_when_the_budget_leaves_ro
         (part,) = image_parts(request.json)
         assert base64.b64decode(part["image_url"]["url"].split(",", 1)[1]) == picture
         used = _prompt_tokens(messages, rt.memory.tokenizer)
-        assert used + settings.reply_tokens <= settings.context_tokens
+        assert used + settings.budget.reply_tokens <= settings.budget.context_tokens

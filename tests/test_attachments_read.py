@@ -8,13 +8,14 @@ import codecs
 
 import pytest
 
-from bot.attachments import Attachment, FileSource, Limits, Reading
+from bot.attachments import Attachment, FileSource, Reading
 from bot.attachments.fetch import Refused, fetch, origin
 from bot.attachments.images import image_size
 from bot.attachments.read import read_bytes
 from bot.attachments.render import compose, render_all
 from bot.attachments.sniff import decode_text, sniff
 from bot.attachments.vision import fit_images, image_tokens, sees_images, with_images
+from bot.sections import AttachmentSettings
 from memory.completion import ChatMessage
 from tests.harness.hostile import pdf_with_text, png
 
@@ -38,7 +39,7 @@ def test_text_is_decoded_or_refused() -> None:
 
 
 async def test_reading_gives_text_pdf_text_image_size_or_a_reason() -> None:
-    limits = Limits()
+    limits = AttachmentSettings()
     assert (await read_bytes(b"key: value\n", "application/x-yaml", limits)).text == "key: value\n"
     pdf = await read_bytes(pdf_with_text("Total 88412"), "application/pdf", limits)
     assert (pdf.kind, pdf.text) == ("text", "Total 88412")
@@ -126,7 +127,7 @@ def test_a_platform_fetches_only_from_its_own_hosts() -> None:
 
 async def test_a_file_declared_too_large_or_elsewhere_is_refused_before_any_connection() -> None:
     source = FileSource.of("slack", ["https://files.slack.com"])
-    limits = Limits(max_bytes=100)
+    limits = AttachmentSettings(attachment_max_bytes=100)
     with pytest.raises(Refused, match="larger than the 100 bytes limit"):
         await fetch(source, Attachment("a", "https://files.slack.com/a", 101), limits)
     with pytest.raises(Refused, match="not on slack's file host"):

@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.app import Runtime
-from bot.budget import memory_budget, view_split, window_policy
+from bot.budget import Budget, window_policy
 from bot.errors import ConfigError
 from bot.messages import IncomingMessage
-from bot.settings import load_settings
+from bot.settings import Settings, load_settings
 from memory.ledger import facts_for_request
 from memory.models import CarriedIdentifier, ChannelKey, Turn
 from memory.summarizer import (
@@ -30,34 +30,43 @@ TOK = TokenCounter("gpt-4o")
 KEY = ChannelKey("console", "local", "budget")
 
 
+def budget_of(settings: Settings) -> Budget:
+    return Budget.compute(settings.budget, settings.chat.system_prompt, TOK)
+
+
+def policy_of(env: dict[str, str]) -> WindowPolicy:
+    settings = load_settings(env)
+    return window_policy(settings.memory, budget_of(settings))
+
+
 def test_the_default_window_is_in_tokens_and_grows_with_the_budget() -> None:
-    small = window_policy(load_settings({"CONTEXT_TOKENS": "4096", "REPLY_TOKENS": "512"}), TOK)
-    large = window_policy(load_settings({"CONTEXT_TOKENS": "32000"}), TOK)
+    small = policy_of({"CONTEXT_TOKENS": "4096", "REPLY_TOKENS": "512"})
+    large = policy_of({"CONTEXT_TOKENS": "32000"})
     assert small.max_messages == 0 and large.max_messages == 0  # no message count limit
     assert 0 < small.keep_tokens < small.window_tokens < large.window_tokens
-    budget = memory_budget(load_settings({}), TOK)
-    default = window_policy(load_settings({}), TOK)
+    budget = budget_of(load_settings({})).memory_tokens
+    default = policy_of({})
     assert default.window_tokens == int((budget - 600) * 0.40)
 
 
 def test_the_message_window_is_still_there_when_asked_for() -> None:
-    policy = window_policy(load_settings({"MAX_HISTORY_MESSAGES": "10"}), TOK)
+    policy = policy_of({"MAX_HISTORY_MESSAGES": "10"})
     assert (policy.max_messages, policy.keep_messages, policy.window_tokens) == (10, 4, 0)
-    policy = window_policy(load_settings({"KEEP_RECENT_MESSAGES": "2"}), TOK)
+    policy = policy_of({"KEEP_RECENT_MESSAGES": "2"})
     assert (policy.max_messages, policy.keep_messages) == (10, 2)
     with pytest.raises(ConfigError, match="KEEP_RECENT_MESSAGES"):
         load_settings({"MAX_HISTORY_MESSAGES": "5", "KEEP_RECENT_MESSAGES": "5"})
 
 
 def test_an_explicit_token_window_overrides_the_derived_one() -> None:
-    policy = window_policy(load_settings({"WINDOW_TOKENS": "900", "KEEP_TOKENS": "300"}), TOK)
+    policy = policy_of({"WINDOW_TOKENS": "900", "KEEP_TOKENS": "300"})
     assert (policy.max_messages, policy.window_tokens, policy.keep_tokens) == (0, 900, 300)
 
 
 def test_recall_tokens_unset_zero_or_a_cap() -> None:
-    assert view_split(load_settings({})).recall_tokens is None
-    assert view_split(load_settings({"RECALL_TOKENS": "0"})).recall_tokens == 0
-    assert view_split(load_settings({"RECALL_TOKENS": "700"})).recall_tokens == 700
+    assert load_settings({}).memory.split.recall_tokens is None
+    assert load_settings({"RECALL_TOKENS": "0"}).memory.split.recall_tokens == 0
+    assert load_settings({"RECALL_TOKENS": "700"}).memory.split.recall_tokens == 700
 
 
 @given(st.lists(st.integers(1, 400), min_size=1, max_size=80), st.integers(200, 20000))
@@ -98,7 +107,7 @@ def test_a_fold_after_many_failed_summaries_fits_the_context(env: dict[str, str]
     is folded in calls whose whole request, with everything else a request may show and
     the answer it asks for, fits ``CONTEXT_TOKENS``; each call still folds something."""
     settings = load_settings(env)
-    policy, bound = window_policy(settings, TOK), settings.summary_bound
+    policy, bound = policy_of(env), settings.budget.summary_bound
     line = "the deploy of service alpha moved to thursday because staging broke again; "
     turns = [Turn(KEY, i + 1, f"m{i}", "user", f"u{i % 4}", f"Person{i % 4}",
                   f"{i}: " + line * 5, TOK.count(f"{i}: " + line * 5), 0.0) for i in range(80)]
@@ -118,4 +127,4 @@ def test_a_fold_after_many_failed_summaries_fits_the_context(env: dict[str, str]
         previous, facts_for_request(carried, turns[:n], TOK), turns[:n], max_tokens=bound,
         archive=True, known_facts=shown, language="Portuguese")
     size = sum(TOK.count(m["content"]) + 4 for m in request)
-    assert size + answer_room(bound) + ARCHIVE_TOKENS <= settings.context_tokens, size
+    assert size + answer_room(bound) + ARCHIVE_TOKENS <= settings.budget.context_tokens, size

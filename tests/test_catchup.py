@@ -12,11 +12,13 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bot.catchup import Catchup, CatchupConfig, Period, Scope
+from bot.budget import Budget
+from bot.catchup import Catchup, Period, Scope
 from bot.catchup_command import Catchups, Where
 from bot.citations import discord_link
 from bot.errors import LLMUnavailable
 from bot.offline_llm import OfflineLLM
+from bot.sections import DEFAULT_SYSTEM_PROMPT, BudgetSettings, CatchupSettings
 from memory.models import ChannelKey, Turn
 from memory.stores.sqlite.store import SqliteStore
 from memory.tokens import TokenCounter
@@ -50,8 +52,11 @@ def url_map(turns: Sequence[Turn]) -> dict[str, Turn]:
     return {discord_link(t): t for t in turns}
 
 
-def engine(store: SqliteStore, llm: object, tok: TokenCounter, **config: int) -> Catchup:
-    return Catchup(store, llm, tok, CatchupConfig(**config))  # type: ignore[arg-type]
+def engine(store: SqliteStore, llm: object, tok: TokenCounter, *, context_tokens: int = 8000,
+           reply_tokens: int = 800, **config: int) -> Catchup:
+    budget = Budget.compute(BudgetSettings(context_tokens=context_tokens,
+                                           reply_tokens=reply_tokens), DEFAULT_SYSTEM_PROMPT, tok)
+    return Catchup(store, llm, tok, CatchupSettings(**config), budget)  # type: ignore[arg-type]
 
 
 CHAT = [

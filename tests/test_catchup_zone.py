@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bot.catchup import Catchup, CatchupConfig
+from bot.catchup import Catchup
 from bot.catchup_command import Catchups, Where
 from bot.digests import DigestScheduler
 from bot.stores import Storage
@@ -54,7 +54,7 @@ def catchups(store: Store, tok: TokenCounter) -> Catchups:
     llm = ScriptedModel(functools.partial(citing_answer, per_call=4), purposes={"digest"})
     llm.is_offline = False  # type: ignore[attr-defined]
     llm.name = "scripted"  # type: ignore[attr-defined]
-    engine = Catchup(store, llm, tok, CatchupConfig())  # type: ignore[arg-type]
+    engine = Catchup(store, llm, tok)  # type: ignore[arg-type]
     return Catchups(engine, store, UTC, clock=lambda: NOW)
 
 

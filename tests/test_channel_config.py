@@ -69,7 +69,8 @@ def test_settings_from_the_environment() -> None:
     assert d.allowed_models == ("m1",)  # ALLOWED_MODELS unset: just MODEL_NAME
     s = resolve(ChannelKey("slack", "T", "c9"), [], d)
     assert (s.reply_mode, s.record, s.daily_tokens_per_server) == ("all", "addressed", 5000)
-    assert load_settings({"ALLOWED_MODELS": "a, b,a"}).model_allowlist == ["a", "b"]
+    allowed = Defaults.from_settings(load_settings({"ALLOWED_MODELS": "a, b,a"})).allowed_models
+    assert allowed == ("a", "b")
 
 
 def test_a_stored_model_the_operator_no_longer_allows_falls_through() -> None:
@@ -265,8 +266,10 @@ async def test_messages_arriving_while_settings_load_are_recorded_in_arrival_ord
 ) -> None:
     """A channel's first messages wait for its settings; whatever the timing (arriving
     before, during or just after the load), they must reach the store in arrival order."""
+    from bot.budget import Budget
     from bot.messages import IncomingMessage
-    from bot.service import ChatService, ServiceConfig
+    from bot.sections import BudgetSettings, ChatSettings
+    from bot.service import ChatService
     from memory.manager import MemoryManager
     from memory.summarizer import Summarizer
     from memory.tokens import TokenCounter
@@ -286,8 +289,9 @@ async def test_messages_arriving_while_settings_load_are_recorded_in_arrival_ord
     tok = TokenCounter("gpt-4o")
     model = ScriptedModel()
     memory = MemoryManager(storage.memory, Summarizer(model, tok), tok)
-    service = ChatService(memory, model, ServiceConfig("Be nice."),  # type: ignore[arg-type]
-                          channels=ChannelConfig(store, DEFAULTS))
+    budget = Budget.compute(BudgetSettings(), "Be nice.", tok)
+    service = ChatService(memory, model, ChatSettings(system_prompt="Be nice."),  # type: ignore[arg-type]
+                          budget, channels=ChannelConfig(store, DEFAULTS))
 
     async def arrive(i: int) -> None:  # what the Discord and Slack adapters do
         m = IncomingMessage(KEY, f"m{i:03}", "u", "U", f"message {i}", time.time())

@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from adapters.discord import invite_url
-from adapters.discord.options import DiscordOptions
+from adapters.discord.options import checked, guild_ids, token
 from adapters.discord.text import plan_reply, preview, render_mentions, to_incoming
 from bot.errors import ConfigError
 from bot.settings import load_settings
@@ -63,15 +63,16 @@ def test_preview_is_one_message_marked_unfinished() -> None:
 def test_options_are_checked() -> None:
     base = {"DISCORD_TOKEN": "t"}
     with pytest.raises(ConfigError, match="DISCORD_TOKEN"):
-        DiscordOptions.from_settings(load_settings({}, env_file=None))
+        checked(load_settings({}, env_file=None))
     with pytest.raises(ConfigError, match="DISCORD_GUILD_IDS"):
-        DiscordOptions.from_settings(load_settings(base | {"DISCORD_GUILD_IDS": "abc"}))
+        checked(load_settings(base | {"DISCORD_GUILD_IDS": "abc"}))
     with pytest.raises(ConfigError, match="DISCORD_RESET_PERMISSION"):
-        DiscordOptions.from_settings(load_settings(base | {"DISCORD_RESET_PERMISSION": "boss"}))
-    opts = DiscordOptions.from_settings(
+        checked(load_settings(base | {"DISCORD_RESET_PERMISSION": "boss"}))
+    settings = checked(
         load_settings(base | {"DISCORD_GUILD_IDS": "1, 2", "STREAM_REPLIES": "true"})
     )
-    assert opts.guild_ids == (1, 2) and opts.stream_replies and opts.token == "t"
+    assert guild_ids(settings.discord) == (1, 2) and settings.chat.stream_replies
+    assert token(settings.discord) == "t"
 
 
 def test_to_incoming_renders_mentions_and_notes_attachments(objects: Objects) -> None:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import Settings
+from bot.sections import RestartSettings
+from bot.settings import Settings, fields
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
@@ -135,7 +136,7 @@ async def test_healthcheck_asks_the_admin_server_when_it_is_on(tmp_path: Path) -
 def test_env_example_lists_every_setting() -> None:
     text = (ROOT / ".env.example").read_text()
     listed = set(re.findall(r"^# ([A-Z][A-Z0-9_]*)=", text, re.MULTILINE))
-    missing = {name.upper() for name in Settings.model_fields} - listed
+    missing = {f.variable for f in fields(Settings)} - listed
     assert not missing, f".env.example lacks {sorted(missing)}"
     assert not re.search(r"^[A-Z_]+=", text, re.MULTILINE), "every setting stays commented"
 
@@ -173,5 +174,5 @@ def test_compose_gives_the_drain_its_time() -> None:
     yaml = pytest.importorskip("yaml")
     bot = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["gistbot"]
     assert bot["init"] is True and bot["stop_signal"] == "SIGTERM"
-    grace = Settings.model_fields["shutdown_grace_seconds"].default
+    grace = RestartSettings.model_fields["shutdown_grace_seconds"].default
     assert int(str(bot["stop_grace_period"]).rstrip("s")) > grace

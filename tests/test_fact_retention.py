@@ -107,7 +107,7 @@ async def test_every_planted_identifier_survives(tmp_path: Path, tok: TokenCount
     await store.open()
     mgr = MemoryManager(store, Summarizer(model, tok, summary_tokens=300), tok,
                         WindowPolicy(max_messages=10, keep_messages=4),
-                        config=MemoryConfig(summary_tokens=300, facts_tokens=200, retry_base=0.01))
+                        config=MemoryConfig(facts_tokens=200, retry_base=0.01))
     seq_of: dict[str, int] = {}
     try:
         for i, (speaker, text) in enumerate(conversation()):

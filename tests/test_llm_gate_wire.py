@@ -231,7 +231,7 @@ async def test_make_llm_passes_both_settings() -> None:
     offline = make_llm(load_settings({"SUMMARY_CONCURRENCY": "5"}), TokenCounter("m"), UsageMeter())
     assert isinstance(offline, OfflineLLM) and offline.gate.summary_slots == 5
     defaults = load_settings({})
-    assert (defaults.llm_concurrency, defaults.summary_concurrency) == (4, 8)
+    assert (defaults.llm.llm_concurrency, defaults.llm.summary_concurrency) == (4, 8)
 
 
 @pytest.mark.parametrize("variable", ["LLM_CONCURRENCY", "SUMMARY_CONCURRENCY"])
@@ -240,7 +240,7 @@ def test_concurrency_settings_must_be_at_least_one(variable: str, value: str) ->
     with pytest.raises(ConfigError) as info:
         load_settings({variable: value})
     assert f"{variable}: must be at least 1, not {value}" in str(info.value)
-    assert load_settings({variable: "1"}).model_dump()[variable.lower()] == 1
+    assert load_settings({variable: "1"}).flat()[variable] == 1
 
 
 def test_concurrency_settings_must_be_integers() -> None:

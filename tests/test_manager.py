@@ -93,7 +93,7 @@ async def make_manager(
         summarizer = Summarizer(model, tok, summary_tokens=summary_tokens, timeout=timeout)
         kw.setdefault("retry_base", 0.01)
         mgr = MemoryManager(store, summarizer, tok, policy,  # type: ignore[arg-type]
-                            config=MemoryConfig(summary_tokens=summary_tokens, **kw), clock=clock)
+                            config=MemoryConfig(**kw), clock=clock)
         made.append(mgr)
         return mgr
 
@@ -622,8 +622,7 @@ async def _scenario(
         store = SqliteStore(Path(tmp) / "p.db", synchronous="OFF")
         await store.open()
         mgr = MemoryManager(store, Summarizer(model, tok, summary_tokens=summary_tokens), tok,
-                            policy, config=MemoryConfig(summary_tokens=summary_tokens,
-                                                        retry_base=0.001))
+                            policy, config=MemoryConfig(retry_base=0.001))
         try:
             n = 0
             for op, arg in ops:

@@ -15,7 +15,6 @@ import pytest
 
 from adapters.discord import launch, run_discord
 from adapters.slack.launch import serve as serve_slack
-from adapters.slack.options import SlackOptions
 from bot.app import Runtime
 from bot.cli import main
 from bot.errors import PlatformUnreachable
@@ -97,7 +96,7 @@ async def test_slack_unreachable_at_start_is_one_line(tmp_path: Path) -> None:
     async with Runtime.open(settings) as rt:
         client = web_client(settings, f"http://127.0.0.1:{port}/api/")
         with pytest.raises(PlatformUnreachable) as info:
-            await serve_slack(rt.service, SlackOptions.from_settings(settings), client=client)
+            await serve_slack(rt.service, settings, client=client)
     message = str(info.value)
     assert message.startswith(f"cannot reach 127.0.0.1:{port} (")
     assert "\n" not in message and "check the network" in message

@@ -12,19 +12,20 @@ from bot.settings import load_settings
 
 def test_defaults_are_offline_sqlite_console() -> None:
     s = load_settings({})
-    assert s.provider == "offline"
-    assert s.database_url == "sqlite:///gistbot.db"
+    assert s.llm.provider == "offline"
+    assert s.database.database_url == "sqlite:///gistbot.db"
     assert s.adapters == []
-    assert (s.max_history_messages, s.keep_recent_messages) == (None, None)  # derived window
-    assert s.recall_tokens is None
-    assert s.backfill_max_messages == 500
+    # derived window
+    assert (s.memory.max_history_messages, s.memory.keep_recent_messages) == (None, None)
+    assert s.memory.recall_tokens is None
+    assert s.restarts.backfill_max_messages == 500
 
 
 def test_key_or_base_url_selects_openai() -> None:
-    assert load_settings({"OPENAI_API_KEY": "sk-real-looking-key-123"}).provider == "openai"
-    assert load_settings({"OPENAI_BASE_URL": "http://localhost:11434/v1"}).provider == "openai"
+    assert load_settings({"OPENAI_API_KEY": "sk-real-looking-key-123"}).llm.provider == "openai"
+    assert load_settings({"OPENAI_BASE_URL": "http://localhost:11434/v1"}).llm.provider == "openai"
     assert (
-        load_settings({"OPENAI_BASE_URL": "http://x:1/v1", "LLM_PROVIDER": "offline"}).provider
+        load_settings({"OPENAI_BASE_URL": "http://x:1/v1", "LLM_PROVIDER": "offline"}).llm.provider
         == "offline"
     )
 
@@ -71,9 +72,9 @@ def test_lists_are_comma_separated_and_blank_secrets_unset() -> None:
     s = load_settings(
         {"ALWAYS_REPLY_CHANNELS": "C1, C2,", "OPENAI_API_KEY": "  ", "SLACK_ADMIN_USER_IDS": "U1"}
     )
-    assert s.always_reply_channels == ["C1", "C2"]
-    assert s.slack_admin_user_ids == ["U1"]
-    assert s.openai_api_key is None
+    assert s.chat.always_reply_channels == ["C1", "C2"]
+    assert s.slack.slack_admin_user_ids == ["U1"]
+    assert s.llm.openai_api_key is None
 
 
 def test_env_file_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -82,8 +83,8 @@ def test_env_file_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.delenv("MAX_HISTORY_MESSAGES", raising=False)
     monkeypatch.delenv("MODEL_NAME", raising=False)
     s = load_settings(env_file=env)
-    assert s.max_history_messages == 20
-    assert s.model_name == "llama3.1"
+    assert s.memory.max_history_messages == 20
+    assert s.llm.model_name == "llama3.1"
 
 
 def test_adapters_follow_tokens() -> None:

@@ -301,7 +301,7 @@ def test_bad_shutdown_and_restart_settings_name_the_variable(name: str, bad: str
 
     with pytest.raises(ConfigError, match=name):
         load_settings({name: bad}, env_file=None)
-    defaults = load_settings({}, env_file=None)
+    defaults = load_settings({}, env_file=None).restarts
     assert (defaults.shutdown_grace_seconds, defaults.answer_missed_seconds,
             defaults.reply_claim_seconds) == (20, 300, 30)
 

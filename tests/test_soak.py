@@ -31,7 +31,6 @@ import pytest
 from aiohttp import web
 
 from adapters.discord.launch import create_client
-from adapters.discord.options import DiscordOptions
 from adapters.slack.app import build_app
 from adapters.slack.transport import serve_http
 from bot.app import Runtime
@@ -156,7 +155,7 @@ async def world(tmp_path: Path, rng: random.Random) -> AsyncIterator[dict[str, A
         try:
             async with Runtime.open(settings) as rt:
                 finished = Finished(rt)
-                client = create_client(rt.service, DiscordOptions.from_settings(rt.settings),
+                client = create_client(rt.service, rt.settings,
                                        guild_ready_timeout=0.05, max_messages=200)
                 adapter = make_adapter(rt, sfake.api_url)
                 async with client, serve_http(build_app(adapter), "127.0.0.1",

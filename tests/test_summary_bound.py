@@ -83,7 +83,7 @@ async def test_a_model_that_always_runs_long_still_compacts(tmp_path: Path) -> N
     await store.open()
     mgr = MemoryManager(store, Summarizer(model, TOK, summary_tokens=BOUND), TOK,
                         WindowPolicy(max_messages=10, keep_messages=4),
-                        config=MemoryConfig(summary_tokens=BOUND, retry_base=0.01))
+                        config=MemoryConfig(retry_base=0.01))
     said: list[str] = []
     try:
         for i in range(40):

@@ -1,7 +1,7 @@
 """The Discord adapter (discord.py), as a package whose files name its parts.
 
 - ``text``: a Discord message in (``to_incoming``), sized messages out (pure).
-- ``options``: ``DiscordOptions`` from ``Settings``, the invite URL.
+- ``options``: the checks of ``Settings.discord``, the invite URL.
 - ``client``: ``GistbotClient``: messages, edits, deletions, sending, permissions.
 - ``commands``: the application commands, generated from the registry (``bot.commands``);
   ``context``: Discord's permissions behind gistbot's.
@@ -38,11 +38,11 @@ async def run_discord(service: ChatService, settings: Settings,
     ``history`` (the store) missed messages are backfilled after downtime."""
     require(EXTRA, configured=True)
     from adapters.discord.launch import serve
-    from adapters.discord.options import DiscordOptions
+    from adapters.discord.options import checked
     from bot.shutdown import reply_grace
 
-    await serve(service, DiscordOptions.from_settings(settings), history, stop=stop,
-                grace=reply_grace(settings.shutdown_grace_seconds))
+    await serve(service, checked(settings), history, stop=stop,
+                grace=reply_grace(settings.restarts.shutdown_grace_seconds))
 
 
 def invite_url(application_id: int | str) -> str:

@@ -24,7 +24,7 @@ from adapters.backfill import Backfiller, HistoryStore
 from adapters.discord.backfill import discord_backfiller, on_shard
 from adapters.discord.catchup import register_outlet
 from adapters.discord.commands import add_commands
-from adapters.discord.options import PERMISSION_NAMES, DiscordOptions
+from adapters.discord.options import PERMISSION_NAMES, guild_ids, reset_permission
 from adapters.discord.outlet import DiscordReplies
 from adapters.discord.text import NO_PINGS, channel_key
 from adapters.discord.text import to_incoming as translate
@@ -34,6 +34,7 @@ from bot.messages import IncomingMessage
 from bot.missed import answer_missed_mentions, stop_answering_missed
 from bot.reply_flow import ReplyFlow
 from bot.service import ChatService
+from bot.settings import Settings
 from bot.wording import plural
 
 __all__ = ["GistbotClient"]
@@ -45,10 +46,10 @@ class GistbotClient(discord.AutoShardedClient):
     """discord.py client that hands messages and commands to a ``ChatService``.
 
     Auto-sharded: one process runs every shard Discord recommends; several processes split
-    them with ``shard_count=`` and ``shard_ids=`` (``DiscordOptions.shards``).
+    them with ``shard_count=`` and ``shard_ids=`` (``adapters.discord.options.shards``).
     """
 
-    def __init__(self, service: ChatService, options: DiscordOptions, *,
+    def __init__(self, service: ChatService, settings: Settings, *,
                  history: HistoryStore | None = None, commands: Registry = COMMANDS,
                  **kwargs: Any) -> None:
         # Only what the bot reads: servers and channels (names, permissions), messages in
@@ -58,20 +59,22 @@ class GistbotClient(discord.AutoShardedClient):
         kwargs.setdefault("allowed_mentions", NO_PINGS)
         super().__init__(intents=intents, **kwargs)
         self.service = service
-        self.options = options
+        self.settings = settings
         self.tree = app_commands.CommandTree(self)
+        chat, backfill = settings.chat, settings.restarts.backfill_max_messages
         self._warned: set[tuple[int, str]] = set()
         self._replying: set[asyncio.Task[Any]] = set()  # message handlers in flight
         self._missed: asyncio.Task[None] | None = None
         self._sweeping = asyncio.Event()
         self.flow = ReplyFlow(DiscordReplies(
-            self, stream_interval=options.stream_interval if options.stream_replies else None,
+            self, stream_interval=chat.stream_interval if chat.stream_replies else None,
             may_reference=self._may_reference, forbidden=self._forbidden), service.outbox)
-        add_commands(self.tree, service, options, commands)  # the registry's commands
+        # the registry's commands
+        add_commands(self.tree, service, reset_permission(settings.discord), commands)
         # Backfill after downtime (adapters.backfill): needs the store's history cursor.
         self.backfill: Backfiller | None = (
-            discord_backfiller(self, service, history, options.backfill_max_messages)
-            if history is not None and options.backfill_max_messages > 0 else None)
+            discord_backfiller(self, service, history, backfill)
+            if history is not None and backfill > 0 else None)
         register_outlet(self, service)  # scheduled digests post through this client
 
     # ------------------------------------------------------------------ lifecycle
@@ -83,7 +86,8 @@ class GistbotClient(discord.AutoShardedClient):
         # Startup hook: answer the mentions a crash left unanswered, then keep sweeping.
         self._missed = asyncio.create_task(
             answer_missed_mentions(self.service, "discord", self.flow, self._sweeping))
-        targets: list[discord.Object | None] = [discord.Object(g) for g in self.options.guild_ids]
+        targets: list[discord.Object | None] = [
+            discord.Object(g) for g in guild_ids(self.settings.discord)]
         for guild in targets or [None]:
             if guild is not None:
                 self.tree.copy_global_to(guild=guild)

@@ -21,7 +21,6 @@ import discord
 from discord import app_commands
 
 from adapters.discord.context import DiscordContext, discord_permission
-from adapters.discord.options import DiscordOptions
 from adapters.discord.text import NO_PINGS, channel_key, plan_reply, text_file
 from adapters.replies import user_text
 from bot.commands.args import Usage
@@ -125,9 +124,9 @@ def app_command(command: Command[Any], invoke: Invoke, service: ChatService,
 
 
 def add_commands(tree: app_commands.CommandTree[Any], service: ChatService,
-                 options: DiscordOptions, commands: Registry = COMMANDS) -> None:
+                 reset_permission: str, commands: Registry = COMMANDS) -> None:
     """Register every command of ``commands`` on ``tree``."""
-    moderate = options.reset_permission
+    moderate = reset_permission
 
     async def invoke(interaction: discord.Interaction, command: Command[Any],
                      values: dict[str, Any]) -> None:

@@ -15,9 +15,10 @@ import discord
 from adapters.backfill import HistoryStore
 from adapters.discord.client import GistbotClient
 from adapters.discord.files import file_source
-from adapters.discord.options import DiscordOptions
+from adapters.discord.options import shards, token
 from bot.errors import ConfigError, GistbotError, PlatformUnreachable
 from bot.service import ChatService
+from bot.settings import Settings
 
 __all__ = ["RETRY_BASE", "RETRY_MAX", "api_host", "create_client", "serve"]
 
@@ -35,12 +36,12 @@ _BAD_TOKEN = ("DISCORD_TOKEN was rejected by Discord: copy a fresh token from th
               "Portal (Bot → Reset Token)")
 
 
-def create_client(service: ChatService, options: DiscordOptions, *,
+def create_client(service: ChatService, settings: Settings, *,
                   history: HistoryStore | None = None, **client_options: Any) -> GistbotClient:
     """A client for ``service`` (``client_options`` pass through to ``discord.Client``);
     with ``history`` (the store) it backfills what it missed after downtime."""
     service.attachments.register(file_source())  # its files are read (bot.attachments)
-    return GistbotClient(service, options, history=history, **client_options)
+    return GistbotClient(service, settings, history=history, **client_options)
 
 
 def api_host() -> str:
@@ -54,7 +55,7 @@ def _brief(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-async def serve(service: ChatService, options: DiscordOptions,
+async def serve(service: ChatService, settings: Settings,
                 history: HistoryStore | None = None, *,
                 stop: asyncio.Event | None = None, grace: float = 10.0) -> None:
     """Connect to Discord and serve until cancelled or ``stop`` is set (then replies in
@@ -73,11 +74,12 @@ async def serve(service: ChatService, options: DiscordOptions,
     delay = RETRY_BASE
     logged_in = False
     while True:
-        client = create_client(service, options, history=history, **options.shards())
+        client = create_client(service, settings, history=history,
+                               **shards(settings.discord))
         started = loop.time()
         try:
             async with client:
-                if await _run_until_stop(client, options.token, waiting, grace):
+                if await _run_until_stop(client, token(settings.discord), waiting, grace):
                     return  # stopped on purpose (SIGTERM/SIGINT): replies drained
             return  # closed on purpose
         except discord.LoginFailure:

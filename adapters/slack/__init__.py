@@ -1,7 +1,7 @@
 """The Slack adapter (slack-bolt), as a package whose files name its parts.
 
 - ``text``: Slack events in (``to_incoming``), mrkdwn out (pure).
-- ``options``: ``SlackOptions`` from ``Settings``.
+- ``options``: the checks of ``Settings.slack``.
 - ``users``: the bot's identity and the cached user directory.
 - ``events``: messages, mentions, edits and deletions; placeholders and replies.
 - ``commands``: the slash commands of the registry (``bot.commands``), through one
@@ -48,8 +48,8 @@ async def run_slack(
     with ``history`` (the store) missed messages are backfilled after downtime."""
     require(EXTRA, configured=True)
     from adapters.slack.launch import serve
-    from adapters.slack.options import SlackOptions
+    from adapters.slack.options import checked
     from bot.shutdown import reply_grace
 
-    await serve(service, SlackOptions.from_settings(settings), client=client, stop=stop,
-                history=history, grace=reply_grace(settings.shutdown_grace_seconds))
+    await serve(service, checked(settings), client=client, stop=stop, history=history,
+                grace=reply_grace(settings.restarts.shutdown_grace_seconds))

@@ -30,13 +30,14 @@ from adapters.slack.catchup import Permalinks, SlackOutlet
 from adapters.slack.commands import SlackCommands
 from adapters.slack.events import SlackEvents
 from adapters.slack.files import file_source
-from adapters.slack.options import SlackOptions
+from adapters.slack.options import reveal
 from adapters.slack.transport import quiet_bolt_logs
 from adapters.slack.users import BotIdentity, UserDirectory
 from bot.commands.declare import Registry
 from bot.commands.registry import COMMANDS
 from bot.errors import ConfigError, PlatformUnreachable
 from bot.service import ChatService
+from bot.settings import Settings
 
 __all__ = ["SlackAdapter", "build_app"]
 
@@ -52,17 +53,17 @@ class SlackAdapter:
     def __init__(
         self,
         service: ChatService,
-        options: SlackOptions,
+        settings: Settings,
         client: AsyncWebClient,
         commands: Registry = COMMANDS,
     ) -> None:
         self.service = service
-        self.options = options
+        self.settings = settings
         self.client = client
         service.attachments.register(file_source(client))  # files read (bot.attachments)
         self.users = UserDirectory(client)
-        self.events = SlackEvents(service, options, client, self.users, self.identify)
-        self.commands = SlackCommands(service, options, self.users, commands)
+        self.events = SlackEvents(service, settings, client, self.users, self.identify)
+        self.commands = SlackCommands(service, settings.slack, self.users, commands)
         # /catchup and scheduled digests: adapters/slack/catchup.py
         self.commands.links = links = Permalinks(client)
         if (digests := service.catchup_commands.digests) is not None:
@@ -165,7 +166,7 @@ def build_app(adapter: SlackAdapter) -> AsyncApp:
         name="gistbot",
         client=adapter.client,
         # explicit, so bolt never falls back to the process environment
-        signing_secret=adapter.options.signing_secret or "",
+        signing_secret=reveal(adapter.settings.slack.slack_signing_secret) or "",
         logger=logger,
         process_before_response=True,  # the listener's outcome is the acknowledgement
     )

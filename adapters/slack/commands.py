@@ -20,7 +20,6 @@ from typing import Any
 from slack_bolt.async_app import AsyncRespond
 
 from adapters.replies import user_text
-from adapters.slack.options import SlackOptions
 from adapters.slack.text import format_reply, readable
 from adapters.slack.users import UserDirectory
 from adapters.slack.web import call
@@ -29,6 +28,7 @@ from bot.citations import Linker, plain_links
 from bot.commands.args import Usage
 from bot.commands.declare import Permission, Registry
 from bot.commands.registry import COMMANDS as REGISTRY
+from bot.sections import SlackSettings
 from bot.service import ChatService
 from memory.models import ChannelKey
 
@@ -93,9 +93,9 @@ class SlackContext:
 class SlackCommands:
     """Runs a slash command of ``commands`` and answers on its ``response_url``."""
 
-    def __init__(self, service: ChatService, options: SlackOptions, users: UserDirectory,
+    def __init__(self, service: ChatService, settings: SlackSettings, users: UserDirectory,
                  commands: Registry = REGISTRY) -> None:
-        self.service, self.options, self.users = service, options, users
+        self.service, self.settings, self.users = service, settings, users
         self.commands = commands
         self.links: Linker = plain_links  # the adapter sets its Permalinks
 
@@ -117,7 +117,8 @@ class SlackCommands:
 
     async def may_reset(self, user_id: str) -> bool:
         """Listed in ``SLACK_ADMIN_USER_IDS``, or a workspace admin or owner right now."""
-        return user_id in self.options.admin_user_ids or await self.users.is_admin(user_id)
+        return (user_id in self.settings.slack_admin_user_ids
+                or await self.users.is_admin(user_id))
 
     async def _respond(self, respond: AsyncRespond, text: str, *, public: bool) -> None:
         kind = "in_channel" if public else "ephemeral"

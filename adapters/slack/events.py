@@ -25,7 +25,6 @@ from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.options import SlackOptions
 from adapters.slack.outlet import PLACEHOLDER, SlackReplies
 from adapters.slack.text import (
     is_conversation,
@@ -38,6 +37,7 @@ from adapters.slack.transport import escape
 from adapters.slack.users import BotIdentity, UserDirectory
 from bot.reply_flow import ReplyFlow
 from bot.service import ChatService
+from bot.settings import Settings
 from memory.errors import StoreError
 from memory.models import ChannelKey
 
@@ -85,14 +85,14 @@ class SlackEvents:
     def __init__(
         self,
         service: ChatService,
-        options: SlackOptions,
+        settings: Settings,
         client: AsyncWebClient,
         users: UserDirectory,
         identify: Callable[[], Awaitable[BotIdentity]],
     ) -> None:
         self.service, self.users, self.identify = service, users, identify
         self._seen = _Seen()
-        self.flow = ReplyFlow(SlackReplies(client, options, users), service.outbox)
+        self.flow = ReplyFlow(SlackReplies(client, settings.chat, users), service.outbox)
 
     async def receive(self, body: Mapping[str, Any], spawn: Spawn) -> bool:
         """A ``message`` or ``app_mention`` event callback, before its acknowledgement.

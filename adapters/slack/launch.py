@@ -11,13 +11,14 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.backfill import Backfiller, HistoryStore
 from adapters.slack.app import SlackAdapter, build_app
 from adapters.slack.backfill import slack_backfiller, trigger_on_reconnect
-from adapters.slack.options import SlackOptions
+from adapters.slack.options import reveal
 from adapters.slack.transport import connect_socket_mode, serve_http
 from adapters.slack.users import BotIdentity
 from adapters.slack.web import make_web_client
 from bot.errors import ConfigError
 from bot.missed import answer_missed_mentions, stop_answering_missed
 from bot.service import ChatService
+from bot.settings import Settings
 
 __all__ = ["make_backfill", "serve", "start_answering_missed"]
 
@@ -26,7 +27,7 @@ log = logging.getLogger(__name__)
 
 async def serve(
     service: ChatService,
-    options: SlackOptions,
+    settings: Settings,
     *,
     client: AsyncWebClient | None = None,
     stop: asyncio.Event | None = None,
@@ -43,28 +44,30 @@ async def serve(
     could not hand over), then replies in flight get ``grace`` seconds (the rest end with
     an apology and are answered after the restart).
     """
-    if options.app_token is None and options.signing_secret is None:
+    section = settings.slack
+    app_token = reveal(section.slack_app_token)
+    if app_token is None and section.slack_signing_secret is None:
         raise ConfigError(
             "Slack needs SLACK_APP_TOKEN (Socket Mode) or "
             "SLACK_SIGNING_SECRET (HTTP mode); set one of them"
         )
-    adapter = SlackAdapter(service, options, client or make_web_client(options))
+    adapter = SlackAdapter(service, settings, client or make_web_client(section))
     me = await adapter.identify()
     app = build_app(adapter)
-    backfill = make_backfill(adapter, me, service, options, history)
+    backfill = make_backfill(adapter, me, service, settings, history)
     waiting = stop or asyncio.Event()  # never set: run until cancelled
     sweeping = asyncio.Event()
     missed = start_answering_missed(adapter, sweeping)
     try:
-        if options.app_token is not None:
-            async with connect_socket_mode(app, options.app_token, adapter.client) as handler:
+        if app_token is not None:
+            async with connect_socket_mode(app, app_token, adapter.client) as handler:
                 log.info("Slack: connected in Socket Mode as @%s (team %s)", me.name, me.team_id)
                 if backfill is not None:
                     await trigger_on_reconnect(handler.client, backfill)
                     backfill.trigger("start")
                 await waiting.wait()
         else:
-            async with serve_http(app, options.host, options.port) as url:
+            async with serve_http(app, section.host, section.port) as url:
                 log.info("Slack: HTTP mode as @%s, listening on %s", me.name, url)
                 if backfill is not None:
                     backfill.trigger("start")
@@ -77,12 +80,12 @@ async def serve(
 
 
 def make_backfill(adapter: SlackAdapter, me: BotIdentity, service: ChatService,
-                  options: SlackOptions, history: HistoryStore | None) -> Backfiller | None:
+                  settings: Settings, history: HistoryStore | None) -> Backfiller | None:
     """The backfill after downtime, or None when off (no store, or the bound is 0)."""
-    if history is None or options.backfill_max_messages <= 0:
+    most = settings.restarts.backfill_max_messages
+    if history is None or most <= 0:
         return None
-    return slack_backfiller(adapter.client, me, adapter.users, service, history,
-                            options.backfill_max_messages)
+    return slack_backfiller(adapter.client, me, adapter.users, service, history, most)
 
 
 def start_answering_missed(adapter: SlackAdapter, stop: asyncio.Event) -> asyncio.Task[None]:

@@ -1,44 +1,28 @@
-"""The Slack adapter's settings, checked."""
+"""The Slack adapter's settings (``Settings.slack``), checked and revealed where used."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from bot.errors import ConfigError
+from bot.sections import SlackSettings
 from bot.settings import Settings
 
-__all__ = ["SlackOptions"]
+__all__ = ["bot_token", "checked", "reveal"]
 
 
-@dataclass(frozen=True, slots=True)
-class SlackOptions:
-    """What the Slack adapter reads from ``Settings``, and nothing more."""
+def checked(settings: Settings) -> Settings:
+    """``settings`` once ``SLACK_BOT_TOKEN`` is set; ``ConfigError`` names the fix."""
+    bot_token(settings.slack)
+    return settings
 
-    bot_token: str
-    app_token: str | None = None  # Socket Mode when set
-    signing_secret: str | None = None  # HTTP mode: every request's signature is checked
-    admin_user_ids: frozenset[str] = frozenset()  # may /reset and /forget besides admins
-    stream_replies: bool = False
-    stream_interval: float = 1.0  # seconds between updates of a streamed reply
-    host: str = "127.0.0.1"  # HTTP mode
-    port: int = 3000
-    backfill_max_messages: int = 500  # per channel after downtime; 0 = no backfill
 
-    @classmethod
-    def from_settings(cls, settings: Settings) -> SlackOptions:
-        """Read ``SLACK_*``, ``STREAM_REPLIES``, ``HOST`` and ``PORT``; ``ConfigError``
-        names the fix."""
-        if settings.slack_bot_token is None:
-            raise ConfigError(
-                "SLACK_BOT_TOKEN is not set; copy the Bot User OAuth Token (xoxb-…)")
-        app_token, secret = settings.slack_app_token, settings.slack_signing_secret
-        return cls(
-            bot_token=settings.slack_bot_token.get_secret_value(),
-            app_token=app_token.get_secret_value() if app_token is not None else None,
-            signing_secret=secret.get_secret_value() if secret is not None else None,
-            admin_user_ids=frozenset(settings.slack_admin_user_ids),
-            stream_replies=settings.stream_replies,
-            host=settings.host,
-            port=settings.port,
-            backfill_max_messages=settings.backfill_max_messages,
-        )
+def bot_token(section: SlackSettings) -> str:
+    """``SLACK_BOT_TOKEN``, revealed for the Web API client."""
+    if section.slack_bot_token is None:
+        raise ConfigError("SLACK_BOT_TOKEN is not set; copy the Bot User OAuth Token (xoxb-…)")
+    return section.slack_bot_token.get_secret_value()
+
+
+def reveal(secret: object) -> str | None:
+    """A configured secret's value (``SLACK_APP_TOKEN``, ``SLACK_SIGNING_SECRET``), or None."""
+    value = getattr(secret, "get_secret_value", None)
+    return None if value is None else str(value())

@@ -18,12 +18,12 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.options import SlackOptions
 from adapters.slack.text import format_reply
 from adapters.slack.users import UserDirectory
 from adapters.slack.web import call
 from bot.messages import IncomingMessage
 from bot.outbox import Post
+from bot.sections import ChatSettings
 from memory.models import ChannelKey
 
 __all__ = ["EVENT_TYPE", "PLACEHOLDER", "SlackPosts", "SlackReplies", "metadata"]
@@ -102,11 +102,11 @@ class SlackReplies(SlackPosts):
 
     placeholder = PLACEHOLDER
 
-    def __init__(self, client: AsyncWebClient, options: SlackOptions,
+    def __init__(self, client: AsyncWebClient, chat: ChatSettings,
                  users: UserDirectory) -> None:
         super().__init__(client)
         self.users = users
-        self.stream_interval = options.stream_interval if options.stream_replies else None
+        self.stream_interval = chat.stream_interval if chat.stream_replies else None
 
     def split(self, text: str) -> tuple[list[str], str]:
         return format_reply(text, self.users.known()), ""

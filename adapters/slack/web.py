@@ -13,18 +13,20 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.options import SlackOptions
+from adapters.slack.options import bot_token
+from bot.sections import SlackSettings
 
 __all__ = ["call", "make_web_client"]
 
 log = logging.getLogger(__name__)
 
 
-def make_web_client(options: SlackOptions, *, base_url: str | None = None) -> AsyncWebClient:
+def make_web_client(section: SlackSettings, *,
+                    base_url: str | None = None) -> AsyncWebClient:
     """The bot's Web API client: retries connection errors, 5xx once, and 429 after
     ``Retry-After`` (up to three times)."""
     return AsyncWebClient(
-        token=options.bot_token,
+        token=bot_token(section),
         base_url=base_url or AsyncWebClient.BASE_URL,
         retry_handlers=[
             AsyncConnectionErrorRetryHandler(max_retry_count=2),

@@ -2,16 +2,16 @@
 
 ``GistbotChannel.replay(conv, budget, folder)`` opens the real runtime (``Runtime.open``
 with ``Settings`` built from an explicit mapping: the offline model, a SQLite file in
-``folder``, ``CONTEXT_TOKENS`` chosen so that ``bot.budget.memory_budget`` equals the
-benchmark budget), records every turn as an adapter would (``ChatService.on_message``, not
-addressed to the bot, ``sent_at`` = the turn's time in its session) at channel pace (each
-message after background compaction is idle), waits for compaction, and snapshots the
-database file.
+``folder``, ``CONTEXT_TOKENS`` chosen so that ``Budget.memory_tokens`` (``bot.budget``)
+equals the benchmark budget), records every turn as an adapter would
+(``ChatService.on_message``, not addressed to the bot, ``sent_at`` = the turn's time in its
+session) at channel pace (each message after background compaction is idle), waits for
+compaction, and snapshots the database file.
 
 ``ask(question)`` builds the prompt a reply would send, on the replayed state: the question
 is recorded as the newest user turn, the view is read as ``ChatService._reply`` reads it
-(``MemoryManager.view(key, memory_budget(), through_seq=<question seq>, recall=True)``) and
-rendered by ``bot.prompts.build_messages``; then the question turn is deleted again. If
+(``MemoryManager.view(key, budget.memory_tokens, through_seq=<question seq>, recall=True)``)
+and rendered by ``bot.prompts.build_messages``; then the question turn is deleted again. If
 anything else changed meanwhile (the question triggered a compaction, the delete did not
 apply), the runtime is reopened on a fresh copy of the snapshot, so every question sees the
 same state and no question leaks into another. No model call is made for the reply: we
@@ -35,10 +35,10 @@ from typing import Any
 from benchmarks.longmem.generate import Conversation, Question
 from benchmarks.longmem.methods import fixed
 from bot.app import Runtime
-from bot.budget import memory_budget
 from bot.errors import ConfigError
 from bot.messages import IncomingMessage
 from bot.prompts import build_messages
+from bot.sections import BudgetSettings
 from bot.settings import Settings, load_settings
 from memory.completion import ChatMessage
 from memory.models import ChannelKey, NewTurn
@@ -52,10 +52,9 @@ ASK_DELAY = 86_400.0  # questions come a day after the last session
 
 def default_budget() -> int:
     """The memory budget of a default deployment: ``CONTEXT_TOKENS − REPLY_TOKENS − fixed``
-    (``bot.budget.memory_budget`` with the default settings and system prompt)."""
-    defaults = Settings.model_fields
-    context = int(defaults["context_tokens"].default)
-    reply = int(defaults["reply_tokens"].default)
+    (``bot.budget.Budget.memory_tokens`` with the default settings and system prompt)."""
+    defaults = BudgetSettings()
+    context, reply = defaults.context_tokens, defaults.reply_tokens
     return context - reply - fixed()
 
 
@@ -114,7 +113,7 @@ class GistbotChannel:
         stack = contextlib.AsyncExitStack()
         rt = await stack.enter_async_context(Runtime.open(self.settings))
         self._open = _Open(stack, rt)
-        budget = memory_budget(rt.settings, rt.memory.tokenizer)
+        budget = rt.budget.memory_tokens
         if budget != self.budget:
             raise AssertionError(f"memory budget {budget} != {self.budget}")
         return rt
@@ -178,7 +177,7 @@ async def reply_prompt(rt: Runtime, msg: IncomingMessage) -> list[ChatMessage]:
     ``ChatService._reply`` does (keep them in step)."""
     result = await rt.memory.record(NewTurn(msg.key, msg.message_id, "user", msg.author_id,
                                             msg.author_name, msg.text, 0, msg.sent_at))
-    view = await rt.memory.view(msg.key, memory_budget(rt.settings, rt.memory.tokenizer),
+    view = await rt.memory.view(msg.key, rt.budget.memory_tokens,
                                 through_seq=result.turn.seq, recall=True)
     return build_messages(rt.service.config.system_prompt, view)
 
@@ -201,7 +200,7 @@ async def prompts_on_fresh_copies(rt: Runtime, env: Mapping[str, str],
     """For each of ``messages``: on a fresh copy of ``rt``'s SQLite database (a runtime with the
     same settings ``env``, offline model), the prompt a reply to that turn would send. The
     live runtime is not touched; no turn sees another."""
-    db = rt.settings.sqlite_path
+    db = rt.settings.database.sqlite_path
     assert db is not None, "fresh copies need a SQLite database"
     snap = folder / "probe-snapshot.db"
     await asyncio.to_thread(snapshot_sqlite, db, snap)

@@ -48,16 +48,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     from bot.settings import load_settings
 
     settings = load_settings()
-    if settings.admin_port is None:
+    if settings.admin.admin_port is None:
         asyncio.run(asyncio.wait_for(_open_store(), 10))
         return 0
-    host = settings.admin_host
+    host = settings.admin.admin_host
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
     if ":" in host:
         host = f"[{host}]"
     path = "/readyz" if "--ready" in args else "/healthz"
-    return _probe(f"http://{host}:{settings.admin_port}{path}")
+    return _probe(f"http://{host}:{settings.admin.admin_port}{path}")
 
 
 if __name__ == "__main__":

@@ -161,12 +161,12 @@ class AdminServer:
 async def admin_server(rt: Runtime) -> AsyncIterator[AdminServer | None]:
     """The admin server ``rt.settings`` asks for, running for the block; None when off."""
     s = rt.settings
-    if s.admin_port is None:
+    if s.admin.admin_port is None:
         yield None
         return
-    token = s.admin_token.get_secret_value() if s.admin_token else None
-    server = AdminServer(rt, host=s.admin_host, port=s.admin_port,
-                         inspector=s.admin_inspector, token=token)
+    token = s.admin.admin_token.get_secret_value() if s.admin.admin_token else None
+    server = AdminServer(rt, host=s.admin.admin_host, port=s.admin.admin_port,
+                         inspector=s.admin.admin_inspector, token=token)
     await server.start()
     try:
         yield server

@@ -11,8 +11,8 @@
 """
 
 from bot.attachments.fetch import FileSource
-from bot.attachments.model import Attachment, Limits, Reading
+from bot.attachments.model import Attachment, Reading
 
 # ``AttachmentIntake`` is imported from ``bot.attachments.intake``: it needs
 # ``bot.messages``, which needs ``Attachment`` from here.
-__all__ = ["Attachment", "FileSource", "Limits", "Reading"]
+__all__ = ["Attachment", "FileSource", "Reading"]

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from bot.attachments.model import Attachment, Limits
+from bot.attachments.model import Attachment
+from bot.sections import AttachmentSettings
 
 __all__ = ["DownloadFailed", "FileSource", "Refused", "fetch", "origin", "size_text"]
 
@@ -64,10 +65,11 @@ class FileSource:
         return origin(url) in self.origins
 
 
-async def fetch(source: FileSource, att: Attachment, limits: Limits) -> tuple[bytes, str]:
+async def fetch(source: FileSource, att: Attachment,
+                limits: AttachmentSettings) -> tuple[bytes, str]:
     """The file's bytes and the content type its host declared; ``Refused`` when it is not
     on the platform's host, too large (declared or actual), or the host says no."""
-    cap = limits.max_bytes
+    cap = limits.attachment_max_bytes
     if att.size is not None and att.size > cap:
         raise Refused(f"larger than the {size_text(cap)} limit")
     if not source.allows(att.url):
@@ -81,10 +83,10 @@ async def fetch(source: FileSource, att: Attachment, limits: Limits) -> tuple[by
 
 
 async def _download(aiohttp: Any, source: FileSource, att: Attachment,
-                    limits: Limits) -> tuple[bytes, str]:
+                    limits: AttachmentSettings) -> tuple[bytes, str]:
     """The capped download itself (``fetch`` checked the host and the declared size)."""
-    cap = limits.max_bytes
-    timeout = aiohttp.ClientTimeout(total=limits.timeout)
+    cap = limits.attachment_max_bytes
+    timeout = aiohttp.ClientTimeout(total=limits.attachment_timeout)
     headers = {**source.headers, "Accept-Encoding": "identity"}
     async with aiohttp.ClientSession(timeout=timeout, auto_decompress=False) as session:
         async with session.get(att.url, headers=headers, allow_redirects=False) as resp:

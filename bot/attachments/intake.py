@@ -3,10 +3,10 @@
 Reading never holds up recording: the service records the message (its files named by
 placeholders) and then calls ``start``, which reads the files in the background and edits
 the turn so their text replaces the placeholders. Before a reply is built, ``settle`` waits
-(at most ``Limits.timeout``) for that edit, so the reply sees the files; when they arrive
-later, the edit still lands and later replies see them. A platform edit of the message keeps
-the files' text (``reapply``). Each adapter registers its ``FileSource`` (hosts and auth);
-a platform with none has its files named only.
+(at most ``ATTACHMENT_TIMEOUT``) for that edit, so the reply sees the files; when they
+arrive later, the edit still lands and later replies see them. A platform edit of the
+message keeps the files' text (``reapply``). Each adapter registers its ``FileSource``
+(hosts and auth); a platform with none has its files named only.
 """
 
 from __future__ import annotations
@@ -14,15 +14,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
 from bot.attachments.fetch import DownloadFailed, FileSource, Refused, fetch
-from bot.attachments.model import Attachment, Limits, Reading
+from bot.attachments.model import Attachment, Reading
 from bot.attachments.read import read_bytes
 from bot.attachments.render import compose, render_all
 from bot.attachments.vision import ImagePart, fit_images, sees_images
 from bot.messages import IncomingMessage
+from bot.sections import AttachmentSettings
 from memory.errors import StoreError
 from memory.manager import MemoryManager
 from memory.models import ChannelKey, Turn
@@ -53,12 +54,13 @@ class Settled:
 class AttachmentIntake:
     """Reads the files of recorded messages into their turns (see the module docstring)."""
 
-    def __init__(self, memory: MemoryManager | None = None, limits: Limits | None = None, *,
-                 vision: str = "off", vision_models: Collection[str] = ()) -> None:
+    def __init__(self, memory: MemoryManager | None = None,
+                 limits: AttachmentSettings | None = None) -> None:
+        # Without settings (a bare service in tests): the defaults, and no images sent.
         self.memory = memory
-        self.limits = limits or Limits()
-        self.vision = vision
-        self.vision_models = frozenset(vision_models)
+        self.limits = limits or AttachmentSettings(vision="off")
+        self.vision = self.limits.vision
+        self.vision_models = frozenset(self.limits.vision_models)
         self.sources: dict[str, FileSource] = {}
         self._tasks: dict[Key, asyncio.Task[Settled]] = {}
         self._settled: OrderedDict[Key, Settled] = OrderedDict()
@@ -79,7 +81,7 @@ class AttachmentIntake:
 
     def wants(self, msg: IncomingMessage) -> bool:
         """Whether ``msg`` has files to read (``ATTACHMENT_MAX_CHARS`` 0: never)."""
-        return bool(msg.attachments) and self.limits.max_chars > 0
+        return bool(msg.attachments) and self.limits.attachment_max_chars > 0
 
     def start(self, msg: IncomingMessage, stored: str, *, store: bool = True) -> None:
         """Read ``msg``'s files in the background; ``stored`` is the turn's text as
@@ -103,7 +105,7 @@ class AttachmentIntake:
         task = self._tasks.get(key)
         if task is None:
             return self._settled.get(key)
-        done, _ = await asyncio.wait({task}, timeout=self.limits.timeout + 1)
+        done, _ = await asyncio.wait({task}, timeout=self.limits.attachment_timeout + 1)
         if not done:
             log.info("files of %s in %s still arriving; replying without them",
                      msg.message_id, msg.key)
@@ -178,7 +180,8 @@ class AttachmentIntake:
     async def _read_all(self, msg: IncomingMessage, stored: str, store: bool) -> Settled:
         files: Sequence[Attachment] = msg.attachments[:MAX_FILES]
         readings = await asyncio.gather(*(self._read(msg.key.platform, a) for a in files))
-        blocks = render_all(list(zip(files, readings, strict=True)), self.limits.max_chars)
+        blocks = render_all(list(zip(files, readings, strict=True)),
+                            self.limits.attachment_max_chars)
         text = compose(stored, files, blocks)
         settled = Settled(text, tuple(r for r in readings if r.kind == "image"),
                           tuple((a.placeholder, b) for a, b in zip(files, blocks, strict=True)))
@@ -223,7 +226,8 @@ class AttachmentIntake:
             described.append(replace(r, text=line) if line else r)
         if described == list(readings) or self.memory is None:
             return
-        blocks = render_all(list(zip(files, described, strict=True)), self.limits.max_chars)
+        blocks = render_all(list(zip(files, described, strict=True)),
+                            self.limits.attachment_max_chars)
         text = compose(stored, files, blocks)
         try:
             await self.memory.edit(msg.key, msg.message_id, text)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Attachment", "Limits", "Reading", "ReadingKind"]
+__all__ = ["Attachment", "Reading", "ReadingKind"]
 
 ReadingKind = Literal["text", "image", "unreadable", "refused"]
 
@@ -25,19 +25,6 @@ class Attachment:
     size: int | None = None
     content_type: str = ""
     placeholder: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """What one message's files may cost: characters kept, bytes fetched, seconds spent,
-    pixels of an image sent to a model, PDF pages read."""
-
-    max_chars: int = 20_000
-    max_bytes: int = 8 * 1024 * 1024
-    timeout: float = 15.0
-    max_pixels: int = 40_000_000
-    pdf_pages: int = 200
-    concurrency: int = 4  # downloads at once, across messages
 
 
 @dataclass(frozen=True, slots=True)

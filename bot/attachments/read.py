@@ -7,14 +7,15 @@ from __future__ import annotations
 import asyncio
 
 from bot.attachments.images import image_size
-from bot.attachments.model import Limits, Reading
+from bot.attachments.model import Reading
 from bot.attachments.pdf import pdf_text
 from bot.attachments.sniff import decode_text, sniff
+from bot.sections import AttachmentSettings
 
 __all__ = ["read_bytes"]
 
 
-async def read_bytes(data: bytes, declared: str, limits: Limits) -> Reading:
+async def read_bytes(data: bytes, declared: str, limits: AttachmentSettings) -> Reading:
     """What ``data`` is; ``declared`` is the content type its host gave (a hint only)."""
     kind = sniff(data)
     if kind in ("png", "jpeg", "gif", "webp"):
@@ -24,10 +25,10 @@ async def read_bytes(data: bytes, declared: str, limits: Limits) -> Reading:
         mime, width, height = size
         return Reading("image", width=width, height=height, mime=mime, data=data)
     if kind == "pdf":
-        job = asyncio.to_thread(pdf_text, data, max_chars=limits.max_chars,
+        job = asyncio.to_thread(pdf_text, data, max_chars=limits.attachment_max_chars,
                                 pages=limits.pdf_pages)
         try:
-            text = await asyncio.wait_for(job, limits.timeout)
+            text = await asyncio.wait_for(job, limits.attachment_timeout)
         except TimeoutError:
             return Reading("unreadable", reason="unreadable (took too long)")
         if text is None:

@@ -20,7 +20,6 @@ import pytest
 
 from adapters.discord.client import GistbotClient
 from adapters.discord.launch import create_client
-from adapters.discord.options import DiscordOptions
 from adapters.discord.text import channel_key
 from bot.app import Runtime
 from bot.commands.declare import Registry
@@ -127,7 +126,7 @@ async def running(
     ``commands``: the registry it offers."""
     async with Runtime.open(settings) as rt:
         watch = Watch(rt.service)
-        client = create_client(rt.service, DiscordOptions.from_settings(rt.settings),
+        client = create_client(rt.service, rt.settings,
                                history=rt.storage.history() if backfill else None,
                                guild_ready_timeout=0.05, commands=commands)
         watch.replies(client.flow)

@@ -17,7 +17,7 @@ import json
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -27,7 +27,6 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.app import SlackAdapter, build_app
 from adapters.slack.events import PLACEHOLDER
-from adapters.slack.options import SlackOptions
 from adapters.slack.transport import serve_http
 from adapters.slack.web import make_web_client
 from bot.app import Runtime
@@ -208,15 +207,19 @@ def directory(fake: FakeSlack) -> None:
 
 def web_client(settings: Settings, api_url: str) -> AsyncWebClient:
     """The bot's Web API client for ``settings``, talking to the fake at ``api_url``."""
-    return make_web_client(SlackOptions.from_settings(settings), base_url=api_url)
+    return make_web_client(settings.slack, base_url=api_url)
 
 
-def make_adapter(rt: Runtime, api_url: str, commands: Registry = COMMANDS,
-                 **options: Any) -> SlackAdapter:
-    """An adapter for ``rt``'s service offering ``commands`` (``options`` override
-    ``SlackOptions`` fields)."""
-    opts = replace(SlackOptions.from_settings(rt.settings), **options)
-    return SlackAdapter(rt.service, opts, make_web_client(opts, base_url=api_url), commands)
+def make_adapter(rt: Runtime, api_url: str, commands: Registry = COMMANDS, *,
+                 stream_interval: float | None = None) -> SlackAdapter:
+    """An adapter for ``rt``'s service offering ``commands`` (``stream_interval``: seconds
+    between the edits of a streamed reply, instead of the settings')."""
+    settings = rt.settings
+    if stream_interval is not None:
+        chat = settings.chat.model_copy(update={"stream_interval": stream_interval})
+        settings = settings.model_copy(update={"chat": chat})
+    client = make_web_client(settings.slack, base_url=api_url)
+    return SlackAdapter(rt.service, settings, client, commands)
 
 
 @contextlib.asynccontextmanager
