@@ -1,13 +1,13 @@
 """The architecture rules, checked on the source so they stay true.
 
-``memory/`` is the core and knows nothing of the bot or the chat platforms; ``bot/`` is the
-application and reaches the platform adapters only from its command line (``bot/cli.py``);
-``adapters/`` translate between a platform and the ``ChatService``, never reach into
-``bot.app`` and import one another in no circle; ``ChatService`` stays a thin pipeline (at
-most 8 public methods) and ``bot/owed.py`` and ``bot/service.py`` do not import each other;
-modules stay small; tests share a harness, not each other. Imports are read with ``ast``
-(function-level ones included, relative ones resolved), so a check reports each offending
-``file:line``.
+Imports run one way, memory ← bot ← adapters: ``memory/`` is the core and knows nothing of
+the bot or the chat platforms; ``bot/`` is the application and never imports ``adapters/``
+(the command line finds the platforms through entry points); ``adapters/`` translate
+between a platform and the ``ChatService`` and never reach into ``bot.app``. No modules of
+the three import one another in a circle. ``ChatService`` stays a thin pipeline (at most 8
+public methods); modules stay small; tests share a harness, not each other. Imports are
+read with ``ast`` (function-level ones included, relative ones resolved), so a check
+reports each offending ``file:line``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 600  # a smoke alarm, not a target: split by concept, never to meet a count
+LAYERS = ("memory", "bot", "adapters")  # each may import those before it, never after
 PLATFORM_LIBRARIES = ("discord", "slack", "slack_bolt", "slack_sdk")
 
 
@@ -70,10 +71,13 @@ def offending_imports(root: Path, files: Iterable[Path], bad: Callable[[str], bo
 # -- the checks, as functions of a source tree ------------------------------------------------
 
 
-def bot_importing_adapters(root: Path) -> list[str]:
-    """Modules under ``bot/`` other than ``bot/cli.py`` that import ``adapters``."""
-    files = (p for p in modules(root, "bot") if p != root / "bot" / "cli.py")
-    return offending_imports(root, files, within("adapters"))
+def upward_imports(root: Path) -> list[str]:
+    """Modules of a layer in ``LAYERS`` that import a later one: ``bot`` or ``memory``
+    importing ``adapters``, ``memory`` importing ``bot``."""
+    found = []
+    for n, layer in enumerate(LAYERS):
+        found += offending_imports(root, modules(root, layer), within(*LAYERS[n + 1:]))
+    return found
 
 
 def adapters_importing_bot_app(root: Path) -> list[str]:
@@ -117,10 +121,10 @@ def module_of(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def import_cycles(root: Path, package: str) -> list[str]:
-    """Each set of modules under ``package`` that import one another in a circle (at any
+def import_cycles(root: Path, *packages: str) -> list[str]:
+    """Each set of modules under ``packages`` that import one another in a circle (at any
     depth: a function-level import closes a circle too), as ``a ⇄ b ⇄ c``."""
-    files = {module_of(p, root): p for p in modules(root, package)}
+    files = {module_of(p, root): p for p in modules(root, *packages)}
     graph: dict[str, set[str]] = {name: set() for name in files}
     for name, path in files.items():
         for _, imported in imported_names(path, root):
@@ -172,9 +176,10 @@ def assert_none(violations: list[str]) -> None:
     assert not violations, "\n".join(["", *violations])
 
 
-def test_bot_reaches_adapters_only_from_the_cli() -> None:
-    """No module under ``bot/`` except ``bot/cli.py`` imports from ``adapters``."""
-    assert_none(bot_importing_adapters(ROOT))
+def test_imports_run_from_adapters_to_bot_to_memory() -> None:
+    """No module under ``bot/`` imports ``adapters`` (not even the command line: platforms
+    are entry points), none under ``memory/`` imports ``bot`` or ``adapters``."""
+    assert_none(upward_imports(ROOT))
 
 
 def test_adapters_do_not_import_the_app() -> None:
@@ -192,10 +197,11 @@ def test_modules_are_small() -> None:
     assert_none(long_modules(ROOT))
 
 
-def test_adapters_have_no_import_cycles() -> None:
-    """No modules under ``adapters/`` import one another in a circle (a platform's command
-    table once imported its catch-up and config commands, which imported it back)."""
-    assert_none(import_cycles(ROOT, "adapters"))
+def test_no_import_cycles() -> None:
+    """No modules under ``bot/``, ``adapters/`` and ``memory/`` import one another in a
+    circle (a platform's command table once imported its catch-up and config commands,
+    which imported it back; owed replies and the service imported each other)."""
+    assert_none(import_cycles(ROOT, *LAYERS))
 
 
 def test_tests_do_not_import_each_other() -> None:
@@ -219,7 +225,7 @@ def test_the_checks_find_planted_violations(tmp_path: Path) -> None:
         tmp_path,
         {
             "bot/__init__.py": "",
-            "bot/cli.py": "from adapters.console import run\n",  # allowed
+            "bot/cli.py": "from adapters.console import run\n",
             "bot/service.py": "import os\n\n\ndef f():\n    from adapters import discord\n",
             "bot/big.py": "x = 1\n" * (MAX_LINES + 1),
             "bot/ok.py": "x = 1\n" * MAX_LINES,
@@ -243,7 +249,11 @@ def test_the_checks_find_planted_violations(tmp_path: Path) -> None:
             "adapters/lone.py": "from adapters.chat.text import x\nimport adapters.lone\n",
         },
     )
-    assert bot_importing_adapters(tmp_path) == ["bot/service.py:5 imports adapters"]
+    assert upward_imports(tmp_path) == [
+        "memory/sub/x.py:2 imports bot.llm",  # memory.botany is not bot: it only starts alike
+        "bot/cli.py:1 imports adapters.console",  # the command line is no exception
+        "bot/service.py:5 imports adapters",
+    ]
     assert adapters_importing_bot_app(tmp_path) == [
         "adapters/slack.py:1 imports bot.app",
         "adapters/sub/deep.py:3 imports bot.app",
@@ -263,8 +273,36 @@ def test_the_checks_find_planted_violations(tmp_path: Path) -> None:
     assert import_cycles(tmp_path, "adapters") == [
         "adapters.chat.catchup ⇄ adapters.chat.commands"]
     assert import_cycles(tmp_path, "memory") == []
+    assert import_cycles(tmp_path, "memory", "bot", "adapters") == [
+        "adapters.chat.catchup ⇄ adapters.chat.commands"]
     with pytest.raises(AssertionError, match=rf"bot/big\.py:{MAX_LINES + 1} lines"):
         assert_none(long_modules(tmp_path))
+
+
+def test_the_cycle_check_covers_every_layer_and_crosses_them(tmp_path: Path) -> None:
+    plant(
+        tmp_path,
+        {
+            "bot/__init__.py": "",
+            "bot/owed.py": "def later():\n    from bot.service import ChatService\n",
+            "bot/service.py": "from bot import owed\n",
+            "bot/alone.py": "from bot.service import ChatService\n",
+            "memory/__init__.py": "",
+            "memory/a.py": "from memory.b import x\n",
+            "memory/b.py": "from . import c\n",
+            "memory/c.py": "import memory.a\n",
+            "adapters/__init__.py": "",
+            "adapters/port.py": "from bot.service import ChatService\nfrom bot.hook import y\n",
+            "bot/hook.py": "from bot import hook2\n",
+            "bot/hook2.py": "from adapters import port\n",
+        },
+    )
+    assert import_cycles(tmp_path, "memory", "bot", "adapters") == [
+        "adapters.port ⇄ bot.hook ⇄ bot.hook2",
+        "bot.owed ⇄ bot.service",
+        "memory.a ⇄ memory.b ⇄ memory.c",
+    ]
+    assert import_cycles(tmp_path, "bot") == ["bot.owed ⇄ bot.service"]
 
 
 # -- the service stays thin -------------------------------------------------------------------

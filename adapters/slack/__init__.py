@@ -12,6 +12,8 @@
 - ``backfill``: reading back what was missed while the bot was away.
 - ``launch``: ``serve``.
 
+``PLATFORM`` is the ``slack`` entry point the command line starts it from.
+
 Importing this package does not import slack-bolt; ``run_slack`` does, after
 ``bot.extras.require(EXTRA)``: a missing library is one line naming the extra
 (``gistbot[slack]``, part of the default install).
@@ -20,9 +22,10 @@ Importing this package does not import slack-bolt; ``run_slack`` does, after
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from bot.extras import Extra, require
+from bot.plugins import Launch, Platform
 from bot.service import ChatService
 from bot.settings import Settings
 
@@ -31,7 +34,7 @@ if TYPE_CHECKING:
 
     from adapters.backfill import HistoryStore
 
-__all__ = ["EXTRA", "run_slack"]
+__all__ = ["EXTRA", "PLATFORM", "run_slack"]
 
 EXTRA = Extra("slack", "Slack support", "adapters.slack.launch", "SLACK_BOT_TOKEN")
 
@@ -53,3 +56,12 @@ async def run_slack(
 
     await serve(service, SlackOptions.from_settings(settings), client=client, stop=stop,
                 history=history, grace=reply_grace(settings.shutdown_grace_seconds))
+
+
+async def _serve(launch: Launch) -> int:
+    history = cast("HistoryStore", launch.store)  # backfill after downtime reads the cursor
+    await run_slack(launch.service, launch.settings, history=history, stop=launch.stop)
+    return 0
+
+
+PLATFORM = Platform("slack", _serve, EXTRA)
