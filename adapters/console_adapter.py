@@ -35,18 +35,23 @@ from collections.abc import AsyncIterator, Awaitable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
-from bot.catchup_command import Where
-from bot.commands.args import Usage
-from bot.commands.declare import Permission, Registry
-from bot.commands.registry import COMMANDS
-from bot.logs import LiveLine
-from bot.messages import IncomingMessage
-from bot.outbox import Post
-from bot.phrases import posix_locale
-from bot.plugins import Launch, Platform
-from bot.reply_flow import ReplyFlow
-from bot.service import ChatService
-from bot.shutdown import SHUTDOWN_APOLOGY, reply_grace
+from bot.platform import (
+    COMMANDS,
+    SHUTDOWN_APOLOGY,
+    ChatService,
+    IncomingMessage,
+    Launch,
+    LiveLine,
+    Permission,
+    Platform,
+    Post,
+    Registry,
+    ReplyFlow,
+    Usage,
+    Where,
+    posix_locale,
+    reply_grace,
+)
 from memory.models import ChannelKey
 
 if TYPE_CHECKING:

@@ -21,6 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 600  # a smoke alarm, not a target: split by concept, never to meet a count
 LAYERS = ("memory", "bot", "adapters")  # each may import those before it, never after
+MAX_BOT_MODULES = 3  # per adapter: the port (bot.platform) is what adapters use of bot
 PLATFORM_LIBRARIES = ("discord", "slack", "slack_bolt", "slack_sdk")
 
 
@@ -83,6 +84,44 @@ def upward_imports(root: Path) -> list[str]:
 def adapters_importing_bot_app(root: Path) -> list[str]:
     """Modules under ``adapters/`` that import ``bot.app``."""
     return offending_imports(root, modules(root, "adapters"), within("bot.app"))
+
+
+def adapter_packages(root: Path) -> dict[str, list[Path]]:
+    """Each adapter by name and its files: a package under ``adapters/`` is one adapter,
+    the modules at the top of ``adapters/`` are the console's."""
+    found: dict[str, list[Path]] = {"console": sorted((root / "adapters").glob("*.py"))}
+    for package in sorted(p.parent for p in (root / "adapters").glob("*/__init__.py")):
+        found[package.name] = sorted(package.rglob("*.py"))
+    return found
+
+
+def bot_modules_imported(root: Path, files: Iterable[Path]) -> set[str]:
+    """The modules of ``bot`` that ``files`` import: each name resolved to the deepest
+    module under ``bot/`` it names (``from bot import a`` is ``bot.a``, not ``bot``)."""
+    known = {module_of(p, root) for p in modules(root, "bot")}
+    found: set[str] = set()
+    for path in files:
+        by_line: dict[int, set[str]] = {}
+        for line, name in imported_names(path, root):
+            parts = name.split(".")
+            module = next((".".join(parts[:n]) for n in range(len(parts), 0, -1)
+                           if ".".join(parts[:n]) in known), None)
+            if module is not None:
+                by_line.setdefault(line, set()).add(module)
+        for names in by_line.values():
+            found |= {m for m in names if not any(o.startswith(f"{m}.") for o in names)}
+    return found
+
+
+def adapters_importing_much_of_bot(root: Path) -> list[str]:
+    """Each adapter that imports more than ``MAX_BOT_MODULES`` modules of ``bot``."""
+    found = []
+    for name, files in adapter_packages(root).items():
+        used = sorted(bot_modules_imported(root, files))
+        if len(used) > MAX_BOT_MODULES:
+            found.append(f"{name} imports {len(used)} bot modules (at most "
+                         f"{MAX_BOT_MODULES}): {', '.join(used)}")
+    return found
 
 
 def memory_importing_outward(root: Path) -> list[str]:
@@ -185,6 +224,35 @@ def test_imports_run_from_adapters_to_bot_to_memory() -> None:
 def test_adapters_do_not_import_the_app() -> None:
     """No module under ``adapters/`` imports ``bot.app``."""
     assert_none(adapters_importing_bot_app(ROOT))
+
+
+def test_each_adapter_uses_bot_through_a_narrow_port() -> None:
+    """Discord, Slack and the console each import at most ``MAX_BOT_MODULES`` modules of
+    ``bot`` (``bot.platform``, the adapters' port, holds what they use)."""
+    assert set(adapter_packages(ROOT)) == {"console", "discord", "slack"}
+    assert_none(adapters_importing_much_of_bot(ROOT))
+
+
+def test_the_port_count_finds_planted_violations(tmp_path: Path) -> None:
+    plant(
+        tmp_path,
+        {
+            "bot/__init__.py": "",
+            **{f"bot/{m}.py": "" for m in ("a", "b", "c", "d", "platform")},
+            "bot/pkg/__init__.py": "",
+            "bot/pkg/deep.py": "",
+            "adapters/__init__.py": "",
+            "adapters/console.py": "from bot import a, b\nfrom bot.c import x\n",
+            "adapters/chunks.py": "def f():\n    import bot.d\n",  # the console's 4th
+            "adapters/irc/__init__.py": "from bot.platform import x, y\n",
+            "adapters/irc/sub/z.py": "from bot.pkg.deep import q\nfrom bot import pkg\n",
+            "adapters/irc/w.py": "from bot.platform import z\nfrom bot.pkg import deep\n",
+        },
+    )
+    assert bot_modules_imported(tmp_path, adapter_packages(tmp_path)["irc"]) == {
+        "bot.platform", "bot.pkg", "bot.pkg.deep"}
+    assert adapters_importing_much_of_bot(tmp_path) == [
+        "console imports 4 bot modules (at most 3): bot.a, bot.b, bot.c, bot.d"]
 
 
 def test_memory_knows_nothing_of_bot_adapters_or_platforms() -> None:

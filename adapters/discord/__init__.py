@@ -20,10 +20,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, cast
 
-from bot.extras import Extra, require
-from bot.plugins import Launch, Platform
-from bot.service import ChatService
-from bot.settings import Settings
+from bot.platform import ChatService, Extra, Launch, Platform, Settings, require
 
 if TYPE_CHECKING:
     from adapters.backfill import HistoryStore
@@ -42,7 +39,7 @@ async def run_discord(service: ChatService, settings: Settings,
     require(EXTRA, configured=True)
     from adapters.discord.launch import serve
     from adapters.discord.options import DiscordOptions
-    from bot.shutdown import reply_grace
+    from bot.platform import reply_grace
 
     await serve(service, DiscordOptions.from_settings(settings), history, stop=stop,
                 grace=reply_grace(settings.shutdown_grace_seconds))

@@ -16,8 +16,7 @@ from adapters.backfill import HistoryStore
 from adapters.discord.client import GistbotClient
 from adapters.discord.files import file_source
 from adapters.discord.options import DiscordOptions
-from bot.errors import ConfigError, GistbotError, PlatformUnreachable
-from bot.service import ChatService
+from bot.platform import ChatService, ConfigError, GistbotError, PlatformUnreachable
 
 __all__ = ["RETRY_BASE", "RETRY_MAX", "api_host", "create_client", "serve"]
 

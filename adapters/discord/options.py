@@ -7,8 +7,7 @@ from urllib.parse import urlencode
 
 import discord
 
-from bot.errors import ConfigError
-from bot.settings import Settings
+from bot.platform import ConfigError, Settings
 
 __all__ = ["INVITE_PERMISSIONS", "PERMISSION_NAMES", "DiscordOptions", "invite_url"]
 

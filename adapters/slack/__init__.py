@@ -24,10 +24,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, cast
 
-from bot.extras import Extra, require
-from bot.plugins import Launch, Platform
-from bot.service import ChatService
-from bot.settings import Settings
+from bot.platform import ChatService, Extra, Launch, Platform, Settings, require
 
 if TYPE_CHECKING:
     from slack_sdk.web.async_client import AsyncWebClient
@@ -52,7 +49,7 @@ async def run_slack(
     require(EXTRA, configured=True)
     from adapters.slack.launch import serve
     from adapters.slack.options import SlackOptions
-    from bot.shutdown import reply_grace
+    from bot.platform import reply_grace
 
     await serve(service, SlackOptions.from_settings(settings), client=client, stop=stop,
                 history=history, grace=reply_grace(settings.shutdown_grace_seconds))

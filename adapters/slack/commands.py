@@ -24,12 +24,8 @@ from adapters.slack.options import SlackOptions
 from adapters.slack.text import format_reply, readable
 from adapters.slack.users import UserDirectory
 from adapters.slack.web import call
-from bot.catchup_command import Where
-from bot.citations import Linker, plain_links
-from bot.commands.args import Usage
-from bot.commands.declare import Permission, Registry
-from bot.commands.registry import COMMANDS as REGISTRY
-from bot.service import ChatService
+from bot.platform import COMMANDS as REGISTRY
+from bot.platform import ChatService, Linker, Permission, Registry, Usage, Where, plain_links
 from memory.models import ChannelKey
 
 __all__ = ["COMMANDS", "RESPONSE_URL_LIMIT", "SlackCommands", "SlackContext", "read_command"]

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.errors import ConfigError
-from bot.settings import Settings
+from bot.platform import ConfigError, Settings
 
 __all__ = ["SlackOptions"]
 

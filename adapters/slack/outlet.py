@@ -22,8 +22,7 @@ from adapters.slack.options import SlackOptions
 from adapters.slack.text import format_reply
 from adapters.slack.users import UserDirectory
 from adapters.slack.web import call
-from bot.messages import IncomingMessage
-from bot.outbox import Post
+from bot.platform import IncomingMessage, Post
 from memory.models import ChannelKey
 
 __all__ = ["EVENT_TYPE", "PLACEHOLDER", "SlackPosts", "SlackReplies", "metadata"]
