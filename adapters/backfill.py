@@ -27,8 +27,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from bot.messages import IncomingMessage
-from bot.service import ChatService
+from bot.platform import ChatService, IncomingMessage
 from memory.errors import StoreError
 from memory.models import ChannelKey
 

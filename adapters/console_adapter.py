@@ -14,7 +14,8 @@ memory as on Discord or Slack; a line starting with a registry command
   SIGINT. A daemon thread reads lines as they are wanted, so any stdin works and a blocked
   read never holds the process open.
 
-SIGINT reaches :meth:`ConsoleChat.interrupt` (the CLI installs it).
+SIGINT reaches :meth:`ConsoleChat.interrupt`; :data:`PLATFORM` (the ``console`` entry point)
+starts a chat for the command line.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import getpass
 import itertools
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -33,25 +35,31 @@ from collections.abc import AsyncIterator, Awaitable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
-from bot.catchup_command import Where
-from bot.commands.args import Usage
-from bot.commands.declare import Permission, Registry
-from bot.commands.registry import COMMANDS
-from bot.logs import LiveLine
-from bot.messages import IncomingMessage
-from bot.outbox import Post
-from bot.phrases import posix_locale
-from bot.reply_flow import ReplyFlow
-from bot.service import ChatService
-from bot.shutdown import SHUTDOWN_APOLOGY
+from bot.platform import (
+    COMMANDS,
+    SHUTDOWN_APOLOGY,
+    ChatService,
+    IncomingMessage,
+    Launch,
+    LiveLine,
+    Permission,
+    Platform,
+    Post,
+    Registry,
+    ReplyFlow,
+    Usage,
+    Where,
+    posix_locale,
+    reply_grace,
+)
 from memory.models import ChannelKey
 
 if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.history import History
 
-__all__ = ["CANCELLED", "QUIT_HINT", "ConsoleChat", "ConsoleContext", "console_key",
-           "history_path", "read_line"]
+__all__ = ["CANCELLED", "PLATFORM", "QUIT_HINT", "ConsoleChat", "ConsoleContext", "console_key",
+           "history_path", "read_line", "serve"]
 
 T = TypeVar("T")
 QUIT = "/quit — leave (Ctrl-D too)"
@@ -455,3 +463,17 @@ def _username() -> str:
         return getpass.getuser()
     except Exception:
         return "you"
+
+
+async def serve(launch: Launch) -> int:
+    """The terminal chat in ``launch.channel`` until ``/quit``, end of input or ``stop``;
+    Ctrl-C belongs to the chat (cancel, clear, quit) while SIGTERM still stops."""
+    chat = ConsoleChat(launch.service, channel=launch.channel, live=launch.live,
+                       json_lines=launch.json_lines)
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        asyncio.get_running_loop().add_signal_handler(signal.SIGINT, chat.interrupt)
+    return await chat.run(launch.banner, stop=launch.stop,
+                          grace=reply_grace(launch.settings.restarts.shutdown_grace_seconds))
+
+
+PLATFORM = Platform("console", serve)

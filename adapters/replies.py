@@ -7,7 +7,7 @@ and the rest of its delivery are ``bot.reply_flow``'s.)
 
 from __future__ import annotations
 
-from bot.errors import GistbotError, user_text
+from bot.platform import GistbotError, user_text
 
 __all__ = ["FAILED", "user_text"]
 

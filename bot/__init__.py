@@ -1,7 +1,7 @@
 """The application: settings, the language model, the ``ChatService`` and the command line.
 
-- ``cli``: the ``gistbot`` command, the composition root; the only module here that
-  imports ``adapters/``.
+- ``cli`` and ``plugins``: the ``gistbot`` command; the platforms it starts are found by
+  name through the ``gistbot.platforms`` entry points, so nothing here imports ``adapters/``.
 - ``app``: ``Runtime``, store → memory → LLM → service from ``Settings``.
 - ``service`` and ``messages``: what happens on a message and on each command, and the
   plain values adapters hand in and get back; ``prompts``: the prompt and its memory fence.

@@ -5,7 +5,8 @@
 tools around it. Configuration errors print what to fix and exit with status 2; other
 failures a person can meet print one line and exit with status 1; nothing prints a stack
 trace at a user unless ``LOG_LEVEL=DEBUG``. Output into a closed pipe (``gistbot export |
-head``) ends quietly with status 141, as for any Unix filter killed by SIGPIPE.
+head``) ends quietly with status 141, as for any Unix filter killed by SIGPIPE. The
+platforms are loaded by name from the ``gistbot.platforms`` entry points (``bot.plugins``).
 """
 
 from __future__ import annotations
@@ -17,21 +18,16 @@ import json
 import logging
 import os
 import re
-import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, TextIO
 
-from adapters.console_adapter import ConsoleChat
-from adapters.discord import EXTRA as DISCORD
-from adapters.discord import invite_url, run_discord
-from adapters.slack import EXTRA as SLACK
-from adapters.slack import run_slack
 from bot.env_check import typo_warnings
 from bot.errors import ConfigError, GistbotError
-from bot.extras import ADMIN, needed, require
+from bot.extras import ADMIN, Extra, needed, require
 from bot.logs import LiveLine, setup_logging
+from bot.plugins import Launch, load_platform
 from bot.settings import Settings, load_settings
 from bot.stores.digests import DigestSchedule
 from bot.wording import plural
@@ -45,7 +41,6 @@ if TYPE_CHECKING:
 __all__ = ["channel_spec", "main", "parse_channel", "version"]
 
 log = logging.getLogger("gistbot")
-PLATFORMS = {"discord": DISCORD, "slack": SLACK}  # the adapters `run` may start
 SNOWFLAKE = re.compile(r"[0-9]{17,20}")
 SIGPIPE_STATUS = 128 + 13
 
@@ -135,6 +130,20 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _extras(names: Sequence[str]) -> dict[str, Extra]:
+    """The optional part each named platform needs, by name (those always installed need
+    none)."""
+    found = {name: load_platform(name).extra for name in names}
+    return {name: extra for name, extra in found.items() if extra is not None}
+
+
+def _invite_url(application_id: str) -> str:
+    invite = load_platform("discord").invite_url
+    if invite is None:
+        raise ConfigError("the installed Discord platform cannot make an invite URL")
+    return invite(application_id)
+
+
 def _application_id(value: str) -> str:
     value = value.strip()
     if not SNOWFLAKE.fullmatch(value):
@@ -148,8 +157,9 @@ def _application_id(value: str) -> str:
 async def _console(settings: Settings, channel: str, live: LiveLine,
                    stop: asyncio.Event | None = None, *, json_lines: bool = False) -> int:
     from bot.app import Runtime
-    from bot.shutdown import install_stop_signals, reply_grace
+    from bot.shutdown import install_stop_signals
 
+    console = load_platform("console")
     if stop is None:
         stop = asyncio.Event()
         install_stop_signals(stop)
@@ -163,12 +173,9 @@ async def _console(settings: Settings, channel: str, live: LiveLine,
         if "@" in where:  # user:password@host: show the host only
             where = where.split("://", 1)[0] + "://…@" + where.rsplit("@", 1)[1]
         banner = f"gistbot console · channel {channel} · {where} · {model}"
-        chat = ConsoleChat(rt.service, channel=channel, live=live, json_lines=json_lines)
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            # Ctrl-C belongs to the chat (cancel, clear, quit); SIGTERM still stops.
-            asyncio.get_running_loop().add_signal_handler(signal.SIGINT, chat.interrupt)
-        return await chat.run(banner, stop=stop,
-                              grace=reply_grace(settings.restarts.shutdown_grace_seconds))
+        return await console.serve(Launch(rt.service, settings, rt.storage.history(), stop,
+                                          live=live, channel=channel, json_lines=json_lines,
+                                          banner=banner))
 
 
 async def _run(settings: Settings, live: LiveLine) -> int:
@@ -181,14 +188,10 @@ async def _run(settings: Settings, live: LiveLine) -> int:
     if not adapters:
         log.info("no DISCORD_TOKEN or Slack tokens configured: starting the console chat")
         return await _console(settings, "general", live, stop)
+    platforms = [load_platform(name) for name in adapters]
     async with Runtime.open(settings) as rt, _admin(rt):
-        jobs = []
-        history = rt.storage.history()  # backfill after downtime reads the cursor
-        if "discord" in adapters:
-            jobs.append(run_discord(rt.service, settings, history, stop))
-        if "slack" in adapters:
-            jobs.append(run_slack(rt.service, settings, history=history, stop=stop))
-        await asyncio.gather(*jobs)
+        launch = Launch(rt.service, settings, rt.storage.history(), stop)
+        await asyncio.gather(*(p.serve(launch) for p in platforms))
     if stop.is_set():
         log.info("stopped cleanly")
     return 0
@@ -376,7 +379,8 @@ def _env_file(given: str | None) -> str:
 def _dispatch(args: argparse.Namespace, command: str) -> int:
     settings = load_settings(env_file=args.env_file)
     if command in ("run", "console"):  # every part it will start, before starting any
-        require(*needed(settings, PLATFORMS if command == "run" else {}), configured=True)
+        platforms = _extras(settings.adapters) if command == "run" else {}
+        require(*needed(settings, platforms), configured=True)
     chat = (command in ("run", "console") and not settings.adapters) or command == "console"
     live = setup_logging(settings.logs.log_level, settings.secrets(), console=chat,
                          verbose=args.verbose, fmt=settings.logs.log_format)
@@ -400,7 +404,7 @@ def _dispatch(args: argparse.Namespace, command: str) -> int:
     elif command == "doctor":
         from bot.doctor import doctor
 
-        return asyncio.run(doctor(settings, sys.stdout, platforms=PLATFORMS))
+        return asyncio.run(doctor(settings, sys.stdout, platforms=_extras(settings.adapters)))
     elif command == "migrate":
         from bot.app import storage_for_url
         from bot.dbtools import migrate
@@ -411,5 +415,5 @@ def _dispatch(args: argparse.Namespace, command: str) -> int:
     elif command == "copy-db":
         asyncio.run(_copy(args.src, args.dst, force=args.force, resume=args.resume))
     elif command == "discord-invite":
-        print(invite_url(_application_id(args.application_id)))
+        print(_invite_url(_application_id(args.application_id)))
     return 0

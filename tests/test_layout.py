@@ -1,15 +1,14 @@
 """The architecture rules, checked on the source so they stay true.
 
-``memory/`` is the core and knows nothing of the bot or the chat platforms; ``bot/`` is the
-application and reaches the platform adapters only from its command line (``bot/cli.py``);
-``adapters/`` translate between a platform and the ``ChatService``, never reach into
-``bot.app`` and import one another in no circle; storage that is not memory (settings,
-usage, digests, owed replies, the outbox, backfill marks) lives in ``bot/stores``, not in
-``memory/``; ``ChatService`` stays a thin pipeline (at
-most 8 public methods) and ``bot/owed.py`` and ``bot/service.py`` do not import each other;
-modules stay small; tests share a harness, not each other. Imports are read with ``ast``
-(function-level ones included, relative ones resolved), so a check reports each offending
-``file:line``.
+Imports run one way, memory ← bot ← adapters: ``memory/`` is the core and knows nothing of
+the bot or the chat platforms; ``bot/`` is the application and never imports ``adapters/``
+(the command line finds the platforms through entry points); ``adapters/`` translate
+between a platform and the ``ChatService`` and never reach into ``bot.app``. No modules of
+the three import one another in a circle. Storage that is not memory (settings, usage,
+digests, owed replies, the outbox, backfill marks) lives in ``bot/stores``, not in
+``memory/``. ``ChatService`` stays a thin pipeline (at most 8 public methods); modules stay
+small; tests share a harness, not each other. Imports are read with ``ast`` (function-level
+ones included, relative ones resolved), so a check reports each offending ``file:line``.
 """
 
 from __future__ import annotations
@@ -23,6 +22,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 600  # a smoke alarm, not a target: split by concept, never to meet a count
+LAYERS = ("memory", "bot", "adapters")  # each may import those before it, never after
+MAX_BOT_MODULES = 3  # per adapter: the port (bot.platform) is what adapters use of bot
 PLATFORM_LIBRARIES = ("discord", "slack", "slack_bolt", "slack_sdk")
 
 
@@ -73,15 +74,56 @@ def offending_imports(root: Path, files: Iterable[Path], bad: Callable[[str], bo
 # -- the checks, as functions of a source tree ------------------------------------------------
 
 
-def bot_importing_adapters(root: Path) -> list[str]:
-    """Modules under ``bot/`` other than ``bot/cli.py`` that import ``adapters``."""
-    files = (p for p in modules(root, "bot") if p != root / "bot" / "cli.py")
-    return offending_imports(root, files, within("adapters"))
+def upward_imports(root: Path) -> list[str]:
+    """Modules of a layer in ``LAYERS`` that import a later one: ``bot`` or ``memory``
+    importing ``adapters``, ``memory`` importing ``bot``."""
+    found = []
+    for n, layer in enumerate(LAYERS):
+        found += offending_imports(root, modules(root, layer), within(*LAYERS[n + 1:]))
+    return found
 
 
 def adapters_importing_bot_app(root: Path) -> list[str]:
     """Modules under ``adapters/`` that import ``bot.app``."""
     return offending_imports(root, modules(root, "adapters"), within("bot.app"))
+
+
+def adapter_packages(root: Path) -> dict[str, list[Path]]:
+    """Each adapter by name and its files: a package under ``adapters/`` is one adapter,
+    the modules at the top of ``adapters/`` are the console's."""
+    found: dict[str, list[Path]] = {"console": sorted((root / "adapters").glob("*.py"))}
+    for package in sorted(p.parent for p in (root / "adapters").glob("*/__init__.py")):
+        found[package.name] = sorted(package.rglob("*.py"))
+    return found
+
+
+def bot_modules_imported(root: Path, files: Iterable[Path]) -> set[str]:
+    """The modules of ``bot`` that ``files`` import: each name resolved to the deepest
+    module under ``bot/`` it names (``from bot import a`` is ``bot.a``, not ``bot``)."""
+    known = {module_of(p, root) for p in modules(root, "bot")}
+    found: set[str] = set()
+    for path in files:
+        by_line: dict[int, set[str]] = {}
+        for line, name in imported_names(path, root):
+            parts = name.split(".")
+            module = next((".".join(parts[:n]) for n in range(len(parts), 0, -1)
+                           if ".".join(parts[:n]) in known), None)
+            if module is not None:
+                by_line.setdefault(line, set()).add(module)
+        for names in by_line.values():
+            found |= {m for m in names if not any(o.startswith(f"{m}.") for o in names)}
+    return found
+
+
+def adapters_importing_much_of_bot(root: Path) -> list[str]:
+    """Each adapter that imports more than ``MAX_BOT_MODULES`` modules of ``bot``."""
+    found = []
+    for name, files in adapter_packages(root).items():
+        used = sorted(bot_modules_imported(root, files))
+        if len(used) > MAX_BOT_MODULES:
+            found.append(f"{name} imports {len(used)} bot modules (at most "
+                         f"{MAX_BOT_MODULES}): {', '.join(used)}")
+    return found
 
 
 def memory_importing_outward(root: Path) -> list[str]:
@@ -150,10 +192,10 @@ def module_of(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def import_cycles(root: Path, package: str) -> list[str]:
-    """Each set of modules under ``package`` that import one another in a circle (at any
+def import_cycles(root: Path, *packages: str) -> list[str]:
+    """Each set of modules under ``packages`` that import one another in a circle (at any
     depth: a function-level import closes a circle too), as ``a ⇄ b ⇄ c``."""
-    files = {module_of(p, root): p for p in modules(root, package)}
+    files = {module_of(p, root): p for p in modules(root, *packages)}
     graph: dict[str, set[str]] = {name: set() for name in files}
     for name, path in files.items():
         for _, imported in imported_names(path, root):
@@ -205,14 +247,44 @@ def assert_none(violations: list[str]) -> None:
     assert not violations, "\n".join(["", *violations])
 
 
-def test_bot_reaches_adapters_only_from_the_cli() -> None:
-    """No module under ``bot/`` except ``bot/cli.py`` imports from ``adapters``."""
-    assert_none(bot_importing_adapters(ROOT))
+def test_imports_run_from_adapters_to_bot_to_memory() -> None:
+    """No module under ``bot/`` imports ``adapters`` (not even the command line: platforms
+    are entry points), none under ``memory/`` imports ``bot`` or ``adapters``."""
+    assert_none(upward_imports(ROOT))
 
 
 def test_adapters_do_not_import_the_app() -> None:
     """No module under ``adapters/`` imports ``bot.app``."""
     assert_none(adapters_importing_bot_app(ROOT))
+
+
+def test_each_adapter_uses_bot_through_a_narrow_port() -> None:
+    """Discord, Slack and the console each import at most ``MAX_BOT_MODULES`` modules of
+    ``bot`` (``bot.platform``, the adapters' port, holds what they use)."""
+    assert set(adapter_packages(ROOT)) == {"console", "discord", "slack"}
+    assert_none(adapters_importing_much_of_bot(ROOT))
+
+
+def test_the_port_count_finds_planted_violations(tmp_path: Path) -> None:
+    plant(
+        tmp_path,
+        {
+            "bot/__init__.py": "",
+            **{f"bot/{m}.py": "" for m in ("a", "b", "c", "d", "platform")},
+            "bot/pkg/__init__.py": "",
+            "bot/pkg/deep.py": "",
+            "adapters/__init__.py": "",
+            "adapters/console.py": "from bot import a, b\nfrom bot.c import x\n",
+            "adapters/chunks.py": "def f():\n    import bot.d\n",  # the console's 4th
+            "adapters/irc/__init__.py": "from bot.platform import x, y\n",
+            "adapters/irc/sub/z.py": "from bot.pkg.deep import q\nfrom bot import pkg\n",
+            "adapters/irc/w.py": "from bot.platform import z\nfrom bot.pkg import deep\n",
+        },
+    )
+    assert bot_modules_imported(tmp_path, adapter_packages(tmp_path)["irc"]) == {
+        "bot.platform", "bot.pkg", "bot.pkg.deep"}
+    assert adapters_importing_much_of_bot(tmp_path) == [
+        "console imports 4 bot modules (at most 3): bot.a, bot.b, bot.c, bot.d"]
 
 
 def test_memory_knows_nothing_of_bot_adapters_or_platforms() -> None:
@@ -232,10 +304,11 @@ def test_modules_are_small() -> None:
     assert_none(long_modules(ROOT))
 
 
-def test_adapters_have_no_import_cycles() -> None:
-    """No modules under ``adapters/`` import one another in a circle (a platform's command
-    table once imported its catch-up and config commands, which imported it back)."""
-    assert_none(import_cycles(ROOT, "adapters"))
+def test_no_import_cycles() -> None:
+    """No modules under ``bot/``, ``adapters/`` and ``memory/`` import one another in a
+    circle (a platform's command table once imported its catch-up and config commands,
+    which imported it back; owed replies and the service imported each other)."""
+    assert_none(import_cycles(ROOT, *LAYERS))
 
 
 def test_tests_do_not_import_each_other() -> None:
@@ -259,7 +332,7 @@ def test_the_checks_find_planted_violations(tmp_path: Path) -> None:
         tmp_path,
         {
             "bot/__init__.py": "",
-            "bot/cli.py": "from adapters.console import run\n",  # allowed
+            "bot/cli.py": "from adapters.console import run\n",
             "bot/service.py": "import os\n\n\ndef f():\n    from adapters import discord\n",
             "bot/big.py": "x = 1\n" * (MAX_LINES + 1),
             "bot/ok.py": "x = 1\n" * MAX_LINES,
@@ -290,7 +363,11 @@ def test_the_checks_find_planted_violations(tmp_path: Path) -> None:
             "adapters/lone.py": "from adapters.chat.text import x\nimport adapters.lone\n",
         },
     )
-    assert bot_importing_adapters(tmp_path) == ["bot/service.py:5 imports adapters"]
+    assert upward_imports(tmp_path) == [
+        "memory/sub/x.py:2 imports bot.llm",  # memory.botany is not bot: it only starts alike
+        "bot/cli.py:1 imports adapters.console",  # the command line is no exception
+        "bot/service.py:5 imports adapters",
+    ]
     assert adapters_importing_bot_app(tmp_path) == [
         "adapters/slack.py:1 imports bot.app",
         "adapters/sub/deep.py:3 imports bot.app",
@@ -315,8 +392,36 @@ def test_the_checks_find_planted_violations(tmp_path: Path) -> None:
     assert import_cycles(tmp_path, "adapters") == [
         "adapters.chat.catchup ⇄ adapters.chat.commands"]
     assert import_cycles(tmp_path, "memory") == []
+    assert import_cycles(tmp_path, "memory", "bot", "adapters") == [
+        "adapters.chat.catchup ⇄ adapters.chat.commands"]
     with pytest.raises(AssertionError, match=rf"bot/big\.py:{MAX_LINES + 1} lines"):
         assert_none(long_modules(tmp_path))
+
+
+def test_the_cycle_check_covers_every_layer_and_crosses_them(tmp_path: Path) -> None:
+    plant(
+        tmp_path,
+        {
+            "bot/__init__.py": "",
+            "bot/owed.py": "def later():\n    from bot.service import ChatService\n",
+            "bot/service.py": "from bot import owed\n",
+            "bot/alone.py": "from bot.service import ChatService\n",
+            "memory/__init__.py": "",
+            "memory/a.py": "from memory.b import x\n",
+            "memory/b.py": "from . import c\n",
+            "memory/c.py": "import memory.a\n",
+            "adapters/__init__.py": "",
+            "adapters/port.py": "from bot.service import ChatService\nfrom bot.hook import y\n",
+            "bot/hook.py": "from bot import hook2\n",
+            "bot/hook2.py": "from adapters import port\n",
+        },
+    )
+    assert import_cycles(tmp_path, "memory", "bot", "adapters") == [
+        "adapters.port ⇄ bot.hook ⇄ bot.hook2",
+        "bot.owed ⇄ bot.service",
+        "memory.a ⇄ memory.b ⇄ memory.c",
+    ]
+    assert import_cycles(tmp_path, "bot") == ["bot.owed ⇄ bot.service"]
 
 
 # -- the service stays thin -------------------------------------------------------------------
@@ -353,41 +458,10 @@ def public_methods(root: Path, name: str, *packages: str) -> list[str]:
     return sorted(methods)
 
 
-def module_imports(root: Path, package: str) -> dict[str, set[str]]:
-    """Each module of ``package`` → the modules of ``package`` it imports (any depth, under
-    ``TYPE_CHECKING`` too: a cycle for the type checker is a cycle for the reader)."""
-    names = {".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
-             for p in modules(root, package)}
-    return {mod: {n for _, n in imported_names(path, root) if n in names and n != mod}
-            for mod, path in names.items()}
-
-
-def reaches(graph: dict[str, set[str]], start: str, goal: str) -> bool:
-    """Whether ``start`` imports ``goal``, directly or through other modules."""
-    todo, seen = [start], set()
-    while todo:
-        for nxt in graph.get(todo.pop(), set()) - seen:
-            if nxt == goal:
-                return True
-            seen.add(nxt)
-            todo.append(nxt)
-    return False
-
-
-def cycle_between(root: Path, a: str, b: str) -> list[str]:
-    """``a ⇄ b`` when each of the two modules imports the other (directly or not)."""
-    graph = module_imports(root, a.split(".")[0])
-    return [f"{a} ⇄ {b}"] if reaches(graph, a, b) and reaches(graph, b, a) else []
-
-
 def test_chat_service_has_at_most_eight_public_methods() -> None:
     """Commands and reply delivery live in features and ``bot.reply_flow``, not here."""
     methods = public_methods(ROOT, "ChatService", "bot")
     assert len(methods) <= MAX_SERVICE_METHODS, methods
-
-
-def test_owed_replies_and_the_service_do_not_import_each_other() -> None:
-    assert_none(cycle_between(ROOT, "bot.owed", "bot.service"))
 
 
 def test_the_service_checks_find_planted_violations(tmp_path: Path) -> None:
@@ -395,16 +469,10 @@ def test_the_service_checks_find_planted_violations(tmp_path: Path) -> None:
         tmp_path,
         {
             "bot/__init__.py": "",
-            "bot/service.py": "from bot import owed\n\n\nclass ChatService(Mixin):\n"
+            "bot/service.py": "class ChatService(Mixin):\n"
                               "    def a(self): ...\n    async def b(self): ...\n"
                               "    def _c(self): ...\n",
             "bot/mixin.py": "class Mixin:\n    def d(self): ...\n",
-            "bot/owed.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                           "    from bot.via import x\n",
-            "bot/via.py": "from bot.service import ChatService\n",
-            "bot/alone.py": "from bot.owed import y\n",
         },
     )
     assert public_methods(tmp_path, "ChatService", "bot") == ["a", "b", "d"]
-    assert cycle_between(tmp_path, "bot.owed", "bot.service") == ["bot.owed ⇄ bot.service"]
-    assert cycle_between(tmp_path, "bot.alone", "bot.service") == []

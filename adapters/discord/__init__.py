@@ -8,6 +8,8 @@
 - ``backfill``: reading back what was missed while the bot was away.
 - ``launch``: ``create_client`` and ``serve``.
 
+``PLATFORM`` is the ``discord`` entry point the command line starts it from.
+
 Importing this package does not import discord.py; ``run_discord`` and ``invite_url``
 do, after ``bot.extras.require(EXTRA)``: a missing library is one line naming the extra
 (``gistbot[discord]``, part of the default install).
@@ -16,16 +18,14 @@ do, after ``bot.extras.require(EXTRA)``: a missing library is one line naming th
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
-from bot.extras import Extra, require
-from bot.service import ChatService
-from bot.settings import Settings
+from bot.platform import ChatService, Extra, Launch, Platform, Settings, require
 
 if TYPE_CHECKING:
     from adapters.backfill import HistoryStore
 
-__all__ = ["EXTRA", "invite_url", "run_discord"]
+__all__ = ["EXTRA", "PLATFORM", "invite_url", "run_discord"]
 
 EXTRA = Extra("discord", "Discord support", "adapters.discord.launch", "DISCORD_TOKEN")
 
@@ -39,7 +39,7 @@ async def run_discord(service: ChatService, settings: Settings,
     require(EXTRA, configured=True)
     from adapters.discord.launch import serve
     from adapters.discord.options import checked
-    from bot.shutdown import reply_grace
+    from bot.platform import reply_grace
 
     await serve(service, checked(settings), history, stop=stop,
                 grace=reply_grace(settings.restarts.shutdown_grace_seconds))
@@ -51,3 +51,12 @@ def invite_url(application_id: int | str) -> str:
     from adapters.discord.options import invite_url as url
 
     return url(application_id)
+
+
+async def _serve(launch: Launch) -> int:
+    history = cast("HistoryStore", launch.history)  # backfill after downtime reads the cursor
+    await run_discord(launch.service, launch.settings, history, launch.stop)
+    return 0
+
+
+PLATFORM = Platform("discord", _serve, EXTRA, invite_url)

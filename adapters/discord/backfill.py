@@ -25,7 +25,7 @@ import discord
 
 from adapters.backfill import SKIP_COUNT_LIMIT, Backfiller, Fetched, HistoryStore
 from adapters.discord.text import to_incoming
-from bot.service import ChatService
+from bot.platform import ChatService
 from memory.models import ChannelKey
 
 __all__ = ["discord_backfiller", "snowflake_order"]

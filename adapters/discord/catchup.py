@@ -20,11 +20,7 @@ import discord
 
 from adapters.discord.outlet import DiscordPosts
 from adapters.discord.text import channel_key, plan_reply
-from bot.catchup_command import Where
-from bot.citations import discord_link
-from bot.outbox import Outbox, Post, digest_id
-from bot.service import ChatService
-from bot.visibility import Access
+from bot.platform import Access, ChatService, Outbox, Post, Where, digest_id, discord_link
 from memory.models import ChannelKey, Turn
 
 __all__ = ["DiscordOutlet", "register_outlet", "where"]

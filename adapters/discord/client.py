@@ -28,14 +28,17 @@ from adapters.discord.options import PERMISSION_NAMES, guild_ids, reset_permissi
 from adapters.discord.outlet import DiscordReplies
 from adapters.discord.text import NO_PINGS, channel_key
 from adapters.discord.text import to_incoming as translate
-from bot.commands.declare import Registry
-from bot.commands.registry import COMMANDS
-from bot.messages import IncomingMessage
-from bot.missed import answer_missed_mentions, stop_answering_missed
-from bot.reply_flow import ReplyFlow
-from bot.service import ChatService
-from bot.settings import Settings
-from bot.wording import plural
+from bot.platform import (
+    COMMANDS,
+    ChatService,
+    IncomingMessage,
+    Registry,
+    ReplyFlow,
+    Settings,
+    answer_missed_mentions,
+    plural,
+    stop_answering_missed,
+)
 
 __all__ = ["GistbotClient"]
 

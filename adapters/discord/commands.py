@@ -23,11 +23,7 @@ from discord import app_commands
 from adapters.discord.context import DiscordContext, discord_permission
 from adapters.discord.text import NO_PINGS, channel_key, plan_reply, text_file
 from adapters.replies import user_text
-from bot.commands.args import Usage
-from bot.commands.declare import Argument, Command, Registry
-from bot.commands.registry import COMMANDS
-from bot.messages import CommandResult
-from bot.service import ChatService
+from bot.platform import COMMANDS, Argument, ChatService, Command, CommandResult, Registry, Usage
 from memory.models import ChannelKey
 
 __all__ = ["TEXT_OPTION", "add_commands", "answer_usage", "app_command", "interaction_key",

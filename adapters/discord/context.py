@@ -14,9 +14,7 @@ import discord
 from adapters.discord.access import MemberAccess
 from adapters.discord.catchup import where
 from adapters.discord.text import channel_key
-from bot.catchup_command import Where
-from bot.commands.declare import Permission, Registry
-from bot.service import ChatService
+from bot.platform import ChatService, Permission, Registry, Where
 
 __all__ = ["DiscordContext", "discord_permission", "rights"]
 

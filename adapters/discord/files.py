@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 import discord
 
-from bot.attachments import Attachment, FileSource
+from bot.platform import Attachment, FileSource
 
 __all__ = ["CDN", "attachments_of", "file_source"]
 

@@ -16,9 +16,7 @@ from adapters.backfill import HistoryStore
 from adapters.discord.client import GistbotClient
 from adapters.discord.files import file_source
 from adapters.discord.options import shards, token
-from bot.errors import ConfigError, GistbotError, PlatformUnreachable
-from bot.service import ChatService
-from bot.settings import Settings
+from bot.platform import ChatService, ConfigError, GistbotError, PlatformUnreachable, Settings
 
 __all__ = ["RETRY_BASE", "RETRY_MAX", "api_host", "create_client", "serve"]
 

@@ -6,9 +6,7 @@ from urllib.parse import urlencode
 
 import discord
 
-from bot.errors import ConfigError
-from bot.sections import DiscordSettings
-from bot.settings import Settings
+from bot.platform import ConfigError, DiscordSettings, Settings
 
 __all__ = ["INVITE_PERMISSIONS", "PERMISSION_NAMES", "checked", "guild_ids", "invite_url",
            "reset_permission", "shards", "token"]

@@ -24,8 +24,7 @@ import discord
 
 from adapters.discord.text import MAX_MESSAGES, MESSAGE_LIMIT, NO_PINGS, plan_reply, text_file
 from adapters.discord.text import preview as preview_of
-from bot.messages import IncomingMessage
-from bot.outbox import Post
+from bot.platform import IncomingMessage, Post
 from memory.models import ChannelKey
 
 __all__ = ["DiscordPosts", "DiscordReplies", "nonce"]

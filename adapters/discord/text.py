@@ -15,7 +15,7 @@ import discord
 
 from adapters.chunking import split_parts
 from adapters.discord.files import attachments_of
-from bot.messages import IncomingMessage
+from bot.platform import IncomingMessage
 from memory.models import ChannelKey
 
 __all__ = [

@@ -12,6 +12,8 @@
 - ``backfill``: reading back what was missed while the bot was away.
 - ``launch``: ``serve``.
 
+``PLATFORM`` is the ``slack`` entry point the command line starts it from.
+
 Importing this package does not import slack-bolt; ``run_slack`` does, after
 ``bot.extras.require(EXTRA)``: a missing library is one line naming the extra
 (``gistbot[slack]``, part of the default install).
@@ -20,18 +22,16 @@ Importing this package does not import slack-bolt; ``run_slack`` does, after
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
-from bot.extras import Extra, require
-from bot.service import ChatService
-from bot.settings import Settings
+from bot.platform import ChatService, Extra, Launch, Platform, Settings, require
 
 if TYPE_CHECKING:
     from slack_sdk.web.async_client import AsyncWebClient
 
     from adapters.backfill import HistoryStore
 
-__all__ = ["EXTRA", "run_slack"]
+__all__ = ["EXTRA", "PLATFORM", "run_slack"]
 
 EXTRA = Extra("slack", "Slack support", "adapters.slack.launch", "SLACK_BOT_TOKEN")
 
@@ -49,7 +49,16 @@ async def run_slack(
     require(EXTRA, configured=True)
     from adapters.slack.launch import serve
     from adapters.slack.options import checked
-    from bot.shutdown import reply_grace
+    from bot.platform import reply_grace
 
     await serve(service, checked(settings), client=client, stop=stop, history=history,
                 grace=reply_grace(settings.restarts.shutdown_grace_seconds))
+
+
+async def _serve(launch: Launch) -> int:
+    history = cast("HistoryStore", launch.history)  # backfill after downtime reads the cursor
+    await run_slack(launch.service, launch.settings, history=history, stop=launch.stop)
+    return 0
+
+
+PLATFORM = Platform("slack", _serve, EXTRA)

@@ -33,11 +33,14 @@ from adapters.slack.files import file_source
 from adapters.slack.options import reveal
 from adapters.slack.transport import quiet_bolt_logs
 from adapters.slack.users import BotIdentity, UserDirectory
-from bot.commands.declare import Registry
-from bot.commands.registry import COMMANDS
-from bot.errors import ConfigError, PlatformUnreachable
-from bot.service import ChatService
-from bot.settings import Settings
+from bot.platform import (
+    COMMANDS,
+    ChatService,
+    ConfigError,
+    PlatformUnreachable,
+    Registry,
+    Settings,
+)
 
 __all__ = ["SlackAdapter", "build_app"]
 

@@ -20,8 +20,7 @@ from adapters.slack.outlet import SlackPosts
 from adapters.slack.text import format_reply
 from adapters.slack.users import UserDirectory
 from adapters.slack.web import call
-from bot.catchup_command import Where
-from bot.outbox import Outbox, Post, digest_id
+from bot.platform import Outbox, Post, Where, digest_id
 from memory.models import ChannelKey, Turn
 
 __all__ = ["CACHE_SIZE", "Permalinks", "SlackOutlet", "built_permalink"]

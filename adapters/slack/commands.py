@@ -23,13 +23,17 @@ from adapters.replies import user_text
 from adapters.slack.text import format_reply, readable
 from adapters.slack.users import UserDirectory
 from adapters.slack.web import call
-from bot.catchup_command import Where
-from bot.citations import Linker, plain_links
-from bot.commands.args import Usage
-from bot.commands.declare import Permission, Registry
-from bot.commands.registry import COMMANDS as REGISTRY
-from bot.sections import SlackSettings
-from bot.service import ChatService
+from bot.platform import COMMANDS as REGISTRY
+from bot.platform import (
+    ChatService,
+    Linker,
+    Permission,
+    Registry,
+    SlackSettings,
+    Usage,
+    Where,
+    plain_links,
+)
 from memory.models import ChannelKey
 
 __all__ = ["COMMANDS", "RESPONSE_URL_LIMIT", "SlackCommands", "SlackContext", "read_command"]

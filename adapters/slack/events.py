@@ -35,9 +35,7 @@ from adapters.slack.text import (
 )
 from adapters.slack.transport import escape
 from adapters.slack.users import BotIdentity, UserDirectory
-from bot.reply_flow import ReplyFlow
-from bot.service import ChatService
-from bot.settings import Settings
+from bot.platform import ChatService, ReplyFlow, Settings
 from memory.errors import StoreError
 from memory.models import ChannelKey
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.attachments import Attachment, FileSource
+from bot.platform import Attachment, FileSource
 
 __all__ = ["FILE_HOST", "attachments_of", "file_source"]
 

@@ -15,10 +15,13 @@ from adapters.slack.options import reveal
 from adapters.slack.transport import connect_socket_mode, serve_http
 from adapters.slack.users import BotIdentity
 from adapters.slack.web import make_web_client
-from bot.errors import ConfigError
-from bot.missed import answer_missed_mentions, stop_answering_missed
-from bot.service import ChatService
-from bot.settings import Settings
+from bot.platform import (
+    ChatService,
+    ConfigError,
+    Settings,
+    answer_missed_mentions,
+    stop_answering_missed,
+)
 
 __all__ = ["make_backfill", "serve", "start_answering_missed"]
 

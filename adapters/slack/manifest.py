@@ -13,8 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from bot.commands.declare import Registry
-from bot.commands.registry import COMMANDS
+from bot.platform import COMMANDS, Registry
 
 __all__ = ["MANIFEST", "render", "update"]
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from bot.errors import ConfigError
-from bot.sections import SlackSettings
-from bot.settings import Settings
+from bot.platform import ConfigError, Settings, SlackSettings
 
 __all__ = ["bot_token", "checked", "reveal"]
 

@@ -21,9 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.slack.text import format_reply
 from adapters.slack.users import UserDirectory
 from adapters.slack.web import call
-from bot.messages import IncomingMessage
-from bot.outbox import Post
-from bot.sections import ChatSettings
+from bot.platform import ChatSettings, IncomingMessage, Post
 from memory.models import ChannelKey
 
 __all__ = ["EVENT_TYPE", "PLACEHOLDER", "SlackPosts", "SlackReplies", "metadata"]

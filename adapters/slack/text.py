@@ -19,7 +19,7 @@ from typing import Any
 
 from adapters.chunking import split_message
 from adapters.slack.files import attachments_of, file_name
-from bot.messages import IncomingMessage
+from bot.platform import IncomingMessage
 from memory.models import ChannelKey
 
 __all__ = [

@@ -3,7 +3,8 @@ answers a usage sentence for what it can't read.
 
 ``args`` holds the layer (``CommandSpec.parse(text) -> args | Usage``, which never raises);
 the other modules declare commands (``declare.Command``: parser, description, arguments,
-permission, who sees the answer, the work); ``registry.COMMANDS`` lists them.
+permission, who sees the answer, the work), each exporting ``COMMANDS``;
+``registry.COMMANDS`` collects them, so a new command is one new module here.
 Every platform's entry point parses before any other work and answers a ``Usage``
 privately.
 """

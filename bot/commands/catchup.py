@@ -8,7 +8,7 @@ from bot.commands.declare import Argument, Command, Context
 from bot.messages import CommandResult
 from bot.since import ACCEPTED, CatchupArgs, parse_catchup_args
 
-__all__ = ["CATCHUP", "CATCHUP_COMMAND", "USAGE"]
+__all__ = ["CATCHUP", "CATCHUP_COMMAND", "COMMANDS", "ORDER", "USAGE"]
 
 USAGE = f"Usage: /catchup [since] [time zone] [public]; for since, {ACCEPTED}."
 
@@ -29,3 +29,6 @@ CATCHUP_COMMAND: Command[CatchupArgs] = Command(
                         "2026-03-08 14:30", "yesterday Europe/Berlin", "a message link")),
      Argument("public", "Show it to everyone here (default: only you)", "flag")),
     answer="only you, unless you add public", waits=True)
+
+ORDER = 30  # where the registry lists it
+COMMANDS = (CATCHUP_COMMAND,)

@@ -20,7 +20,8 @@ from bot.messages import CommandResult
 if TYPE_CHECKING:
     from bot.commands.declare import CommandService, Registry
 
-__all__ = ["CONFIG", "CONFIG_COMMAND", "FREE_TEXT", "MAX_CHARS", "config_fields"]
+__all__ = ["COMMANDS", "CONFIG", "CONFIG_COMMAND", "FREE_TEXT", "MAX_CHARS", "ORDER",
+           "config_fields"]
 
 FREE_TEXT = ("persona", "language")
 MAX_CHARS = 4000  # a persona is at most 2,000; the setting says so itself below this
@@ -99,3 +100,6 @@ CONFIG_COMMAND: Command[ConfigRequest] = Command(
     note="anyone may look (show, history, usage); the server's settings: {manage_server}; "
          "nothing can be changed in a direct message",
     from_options=_options)
+
+ORDER = 20  # where the registry lists it
+COMMANDS = (CONFIG_COMMAND,)

@@ -17,7 +17,7 @@ from bot.commands.declare import Argument, Command, Context, Permission
 from bot.messages import CommandResult
 from bot.since import WEEKDAYS, SinceError, parse_zone
 
-__all__ = ["DIGEST", "DIGEST_COMMAND", "USAGE", "DigestRequest", "read_digest"]
+__all__ = ["COMMANDS", "DIGEST", "DIGEST_COMMAND", "ORDER", "USAGE", "DigestRequest", "read_digest"]
 
 USAGE = ("Use /digest daily 09:00 [time zone] [thread], /digest weekly mon 09:00 [time zone] "
          "[thread], /digest off or /digest now.")
@@ -98,3 +98,6 @@ DIGEST_COMMAND: Command[DigestRequest] = Command(
     permission=Permission.MANAGE_CHANNEL, needed_for="changing the schedule", hidden=True,
     answer="only you; /digest now posts the digest in the channel",
     note="anyone may see the schedule (/digest alone)", waits=True)
+
+ORDER = 40  # where the registry lists it
+COMMANDS = (DIGEST_COMMAND,)

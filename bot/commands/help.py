@@ -12,7 +12,7 @@ from bot.commands.args import ArgumentError, CommandSpec
 from bot.commands.declare import Argument, Command, Context, Permission, Registry
 from bot.messages import CommandResult
 
-__all__ = ["HELP", "HELP_COMMAND", "HelpArgs", "describe", "listing"]
+__all__ = ["COMMANDS", "HELP", "HELP_COMMAND", "ORDER", "HelpArgs", "describe", "listing"]
 
 USAGE = "Usage: /help [command]."
 
@@ -83,3 +83,6 @@ HELP_COMMAND: Command[HelpArgs] = Command(
     HELP, "The commands, or one command's arguments and who may run it", _run,
     (Argument("command", "Which command (default: all of them)", suggest=_names,
               examples=("catchup", "config")),))
+
+ORDER = 90  # where the registry lists it
+COMMANDS = (HELP_COMMAND,)

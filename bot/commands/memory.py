@@ -20,6 +20,7 @@ __all__ = [
     "COMMANDS",
     "FORGET",
     "MEMORY",
+    "ORDER",
     "REMEMBER",
     "RESET",
     "SUMMARY",
@@ -109,6 +110,7 @@ PUBLIC = Argument("public", "Show it to everyone here (default: only you)", "fla
 
 
 # ``/summary``, ``/reset``, ``/remember``, ``/memory`` and ``/forget``, in that order
+ORDER = 10  # where the registry lists them: first
 COMMANDS: tuple[Command[Any], ...] = (
     Command(SUMMARY, "What this channel has talked about, as I remember it", _run_summary,
             (PUBLIC,), answer="only you, unless you add public", waits=True),

@@ -1,23 +1,50 @@
-"""Every command, declared once (``bot.commands.declare``): ``COMMANDS`` is what each
-platform generates its table from — Discord's application commands, Slack's slash commands
-and manifest, the console's — and ``SPECS`` their argument parsers by name."""
+"""Every command, found where it is declared: each module of ``bot.commands`` that exports
+``COMMANDS`` (a tuple of ``declare.Command``) is collected, so a new command is one new
+file. ``ORDER`` (default 50) places a module's commands in the listing; modules of one
+order follow their names. ``COMMANDS`` is what each platform generates its table from —
+Discord's application commands, Slack's slash commands and manifest, the console's — and
+``SPECS`` their argument parsers by name.
+"""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+from types import ModuleType
 from typing import Any
 
-from bot.commands import memory
+import bot.commands
 from bot.commands.args import CommandSpec, Usage
-from bot.commands.catchup import CATCHUP_COMMAND
-from bot.commands.config import CONFIG_COMMAND
-from bot.commands.declare import Registry
-from bot.commands.digest import DIGEST_COMMAND
-from bot.commands.help import HELP_COMMAND
+from bot.commands.declare import Command, Registry
 
-__all__ = ["COMMANDS", "SPECS", "parse"]
+__all__ = ["COMMANDS", "DEFAULT_ORDER", "SPECS", "discover", "parse"]
 
-COMMANDS = Registry((*memory.COMMANDS, CONFIG_COMMAND, CATCHUP_COMMAND, DIGEST_COMMAND,
-                     HELP_COMMAND))
+DEFAULT_ORDER = 50
+
+
+def _declaring(package: ModuleType) -> list[ModuleType]:
+    """The modules of ``package`` that export ``COMMANDS``, in their declared order."""
+    found = []
+    for info in pkgutil.iter_modules(package.__path__, f"{package.__name__}."):
+        module = importlib.import_module(info.name)
+        if hasattr(module, "COMMANDS") and module.__name__ != __name__:
+            found.append(module)
+    return sorted(found, key=lambda m: (getattr(m, "ORDER", DEFAULT_ORDER), m.__name__))
+
+
+def discover(package: ModuleType = bot.commands) -> Registry:
+    """The registry of every command declared in ``package``'s modules; a module whose
+    ``COMMANDS`` holds anything but ``Command`` objects is a ``TypeError`` naming it."""
+    commands: list[Command[Any]] = []
+    for module in _declaring(package):
+        declared = tuple(module.COMMANDS)
+        if not all(isinstance(c, Command) for c in declared):
+            raise TypeError(f"{module.__name__}.COMMANDS holds something not a Command")
+        commands += declared
+    return Registry(tuple(commands))
+
+
+COMMANDS = discover()
 SPECS: dict[str, CommandSpec[Any]] = {c.name: c.spec for c in COMMANDS}
 
 

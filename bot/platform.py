@@ -1,0 +1,43 @@
+"""The adapters' port: everything a platform adapter may use of ``bot``, and nothing else.
+
+An adapter translates a platform's events into an ``IncomingMessage``, hands it to the
+``ChatService`` once, and delivers what comes back through a ``ReplyFlow`` and its own
+outlet (``Post``, the ``Outbox``); it builds its command table from ``COMMANDS`` and
+answers with ``user_text`` for an error. Adapters import from this module only (the
+layout test counts), so what the application offers a platform is read in one place,
+and a change behind it does not reach into three adapter packages.
+"""
+
+from __future__ import annotations
+
+from bot.attachments import Attachment, FileSource
+from bot.catchup_command import Where
+from bot.citations import Linker, discord_link, plain_links
+from bot.commands.args import Usage
+from bot.commands.declare import Argument, Command, Permission, Registry
+from bot.commands.registry import COMMANDS
+from bot.errors import ConfigError, GistbotError, PlatformUnreachable, user_text
+from bot.extras import Extra, require
+from bot.logs import LiveLine
+from bot.messages import CommandResult, IncomingMessage
+from bot.missed import answer_missed_mentions, stop_answering_missed
+from bot.outbox import Outbox, Post, digest_id
+from bot.phrases import posix_locale
+from bot.plugins import Launch, Platform
+from bot.reply_flow import ReplyFlow
+from bot.sections import ChatSettings, DiscordSettings, SlackSettings
+from bot.service import ChatService
+from bot.settings import Settings
+from bot.shutdown import SHUTDOWN_APOLOGY, reply_grace
+from bot.visibility import Access
+from bot.wording import plural
+
+__all__ = [
+    "COMMANDS", "SHUTDOWN_APOLOGY", "Access", "Argument", "Attachment", "ChatService",
+    "ChatSettings", "Command", "CommandResult", "ConfigError", "DiscordSettings", "Extra",
+    "FileSource", "GistbotError", "IncomingMessage", "Launch", "Linker", "LiveLine", "Outbox",
+    "Permission", "Platform", "PlatformUnreachable", "Post", "Registry", "ReplyFlow",
+    "Settings", "SlackSettings", "Usage", "Where", "answer_missed_mentions", "digest_id",
+    "discord_link", "plain_links", "plural", "posix_locale", "reply_grace", "require",
+    "stop_answering_missed", "user_text",
+]
