@@ -8,7 +8,7 @@ memory as on Discord or Slack; a line starting with a registry command
 - **Interactive** (stdin and stdout a terminal): prompt-toolkit with history kept across
   runs (:func:`history_path`) and a spinner. Ctrl-C clears the line or cancels the request
   ("cancelled"); a second Ctrl-C on an empty line, Ctrl-D or ``/quit`` leaves (status 0).
-  Log records print above the prompt and the spinner (``bot.logs.LiveLine``).
+  Log records print above the prompt and the spinner (``bot.ops.logs.LiveLine``).
 - **Batch** (a file, a pipe or ``/dev/null``): one message per line in, one bare answer per
   line out (``\n`` and ``\\`` escaped), or JSON Lines with ``json_lines``; status 130 on
   SIGINT. A daemon thread reads lines as they are wanted, so any stdin works and a blocked
@@ -369,8 +369,8 @@ class ConsoleContext:
 
 
 class _Terminal:
-    """The console's ``bot.reply_flow.ReplyOutlet``: a reply is printed whole, a spinner
-    turns meanwhile; nothing can be edited or found again (nothing to answer late)."""
+    """The console's ``bot.conversation.reply_flow.ReplyOutlet``: a reply is printed whole, a
+    spinner turns meanwhile; nothing can be edited or found again (nothing to answer late)."""
 
     placeholder = ""
     stream_interval: float | None = None

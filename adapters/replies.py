@@ -2,7 +2,7 @@
 
 An adapter catches at its edge and logs with the stack; the user reads ``user_text``: a
 short sentence from the ``bot.errors`` tree, never an exception's text. (A reply's pace
-and the rest of its delivery are ``bot.reply_flow``'s.)
+and the rest of its delivery are ``bot.conversation.reply_flow``'s.)
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from pydantic import SecretStr
 
 from benchmarks.conversation import Row
-from bot.llm import OpenAILLM
+from bot.llm.client import OpenAILLM
 from memory.completion import ChatMessage
 
 __all__ = ["BenchMemory", "FullHistory", "LangChainBuffer", "user_content"]

@@ -36,13 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import machine_info, percentile
-from bot.budget import Budget
-from bot.catchup import Catchup, Period, Scope
-from bot.catchup_text import prompt_lines
-from bot.citations import discord_link, number_turns
+from bot.catchup.citations import discord_link, number_turns
+from bot.catchup.gather import Catchup, Period, Scope
+from bot.catchup.text import prompt_lines
+from bot.conversation.budget import Budget
 from bot.errors import LLMError
-from bot.llm import OpenAILLM
-from bot.sections import DEFAULT_SYSTEM_PROMPT, BudgetSettings
+from bot.llm.client import OpenAILLM
+from bot.settings.sections import DEFAULT_SYSTEM_PROMPT, BudgetSettings
 from memory.completion import ChatMessage
 from memory.models import ChannelKey, NewEpisode, NewTurn, Turn
 from memory.stores.sqlite.store import SqliteStore

@@ -29,7 +29,7 @@ from benchmarks.conversation import (
 )
 from benchmarks.gistbot_memory import GistbotMemory
 from benchmarks.responder import Call, Responder
-from bot.prompts import fixed_overhead
+from bot.conversation.prompts import fixed_overhead
 from bot.settings import DEFAULT_SYSTEM_PROMPT
 from memory.completion import ChatMessage
 from memory.tokens import TokenCounter
@@ -64,7 +64,8 @@ class MemoryRun:
 
 
 def memory_budget(cfg: Config) -> int:
-    """gistbot's budget for summary, facts and turns (``bot.budget.Budget.memory_tokens``)."""
+    """gistbot's budget for summary, facts and turns
+    (``bot.conversation.budget.Budget.memory_tokens``)."""
     fixed = fixed_overhead(DEFAULT_SYSTEM_PROMPT, TokenCounter("gpt-4o"))
     return cfg.prompt_budget - fixed
 
@@ -289,7 +290,7 @@ async def run(cfg: Config, base_url: str, responder: Responder,
         "Reply latency includes client CPU (the fake answers every request after a fixed "
         "delay): building and encoding the request, and for gistbot recording the message "
         "and the reply durably and composing its view. gistbot, the full history and the "
-        "last-25 window send through bot.llm.OpenAILLM (the messages skip the openai SDK's "
+        "last-25 window send through bot.llm.client.OpenAILLM (the messages skip the openai SDK's "
         "per-message type walk); LangChain through its own ChatOpenAI.",
         f"Plot: {plot.name}." + (f" gistbot reply failures: {failures}." if failures else ""),
     ]

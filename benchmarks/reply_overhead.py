@@ -4,7 +4,7 @@
 
 Scenario 1's conversation and replies (a reply every 5th message) for gistbot, the last-25
 window and the full history, each alone and one after another, against the one loopback
-fake server and through the same ``bot.llm.OpenAILLM``. Summaries take 50 ms by default:
+fake server and through the same ``bot.llm.client.OpenAILLM``. Summaries take 50 ms by default:
 gistbot waits for idle compaction before each message (``pace="idle"``), so how long a
 summary takes moves no reply, and the run takes about 2 minutes instead of the 22 of
 ``python -m benchmarks --scenarios 1``, whose LangChain phase is the long one. For trying a

@@ -1,13 +1,12 @@
-"""The application: settings, the language model, the ``ChatService`` and the command line.
+"""The application, grouped by feature.
 
 - ``cli`` and ``plugins``: the ``gistbot`` command; the platforms it starts are found by
   name through the ``gistbot.platforms`` entry points, so nothing here imports ``adapters/``.
 - ``app``: ``Runtime``, store → memory → LLM → service from ``Settings``.
-- ``service`` and ``messages``: what happens on a message and on each command, and the
-  plain values adapters hand in and get back; ``prompts``: the prompt and its memory fence.
-- ``llm``, ``llm_gate``, ``offline_llm``, ``thinking``: the ``LLM`` protocol and
-  ``OpenAILLM``, per-endpoint concurrency with replies first, ``OfflineLLM``, and
-  stripping reasoning blocks.
-- ``settings``, ``errors``, ``logs``: one validated settings object, the error tree,
-  secret scrubbing; ``dbtools`` and ``doctor``: ``migrate``/``copy-db`` and ``doctor``.
+- ``platform``: the adapters' port, what a platform adapter uses of ``bot``.
+- Features: ``conversation`` (the ``ChatService`` pipeline and the reply flow),
+  ``memory_commands``, ``catchup`` (and digests), ``channels`` (settings and quotas),
+  ``missed`` (owed replies), ``attachments``; ``commands``, every command declared once.
+- Beside them: ``llm`` (the gateway), ``settings``, ``admin`` (the admin server), ``ops``;
+  ``messages``, ``errors`` and ``wording``, the values, errors and words all share.
 """

@@ -18,21 +18,21 @@ from dataclasses import dataclass
 
 from bot.attachments.describe import ImageDescriber
 from bot.attachments.intake import AttachmentIntake
-from bot.budget import Budget, window_policy
-from bot.catchup_wiring import build_catchup
-from bot.channel_config import ChannelConfig, Defaults
+from bot.catchup.wiring import build_catchup
+from bot.channels.config import ChannelConfig, Defaults
+from bot.channels.quota import Quota
+from bot.conversation.budget import Budget, window_policy
+from bot.conversation.outbox import Outbox
+from bot.conversation.service import ChatService
+from bot.conversation.summary_route import SummaryRouter
 from bot.errors import ConfigError
-from bot.extras import POSTGRES, require
-from bot.llm import LLM, OpenAILLM, UsageMeter
-from bot.offline_llm import OfflineLLM
-from bot.outbox import Outbox
-from bot.owed import OwedReplies
-from bot.quota import Quota
-from bot.service import ChatService
+from bot.llm.client import LLM, OpenAILLM, UsageMeter
+from bot.llm.offline import OfflineLLM
+from bot.missed.owed import OwedReplies
+from bot.ops.extras import POSTGRES, require
+from bot.ops.shutdown import compaction_grace
 from bot.settings import Settings
-from bot.shutdown import compaction_grace
 from bot.stores import Storage
-from bot.summary_route import SummaryRouter
 from memory.manager import MemoryManager
 from memory.store import Store
 from memory.stores.sqlite.store import SqliteStore
@@ -135,7 +135,7 @@ class Runtime:
         await storage.open()
         store = storage.memory
         try:
-            # per-channel settings and quotas (bot.channel_config, bot.quota)
+            # per-channel settings and quotas (bot.channels.config, bot.channels.quota)
             channels = ChannelConfig(storage.settings, Defaults.from_settings(settings))
             quota = Quota(storage.usage, settings_of=channels.get)
             summarizer = Summarizer(

@@ -23,12 +23,12 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, TextIO
 
-from bot.env_check import typo_warnings
 from bot.errors import ConfigError, GistbotError
-from bot.extras import ADMIN, Extra, needed, require
-from bot.logs import LiveLine, setup_logging
+from bot.ops.extras import ADMIN, Extra, needed, require
+from bot.ops.logs import LiveLine, setup_logging
 from bot.plugins import Launch, load_platform
 from bot.settings import Settings, load_settings
+from bot.settings.env_check import typo_warnings
 from bot.stores.digests import DigestSchedule
 from bot.wording import plural
 from memory.errors import StoreError
@@ -157,7 +157,7 @@ def _application_id(value: str) -> str:
 async def _console(settings: Settings, channel: str, live: LiveLine,
                    stop: asyncio.Event | None = None, *, json_lines: bool = False) -> int:
     from bot.app import Runtime
-    from bot.shutdown import install_stop_signals
+    from bot.ops.shutdown import install_stop_signals
 
     console = load_platform("console")
     if stop is None:
@@ -180,7 +180,7 @@ async def _console(settings: Settings, channel: str, live: LiveLine,
 
 async def _run(settings: Settings, live: LiveLine) -> int:
     from bot.app import Runtime
-    from bot.shutdown import install_stop_signals
+    from bot.ops.shutdown import install_stop_signals
 
     stop = asyncio.Event()  # SIGTERM/SIGINT: stop intake, finish replies in flight, exit 0
     install_stop_signals(stop)
@@ -276,7 +276,7 @@ async def _summary(settings: Settings, key: ChannelKey, out: TextIO) -> None:
 
 async def _export(settings: Settings, key: ChannelKey, out: TextIO) -> int:
     from bot.app import make_storage
-    from bot.dbtools import settings_rows
+    from bot.ops.dbtools import settings_rows
 
     if (absent := _no_database(settings)) is not None:
         raise UnknownChannel(absent)
@@ -320,7 +320,7 @@ def _schedule_row(schedule: DigestSchedule | None) -> dict[str, object] | None:
 
 async def _copy(src: str, dst: str, *, force: bool, resume: bool) -> None:
     from bot.app import storage_for_url
-    from bot.dbtools import copy_db
+    from bot.ops.dbtools import copy_db
 
     source, target = storage_for_url(src), storage_for_url(dst)
     await source.open()
@@ -402,12 +402,12 @@ def _dispatch(args: argparse.Namespace, command: str) -> int:
                 n = asyncio.run(_export(settings, key, fh))
         print(f"exported {plural(n, 'turn')} of {channel_spec(key)}", file=sys.stderr)
     elif command == "doctor":
-        from bot.doctor import doctor
+        from bot.ops.doctor import doctor
 
         return asyncio.run(doctor(settings, sys.stdout, platforms=_extras(settings.adapters)))
     elif command == "migrate":
         from bot.app import storage_for_url
-        from bot.dbtools import migrate
+        from bot.ops.dbtools import migrate
 
         url = args.url or settings.database.database_url
         n = asyncio.run(migrate(storage_for_url(url)))

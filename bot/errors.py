@@ -89,7 +89,8 @@ OVER_QUOTA = (
 
 class OverQuota(GistbotError, CallRefused):
     """A model call was refused before it was sent: ``whose`` ("your" or "this server's")
-    daily token limit ``limit`` is used up (``bot.quota``). ``user_message`` is the notice."""
+    daily token limit ``limit`` is used up (``bot.channels.quota``). ``user_message`` is the
+    notice."""
 
     def __init__(self, whose: str, limit: int, user_id: str = "") -> None:
         super().__init__(f"over {whose} daily token limit ({limit})")

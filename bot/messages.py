@@ -3,7 +3,7 @@
 Adapters translate platform events into these plain values (and send the results); the
 service never holds a platform object. A message is handed over once
 (``ChatService.receive``); the answer is a ``Received``: what became of the message and,
-when a reply is owed, the ``PendingReply`` that ``bot.reply_flow.ReplyFlow`` delivers.
+when a reply is owed, the ``PendingReply`` that ``bot.conversation.reply_flow.ReplyFlow`` delivers.
 """
 
 from __future__ import annotations

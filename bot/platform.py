@@ -11,25 +11,25 @@ and a change behind it does not reach into three adapter packages.
 from __future__ import annotations
 
 from bot.attachments import Attachment, FileSource
-from bot.catchup_command import Where
-from bot.citations import Linker, discord_link, plain_links
+from bot.catchup.citations import Linker, discord_link, plain_links
+from bot.catchup.command import Where
+from bot.catchup.phrases import posix_locale
+from bot.catchup.visibility import Access
 from bot.commands.args import Usage
 from bot.commands.declare import Argument, Command, Permission, Registry
 from bot.commands.registry import COMMANDS
+from bot.conversation.outbox import Outbox, Post, digest_id
+from bot.conversation.reply_flow import ReplyFlow
+from bot.conversation.service import ChatService
 from bot.errors import ConfigError, GistbotError, PlatformUnreachable, user_text
-from bot.extras import Extra, require
-from bot.logs import LiveLine
 from bot.messages import CommandResult, IncomingMessage
-from bot.missed import answer_missed_mentions, stop_answering_missed
-from bot.outbox import Outbox, Post, digest_id
-from bot.phrases import posix_locale
+from bot.missed.sweep import answer_missed_mentions, stop_answering_missed
+from bot.ops.extras import Extra, require
+from bot.ops.logs import LiveLine
+from bot.ops.shutdown import SHUTDOWN_APOLOGY, reply_grace
 from bot.plugins import Launch, Platform
-from bot.reply_flow import ReplyFlow
-from bot.sections import ChatSettings, DiscordSettings, SlackSettings
-from bot.service import ChatService
 from bot.settings import Settings
-from bot.shutdown import SHUTDOWN_APOLOGY, reply_grace
-from bot.visibility import Access
+from bot.settings.sections import ChatSettings, DiscordSettings, SlackSettings
 from bot.wording import plural
 
 __all__ = [

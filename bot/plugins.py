@@ -18,11 +18,11 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
 from bot.errors import ConfigError
-from bot.extras import Extra
+from bot.ops.extras import Extra
 
 if TYPE_CHECKING:
-    from bot.logs import LiveLine
-    from bot.service import ChatService
+    from bot.conversation.service import ChatService
+    from bot.ops.logs import LiveLine
     from bot.settings import Settings
 
 __all__ = ["GROUP", "Launch", "Platform", "load_platform"]

@@ -66,7 +66,7 @@ views in progress to finish (``Views``)."""
 AGE_AFTER = 1
 """Preemptions in a row after which a channel's summary is no longer preemptible: it
 waits in line with the replies and runs to its end, so a one-slot endpoint under steady
-chat still commits (``bot.llm_gate``, aging)."""
+chat still commits (``bot.llm.gate``, aging)."""
 
 
 class Views:

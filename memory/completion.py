@@ -1,7 +1,7 @@
 """The one thing ``memory/`` needs from a language model: complete a chat, return text.
 
-``bot.llm.OpenAILLM`` and ``bot.llm.OfflineLLM`` satisfy this structurally; ``memory/``
-never imports ``bot/``.
+``bot.llm.client.OpenAILLM`` and ``bot.llm.offline.OfflineLLM`` satisfy this structurally;
+``memory/`` never imports ``bot/``.
 """
 
 from __future__ import annotations

@@ -74,7 +74,7 @@ class SummaryRejected(MemoryError_):
 
 class Preempted(MemoryError_):
     """A background summary call was cancelled so that a waiting reply could use its slot
-    at the model endpoint (``bot.llm_gate``). Nothing was stored; compaction retries.
+    at the model endpoint (``bot.llm.gate``). Nothing was stored; compaction retries.
 
     ``elapsed`` (seconds since the request started) and ``received`` (answer chunks that
     had arrived, about one token each) say how far it got, when the model client knows."""
@@ -97,5 +97,5 @@ class Preempted(MemoryError_):
 
 class CallRefused(MemoryError_):
     """A model call was refused before it was sent: the account that pays for it is over
-    its daily token limit (``bot.quota``). Nothing was sent or stored; compaction waits
+    its daily token limit (``bot.channels.quota``). Nothing was sent or stored; compaction waits
     and tries again, a command answers with the notice."""

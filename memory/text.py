@@ -26,5 +26,5 @@ def clean_text(text: str) -> str:
 
 def defuse(text: str) -> str:
     """Neutralise the prompt's fence markers so remembered text cannot close or reopen the
-    memory fence (``bot.prompts``); views count text in this form."""
+    memory fence (``bot.conversation.prompts``); views count text in this form."""
     return text.replace("<<<", "‹‹‹").replace(">>>", "›››")

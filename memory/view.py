@@ -13,7 +13,7 @@ system prompt and the fence framing), split in this order:
    older turns with their neighbours, other matches, episodes; grouped by day.
 5. What recall leaves goes to older verbatim turns.
 
-The view never exceeds ``B``: every item is paid for as ``bot.prompts`` renders it. Why
+The view never exceeds ``B``: every item is paid for as ``bot.conversation.prompts`` renders it. Why
 the shares and the recall order are what they are: docs/decisions/0014.
 """
 

@@ -44,7 +44,7 @@ counted per speaker (``turn_cost``), since a long name costs several tokens."""
 
 
 def turn_cost(turn: Turn, tokenizer: Tokenizer) -> int:
-    """Tokens ``turn`` takes in a prompt, as ``bot.prompts`` renders it."""
+    """Tokens ``turn`` takes in a prompt, as ``bot.conversation.prompts`` renders it."""
     label = tokenizer.count(speaker_label(turn.author_name)) if turn.role == "user" else 0
     return turn.tokens + label + TURN_OVERHEAD
 

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot.catchup import Catchup
-from bot.catchup_command import Catchups, Where
-from bot.digests import DigestScheduler
-from bot.offline_llm import OfflineLLM
+from bot.catchup.command import Catchups, Where
+from bot.catchup.digests import DigestScheduler
+from bot.catchup.gather import Catchup
+from bot.llm.offline import OfflineLLM
 from memory.models import ChannelKey
 from memory.tokens import TokenCounter
 from tests.compaction_child import open_storage
@@ -65,7 +65,7 @@ def slack_outlet(store: Any, api_url: str) -> Any:
 
     from adapters.slack.catchup import Permalinks, SlackOutlet
     from adapters.slack.users import UserDirectory
-    from bot.outbox import Outbox
+    from bot.conversation.outbox import Outbox
 
     client = AsyncWebClient(token="xoxb-test-token", base_url=api_url)
     return SlackOutlet(client, UserDirectory(client), Permalinks(client), Outbox(store))

@@ -28,7 +28,7 @@ from tests.harness.kill_points import arm
 async def main(db: str, api_base: str, gateway: str) -> None:
     discord.http.Route.BASE = api_base
     discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(gateway)
-    # A killed process's claim on a mention runs out in 2 s (bot.owed; the default is 30).
+    # A killed process's claim on a mention runs out in 2 s (bot.missed.owed; the default is 30).
     settings = load_settings({"DISCORD_TOKEN": "fake-discord-token", "LLM_PROVIDER": "offline",
                               "DATABASE_URL": f"sqlite:///{db}", "REPLY_CLAIM_SECONDS": "2"},
                              env_file=None)

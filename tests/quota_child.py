@@ -16,7 +16,7 @@ import sys
 import time
 
 from bot.app import Runtime
-from bot.catchup_command import Where
+from bot.catchup.command import Where
 from bot.messages import IncomingMessage
 from bot.settings import load_settings
 from memory.models import ChannelKey

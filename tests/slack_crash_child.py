@@ -48,7 +48,7 @@ async def main(db: str, api_url: str, app_token: str | None) -> None:
         "HOST": "127.0.0.1",
         "STREAM_REPLIES": "true",
         # A killed process's claim on a mention it was answering runs out in 2 s, so the
-        # restarted one answers it soon (bot.owed; the default is 30 s).
+        # restarted one answers it soon (bot.missed.owed; the default is 30 s).
         "REPLY_CLAIM_SECONDS": "2",
         "USER_RATE_LIMIT": "0",  # one person sends every mention: no per-minute limit
     }

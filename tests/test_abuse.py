@@ -16,14 +16,14 @@ import pytest
 from aiohttp import web
 
 from bot.app import Runtime
-from bot.doctor import doctor
+from bot.conversation.prompts import FENCE_CLOSE, FENCE_OPEN, RULES
+from bot.conversation.service import RATE_LIMITED, TOO_LONG
 from bot.errors import ConfigError, LLMAuthError
-from bot.logs import setup_logging
 from bot.messages import IncomingMessage
-from bot.prompts import FENCE_CLOSE, FENCE_OPEN, RULES
-from bot.sections import ChatSettings
-from bot.service import RATE_LIMITED, TOO_LONG
+from bot.ops.doctor import doctor
+from bot.ops.logs import setup_logging
 from bot.settings import Settings, load_settings
+from bot.settings.sections import ChatSettings
 from memory.models import ChannelKey
 from tests.fakes.openai_server import FakeOpenAI, default_responder, is_summary_request
 from tests.harness.service import KEY, bodies, msg, runtime

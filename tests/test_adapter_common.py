@@ -10,8 +10,8 @@ import pytest
 from adapters.discord import invite_url, run_discord
 from adapters.replies import FAILED, user_text
 from adapters.slack import run_slack
+from bot.conversation.reply_flow import LiveThrottle
 from bot.errors import ConfigError, LLMTimeout
-from bot.reply_flow import LiveThrottle
 from bot.settings import load_settings
 
 

@@ -15,8 +15,8 @@ from bot.admin.metrics import BoundedLabel, Metrics
 from bot.admin.server import admin_server
 from bot.app import Runtime
 from bot.errors import ConfigError
-from bot.json_logs import JsonFormatter
-from bot.observe import bind_request, log_context
+from bot.ops.json_logs import JsonFormatter
+from bot.ops.observe import bind_request, log_context
 from bot.settings import load_settings
 from memory.models import ChannelKey
 from tests.fakes.openai_server import Error, FakeOpenAI, default_responder

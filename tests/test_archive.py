@@ -19,8 +19,8 @@ import pytest
 
 from adapters.console_adapter import ConsoleChat, console_key
 from bot.app import Runtime
+from bot.conversation.prompts import FENCE_CLOSE, FENCE_OPEN
 from bot.messages import IncomingMessage
-from bot.prompts import FENCE_CLOSE, FENCE_OPEN
 from bot.settings import load_settings
 from memory.models import ChannelKey
 from memory.search_text import query_terms

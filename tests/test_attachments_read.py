@@ -15,7 +15,7 @@ from bot.attachments.read import read_bytes
 from bot.attachments.render import compose, render_all
 from bot.attachments.sniff import decode_text, sniff
 from bot.attachments.vision import fit_images, image_tokens, sees_images, with_images
-from bot.sections import AttachmentSettings
+from bot.settings.sections import AttachmentSettings
 from memory.completion import ChatMessage
 from tests.harness.hostile import pdf_with_text, png
 

@@ -24,8 +24,8 @@ from adapters.discord.text import to_incoming as discord_incoming
 from adapters.slack.text import format_reply
 from adapters.slack.text import to_incoming as slack_incoming
 from bot.app import Runtime
+from bot.conversation.service import TOO_LONG, cut
 from bot.messages import IncomingMessage
-from bot.service import TOO_LONG, cut
 from bot.settings import load_settings
 from memory.models import ChannelKey
 from memory.text import clean_text

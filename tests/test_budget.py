@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.app import Runtime
-from bot.budget import Budget, window_policy
+from bot.conversation.budget import Budget, window_policy
 from bot.errors import ConfigError
 from bot.messages import IncomingMessage
 from bot.settings import Settings, load_settings

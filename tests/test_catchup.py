@@ -12,13 +12,13 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bot.budget import Budget
-from bot.catchup import Catchup, Period, Scope
-from bot.catchup_command import Catchups, Where
-from bot.citations import discord_link
+from bot.catchup.citations import discord_link
+from bot.catchup.command import Catchups, Where
+from bot.catchup.gather import Catchup, Period, Scope
+from bot.conversation.budget import Budget
 from bot.errors import LLMUnavailable
-from bot.offline_llm import OfflineLLM
-from bot.sections import DEFAULT_SYSTEM_PROMPT, BudgetSettings, CatchupSettings
+from bot.llm.offline import OfflineLLM
+from bot.settings.sections import DEFAULT_SYSTEM_PROMPT, BudgetSettings, CatchupSettings
 from memory.models import ChannelKey, Turn
 from memory.stores.sqlite.store import SqliteStore
 from memory.tokens import TokenCounter
@@ -219,7 +219,7 @@ async def test_default_period_starts_after_the_callers_last_message(
 
 
 def test_heading_names_the_zone_and_period() -> None:
-    from bot.catchup_text import heading
+    from bot.catchup.text import heading
 
     text = heading("Catch-up", NOW - 7200, NOW, "since 2h", [], ZoneInfo("Asia/Seoul"))
     assert re.search(r"since 2h: \w{3} \d\d \w{3} \d\d:\d\d – \d\d:\d\d \(Asia/Seoul\)", text)

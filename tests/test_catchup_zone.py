@@ -13,9 +13,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bot.catchup import Catchup
-from bot.catchup_command import Catchups, Where
-from bot.digests import DigestScheduler
+from bot.catchup.command import Catchups, Where
+from bot.catchup.digests import DigestScheduler
+from bot.catchup.gather import Catchup
 from bot.stores import Storage
 from bot.stores.digests import DigestSchedule
 from memory.models import ChannelKey

@@ -14,7 +14,7 @@ import discord
 import pytest
 
 from adapters.discord.context import rights
-from bot.channel_config import (
+from bot.channels.config import (
     KEYS,
     MAX_PERSONA_CHARS,
     ChannelConfig,
@@ -23,8 +23,8 @@ from bot.channel_config import (
     resolve,
     validate,
 )
-from bot.config_command import Caller, ConfigRequest, parse_config, refusal
-from bot.prompts import FENCE_CLOSE, FENCE_OPEN, RULES, build_messages
+from bot.channels.config_command import Caller, ConfigRequest, parse_config, refusal
+from bot.conversation.prompts import FENCE_CLOSE, FENCE_OPEN, RULES, build_messages
 from bot.settings import load_settings
 from bot.stores import Storage
 from bot.stores.settings import Setting, server_scope
@@ -266,10 +266,10 @@ async def test_messages_arriving_while_settings_load_are_recorded_in_arrival_ord
 ) -> None:
     """A channel's first messages wait for its settings; whatever the timing (arriving
     before, during or just after the load), they must reach the store in arrival order."""
-    from bot.budget import Budget
+    from bot.conversation.budget import Budget
+    from bot.conversation.service import ChatService
     from bot.messages import IncomingMessage
-    from bot.sections import BudgetSettings, ChatSettings
-    from bot.service import ChatService
+    from bot.settings.sections import BudgetSettings, ChatSettings
     from memory.manager import MemoryManager
     from memory.summarizer import Summarizer
     from memory.tokens import TokenCounter

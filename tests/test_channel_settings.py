@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.channel_config import answers
-from bot.config_command import Caller, ConfigRequest
-from bot.memory_commands import RECORD_OFF
+from bot.channels.config import answers
+from bot.channels.config_command import Caller, ConfigRequest
+from bot.conversation.prompts import FENCE_OPEN
+from bot.conversation.service import ChatService
+from bot.memory_commands.feature import RECORD_OFF
 from bot.messages import IncomingMessage
-from bot.prompts import FENCE_OPEN
-from bot.service import ChatService
 from bot.stores.usage import UsageKey
 from memory.models import ChannelKey
 from tests.fakes.openai_server import FakeOpenAI, default_responder

@@ -114,7 +114,7 @@ def test_placeholder_key_never_reaches_the_api() -> None:
 def test_secret_filter_scrubs_messages_and_tracebacks() -> None:
     import logging
 
-    from bot.logs import SecretFilter
+    from bot.ops.logs import SecretFilter
 
     record = logging.LogRecord("x", logging.ERROR, __file__, 1, "token is %s", (SECRET,), None)
     try:

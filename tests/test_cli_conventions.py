@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main, version
-from bot.memory_commands import footer
+from bot.memory_commands.feature import footer
 from memory.models import ChannelKey, ChannelStats, NewTurn
 from memory.stores.sqlite.store import SqliteStore
 from tests.harness.console import console_env

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main
-from bot.dbtools import CopyError, channel_checksum, copy_db
+from bot.ops.dbtools import CopyError, channel_checksum, copy_db
 from bot.stores import Storage
 from memory.models import CarriedIdentifier, ChannelKey, NewEpisode, NewLongTermFact
 from memory.search_text import query_terms

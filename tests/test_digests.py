@@ -15,8 +15,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bot.digests import latest_slot, parse_digest, previous_slot
-from bot.since import SinceError
+from bot.catchup.digests import latest_slot, parse_digest, previous_slot
+from bot.catchup.since import SinceError
 from bot.stores.digests import DigestSchedule
 from memory.models import ChannelKey, NewTurn
 from tests.compaction_child import open_storage
@@ -165,7 +165,7 @@ async def test_a_claim_whose_holder_died_is_posted_late(spec: str, tmp_path: Pat
 
 
 async def test_copy_db_carries_schedules_and_claims(tmp_path: Path) -> None:
-    from bot.dbtools import copy_db
+    from bot.ops.dbtools import copy_db
     await seed(str(tmp_path / "a.db"))
     async with open_storage(str(tmp_path / "a.db")) as a, \
             open_storage(str(tmp_path / "b.db")) as b:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.sections import RestartSettings
 from bot.settings import Settings, fields
+from bot.settings.sections import RestartSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from pydantic import Field
 
-import bot.settings_doc as settings_doc
-from bot.sections import LLMSettings
+import bot.settings.doc as settings_doc
 from bot.settings import Settings, fields
+from bot.settings.sections import LLMSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -104,7 +104,7 @@ def test_user_docs_name_no_issue_numbers_and_no_files_outside_the_repository() -
 
 def test_configuration_reference_and_env_example_are_up_to_date() -> None:
     stale = [str(p.relative_to(ROOT)) for p in settings_doc.check()]
-    assert not stale, f"{stale} out of date: run python -m bot.settings_doc"
+    assert not stale, f"{stale} out of date: run python -m bot.settings.doc"
     reference = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     variables = [f.variable for f in fields(Settings)]
     assert len(variables) >= 60

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.doctor import doctor
-from bot.logs import scrub
-from bot.redact import mask_url, url_secrets
+from bot.ops.doctor import doctor
+from bot.ops.logs import scrub
+from bot.ops.redact import mask_url, url_secrets
 from bot.settings import load_settings
 from tests.fakes.openai_server import FakeOpenAI, default_responder
 
@@ -70,7 +70,7 @@ async def test_doctor_masks_passwords_in_urls_and_tokens(tmp_path: Path) -> None
         status = await doctor(settings, out)
     report = out.getvalue()
     assert [s for s in ALL if s in report] == []
-    secrets = settings.secrets()  # what every log line is scrubbed of (bot.logs.SecretFilter)
+    secrets = settings.secrets()  # what every log line is scrubbed of (bot.ops.logs.SecretFilter)
     assert {DB_PASSWORD, QUERY_PASSWORD, SSL_PASSWORD, API_KEY_PARAM, ENDPOINT_PASSWORD} <= set(
         secrets
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main
-from bot.env_check import known_settings, typo_warnings
+from bot.settings.env_check import known_settings, typo_warnings
 
 
 def write_env(tmp_path: Path, extra: str) -> Path:

@@ -213,7 +213,7 @@ async def test_offline_summaries_pass_the_summarizer_checks() -> None:
         _turn(2, "민수", "연락처는 010-1234-5678입니다."),
         _turn(3, "지영", "환불 금액은 12,500원입니다. 내일 처리하기로 했어요."),
     ]
-    # what bot.offline_llm.OfflineLLM does for summaries, without importing bot
+    # what bot.llm.offline.OfflineLLM does for summaries, without importing bot
     s = Summarizer(ExtractiveModel(TOK, allow_digest=True), TOK, summary_tokens=200)
     first = await s.summarize(SummaryState(KEY), turns)
     assert (first.calls, first.facts, first.missing_after_retry) == (1, (), ())

@@ -23,6 +23,7 @@ import pytest
 from adapters.discord.text import plan_reply
 from adapters.slack.text import format_reply
 from bot.app import Runtime
+from bot.conversation.service import MAX_REPLY_CHARS, STORE_FAILED
 from bot.errors import (
     LLMBadResponse,
     LLMError,
@@ -30,7 +31,6 @@ from bot.errors import (
     LLMTimeout,
     LLMUnavailable,
 )
-from bot.service import MAX_REPLY_CHARS, STORE_FAILED
 from bot.settings import load_settings
 from tests.fakes.openai_server import (
     EmptyChoices,
@@ -167,7 +167,7 @@ async def _db_fault_round(rt: Runtime, llm: FakeLLM, caplog: pytest.LogCaptureFi
 
     Each unsaved message is logged with its id (at DEBUG for a fault the store reports
     itself once a minute: read-only, full; at ERROR otherwise)."""
-    caplog.set_level(logging.DEBUG, logger="bot.service")
+    caplog.set_level(logging.DEBUG, logger="bot.conversation.service")
     await rt.service.on_message(msg(1, "the code word is heron"))
     before = await texts(rt)
     body = "x" * 300_000 if big else ""

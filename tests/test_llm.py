@@ -1,4 +1,4 @@
-"""``bot.llm`` against the real ``openai`` SDK on the wire (tests/fakes/openai_server.py).
+"""``bot.llm.client`` against the real ``openai`` SDK on the wire (tests/fakes/openai_server.py).
 
 Every OpenAILLM test goes through the SDK's HTTP client, retries and SSE parsing; only the
 server is fake. OfflineLLM is tested directly (it has no network by design).
@@ -28,9 +28,9 @@ from bot.errors import (
     LLMUnavailable,
     ModelNotServed,
 )
-from bot.llm import LLM, Completion, OpenAILLM, Usage, UsageMeter
-from bot.offline_llm import OfflineLLM
-from bot.thinking import ThinkFilter, strip_think
+from bot.llm.client import LLM, Completion, OpenAILLM, Usage, UsageMeter
+from bot.llm.offline import OfflineLLM
+from bot.llm.thinking import ThinkFilter, strip_think
 from memory.completion import ChatMessage, SummaryModel
 from memory.tokens import TokenCounter
 from tests.fakes.openai_server import (

@@ -1,4 +1,4 @@
-"""``bot.llm_gate.LLMGate`` in process: slots, replies first, the summary cap, preemption,
+"""``bot.llm.gate.LLMGate`` in process: slots, replies first, the summary cap, preemption,
 and no slot leaked whatever is cancelled. The wire tests are in test_llm_gate_wire.py."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from bot.llm_gate import LLMGate
+from bot.llm.gate import LLMGate
 from memory.errors import MemoryError_, Preempted
 
 pytestmark = pytest.mark.timeout(20)  # a hang is a failure, soon

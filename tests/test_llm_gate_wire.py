@@ -15,8 +15,8 @@ import pytest
 
 from bot.app import make_llm
 from bot.errors import ConfigError
-from bot.llm import OpenAILLM, UsageMeter
-from bot.offline_llm import OfflineLLM
+from bot.llm.client import OpenAILLM, UsageMeter
+from bot.llm.offline import OfflineLLM
 from bot.settings import load_settings
 from memory.completion import ChatMessage
 from memory.errors import Preempted

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.offline_llm import OfflineLLM
+from bot.llm.offline import OfflineLLM
 from memory.extractive import extractive_summary, is_courtesy
 from memory.models import ChannelKey, Episode, SummaryState, Turn
 from memory.recall import episode_span, episode_spans

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from bot.llm import OpenAILLM
+from bot.llm.client import OpenAILLM
 from memory.errors import Preempted
 from tests.fakes.openai_server import FakeOpenAI, default_responder, is_summary_request
 from tests.harness.service import msg, runtime

@@ -1,4 +1,5 @@
-"""Every outgoing post exactly once, across a SIGKILL at the worst moment (``bot.outbox``).
+"""Every outgoing post exactly once, across a SIGKILL at the worst moment
+(``bot.conversation.outbox``).
 
 The real bot process kills itself at an exact point (``tests.harness.kill_points``): right
 after the platform accepted a post and before the post was recorded (and the reply's debt

@@ -1,5 +1,5 @@
-"""``bot.outbox.Outbox`` on a real SQLite file with a scripted outlet: the first attempt
-posts, a retry whose post was recorded posts nothing, a retry whose post was not recorded
+"""``bot.conversation.outbox.Outbox`` on a real SQLite file with a scripted outlet: the first
+attempt posts, a retry whose post was recorded posts nothing, a retry whose post was not recorded
 looks for it first, a placeholder is edited instead of posting beside it, and a store
 that fails does not stop the answer."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.outbox import Outbox, Post, reply_id
+from bot.conversation.outbox import Outbox, Post, reply_id
 from bot.stores import Storage
 from bot.stores.outbox import OutboxStore
 from memory.models import ChannelKey

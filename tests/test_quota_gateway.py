@@ -1,6 +1,6 @@
 """Every model call is metered against the daily token quotas at the LLM gateway
-(``bot.usage_tab``, ``bot.quota``): ``/summary``, ``/catchup``, ``/digest now``, digests
-and background summaries as well as replies — refused before any request reaches the
+(``bot.channels.usage_tab``, ``bot.channels.quota``): ``/summary``, ``/catchup``, ``/digest now``,
+digests and background summaries as well as replies — refused before any request reaches the
 model endpoint when the person or the server is over its limit, and otherwise charged
 what the provider reported, per kind, to the person and the server. Through the real
 ``openai`` SDK against the loopback OpenAI fake (requests counted there), on SQLite."""
@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from bot.catchup_command import Where
-from bot.config_command import Caller, ConfigRequest, parse_config
-from bot.digests import latest_slot
-from bot.quota import KINDS
+from bot.catchup.command import Where
+from bot.catchup.digests import latest_slot
+from bot.channels.config_command import Caller, ConfigRequest, parse_config
+from bot.channels.quota import KINDS
 from bot.stores.digests import DigestSchedule
 from bot.stores.usage import UsageKey
 from memory.errors import CallRefused, Preempted
@@ -192,7 +192,7 @@ class Posts:
 async def test_a_scheduled_digest_over_the_servers_limit_waits_unposted_then_is_posted_once(
     tmp_path: Path, fake: FakeOpenAI, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="bot.digests")
+    caplog.set_level(logging.INFO, logger="bot.catchup.digests")
     async with runtime(tmp_path, fake, DAILY_TOKENS_PER_SERVER="3000") as rt:
         digests = rt.service.catchup_commands.digests
         assert digests is not None

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from bot.quota import utc_day
+from bot.channels.quota import utc_day
 from bot.stores.usage import UsageKey
 from tests.fakes.openai_server import FakeOpenAI, default_responder
 

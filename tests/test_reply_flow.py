@@ -1,4 +1,4 @@
-"""The one reply flow (``bot.reply_flow``): placeholder, streaming, chunking, delivery,
+"""The one reply flow (``bot.conversation.reply_flow``): placeholder, streaming, chunking, delivery,
 apology and settling through a recording outlet; and the path of one Slack event, from
 the adapter to the posted reply, through the real Slack adapter and service.
 """
@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from bot.conversation.outbox import Post
+from bot.conversation.reply_flow import ReplyFlow
 from bot.messages import DeltaSink, IncomingMessage, Outcome, PendingReply, Reply
-from bot.outbox import Post
-from bot.reply_flow import ReplyFlow
-from bot.shutdown import SHUTDOWN_APOLOGY
+from bot.ops.shutdown import SHUTDOWN_APOLOGY
 from memory.models import ChannelKey
 from tests.harness.slack import Harness, mention
 
@@ -237,11 +237,12 @@ async def test_one_slack_event_reaches_its_reply_through_few_functions(h: Harnes
     assert await h.event(mention()) == 200
     await h.settle()
     received, composed, posted = stacks
-    received.append("bot/service:receive")  # the spied functions themselves
+    received.append("bot/conversation/service:receive")  # the spied functions themselves
     posted.append("adapters/slack/outlet:edit")
     path = dict.fromkeys(received + composed + posted)
     assert len(path) <= 12, "\n".join(path)
     crossings = [b for stack in (received, composed, posted) for a, b in zip(
         ["(spawned)", *stack], stack, strict=False) if b.startswith("bot/")
         and not a.startswith("bot/")]
-    assert sorted(set(crossings)) == ["bot/reply_flow:deliver", "bot/service:receive"]
+    assert sorted(set(crossings)) == [
+        "bot/conversation/reply_flow:deliver", "bot/conversation/service:receive"]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.llm import OpenAILLM
-from bot.prompts import FENCE_CLOSE, FENCE_OPEN, RULES, build_messages
+from bot.conversation.prompts import FENCE_CLOSE, FENCE_OPEN, RULES, build_messages
+from bot.llm.client import OpenAILLM
 from memory.models import CarriedIdentifier, ChannelKey, MemoryView, Turn
 from memory.tokens import TokenCounter
 from tests.fakes.openai_server import (
@@ -238,7 +238,7 @@ async def test_whole_service_runs_on_postgresql(tmp_path: Path) -> None:
 def test_rendered_prompt_fits_budget_with_long_speaker_names() -> None:
     """Counted on the wire (3 per message + role + content, 3 to prime the reply), a view full
     of short turns by long-named speakers must still fit: name labels are paid for."""
-    from bot.prompts import fixed_overhead
+    from bot.conversation.prompts import fixed_overhead
     from bot.settings import DEFAULT_SYSTEM_PROMPT
     from memory.models import SummaryState
     from memory.window import build_view

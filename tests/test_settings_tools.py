@@ -15,8 +15,8 @@ import pytest
 
 from adapters.console_adapter import ConsoleChat
 from bot.cli import main
-from bot.dbtools import copy_db
 from bot.errors import ConfigError
+from bot.ops.dbtools import copy_db
 from bot.settings import load_settings
 from bot.stores import Storage
 from bot.stores.settings import server_scope

@@ -11,8 +11,8 @@ from pydantic import BaseModel
 
 from adapters.discord.launch import create_client
 from bot.app import Runtime, make_llm
-from bot.llm import OpenAILLM, UsageMeter
-from bot.prompts import fixed_overhead
+from bot.conversation.prompts import fixed_overhead
+from bot.llm.client import OpenAILLM, UsageMeter
 from bot.settings import Settings, fields, load_settings
 from memory.config import MemoryConfig
 from memory.summarizer import fold_limit

@@ -22,7 +22,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bot.shutdown import SHUTDOWN_APOLOGY
+from bot.ops.shutdown import SHUTDOWN_APOLOGY
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_api import FakeSlack

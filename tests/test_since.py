@@ -8,7 +8,13 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bot.since import SinceError, parse_catchup_args, parse_zone, resolve_since, time_of_link
+from bot.catchup.since import (
+    SinceError,
+    parse_catchup_args,
+    parse_zone,
+    resolve_since,
+    time_of_link,
+)
 
 NY = ZoneInfo("America/New_York")
 SEOUL = ZoneInfo("Asia/Seoul")

@@ -25,7 +25,7 @@ import pytest
 
 from adapters.slack import run_slack
 from bot.app import Runtime
-from bot.service import STORE_FAILED
+from bot.conversation.service import STORE_FAILED
 from bot.settings import load_settings
 from memory.errors import StoreUnavailableError
 from memory.models import NewTurn, RecordResult

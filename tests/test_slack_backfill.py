@@ -21,7 +21,7 @@ from adapters.backfill import Backfiller
 from adapters.slack import run_slack
 from adapters.slack.backfill import slack_backfiller
 from bot.app import Runtime
-from bot.service import ChatService
+from bot.conversation.service import ChatService
 from bot.settings import load_settings
 from memory.errors import StoreError
 from memory.models import ChannelKey, NewTurn

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.prompts import FENCE_CLOSE, FENCE_OPEN, settled_reply, strip_echoed_label
+from bot.conversation.prompts import FENCE_CLOSE, FENCE_OPEN, settled_reply, strip_echoed_label
 from memory.models import Turn
 from memory.speakers import NAME_LIMIT, human_name, speaker_label, speaker_name
 from memory.summary_prompt import parse_summary_request

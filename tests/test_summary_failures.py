@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.memory_commands import digest_failure
+from bot.memory_commands.feature import digest_failure
 from memory.errors import SummaryRejected
 from tests.fakes.openai_server import Error, FakeOpenAI, Hang, Text
 from tests.harness.service import KEY, msg, runtime

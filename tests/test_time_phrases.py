@@ -12,11 +12,11 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bot import phrases
+from bot.catchup import phrases
+from bot.catchup.phrases import date_order, posix_locale
+from bot.catchup.since import Ago, Phrase, SinceError, read_since, resolve_since
 from bot.commands.args import Usage
 from bot.commands.registry import SPECS
-from bot.phrases import date_order, posix_locale
-from bot.since import Ago, Phrase, SinceError, read_since, resolve_since
 
 BERLIN = ZoneInfo("Europe/Berlin")
 UTC = ZoneInfo("UTC")
@@ -134,10 +134,10 @@ def test_dateparser_raising_is_a_usage_not_an_error(monkeypatch: pytest.MonkeyPa
 
 @pytest.mark.slow
 def test_dateparser_is_imported_by_the_first_phrase_not_at_start() -> None:
-    code = ("import sys, time, bot.cli, bot.since\n"
+    code = ("import sys, time, bot.cli, bot.catchup.since\n"
             "assert 'dateparser' not in sys.modules\n"
-            "bot.since.read_since('2h'); assert 'dateparser' not in sys.modules\n"
-            "bot.since.read_since('3 dec'); assert 'dateparser' in sys.modules\n")
+            "bot.catchup.since.read_since('2h'); assert 'dateparser' not in sys.modules\n"
+            "bot.catchup.since.read_since('3 dec'); assert 'dateparser' in sys.modules\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr

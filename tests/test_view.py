@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.prompts import build_messages, fixed_overhead
+from bot.conversation.prompts import build_messages, fixed_overhead
 from memory.archive import Archive
 from memory.config import MemoryConfig
 from memory.models import CarriedIdentifier, ChannelKey, Episode, Recall, SummaryState, Turn

@@ -1,11 +1,11 @@
-"""The visibility rule on plain data (``bot.visibility.visible``): who may read which of a
+"""The visibility rule on plain data (``bot.catchup.visibility.visible``): who may read which of a
 channel's threads, for one person and for a public post."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bot.visibility import Audience, visible
+from bot.catchup.visibility import Audience, visible
 from memory.models import ChannelKey
 
 CHANNEL = ChannelKey("discord", "g", "general")

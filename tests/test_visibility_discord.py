@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.app import Runtime
-from bot.catchup_command import CANNOT_READ
+from bot.catchup.command import CANNOT_READ
 from bot.stores.digests import DigestSchedule
 from memory.models import ChannelKey
 from tests.fakes.discord_server import EVERYONE_PERMISSIONS, READ_MESSAGE_HISTORY, FakeDiscord

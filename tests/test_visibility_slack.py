@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from bot.llm import Completion, Usage
+from bot.llm.client import Completion, Usage
 from bot.stores.digests import DigestSchedule
 from memory.completion import ChatMessage
 from tests.fakes.models import Call

@@ -11,7 +11,7 @@
 ``PLATFORM`` is the ``discord`` entry point the command line starts it from.
 
 Importing this package does not import discord.py; ``run_discord`` and ``invite_url``
-do, after ``bot.extras.require(EXTRA)``: a missing library is one line naming the extra
+do, after ``bot.ops.extras.require(EXTRA)``: a missing library is one line naming the extra
 (``gistbot[discord]``, part of the default install).
 """
 

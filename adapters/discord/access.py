@@ -1,4 +1,4 @@
-"""What Discord tells about one member's access, for ``bot.visibility`` (``Access``).
+"""What Discord tells about one member's access, for ``bot.catchup.visibility`` (``Access``).
 
 A slash command carries the member's resolved permissions in the channel it was used in
 (``Interaction.permissions``, overwrites included). A thread's permissions are its parent
@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 
 class MemberAccess:
-    """The access of the member who used a slash command (``bot.visibility.Access``)."""
+    """The access of the member who used a slash command (``bot.catchup.visibility.Access``)."""
 
     def __init__(self, interaction: discord.Interaction) -> None:
         self.client = interaction.client

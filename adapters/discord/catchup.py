@@ -5,7 +5,7 @@ the registry: ``adapters.discord.commands``).
 A Discord thread is a channel of its own in memory, so a catch-up of a channel also reads
 the threads of it that the client knows (active threads of the guild whose parent is the
 channel) that its audience may read: the private ones are marked, and a command hands the
-member's access (``adapters.discord.access``) for ``bot.visibility`` to decide. Links
+member's access (``adapters.discord.access``) for ``bot.catchup.visibility`` to decide. Links
 are jump URLs, ``https://discord.com/channels/<guild>/<channel>/<message>`` (a thread's
 messages under the thread's id), built from the stored ids.
 """
@@ -53,7 +53,8 @@ def where(client: discord.Client, guild_id: int | None, channel_id: int,
 
 
 class DiscordOutlet:
-    """Where scheduled digests go on Discord (``bot.digests.Outlet``), through the outbox."""
+    """Where scheduled digests go on Discord (``bot.catchup.digests.Outlet``), through the
+    outbox."""
 
     def __init__(self, client: discord.Client, outbox: Outbox | None = None) -> None:
         self.client = client

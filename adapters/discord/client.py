@@ -2,7 +2,7 @@
 
 It records every human message it can read in text channels, threads and DMs, answers
 when mentioned, in DMs and to replies to its own messages (as a Discord reply, "typing"
-meanwhile; ``bot.reply_flow`` through ``DiscordReplies``), and forwards edits and
+meanwhile; ``bot.conversation.reply_flow`` through ``DiscordReplies``), and forwards edits and
 deletions. A message is translated once (where the bot may not answer, it is not
 addressed), handed to the service once and answered once. Every send carries
 ``AllowedMentions.none()``, so model output can never ping anyone.
@@ -171,7 +171,7 @@ class GistbotClient(discord.AutoShardedClient):
         return incoming
 
     async def on_message(self, message: discord.Message) -> None:
-        """Record a human message; answer it when addressed (``bot.reply_flow``)."""
+        """Record a human message; answer it when addressed (``bot.conversation.reply_flow``)."""
         incoming = self.to_incoming(message)
         if incoming is None:
             return

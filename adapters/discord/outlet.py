@@ -1,4 +1,4 @@
-"""Discord's outlet for the outbox (``bot.outbox.PostOutlet``).
+"""Discord's outlet for the outbox (``bot.conversation.outbox.PostOutlet``).
 
 Every message is created with a ``nonce`` derived from its outbox id; discord.py sends
 ``enforce_nonce`` with it, so Discord returns the message it already created for the same
@@ -6,7 +6,7 @@ nonce by the same author within a few minutes instead of creating another. That 
 retry after a crash finds its earlier post: by posting again (``find`` has nothing to
 read, since Discord does not return nonces in history).
 
-``DiscordReplies`` adds what ``bot.reply_flow`` needs for a reply: no placeholder but
+``DiscordReplies`` adds what ``bot.conversation.reply_flow`` needs for a reply: no placeholder but
 "typing…" meanwhile (a streamed reply's first text is posted instead), chunks with the
 overflow attached as a file, and a direct message for an answer to its author only.
 """
@@ -99,7 +99,7 @@ class DiscordPosts:
 
 
 class DiscordReplies(DiscordPosts):
-    """``bot.reply_flow.ReplyOutlet`` for Discord: a reply quotes its trigger."""
+    """``bot.conversation.reply_flow.ReplyOutlet`` for Discord: a reply quotes its trigger."""
 
     placeholder = ""  # "typing…" says it; a streamed reply's start is posted at once
 

@@ -15,7 +15,7 @@
 ``PLATFORM`` is the ``slack`` entry point the command line starts it from.
 
 Importing this package does not import slack-bolt; ``run_slack`` does, after
-``bot.extras.require(EXTRA)``: a missing library is one line naming the extra
+``bot.ops.extras.require(EXTRA)``: a missing library is one line naming the extra
 (``gistbot[slack]``, part of the default install).
 """
 

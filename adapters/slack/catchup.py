@@ -72,7 +72,7 @@ class Permalinks:
         return dict(zip(turns, urls, strict=True))
 
 class SlackOutlet:
-    """Where scheduled digests go on Slack (``bot.digests.Outlet``), through the outbox."""
+    """Where scheduled digests go on Slack (``bot.catchup.digests.Outlet``), through the outbox."""
 
     def __init__(self, client: AsyncWebClient, users: UserDirectory,
                  links: Permalinks, outbox: Outbox | None = None) -> None:

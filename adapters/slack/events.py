@@ -10,8 +10,8 @@
   ``file_share``, ``me_message``) are recorded; the bot answers in the thread when
   mentioned or in a DM. Bot messages are skipped; ``message_changed``/``message_deleted``
   become edits/deletes; joins and topic changes are not conversation.
-- **Replying**: ``bot.reply_flow`` through ``SlackReplies`` (a "thinking…" placeholder in
-  the thread, updated with the answer; further chunks as further thread messages).
+- **Replying**: ``bot.conversation.reply_flow`` through ``SlackReplies`` (a "thinking…" placeholder
+  in the thread, updated with the answer; further chunks as further thread messages).
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ class SlackEvents:
         msg = to_incoming(team, event, bot_user_id=me.user_id, names=names)
         if msg is None:
             return True
-        # a reply goes in the message's thread, a late one too (bot.owed keeps the route)
+        # a reply goes in the message's thread, a late one too (bot.missed.owed keeps the route)
         msg = replace(msg, route=str(event.get("thread_ts") or event["ts"]))
         received = await self.service.receive(msg)
         if received.reply is not None:  # the model call runs after the acknowledgement

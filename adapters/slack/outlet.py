@@ -1,9 +1,9 @@
-"""Slack's outlet for the outbox (``bot.outbox.PostOutlet``): every message the bot posts
-or finishes carries its outbox id in the message ``metadata``, so after a crash the post
+"""Slack's outlet for the outbox (``bot.conversation.outbox.PostOutlet``): every message the bot
+posts or finishes carries its outbox id in the message ``metadata``, so after a crash the post
 is found again in the thread (``conversations.replies``) or the channel
 (``conversations.history``), both read with ``include_all_metadata``.
 
-``SlackReplies`` adds what ``bot.reply_flow`` needs for a reply: the "thinking…"
+``SlackReplies`` adds what ``bot.conversation.reply_flow`` needs for a reply: the "thinking…"
 placeholder, mrkdwn chunks (:mod:`adapters.slack.text`), streamed previews at most once per
 ``STREAM_INTERVAL`` and ephemeral answers for the author only.
 """
@@ -96,7 +96,7 @@ class SlackPosts:
 
 
 class SlackReplies(SlackPosts):
-    """``bot.reply_flow.ReplyOutlet`` for Slack: replies go in the message's thread."""
+    """``bot.conversation.reply_flow.ReplyOutlet`` for Slack: replies go in the message's thread."""
 
     placeholder = PLACEHOLDER
 

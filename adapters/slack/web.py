@@ -14,7 +14,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.options import bot_token
-from bot.sections import SlackSettings
+from bot.settings.sections import SlackSettings
 
 __all__ = ["call", "make_web_client"]
 

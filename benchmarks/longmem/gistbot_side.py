@@ -2,7 +2,7 @@
 
 ``GistbotChannel.replay(conv, budget, folder)`` opens the real runtime (``Runtime.open``
 with ``Settings`` built from an explicit mapping: the offline model, a SQLite file in
-``folder``, ``CONTEXT_TOKENS`` chosen so that ``Budget.memory_tokens`` (``bot.budget``)
+``folder``, ``CONTEXT_TOKENS`` chosen so that ``Budget.memory_tokens`` (``bot.conversation.budget``)
 equals the benchmark budget), records every turn as an adapter would
 (``ChatService.on_message``, not addressed to the bot, ``sent_at`` = the turn's time in its
 session) at channel pace (each message after background compaction is idle), waits for
@@ -11,8 +11,8 @@ compaction, and snapshots the database file.
 ``ask(question)`` builds the prompt a reply would send, on the replayed state: the question
 is recorded as the newest user turn, the view is read as ``ChatService._reply`` reads it
 (``MemoryManager.view(key, budget.memory_tokens, through_seq=<question seq>, recall=True)``)
-and rendered by ``bot.prompts.build_messages``; then the question turn is deleted again. If
-anything else changed meanwhile (the question triggered a compaction, the delete did not
+and rendered by ``bot.conversation.prompts.build_messages``; then the question turn is deleted
+again. If anything else changed meanwhile (the question triggered a compaction, the delete did not
 apply), the runtime is reopened on a fresh copy of the snapshot, so every question sees the
 same state and no question leaks into another. No model call is made for the reply: we
 measure the prompt.
@@ -35,11 +35,11 @@ from typing import Any
 from benchmarks.longmem.generate import Conversation, Question
 from benchmarks.longmem.methods import fixed
 from bot.app import Runtime
+from bot.conversation.prompts import build_messages
 from bot.errors import ConfigError
 from bot.messages import IncomingMessage
-from bot.prompts import build_messages
-from bot.sections import BudgetSettings
 from bot.settings import Settings, load_settings
+from bot.settings.sections import BudgetSettings
 from memory.completion import ChatMessage
 from memory.models import ChannelKey, NewTurn
 
@@ -52,7 +52,8 @@ ASK_DELAY = 86_400.0  # questions come a day after the last session
 
 def default_budget() -> int:
     """The memory budget of a default deployment: ``CONTEXT_TOKENS − REPLY_TOKENS − fixed``
-    (``bot.budget.Budget.memory_tokens`` with the default settings and system prompt)."""
+    (``bot.conversation.budget.Budget.memory_tokens`` with the default settings and system
+    prompt)."""
     defaults = BudgetSettings()
     context, reply = defaults.context_tokens, defaults.reply_tokens
     return context - reply - fixed()

@@ -4,8 +4,8 @@ Every method produces the chat messages it would send for a question. Their size
 measured the same way for all (``memory_tokens``): tokens on the wire by OpenAI's chat
 recipe (3 per message + role + content, 3 to prime the answer; o200k via gistbot's
 ``TokenCounter("gpt-4o")``) minus gistbot's fixed overhead for the default system prompt
-(``bot.prompts.fixed_overhead``), i.e. exactly what gistbot's memory budget pays for. So
-"budget B" means the same prompt size for every method: ``CONTEXT_TOKENS − REPLY_TOKENS``
+(``bot.conversation.prompts.fixed_overhead``), i.e. exactly what gistbot's memory budget pays for.
+So "budget B" means the same prompt size for every method: ``CONTEXT_TOKENS − REPLY_TOKENS``
 when gistbot's memory budget is B. The question itself counts (gistbot's view holds it as
 its newest turn).
 
@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from functools import cache
 
 from benchmarks.longmem.generate import Conversation, Question
-from bot.prompts import fixed_overhead
+from bot.conversation.prompts import fixed_overhead
 from bot.settings import DEFAULT_SYSTEM_PROMPT
 from memory.completion import ChatMessage
 from memory.tokens import TokenCounter

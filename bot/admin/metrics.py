@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from bot.llm import UsageRecord
+from bot.llm.client import UsageRecord
 from memory.history import ChannelOverview
 from memory.models import ChannelKey
 

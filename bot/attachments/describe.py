@@ -15,8 +15,8 @@ from memory.completion import ChatMessage
 from memory.models import ChannelKey
 
 if TYPE_CHECKING:
-    from bot.llm import LLM
-    from bot.quota import Quota
+    from bot.channels.quota import Quota
+    from bot.llm.client import LLM
 
 __all__ = ["DESCRIBE_PROMPT", "ImageDescriber", "one_line"]
 

@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from bot.attachments.model import Attachment
-from bot.sections import AttachmentSettings
+from bot.settings.sections import AttachmentSettings
 
 __all__ = ["DownloadFailed", "FileSource", "Refused", "fetch", "origin", "size_text"]
 

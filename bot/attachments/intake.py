@@ -23,7 +23,7 @@ from bot.attachments.read import read_bytes
 from bot.attachments.render import compose, render_all
 from bot.attachments.vision import ImagePart, fit_images, sees_images
 from bot.messages import IncomingMessage
-from bot.sections import AttachmentSettings
+from bot.settings.sections import AttachmentSettings
 from memory.errors import StoreError
 from memory.manager import MemoryManager
 from memory.models import ChannelKey, Turn

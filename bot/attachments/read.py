@@ -10,7 +10,7 @@ from bot.attachments.images import image_size
 from bot.attachments.model import Reading
 from bot.attachments.pdf import pdf_text
 from bot.attachments.sniff import decode_text, sniff
-from bot.sections import AttachmentSettings
+from bot.settings.sections import AttachmentSettings
 
 __all__ = ["read_bytes"]
 

@@ -6,7 +6,7 @@ Before a command's own grammar runs, ``parse`` refuses what no grammar should se
 over the command's length limit, control characters (tab and line breaks aside) and lone
 surrogates, and, for commands whose arguments are words, numbers, times and names,
 digits other than 0-9 (``９:００`` is not read as ``9:00``). A grammar raises
-``ArgumentError`` with a message for the user (``bot.since.SinceError`` is one) or returns
+``ArgumentError`` with a message for the user (``bot.catchup.since.SinceError`` is one) or returns
 a ``Usage``; anything else it raises is a defect, logged as a warning (with its stack) and
 answered with the usage sentence, so bad input never becomes an error for the person who
 typed it.

@@ -1,12 +1,12 @@
 """``/catchup [since] [time zone] [public]``, declared for every platform (the words:
-``bot.since``; the work: ``bot.catchup_command``)."""
+``bot.catchup.since``; the work: ``bot.catchup.command``)."""
 
 from __future__ import annotations
 
+from bot.catchup.since import ACCEPTED, CatchupArgs, parse_catchup_args
 from bot.commands.args import CommandSpec
 from bot.commands.declare import Argument, Command, Context
 from bot.messages import CommandResult
-from bot.since import ACCEPTED, CatchupArgs, parse_catchup_args
 
 __all__ = ["CATCHUP", "CATCHUP_COMMAND", "COMMANDS", "ORDER", "USAGE"]
 

@@ -1,5 +1,5 @@
 """``/config``, declared for every platform: the text form (Slack, console; grammar in
-``bot.config_command.parse_config``) and Discord's option fields, checked alike, and who
+``bot.channels.config_command.parse_config``) and Discord's option fields, checked alike, and who
 may change what (a channel's settings, a server's).
 
 A value may be free text (a persona, a language name in any script); the other settings'
@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from bot.channel_config import KEYS
+from bot.channels.config import KEYS
+from bot.channels.config_command import ACTIONS, USAGE, Caller, ConfigRequest, parse_config
 from bot.commands.args import ArgumentError, CommandSpec, Usage, unreadable
 from bot.commands.declare import Argument, Command, Context, Permission
-from bot.config_command import ACTIONS, USAGE, Caller, ConfigRequest, parse_config
 from bot.messages import CommandResult
 
 if TYPE_CHECKING:

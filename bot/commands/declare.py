@@ -21,9 +21,9 @@ from bot.commands.args import CommandSpec, Usage
 from bot.messages import CommandResult
 
 if TYPE_CHECKING:
-    from bot.channel_config import ChannelConfig
-    from bot.config_command import Caller, ConfigRequest
-    from bot.since import CatchupArgs
+    from bot.catchup.since import CatchupArgs
+    from bot.channels.config import ChannelConfig
+    from bot.channels.config_command import Caller, ConfigRequest
     from memory.models import ChannelKey
 
 __all__ = ["Argument", "Command", "CommandService", "Context", "Permission", "Registry",
@@ -43,7 +43,7 @@ class Permission(enum.Enum):
 
 
 class MemoryFeature(Protocol):
-    """The memory commands (``bot.memory_commands.MemoryCommands`` is one)."""
+    """The memory commands (``bot.memory_commands.feature.MemoryCommands`` is one)."""
 
     async def summary(self, key: ChannelKey, author_id: str = "") -> CommandResult: ...
 
@@ -60,15 +60,15 @@ class MemoryFeature(Protocol):
 
 
 class ConfigFeature(Protocol):
-    """``/config`` (``bot.config_command.ConfigCommand`` is one)."""
+    """``/config`` (``bot.channels.config_command.ConfigCommand`` is one)."""
 
     async def configure(self, key: ChannelKey, request: ConfigRequest,
                         caller: Caller) -> CommandResult: ...
 
 
 class CatchupFeature(Protocol):
-    """``/catchup`` and ``/digest`` (``bot.catchup_wiring.CatchupCommands`` is one). A place
-    (``bot.catchup_command.Where``) and a digest request pass through as they are."""
+    """``/catchup`` and ``/digest`` (``bot.catchup.wiring.CatchupCommands`` is one). A place
+    (``bot.catchup.command.Where``) and a digest request pass through as they are."""
 
     async def catchup(self, where: Any, author_id: str, text: CatchupArgs) -> CommandResult: ...
 
@@ -77,7 +77,8 @@ class CatchupFeature(Protocol):
 
 
 class CommandService(Protocol):
-    """What commands ask of the service (``bot.service.ChatService`` is one): its features."""
+    """What commands ask of the service (``bot.conversation.service.ChatService`` is one): its
+    features."""
 
     @property
     def channels(self) -> ChannelConfig: ...
@@ -141,7 +142,7 @@ class Context(Protocol):
         ...
 
     async def where(self) -> Any:
-        """The channel as a catch-up reads it (``bot.catchup_command.Where``: its threads,
+        """The channel as a catch-up reads it (``bot.catchup.command.Where``: its threads,
         its links, the caller's access)."""
         ...
 

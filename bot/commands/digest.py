@@ -2,7 +2,7 @@
 [thread]``, ``weekly <day> HH:MM [zone] [thread]``, ``off``, ``now`` or nothing (the
 schedule in force).
 
-The request is platform- and channel-neutral; ``bot.digests`` turns a schedule request into
+The request is platform- and channel-neutral; ``bot.catchup.digests`` turns a schedule request into
 the stored ``DigestSchedule`` (channel, the default zone, who, when).
 """
 
@@ -12,10 +12,10 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from bot.catchup.since import WEEKDAYS, SinceError, parse_zone
 from bot.commands.args import CommandSpec
 from bot.commands.declare import Argument, Command, Context, Permission
 from bot.messages import CommandResult
-from bot.since import WEEKDAYS, SinceError, parse_zone
 
 __all__ = ["COMMANDS", "DIGEST", "DIGEST_COMMAND", "ORDER", "USAGE", "DigestRequest", "read_digest"]
 

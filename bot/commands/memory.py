@@ -13,7 +13,7 @@ from typing import Any
 
 from bot.commands.args import ArgumentError, CommandSpec
 from bot.commands.declare import Argument, Command, Context, Permission
-from bot.memory_commands import MAX_FACT_CHARS
+from bot.memory_commands.feature import MAX_FACT_CHARS
 from bot.messages import CommandResult
 
 __all__ = [

@@ -1,5 +1,5 @@
-"""The outbox's rows (``bot.outbox``): each outgoing post's intent, then the platform's id
-of it, so a retry after a crash finds the earlier post instead of posting again.
+"""The outbox's rows (``bot.conversation.outbox``): each outgoing post's intent, then the platform's
+id of it, so a retry after a crash finds the earlier post instead of posting again.
 
 The delivery of a reply's last message and the settling of its debt (``owed.SETTLE``) are
 one transaction, so a crash leaves either both or neither: never a delivered answer still

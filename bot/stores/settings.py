@@ -2,7 +2,7 @@
 
 A setting row belongs to a *scope*: a channel (``ChannelKey``) or a whole server/workspace,
 written as the same key with ``channel == SERVER`` (""). Values are strings; what a name
-means is ``bot.channel_config``'s business. Every change is logged (``SettingChange``) and
+means is ``bot.channels.config``'s business. Every change is logged (``SettingChange``) and
 bumps one global ``settings_version`` in the same transaction, so every replica notices a
 change by polling one integer. The statements are shared by both backends (``sql``).
 """

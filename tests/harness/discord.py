@@ -24,8 +24,8 @@ from adapters.discord.text import channel_key
 from bot.app import Runtime
 from bot.commands.declare import Registry
 from bot.commands.registry import COMMANDS
-from bot.reply_flow import ReplyFlow
-from bot.service import ChatService
+from bot.conversation.reply_flow import ReplyFlow
+from bot.conversation.service import ChatService
 from bot.settings import Settings, load_settings
 from memory.models import ChannelKey
 from tests.fakes.discord_server import FakeDiscord, Request, World, message

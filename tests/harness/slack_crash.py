@@ -283,7 +283,7 @@ async def crash_run(
                     done = await asyncio.gather(*(deliver(i) for i in pending))
                     pending = [i for i, ok in zip(pending, done, strict=True) if not ok]
                 # Replies in flight finish, and the mentions a kill left unanswered are
-                # answered by the restarted process's sweep (bot.owed): wait for the debts.
+                # answered by the restarted process's sweep (bot.missed.owed): wait for the debts.
                 await asyncio.sleep(1.0)
                 result.owed_left = await owed_drained(db, within=90.0)
                 child.kill()

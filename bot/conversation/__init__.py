@@ -1,0 +1,4 @@
+"""The conversation feature: ``ChatService``, the thin pipeline a message goes through,
+the one ``ReplyFlow`` and the outbox, the prompt, the budget, summaries' model route and
+the per-person rate limit.
+"""

@@ -1,0 +1,169 @@
+"""The outbox: every outgoing post (replies, late answers, digests) exactly once.
+
+A post has an **outbox id** made from what it is (the reply to one message, a digest's
+slot), so a retry after a crash names it the same way. ``Outbox.send`` records the intent
+before posting and the platform's message id after; the platform carries the id with the
+post (Discord: the message ``nonce``, enforced; Slack: the message ``metadata``). A retry
+that finds an intent without a recorded id asks the platform's outlet to **find** the
+earlier post before posting again; one with a recorded id posts nothing.
+
+Replies settle their debt (``bot.missed.owed``) in the transaction that records their last
+message, so a crash leaves either both or neither. A late answer goes **into** the
+placeholder the first attempt showed (``OwedReply.placeholder``): an edit is idempotent,
+so the placeholder is replaced, never left beside a second answer.
+
+What is guaranteed: one post per outbox id while the outbox row lives (a week) and the
+platform can find it (Slack: in the thread or among the channel's last 200 messages;
+Discord: within its nonce window of a few minutes). A store that cannot be written does
+not stop a post: it is sent without the guarantee (logged).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from bot.stores.outbox import OutboxStore
+from memory.errors import StoreUnavailableError
+from memory.models import ChannelKey
+
+__all__ = [
+    "APOLOGY",
+    "PLACEHOLDER",
+    "Outbox",
+    "Post",
+    "PostOutlet",
+    "digest_id",
+    "placeholder_id",
+    "reply_id",
+]
+
+log = logging.getLogger(__name__)
+PLACEHOLDER, APOLOGY = -1, -2  # reply parts that are not the answer: "thinking…", a sorry
+
+
+@dataclass(frozen=True, slots=True)
+class Post:
+    """One outgoing message: where, its outbox id, the text as the platform takes it.
+
+    ``reply_to`` is the platform id of the message it answers (Slack: the thread's ts);
+    ``first`` says whether it is a reply's first message (Discord quotes the trigger only
+    there); ``attachment`` is text sent as a file with it (Discord, when over the limit).
+    """
+
+    key: ChannelKey
+    outbox_id: str
+    text: str
+    reply_to: str = ""
+    first: bool = True
+    attachment: str = ""
+
+
+class PostOutlet(Protocol):
+    """A platform's small outlet: post, edit, delete, and find an earlier post."""
+
+    async def post(self, post: Post) -> str | None:
+        """Post it carrying its outbox id; the platform's message id, None if refused."""
+
+    async def edit(self, post: Post, message_id: str) -> bool:
+        """Put the post's text (and outbox id) into message ``message_id``."""
+
+    async def delete(self, key: ChannelKey, message_id: str) -> bool:
+        """Delete message ``message_id``."""
+
+    async def find(self, post: Post) -> str | None:
+        """The id of an earlier post carrying this outbox id, None if there is none."""
+
+
+def reply_id(key: ChannelKey, message_id: str, part: int, *, notice: bool = False) -> str:
+    """The outbox id of part ``part`` of the reply to ``message_id``; a ``notice`` (a failed
+    reply: "couldn't save", over a limit…) has ids of its own, so the answer a later
+    delivery of the message gets is not mistaken for it."""
+    kind = "notice" if notice else "reply"
+    return f"{kind}:{key.platform}:{key.workspace}:{key.channel}:{message_id}#{part}"
+
+
+def placeholder_id(key: ChannelKey, message_id: str) -> str:
+    """The outbox id the placeholder ("thinking…") of the reply to ``message_id`` carries,
+    so a late answer finds it even when it was never remembered on the debt."""
+    return reply_id(key, message_id, PLACEHOLDER)
+
+
+def digest_id(key: ChannelKey, slot_at: float, part: int) -> str:
+    """The outbox id of part ``part`` of the digest of ``slot_at`` (``part`` -1: the
+    heading a threaded digest is posted under)."""
+    return f"digest:{key.platform}:{key.workspace}:{key.channel}:{slot_at:.0f}#{part}"
+
+
+class Outbox:
+    """Intent → post → record, for every outlet (see the module docstring)."""
+
+    def __init__(self, store: OutboxStore | None) -> None:
+        self.store = store  # None: posts go out without the guarantee (no database)
+
+    async def send(self, outlet: PostOutlet, post: Post, *, into: str = "",
+                   settle: str = "") -> str | None:
+        """Deliver ``post`` once (into message ``into`` when given, e.g. a placeholder);
+        its platform id, None if the platform refused it. ``settle``: see
+        ``OutboxStore.outbox_posted``."""
+        earlier = await self._intent(post)
+        if earlier:  # posted and recorded by an earlier attempt
+            if settle:
+                await self._posted(post, earlier, settle)
+            return earlier
+        found: str | None = None
+        if into and await outlet.edit(post, into):
+            found = into
+        if found is None and earlier == "":
+            found = await outlet.find(post)
+            if found is not None:
+                log.info("found %s posted before a crash; not posting it again", post.outbox_id)
+        if found is None:
+            found = await outlet.post(post)
+        if found is not None:
+            await self._posted(post, found, settle)
+        return found
+
+    async def send_all(self, outlet: PostOutlet, posts: Sequence[Post], *, into: str = "",
+                       settle: str = "") -> bool:
+        """Deliver a reply's messages in order (the first into ``into``); settle with the
+        last. Whether every one was delivered."""
+        ok = True
+        for i, post in enumerate(posts):
+            last = i == len(posts) - 1
+            sent = await self.send(outlet, post, into=into if i == 0 else "",
+                                   settle=settle if last and ok else "")
+            if sent is None:
+                if i == 0:
+                    return False
+                ok = False
+        return ok
+
+    async def _intent(self, post: Post) -> str | None:
+        if self.store is None:
+            return None
+        try:
+            return await self.store.outbox_intent(post.key, post.outbox_id)
+        except Exception as e:  # post anyway: an answer is worth more than the guarantee
+            _failed(e, "could not record the intent to post %s; posting it without the "
+                    "outbox", post.outbox_id)
+            return None
+
+    async def _posted(self, post: Post, message_id: str, settle: str) -> None:
+        if self.store is None:
+            return
+        try:
+            await self.store.outbox_posted(post.key, post.outbox_id, message_id, settle=settle)
+        except Exception as e:  # a retry finds the post on the platform instead
+            _failed(e, "could not record the post %s", post.outbox_id)
+
+
+def _failed(error: Exception, what: str, *args: object) -> None:
+    """Log a store failure: quietly when the store is down (it says so itself, once a
+    minute), with the stack otherwise."""
+    if isinstance(error, StoreUnavailableError):
+        log.debug(what + ": %s", *args, error)
+    else:
+        log.warning(what, *args, exc_info=error)
