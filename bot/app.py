@@ -22,9 +22,11 @@ from bot.attachments.intake import AttachmentIntake
 from bot.budget import window_policy
 from bot.catchup_wiring import build_catchup
 from bot.channel_config import ChannelConfig, Defaults
+from bot.embeddings import OpenAIEmbedder
 from bot.errors import ConfigError
 from bot.extras import POSTGRES, require
 from bot.llm import LLM, OpenAILLM, UsageMeter
+from bot.llm_gate import LLMGate
 from bot.offline_llm import OfflineLLM
 from bot.outbox import Outbox, OutboxStore
 from bot.owed import OwedReplies
@@ -34,13 +36,15 @@ from bot.settings import Settings
 from bot.shutdown import compaction_grace
 from bot.summary_route import SummaryRouter
 from memory.config import MemoryConfig
+from memory.embedding_indexer import EmbeddingIndexer
 from memory.manager import MemoryManager
+from memory.semantic import SemanticRecall
 from memory.store import Store
 from memory.stores.sqlite.store import SqliteStore
 from memory.summarizer import Summarizer
 from memory.tokens import TokenCounter
 
-__all__ = ["Runtime", "make_llm", "make_store", "store_for_url"]
+__all__ = ["Runtime", "make_embedder", "make_llm", "make_store", "store_for_url"]
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +93,26 @@ def make_llm(settings: Settings, tokenizer: TokenCounter, meter: UsageMeter) -> 
     )
 
 
+def make_embedder(settings: Settings, model: LLM, quota: Quota, meter: UsageMeter
+                  ) -> OpenAIEmbedder | None:
+    """The embedding client ``EMBEDDING_MODEL`` asks for, on the model's endpoint and
+    behind its gate (None: semantic recall is off)."""
+    if not settings.embedding_model:
+        return None
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    gate = getattr(model, "gate", None)
+    return OpenAIEmbedder(
+        api_key=key,
+        base_url=settings.openai_base_url,
+        model=settings.embedding_model,
+        gate=gate if isinstance(gate, LLMGate) else LLMGate(settings.llm_concurrency),
+        quota=quota,
+        meter=meter,
+        timeout=settings.llm_timeout,
+        max_retries=settings.llm_max_retries,
+    )
+
+
 @dataclass
 class Runtime:
     """The running application's parts, for adapters and the CLI."""
@@ -120,6 +144,7 @@ class Runtime:
         model = llm or make_llm(settings, tokenizer, meter)
         store = make_store(settings)
         await store.open()
+        embedder: OpenAIEmbedder | None = None
         try:
             # per-channel settings and quotas (bot.channel_config, bot.quota)
             channels = ChannelConfig(store, Defaults.from_settings(settings))
@@ -135,6 +160,7 @@ class Runtime:
                 router=SummaryRouter(model, channels, quota),
             )
             policy = window_policy(settings, tokenizer)
+            embedder = make_embedder(settings, model, quota, meter)
             memory = MemoryManager(
                 store,
                 summarizer,
@@ -146,6 +172,9 @@ class Runtime:
                     recall_tokens=settings.recall_tokens,
                     retention_days=settings.retention_days,
                 ),
+                semantic=None if embedder is None else SemanticRecall(
+                    store, embedder, timeout=settings.embedding_timeout),
+                indexer=None if embedder is None else EmbeddingIndexer(store, embedder),
             )
             config = ServiceConfig(
                 system_prompt=settings.system_prompt,
@@ -191,8 +220,9 @@ class Runtime:
                 await memory.close(grace=compaction_grace(settings.shutdown_grace_seconds))
                 await quota.close()  # after the last summary: its count is written too
         finally:
-            with contextlib.suppress(Exception):
-                aclose = getattr(model, "aclose", None)
-                if aclose is not None:
-                    await aclose()
+            for client in (model, embedder):
+                with contextlib.suppress(Exception):
+                    aclose = getattr(client, "aclose", None)
+                    if aclose is not None:
+                        await aclose()
             await store.close()

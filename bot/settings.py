@@ -71,6 +71,14 @@ class Settings(BaseSettings):
     llm_max_retries: int = Field(2, ge=0, le=10)
     summary_timeout: float = Field(120.0, gt=0)
     llm_concurrency: int = 4  # model calls at once to the endpoint, replies first
+    embedding_model: str | None = Field(None, description=(
+        "Embedding model on the same OpenAI-compatible endpoint (text-embedding-3-small, "
+        "nomic-embed-text, …). Set, old messages are also recalled by meaning, fused with "
+        "word search; unset (the default), recall is by words only and no embedding is "
+        "requested."))
+    embedding_timeout: float = Field(2.0, gt=0, description=(
+        "Seconds a reply waits for its message's embedding before it recalls by words "
+        "only."))
     summary_concurrency: int = 8  # background summaries at once, process-wide
 
     database_url: str = "sqlite:///gistbot.db"
@@ -279,6 +287,13 @@ class Settings(BaseSettings):
                 "LLM_PROVIDER=openai needs OPENAI_API_KEY (for api.openai.com) or "
                 "OPENAI_BASE_URL (for Ollama, vLLM, LM Studio, …)"
             )
+        if self.embedding_model and self.provider == "offline":
+            problems.append(
+                "EMBEDDING_MODEL needs an embedding endpoint: set OPENAI_BASE_URL (Ollama, "
+                "llama.cpp, …) or OPENAI_API_KEY, or unset EMBEDDING_MODEL"
+            )
+        if self.embedding_model is not None and not self.embedding_model.strip():
+            problems.append("EMBEDDING_MODEL is empty: name a model, or unset it")
         if self.shard_ids and not self.shard_count:
             problems.append("SHARD_IDS needs SHARD_COUNT (the total number of shards)")
         if self.shard_count and any(i >= self.shard_count for i in self.shard_ids):

@@ -15,7 +15,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Language model", (
         "openai_api_key", "openai_base_url", "llm_provider", "model_name",
         "summary_model_name", "llm_timeout", "llm_max_retries", "summary_timeout",
-        "llm_concurrency", "summary_concurrency",
+        "llm_concurrency", "summary_concurrency", "embedding_model", "embedding_timeout",
     )),
     ("Storage", ("database_url", "database_pool_size", "sqlite_synchronous", "retention_days")),
     ("Memory", (

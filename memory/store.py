@@ -3,8 +3,10 @@
 ``MemoryStore`` is what the memory manager reads and commits; ``ArchiveStore`` holds
 episodes and long-term facts; ``LeaseStore`` keeps compaction single-flight across
 processes; ``PortingStore`` serves ``gistbot copy-db``; ``CatchupStore`` and
-``DigestStore`` (``memory.catchup_store``) serve ``/catchup`` and digests. ``Store`` is
-their union, what one backend implements. Platform concerns are not declared here.
+``DigestStore`` (``memory.catchup_store``) serve ``/catchup`` and digests;
+``EmbeddingStore`` (``memory.embedding_store``) keeps turn vectors for semantic recall.
+``Store`` is their union, what one backend implements. Platform concerns are not declared
+here.
 
 Semantics every backend keeps (``tests/harness/store_contract.py`` runs on both):
 
@@ -26,6 +28,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from memory.catchup_store import CatchupStore, DigestStore
 from memory.channel_settings import Setting, SettingChange, UsageKey
+from memory.embedding_store import EmbeddingStore
 from memory.history import ChannelOverview, SummaryVersion
 from memory.models import (
     CarriedIdentifier,
@@ -48,6 +51,7 @@ __all__ = [
     "CatchupStore",
     "ChangeOutcome",
     "DigestStore",
+    "EmbeddingStore",
     "InspectStore",
     "LeaseStore",
     "Lifecycle",
@@ -367,6 +371,6 @@ class SettingsStore(Protocol):
 @runtime_checkable
 class Store(
     Lifecycle, MemoryStore, ArchiveStore, LeaseStore, PortingStore, ReplyLedger, InspectStore,
-    SettingsStore, CatchupStore, DigestStore, Protocol
+    SettingsStore, CatchupStore, DigestStore, EmbeddingStore, Protocol
 ):
     """Everything one backend class implements; callers ask for the narrower role they use."""

@@ -35,6 +35,7 @@ from memory.search_text import query_terms
 from memory.store import Store
 from memory.text import clean_text
 from tests.harness.catchup_contract import CatchupContract
+from tests.harness.embedding_contract import EmbeddingContract
 from tests.harness.history_contract import HistoryContract
 from tests.harness.owed_contract import OwedContract
 from tests.harness.search_contract import SearchContract
@@ -102,10 +103,11 @@ async def _fold(store: Store, key: ChannelKey, through: int, text: str = "S", **
 
 
 class StoreContract(OwedContract, HistoryContract, SettingsContract, CatchupContract,
-                    SearchContract):
+                    SearchContract, EmbeddingContract):
     """The contract suite (replies owed: ``OwedContract``; summary history:
     ``HistoryContract``; settings and usage: ``SettingsContract``; catch-up and digests:
-    ``CatchupContract``; what the turn search matches: ``SearchContract``). Subclasses
+    ``CatchupContract``; what the turn search matches: ``SearchContract``; turn vectors:
+    ``EmbeddingContract``). Subclasses
     override ``make_store``; see the module docstring."""
 
     @pytest.fixture

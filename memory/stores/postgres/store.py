@@ -65,6 +65,7 @@ from memory.stores.postgres import (
     turn_search,
 )
 from memory.stores.postgres.digests import PostgresDigests
+from memory.stores.postgres.embeddings import PostgresEmbeddings
 from memory.stores.postgres.outbox import PostgresOutbox
 from memory.stores.postgres.owed import PostgresOwed
 from memory.stores.postgres.queries import Conn, by_key
@@ -77,7 +78,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class PostgresStore(PostgresSettings, PostgresDigests, PostgresOwed, PostgresOutbox):
+class PostgresStore(
+    PostgresSettings, PostgresDigests, PostgresOwed, PostgresOutbox, PostgresEmbeddings
+):
     """A store on a PostgreSQL schema (every role of ``memory.store.Store``, and event
     claims); see the module docstring for the design."""
 

@@ -53,6 +53,7 @@ from memory.stores.sqlite import (
 from memory.stores.sqlite.archive_vocab import ArchiveVocab
 from memory.stores.sqlite.checkpointer import CHECKPOINT_INTERVAL, Checkpointer
 from memory.stores.sqlite.digests import SqliteDigests
+from memory.stores.sqlite.embeddings import SqliteEmbeddings
 from memory.stores.sqlite.outbox import SqliteOutbox
 from memory.stores.sqlite.owed import SqliteOwed
 from memory.stores.sqlite.readers import Readers
@@ -102,7 +103,7 @@ def _open_error(path: Path, exc: sqlite3.DatabaseError) -> StoreOpenError:
     return StoreOpenError(f"cannot open the database {path}: {hint}")
 
 
-class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed, SqliteOutbox):
+class SqliteStore(SqliteSettings, SqliteDigests, SqliteOwed, SqliteOutbox, SqliteEmbeddings):
     """A store on one SQLite file (every role of ``memory.store.Store``, and event claims).
     See the module docstring for the design."""
 
