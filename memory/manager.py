@@ -104,6 +104,11 @@ class MemoryManager:
         self._admit = asyncio.Semaphore(self.config.max_inflight_records)
 
     @property
+    def semantic(self) -> SemanticRecall | None:
+        """Recall by meaning (``EMBEDDING_MODEL``), None when off."""
+        return self._archive.semantic
+
+    @property
     def compactions(self) -> int:
         """Summaries this process committed."""
         return self._compaction.compactions
