@@ -2,7 +2,8 @@
 
 ``EmbeddingIndexer`` runs one task per process. A recorded or edited turn marks its
 channel (``notify``); the task embeds the channel's newest unembedded people's turns
-(within ``RECENT_SPAN`` seqs of the newest) in batches of ``batch``, then walks every
+(within ``RECENT_SPAN`` seqs of the newest) in batches of ``batch``, ``LINGER`` seconds
+after the first notice (so a burst shares a request), then walks every
 channel's older turns downwards, one batch per channel in turn (the backlog, so a
 database from before or a changed ``EMBEDDING_MODEL`` is covered). Notified channels go
 first. Each batch is one request, paid by the channel's server like a background summary.
@@ -27,7 +28,7 @@ from memory.errors import CallRefused, Preempted
 from memory.models import ChannelKey, Turn
 from memory.semantic import MAX_CHARS, TextEmbedder
 
-__all__ = ["BACKLOG_SPAN", "RECENT_SPAN", "REFUSED_PAUSE", "EmbeddingIndexer"]
+__all__ = ["BACKLOG_SPAN", "LINGER", "RECENT_SPAN", "REFUSED_PAUSE", "EmbeddingIndexer"]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,9 @@ RECENT_SPAN = 1024
 hence recent, turns)."""
 BACKLOG_SPAN = 4096
 """Seqs one backlog step looks at: its cost follows this, not the channel's length."""
+LINGER = 1.0
+"""Seconds a notified channel waits before its batch, so a burst of messages shares one
+request instead of one each."""
 REFUSED_PAUSE = 600.0
 """Seconds a channel whose payer is over its daily limit is left alone."""
 _BACKOFF = (1.0, 5.0, 30.0, 120.0, 300.0)
@@ -45,17 +49,18 @@ class EmbeddingIndexer:
     """Embeds stored people's turns of every channel (module docstring)."""
 
     def __init__(self, store: EmbeddingStore, embedder: TextEmbedder, *, batch: int = 32,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        if batch < 1:
-            raise ValueError("batch must be at least 1")
+                 linger: float = LINGER, clock: Callable[[], float] = time.monotonic) -> None:
+        if batch < 1 or linger < 0:
+            raise ValueError("batch must be at least 1 and linger at least 0")
         self.store, self.embedder, self.batch, self.clock = store, embedder, batch, clock
+        self.linger = linger
         self.embedded = 0
         """Vectors stored by this process."""
         self.batches = 0
         """Embedding requests that succeeded."""
         self.failures = 0
         """Embedding requests that failed (refused ones included)."""
-        self._recent: dict[ChannelKey, None] = {}  # notified, in order
+        self._recent: dict[ChannelKey, float] = {}  # notified channel -> first notice
         self._backlog: dict[ChannelKey, int | None] = {}  # channel -> next ``below``
         self._paused: dict[ChannelKey, float] = {}  # refused until
         self._wake = asyncio.Event()
@@ -69,8 +74,9 @@ class EmbeddingIndexer:
         return self.embedder.model
 
     def notify(self, key: ChannelKey) -> None:
-        """A turn of ``key`` was recorded or edited: embed its newest turns soon."""
-        self._recent[key] = None
+        """A turn of ``key`` was recorded or edited: embed its newest turns after
+        ``linger`` seconds (the turns that arrive meanwhile go in the same batch)."""
+        self._recent.setdefault(key, self.clock())
         self._idle.clear()
         self._wake.set()
 
@@ -106,11 +112,11 @@ class EmbeddingIndexer:
         while True:
             key, below = self._next()
             if key is None:
-                self._idle.set()
+                if not self._has_work():
+                    self._idle.set()
                 self._wake.clear()
-                wait = self._pause_left()
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(wait):
+                    async with asyncio.timeout(self._wait()):
                         await self._wake.wait()
                 continue
             try:
@@ -133,10 +139,11 @@ class EmbeddingIndexer:
                 await asyncio.sleep(delay)
 
     def _next(self) -> tuple[ChannelKey | None, int | None]:
-        """The next piece of work: a notified channel (below None), else a backlog step."""
+        """The next piece of work: a notified channel whose ``linger`` is over (below
+        None), else a backlog step."""
         now = self.clock()
-        for key in list(self._recent):
-            if self._paused.get(key, 0.0) <= now:
+        for key, since in list(self._recent.items()):
+            if self._paused.get(key, 0.0) <= now and since + self.linger <= now:
                 del self._recent[key]
                 return key, None
         for key in list(self._backlog):
@@ -145,17 +152,24 @@ class EmbeddingIndexer:
                 return key, -1 if below is None else below
         return None, None
 
+    def _has_work(self) -> bool:
+        """Whether a channel that is not paused waits to be embedded (lingering or not)."""
+        now = self.clock()
+        return any(self._paused.get(k, 0.0) <= now for k in (*self._recent, *self._backlog))
+
     def _requeue(self, key: ChannelKey, below: int | None) -> None:
         if below is None:
-            self._recent[key] = None
+            self._recent.setdefault(key, self.clock() - self.linger)
         else:
             self._backlog[key] = None if below == -1 else below
 
-    def _pause_left(self) -> float | None:
-        """Seconds until the first paused channel with work may go on (None: none)."""
-        waiting = [until for key, until in self._paused.items()
-                   if key in self._recent or key in self._backlog]
-        return max(min(waiting) - self.clock(), 0.0) if waiting else None
+    def _wait(self) -> float | None:
+        """Seconds until some queued work may go on (None: nothing queued)."""
+        now = self.clock()
+        times = [max(self._paused.get(k, 0.0), since + self.linger)
+                 for k, since in self._recent.items()]
+        times += [self._paused.get(k, 0.0) for k in self._backlog]
+        return max(min(times) - now, 0.0) if times else None
 
     async def _step(self, key: ChannelKey, below: int | None) -> None:
         """One batch: the newest unembedded turns (``below`` None) or a backlog step
@@ -169,7 +183,7 @@ class EmbeddingIndexer:
         full = len(turns) >= self.batch
         if recent:
             if full:
-                self._recent[key] = None
+                self._recent.setdefault(key, self.clock() - self.linger)
         else:
             nxt = turns[-1].seq if full else floor
             if nxt > 1:

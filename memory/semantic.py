@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from memory.embedding_store import EmbeddingStore, pack
@@ -67,6 +67,8 @@ class SemanticRecall:
         self.store, self.embedder, self.timeout, self.limit = store, embedder, timeout, limit
         self.fallbacks = 0
         """Replies that recalled by words only because the message could not be embedded."""
+        self.on_fallback: Callable[[], None] | None = None
+        """Told of each fallback (metrics); must not raise."""
         self._failing = False
 
     @property
@@ -85,6 +87,8 @@ class SemanticRecall:
                 vectors = await self.embedder.embed(key, [text], purpose="query")
         except Exception as e:  # any failure: the reply recalls by words
             self.fallbacks += 1
+            if self.on_fallback is not None:
+                self.on_fallback()
             if not self._failing:
                 self._failing = True
                 log.warning("could not embed a message (%s); recalling by words only until "

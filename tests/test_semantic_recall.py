@@ -11,7 +11,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from prometheus_client import generate_latest
 
+from bot.admin.server import AdminServer
 from bot.app import Runtime
 from bot.messages import IncomingMessage
 from bot.settings import load_settings
@@ -107,6 +109,8 @@ async def test_a_slow_or_failing_embedding_endpoint_leaves_word_recall(
     async with FakeOpenAI(responder=lambda body: "ok", concepts=CONCEPTS, strict=False) as fake:
         async with runtime(tmp_path, fake, EMBEDDING_MODEL=MODEL,
                            EMBEDDING_TIMEOUT="0.3") as rt:
+            server = AdminServer(rt, host="127.0.0.1", port=0, inspector=False, token=None)
+            server.attach()
             await converse(rt, 40)
             await wait_embedded(rt)
             fake.embedding_error = trouble
@@ -115,6 +119,9 @@ async def test_a_slow_or_failing_embedding_endpoint_leaves_word_recall(
             second = await ask(rt, fake, "and the roadmap one?")
             semantic = rt.memory.semantic
             assert semantic is not None and semantic.fallbacks == 2
+            metrics = generate_latest(server.metrics.registry).decode()
+    assert "gistbot_semantic_recall_fallbacks_total 2.0" in metrics
+    assert 'gistbot_model_calls_total{kind="embedding",model="embed-test",outcome="ok"}' in metrics
     assert "note 2: the printer item went to review" in first
     assert "roadmap item" in second
     assert caplog.text.count("could not embed a message") == 1  # logged once
@@ -138,6 +145,7 @@ async def test_background_batches_are_metered_as_embeddings_of_the_server(
     assert totals["embedding"].calls >= 3 and totals["embedding"].prompt_tokens > 0
     # batches, never one request per turn; the bot's reply was not embedded
     assert len(fake.embedding_requests) < 71
+    assert max(len((r.json or {})["input"]) for r in fake.embedding_requests) > 1
     assert "ok" not in fake.embedded_texts()
 
 
