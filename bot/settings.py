@@ -72,8 +72,9 @@ class Settings(BaseSettings):
     summary_timeout: float = Field(120.0, gt=0)
     llm_concurrency: int = 4  # model calls at once to the endpoint, replies first
     embedding_model: str | None = Field(None, description=(
-        "Embedding model on the same OpenAI-compatible endpoint (text-embedding-3-small, "
-        "nomic-embed-text, …). Set, old messages are also recalled by meaning, fused with "
+        "Embedding model on the OpenAI-compatible endpoint of OPENAI_BASE_URL / "
+        "OPENAI_API_KEY (text-embedding-3-small, nomic-embed-text, …), also with "
+        "LLM_PROVIDER=offline. Set, old messages are also recalled by meaning, fused with "
         "word search; unset (the default), recall is by words only and no embedding is "
         "requested."))
     embedding_timeout: float = Field(2.0, gt=0, description=(
@@ -287,7 +288,7 @@ class Settings(BaseSettings):
                 "LLM_PROVIDER=openai needs OPENAI_API_KEY (for api.openai.com) or "
                 "OPENAI_BASE_URL (for Ollama, vLLM, LM Studio, …)"
             )
-        if self.embedding_model and self.provider == "offline":
+        if self.embedding_model and not (self.openai_base_url or self.openai_api_key):
             problems.append(
                 "EMBEDDING_MODEL needs an embedding endpoint: set OPENAI_BASE_URL (Ollama, "
                 "llama.cpp, …) or OPENAI_API_KEY, or unset EMBEDDING_MODEL"
