@@ -9,7 +9,8 @@ time). Benchmark-only dependencies, never CI's::
 
 ``python -m benchmarks.embedding_server [--port 0]`` prints its base URL as the first line
 of stdout and serves until SIGINT/SIGTERM. ``GET /stats`` says how many texts it encoded
-and in how many seconds (its throughput). A batch's texts (two or more) are remembered by
+in batches and in how many seconds (its throughput), and how many single texts and in how
+long (a reply's question). A batch's texts (two or more) are remembered by
 text, so a conversation replayed at several budgets is encoded once; a single text (a
 reply's question) is always encoded, so its latency is the model's.
 """
@@ -44,7 +45,8 @@ class Encoder:
             torch.set_num_threads(threads)
         self.model = load_model(device="cpu")
         self.cache: dict[str, list[float]] = {}
-        self.texts = self.seconds = 0.0
+        self.texts = self.seconds = 0.0  # batches of two or more
+        self.single = self.single_seconds = 0.0  # one text a request (a reply's question)
         self.requests = self.cached = 0
         self.lock = asyncio.Lock()  # one encode at a time: the model uses every core
 
@@ -52,8 +54,11 @@ class Encoder:
         started = time.perf_counter()
         vectors = self.model.encode(list(texts), batch_size=64, normalize_embeddings=True,
                                     convert_to_numpy=True)
-        self.seconds += time.perf_counter() - started
-        self.texts += len(texts)
+        took = time.perf_counter() - started
+        if len(texts) == 1:
+            self.single, self.single_seconds = self.single + 1, self.single_seconds + took
+        else:
+            self.texts, self.seconds = self.texts + len(texts), self.seconds + took
         return [v.tolist() for v in vectors]
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
@@ -87,6 +92,8 @@ def app(encoder: Encoder) -> web.Application:
 
     async def stats(request: web.Request) -> web.Response:
         return web.json_response({"texts": encoder.texts, "seconds": encoder.seconds,
+                                  "single": encoder.single,
+                                  "single_seconds": encoder.single_seconds,
                                   "requests": encoder.requests, "cached": encoder.cached})
 
     application = web.Application(client_max_size=64 * 1024 * 1024)
@@ -97,7 +104,7 @@ def app(encoder: Encoder) -> web.Application:
 async def _serve(host: str, port: int, threads: int | None) -> None:
     encoder = Encoder(threads)
     encoder.encode(["warm up"])  # the first call loads kernels; not a request's cost
-    encoder.texts = encoder.seconds = 0.0
+    encoder.single = encoder.single_seconds = 0.0
     runner = web.AppRunner(app(encoder))
     await runner.setup()
     await web.TCPSite(runner, host, port).start()

