@@ -18,11 +18,20 @@ import numpy as np
 
 from memory.models import ChannelKey, Turn
 
-__all__ = ["MAX_SCAN", "EmbeddingStore", "nearest", "pack", "unpack"]
+__all__ = ["MAX_SCAN", "MIN_SEPARATION", "SEPARATION_ROWS", "EmbeddingStore", "nearest",
+           "pack", "unpack"]
 
 MAX_SCAN = 20_000
 """Vectors a scan compares at most: the channel's newest. Older turns are still found by
 word search; a longer horizon costs ~1.5 KB read per turn and reply at 384 dimensions."""
+
+
+MIN_SEPARATION = 3.5
+"""Standard deviations the best match must stand above the scanned vectors' mean for a
+semantic ranking to count (docs/decisions/0023: all-MiniLM-L6-v2's best match stands ~5
+above on English turns, ~2.3 on Korean ones it cannot read)."""
+SEPARATION_ROWS = 20
+"""Fewer scanned vectors than this: every ranking counts (too few to measure a spread)."""
 
 
 def pack(vector: Sequence[float]) -> bytes:
@@ -39,13 +48,22 @@ def unpack(blob: bytes) -> np.ndarray:
 
 def nearest(query: bytes, rows: Sequence[tuple[int, bytes]], limit: int) -> list[tuple[int, float]]:
     """(seq, cosine) of the ``limit`` rows closest to ``query``, best first; rows whose
-    vector has another dimension than the query's (a model renamed in place) are skipped."""
+    vector has another dimension than the query's (a model renamed in place) are skipped.
+
+    None when the best row does not stand out: among at least ``SEPARATION_ROWS`` rows,
+    its cosine is less than ``MIN_SEPARATION`` standard deviations above their mean. A
+    model that cannot tell the channel's texts apart (an English model on Korean) ranks
+    them at random, and fused with word search that would push real matches out."""
     q = unpack(query)
     same = [(seq, blob) for seq, blob in rows if len(blob) == len(query)]
     if not same or limit <= 0:
         return []
     matrix = np.frombuffer(b"".join(blob for _, blob in same), dtype="<f4").reshape(len(same), -1)
     scores = matrix @ q
+    if len(same) >= SEPARATION_ROWS:
+        spread = float(scores.std())
+        if spread <= 0 or (float(scores.max()) - float(scores.mean())) / spread < MIN_SEPARATION:
+            return []
     top = np.argpartition(-scores, limit - 1)[:limit] if limit < len(same) else np.arange(len(same))
     order = top[np.argsort(-scores[top], kind="stable")]
     return [(same[i][0], float(scores[i])) for i in order]
@@ -74,7 +92,8 @@ class EmbeddingStore(Protocol):
         self, key: ChannelKey, model: str, query: bytes, *, before_seq: int, limit: int
     ) -> list[Turn]:
         """The channel's turns with ``seq < before_seq`` whose ``model`` vectors are the
-        closest to ``query`` (cosine), best first, among the newest ``MAX_SCAN`` vectors."""
+        closest to ``query`` (cosine), best first, among the newest ``MAX_SCAN`` vectors;
+        none when the closest does not stand out (``nearest``)."""
 
     async def embedding_count(self, key: ChannelKey, model: str) -> int:
         """How many of the channel's turns have a vector of ``model``."""

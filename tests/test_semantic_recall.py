@@ -207,3 +207,17 @@ def _vector(text: str) -> bytes:
     from tests.fakes.openai_server import embedding
 
     return pack(embedding(text, CONCEPTS))
+
+
+def test_a_ranking_whose_best_match_does_not_stand_out_is_dropped() -> None:
+    from memory.embedding_store import SEPARATION_ROWS, nearest, pack
+
+    rng = __import__("random").Random(7)
+    noise = [(i, pack([1.0] + [rng.uniform(-0.05, 0.05) for _ in range(7)]))
+             for i in range(SEPARATION_ROWS * 2)]
+    query = pack([1.0, 0, 0, 0, 0, 0, 0, 0])
+    assert nearest(query, noise, 5) == []  # every text looks alike to this model
+    clear = [*noise, (999, pack([0.0, 1.0, 0, 0, 0, 0, 0, 0]))]
+    assert nearest(pack([0.0, 1.0, 0, 0, 0, 0, 0, 0]), clear, 3)[0][0] == 999
+    few = noise[: SEPARATION_ROWS - 1]
+    assert len(nearest(query, few, 5)) == 5  # too few vectors to judge: ranked as they are

@@ -209,7 +209,7 @@ def _usage(body: JSON, text: str) -> JSON:
     return {"usage": usage}
 
 
-EMBEDDING_DIMENSIONS = 64
+EMBEDDING_DIMENSIONS = 1024
 
 
 def embedding(text: str, concepts: Mapping[str, str] | None = None,
