@@ -27,12 +27,15 @@ from benchmarks.longmem.generate import KINDS, Conversation, Question, answer_fo
 from benchmarks.longmem.methods import BASELINES, RawTurnIndex, memory_tokens, prompt_text
 from memory.completion import ChatMessage
 
-__all__ = ["DEFAULT_BUDGETS", "METHODS", "Score", "evaluate", "section"]
+__all__ = ["DEFAULT_BUDGETS", "DEFAULT_METHODS", "METHODS", "SEMANTIC", "Score", "evaluate",
+           "section"]
 
 DEFAULT_BUDGETS = (1000, 2000, 4000)  # plus gistbot's default memory budget
 SEMANTIC = "gistbot+semantic"
 METHODS = ("gistbot", SEMANTIC, *BASELINES)
 """``gistbot+semantic`` needs the benchmark-only model (``benchmarks.embedding_server``)."""
+DEFAULT_METHODS = tuple(m for m in METHODS if m != SEMANTIC)
+"""What runs unless asked: everything but the method that needs PyTorch."""
 _SPACE = re.compile(r"\s+")
 
 
@@ -102,7 +105,7 @@ async def _gistbot(conv: Conversation, budget: int, folder: Path, score: Score,
 
 
 async def evaluate(convs: Sequence[Conversation], budgets: Sequence[int],
-                   methods: Sequence[str] = METHODS, embedding: Any = None,
+                   methods: Sequence[str] = DEFAULT_METHODS, embedding: Any = None,
                    ) -> tuple[list[Score], dict[str, Any]]:
     """Every method at every budget on the same questions; (scores, run facts)."""
     scores: dict[tuple[str, int | None], Score] = {}
@@ -230,7 +233,7 @@ def budgets_with_default(budgets: Sequence[int] | None, default: int) -> list[in
 
 
 async def run(quick: bool, budgets: Sequence[int] | None = None, *, seed: int = 13,
-              methods: Sequence[str] = METHODS) -> Section:
+              methods: Sequence[str] = DEFAULT_METHODS) -> Section:
     """Generate, evaluate, and return scenario 6's section."""
     from benchmarks.longmem.gistbot_side import default_budget
 
