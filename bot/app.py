@@ -27,19 +27,23 @@ from bot.conversation.service import ChatService
 from bot.conversation.summary_route import SummaryRouter
 from bot.errors import ConfigError
 from bot.llm.client import LLM, OpenAILLM, UsageMeter
+from bot.llm.embeddings import OpenAIEmbedder
+from bot.llm.gate import LLMGate
 from bot.llm.offline import OfflineLLM
 from bot.missed.owed import OwedReplies
 from bot.ops.extras import POSTGRES, require
 from bot.ops.shutdown import compaction_grace
 from bot.settings import Settings
 from bot.stores import Storage
+from memory.embedding_indexer import EmbeddingIndexer
 from memory.manager import MemoryManager
+from memory.semantic import SemanticRecall
 from memory.store import Store
 from memory.stores.sqlite.store import SqliteStore
 from memory.summarizer import Summarizer
 from memory.tokens import TokenCounter
 
-__all__ = ["Runtime", "make_llm", "make_storage", "storage_for_url"]
+__all__ = ["Runtime", "make_embedder", "make_llm", "make_storage", "storage_for_url"]
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +99,27 @@ def make_llm(settings: Settings, tokenizer: TokenCounter, meter: UsageMeter) -> 
     )
 
 
+def make_embedder(settings: Settings, model: LLM, quota: Quota, meter: UsageMeter
+                  ) -> OpenAIEmbedder | None:
+    """The embedding client ``EMBEDDING_MODEL`` asks for, on the model's endpoint and
+    behind its gate (None: semantic recall is off)."""
+    llm = settings.llm
+    if not llm.embedding_model:
+        return None
+    key = llm.openai_api_key.get_secret_value() if llm.openai_api_key else None
+    gate = getattr(model, "gate", None)
+    return OpenAIEmbedder(
+        api_key=key,
+        base_url=llm.openai_base_url,
+        model=llm.embedding_model,
+        gate=gate if isinstance(gate, LLMGate) else LLMGate(llm.llm_concurrency),
+        quota=quota,
+        meter=meter,
+        timeout=llm.llm_timeout,
+        max_retries=llm.llm_max_retries,
+    )
+
+
 @dataclass
 class Runtime:
     """The running application's parts, for adapters and the CLI."""
@@ -134,6 +159,7 @@ class Runtime:
         storage = make_storage(settings)
         await storage.open()
         store = storage.memory
+        embedder: OpenAIEmbedder | None = None
         try:
             # per-channel settings and quotas (bot.channels.config, bot.channels.quota)
             channels = ChannelConfig(storage.settings, Defaults.from_settings(settings))
@@ -149,7 +175,13 @@ class Runtime:
                 router=SummaryRouter(model, channels, quota),
             )
             policy = window_policy(settings.memory, budget)
-            memory = MemoryManager(store, summarizer, tokenizer, policy, config=settings.memory)
+            embedder = make_embedder(settings, model, quota, meter)
+            memory = MemoryManager(
+                store, summarizer, tokenizer, policy, config=settings.memory,
+                semantic=None if embedder is None else SemanticRecall(
+                    store, embedder, timeout=settings.llm.embedding_timeout),
+                indexer=None if embedder is None else EmbeddingIndexer(store, embedder),
+            )
             restarts = settings.restarts
             owed = OwedReplies(storage.owed, claim_seconds=restarts.reply_claim_seconds,
                                answer_missed_seconds=restarts.answer_missed_seconds)
@@ -183,8 +215,9 @@ class Runtime:
                 await memory.close(grace=compaction_grace(settings.restarts.shutdown_grace_seconds))
                 await quota.close()  # after the last summary: its count is written too
         finally:
-            with contextlib.suppress(Exception):
-                aclose = getattr(model, "aclose", None)
-                if aclose is not None:
-                    await aclose()
+            for client in (model, embedder):
+                with contextlib.suppress(Exception):
+                    aclose = getattr(client, "aclose", None)
+                    if aclose is not None:
+                        await aclose()
             await storage.close()

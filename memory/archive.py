@@ -35,9 +35,17 @@ from memory.models import (
     SummaryState,
     Turn,
 )
-from memory.recall import people_first, recall_query, turn_fallback_query, turn_query
+from memory.recall import (
+    QUERY_TURNS,
+    asked,
+    people_first,
+    recall_query,
+    turn_fallback_query,
+    turn_query,
+)
 from memory.relevance import query_weights, rank_facts
 from memory.search_text import query_terms
+from memory.semantic import SemanticRecall, fuse_ranked
 from memory.store import ArchiveStore
 from memory.text import clean_text
 from memory.tokens import Tokenizer
@@ -88,11 +96,14 @@ class Archive:
         config: MemoryConfig,
         *,
         clock: Callable[[], float] = time.time,
+        semantic: SemanticRecall | None = None,
     ) -> None:
         self.store = store
         self.tokenizer = tokenizer
         self.config = config
         self.clock = clock
+        self.semantic = semantic
+        """Recall by meaning too (``EMBEDDING_MODEL``); None: by words only."""
         self._retention: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ recall
@@ -152,15 +163,26 @@ class Archive:
         # docs/decisions/0015).
         limit = max(self.config.recall_turns, budget // 20)
         query = turn_query(turns)
-        hits = await self.store.search_turns(
-            key, query, before_seq=below, limit=limit,
-            fallback=turn_fallback_query(turns, query),
+        hits, near = await asyncio.gather(
+            self.store.search_turns(key, query, before_seq=below, limit=limit,
+                                    fallback=turn_fallback_query(turns, query)),
+            self._nearest(key, turns, below),
         )
+        hits = fuse_ranked(hits, near)  # semantic recall's one step: RRF with word search
         hits = people_first(await self._follow_up(key, query, people_first(hits), below))
         shown = hits[: within_reach(hits, room, self.config.split)]
         around = {h.seq + d for h in shown for d in (-1, 1)} - {h.seq for h in hits}
         nearby = await self.store.turns_at(key, sorted(s for s in around if 0 < s < below))
         return hits, nearby
+
+    async def _nearest(self, key: ChannelKey, turns: Sequence[Turn], below: int) -> list[Turn]:
+        """The stored turns before ``below`` closest in meaning to the newest of ``turns``
+        (its text as search sees it: no mentions, no bot names); none without
+        ``EMBEDDING_MODEL`` or when the message could not be embedded in time."""
+        if self.semantic is None:
+            return []
+        message = asked(list(turns)[-(QUERY_TURNS + 1):])[0]
+        return await self.semantic.nearest(key, message, before_seq=below)
 
     async def _follow_up(
         self, key: ChannelKey, query: Sequence[str], hits: list[Turn], below: int

@@ -25,6 +25,7 @@ from typing import Protocol
 from memory.archive import Archive, ArchiveWithRetention, ForgetOutcome
 from memory.compaction import CompactionStore, Compactor
 from memory.config import VIEW_TURN_LIMIT, MemoryConfig
+from memory.embedding_indexer import EmbeddingIndexer
 from memory.errors import CallRefused
 from memory.models import (
     ChannelKey,
@@ -35,6 +36,7 @@ from memory.models import (
     NewTurn,
     RecordResult,
 )
+from memory.semantic import SemanticRecall
 from memory.speakers import speaker_name
 from memory.store import ChangeOutcome, ResetResult
 from memory.summarizer import Summarizer
@@ -83,6 +85,8 @@ class MemoryManager:
         *,
         config: MemoryConfig | None = None,
         clock: Callable[[], float] = time.time,
+        semantic: SemanticRecall | None = None,
+        indexer: EmbeddingIndexer | None = None,
     ) -> None:
         self.store = store
         self.summarizer = summarizer
@@ -90,12 +94,19 @@ class MemoryManager:
         self.policy = policy or WindowPolicy()
         self.config = config or MemoryConfig()
         self.clock = clock
-        self._archive = Archive(store, tokenizer, self.config, clock=clock)
+        self.indexer = indexer
+        """Embeds recorded turns in the background (``EMBEDDING_MODEL``); None: off."""
+        self._archive = Archive(store, tokenizer, self.config, clock=clock, semantic=semantic)
         self._compaction = Compactor(
             store, summarizer, self.policy, self._archive, self.config, clock=clock
         )
         # Backpressure on the record path: a burst parks here, not in the ready queue.
         self._admit = asyncio.Semaphore(self.config.max_inflight_records)
+
+    @property
+    def semantic(self) -> SemanticRecall | None:
+        """Recall by meaning (``EMBEDDING_MODEL``), None when off."""
+        return self._archive.semantic
 
     @property
     def compactions(self) -> int:
@@ -117,6 +128,8 @@ class MemoryManager:
         """Resume compaction for channels left overflowing; start retention if configured."""
         await self._compaction.resume()
         self._archive.start_retention()
+        if self.indexer is not None:
+            self.indexer.start(await self.store.channels())
 
     async def close(self, *, grace: float = 5.0) -> None:
         """Let running compactions finish within ``grace`` seconds, then cancel the rest.
@@ -124,6 +137,8 @@ class MemoryManager:
         A cancelled compaction has committed nothing, so the old state stands.
         """
         retention = self._archive.stop_retention()
+        if self.indexer is not None:
+            await self.indexer.close()
         await self._compaction.close(grace=grace)
         if retention is not None:
             await asyncio.gather(retention, return_exceptions=True)
@@ -144,6 +159,8 @@ class MemoryManager:
         """Store a turn durably (idempotent on message id) and schedule compaction if due."""
         async with self._admit:
             result = await self.store.record(self.prepare(turn))
+        if self.indexer is not None and result.created and turn.role == "user":
+            self.indexer.notify(turn.key)
         await self._compaction.recorded(turn.key, result)
         return result
 
@@ -228,7 +245,10 @@ class MemoryManager:
     async def edit(self, key: ChannelKey, message_id: str, text: str) -> ChangeOutcome:
         """Apply a platform edit to an unfolded turn."""
         clean = clean_text(text)
-        return await self.store.edit(key, message_id, clean, self.tokenizer.count(clean))
+        outcome = await self.store.edit(key, message_id, clean, self.tokenizer.count(clean))
+        if outcome == "updated" and self.indexer is not None:
+            self.indexer.notify(key)  # the edit dropped the turn's vector: embed the new text
+        return outcome
 
     async def delete(self, key: ChannelKey, message_id: str) -> ChangeOutcome:
         """Apply a platform delete to an unfolded turn."""

@@ -3,9 +3,11 @@
 ``MemoryStore`` is what the memory manager reads and commits; ``ArchiveStore`` holds
 episodes and long-term facts; ``LeaseStore`` keeps compaction single-flight across
 processes; ``PortingStore`` serves ``gistbot copy-db``; ``InspectStore`` the operator's
-inspector; ``CatchupStore`` (``memory.catchup_store``) reads turns by time. ``Store`` is
-their union, what one backend implements. Storage that is not memory is declared by the
-application beside its own implementations; platform concerns are not declared here.
+inspector; ``CatchupStore`` (``memory.catchup_store``) reads turns by time;
+``EmbeddingStore`` (``memory.embedding_store``) keeps turn vectors for semantic recall.
+``Store`` is their union, what one backend implements. Storage that is not memory is
+declared by the application beside its own implementations; platform concerns are not
+declared here.
 
 Semantics every backend keeps (``tests/harness/store_contract.py`` runs on both):
 
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from memory.catchup_store import CatchupStore
+from memory.embedding_store import EmbeddingStore
 from memory.history import ChannelOverview, SummaryVersion
 from memory.models import (
     CarriedIdentifier,
@@ -46,6 +49,7 @@ __all__ = [
     "ArchiveStore",
     "CatchupStore",
     "ChangeOutcome",
+    "EmbeddingStore",
     "InspectStore",
     "LeaseStore",
     "Lifecycle",
@@ -263,6 +267,6 @@ class InspectStore(Protocol):
 @runtime_checkable
 class Store(
     Lifecycle, MemoryStore, ArchiveStore, LeaseStore, PortingStore, InspectStore, CatchupStore,
-    Protocol
+    EmbeddingStore, Protocol
 ):
     """Everything one backend class implements; callers ask for the narrower role they use."""

@@ -384,6 +384,30 @@ async def test_turns_of_version_11_are_stemmed_at_open(
     assert await admin.fetchval("SELECT count(*) FROM turns WHERE terms IS NULL") == 0
 
 
+async def test_a_version_12_schema_gains_turn_vectors_that_deletes_drop(
+    make_pg: MakeStore, admin: asyncpg.Connection, schema: str
+) -> None:
+    from memory.embedding_store import pack
+
+    await admin.execute(f'CREATE SCHEMA "{schema}"; SET search_path = "{schema}"')
+    for script in MIGRATIONS[:12]:
+        await admin.execute(script)
+    await admin.execute(
+        "CREATE TABLE schema_version (version integer NOT NULL);"
+        "INSERT INTO schema_version VALUES (12);"
+        "INSERT INTO channels (platform, workspace, channel, next_seq) "
+        "VALUES ('discord', 'g1', 'c1', 3);"
+        "INSERT INTO turns (channel_id, seq, message_id, role, author_id, author_name, text, "
+        "tokens, sent_at) VALUES (1, 1, 'm1', 'user', 'a', 'A', 'we flew to Rio', 1, 5.0),"
+        "(1, 2, 'm2', 'user', 'a', 'A', 'and back', 1, 6.0)")
+    s = await make_pg()
+    turns = await s.turns(KEY)
+    assert await s.put_embeddings(KEY, "m", [(t, pack([1.0, float(t.seq)])) for t in turns]) == 2
+    assert await s.delete(KEY, "m2") == "deleted"
+    assert await admin.fetchval("SELECT version FROM schema_version") == SCHEMA_VERSION
+    assert [r[0] for r in await admin.fetch("SELECT seq FROM turn_embeddings")] == [1]
+
+
 async def test_turn_search_uses_the_gin_index(
     store: PostgresStore, admin: asyncpg.Connection, schema: str
 ) -> None:

@@ -19,6 +19,7 @@ def test_defaults_are_offline_sqlite_console() -> None:
     assert (s.memory.max_history_messages, s.memory.keep_recent_messages) == (None, None)
     assert s.memory.recall_tokens is None
     assert s.restarts.backfill_max_messages == 500
+    assert (s.llm.embedding_model, s.llm.embedding_timeout) == (None, 2.0)  # semantic recall off
 
 
 def test_key_or_base_url_selects_openai() -> None:
@@ -56,6 +57,10 @@ def test_key_or_base_url_selects_openai() -> None:
         ({"LOG_LEVEL": "loud"}, "LOG_LEVEL", "INFO"),
         ({"SHARD_IDS": "0,1"}, "SHARD_IDS", "SHARD_COUNT"),
         ({"SHARD_COUNT": "2", "SHARD_IDS": "0,2"}, "SHARD_IDS", "between 0 and"),
+        ({"EMBEDDING_MODEL": "nomic-embed-text"}, "EMBEDDING_MODEL", "OPENAI_BASE_URL"),
+        ({"EMBEDDING_MODEL": " ", "OPENAI_BASE_URL": "http://x:1/v1"}, "EMBEDDING_MODEL",
+         "name a model"),
+        ({"EMBEDDING_TIMEOUT": "0"}, "EMBEDDING_TIMEOUT", "greater than 0"),
     ],
 )
 def test_bad_settings_name_the_variable_and_fix(

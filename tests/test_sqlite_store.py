@@ -474,3 +474,24 @@ async def test_turn_search_reads_one_rowid_range_and_turns_by_key(store: SqliteS
     for sql, plan in plans.items():
         if "FROM turns " in sql:
             assert "USING PRIMARY KEY (channel_id=? AND seq=?)" in plan, (sql, plan)
+
+
+async def test_a_version_15_database_gains_turn_vectors_that_deletes_drop(
+    tmp_path: Path,
+) -> None:
+    from memory.embedding_store import pack
+
+    path = tmp_path / "v15.db"
+    with sqlite3.connect(path, isolation_level=None) as conn:
+        register(conn)
+        _old_file(conn, 15, "we flew to Rio", after_turn=lambda seq: turn_search.drain(conn))
+    async with SqliteStore(path) as s:
+        turns = await s.turns(KEY)
+        vectors = [(t, pack([1.0, float(t.seq)])) for t in turns]
+        assert await s.put_embeddings(KEY, "m", vectors) == 3
+        assert await s.delete(KEY, "m3") == "deleted"
+        assert await s.embedding_count(KEY, "m") == 2
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
+        assert conn.execute("SELECT seq FROM turn_embeddings ORDER BY seq").fetchall() == [
+            (1,), (2,)]

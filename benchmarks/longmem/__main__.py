@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.common import Config, commit, machine_info, markdown, write_results
-from benchmarks.longmem.scenario import METHODS, run
+from benchmarks.longmem.scenario import DEFAULT_METHODS, METHODS, run
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -25,7 +25,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                                 description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="2 conversations, 30 questions")
     p.add_argument("--budgets", help="comma-separated memory budgets (default 1000,2000,4000)")
-    p.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset")
+    p.add_argument("--methods", default=",".join(DEFAULT_METHODS),
+                   help=f"comma-separated, of: {', '.join(METHODS)} (gistbot+semantic needs "
+                   "pip install -e '.[bench-embed]')")
     p.add_argument("--seed", type=int, default=13)
     p.add_argument("--out", type=Path, help="write results.md and results.json here")
     p.add_argument("--dump", type=Path, help="only write the generated data (JSONL) here")

@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import logging
 import shutil
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,8 +44,8 @@ from bot.settings.sections import BudgetSettings
 from memory.completion import ChatMessage
 from memory.models import ChannelKey, NewTurn
 
-__all__ = ["GistbotChannel", "default_budget", "prompts_on_fresh_copies", "reply_prompt",
-           "settings_for", "snapshot_sqlite"]
+__all__ = ["Embedding", "GistbotChannel", "default_budget", "prompts_on_fresh_copies",
+           "reply_prompt", "settings_for", "snapshot_sqlite"]
 
 REPLY_TOKENS = 800
 ASK_DELAY = 86_400.0  # questions come a day after the last session
@@ -59,10 +60,12 @@ def default_budget() -> int:
     return context - reply - fixed()
 
 
-def settings_for(budget: int, db: Path) -> tuple[Settings, dict[str, str]]:
+def settings_for(budget: int, db: Path, embedding: Embedding | None = None
+                 ) -> tuple[Settings, dict[str, str]]:
     """Settings whose memory budget is ``budget``; gistbot's defaults otherwise, except
     ``SUMMARY_TOKENS`` lowered (in steps of 50) when the default does not validate at a
-    small ``CONTEXT_TOKENS``. Returns the settings and the non-default values used."""
+    small ``CONTEXT_TOKENS``, and semantic recall on ``embedding``'s endpoint when given.
+    Returns the settings and the non-default values used."""
     env = {
         "LLM_PROVIDER": "offline",
         "DATABASE_URL": f"sqlite:///{db}",
@@ -72,6 +75,8 @@ def settings_for(budget: int, db: Path) -> tuple[Settings, dict[str, str]]:
         "USER_RATE_LIMIT": "0",
         "LOG_LEVEL": "WARNING",
     }
+    if embedding is not None:
+        env |= {"OPENAI_BASE_URL": embedding.base_url, "EMBEDDING_MODEL": embedding.model}
     summary = 600  # only used if the derived SUMMARY_TOKENS does not validate
     while True:
         try:
@@ -81,6 +86,14 @@ def settings_for(budget: int, db: Path) -> tuple[Settings, dict[str, str]]:
                 raise
             summary -= 50
             env["SUMMARY_TOKENS"] = str(summary)
+
+
+@dataclass(frozen=True)
+class Embedding:
+    """The embedding endpoint of a semantic-recall run (``benchmarks.embedding_server``)."""
+
+    base_url: str
+    model: str
 
 
 def _copy_snapshot(snapshot: Path, db: Path) -> None:
@@ -98,12 +111,17 @@ class _Open:
 class GistbotChannel:
     """One conversation replayed into gistbot at one budget; ``ask`` questions on it."""
 
-    def __init__(self, conv: Conversation, budget: int, folder: Path) -> None:
+    def __init__(self, conv: Conversation, budget: int, folder: Path,
+                 embedding: Embedding | None = None) -> None:
         self.conv, self.budget, self.folder = conv, budget, folder
         self.key = ChannelKey("bench", "longmem", conv.id)
-        self.db = folder / f"{conv.id}-{budget}.db"
-        self.snapshot = folder / f"{conv.id}-{budget}.snapshot.db"
-        self.settings, self.env = settings_for(budget, self.db)
+        tag = "-semantic" if embedding is not None else ""
+        self.db = folder / f"{conv.id}-{budget}{tag}.db"
+        self.snapshot = folder / f"{conv.id}-{budget}{tag}.snapshot.db"
+        self.settings, self.env = settings_for(budget, self.db, embedding)
+        self.view_seconds: list[float] = []
+        """Per question: recording it and building its reply's prompt (the reply path)."""
+        self.fallbacks = 0
         self.asked_at = conv.turns[-1].sent_at + ASK_DELAY
         self.restores = 0
         self._open: _Open | None = None
@@ -130,10 +148,11 @@ class GistbotChannel:
 
     @classmethod
     @contextlib.asynccontextmanager
-    async def replay(cls, conv: Conversation, budget: int, folder: Path
-                     ) -> AsyncIterator[GistbotChannel]:
-        """Replay ``conv`` at ``budget``; yield a channel to ask questions on."""
-        ch = cls(conv, budget, folder)
+    async def replay(cls, conv: Conversation, budget: int, folder: Path,
+                     embedding: Embedding | None = None) -> AsyncIterator[GistbotChannel]:
+        """Replay ``conv`` at ``budget``; yield a channel to ask questions on. With
+        ``embedding``, every turn is embedded (the indexer idle) before the snapshot."""
+        ch = cls(conv, budget, folder, embedding)
         try:
             rt = await ch._start()
             for t in conv.turns:
@@ -142,6 +161,8 @@ class GistbotChannel:
                     key=ch.key, message_id=t.id, author_id=t.speaker_id, author_name=t.speaker,
                     text=t.text, sent_at=t.sent_at, mentions_bot=False))
             await rt.memory.wait_idle()
+            if rt.memory.indexer is not None:
+                await rt.memory.indexer.wait_idle()
             await ch._stop()
             await asyncio.to_thread(snapshot_sqlite, ch.db, ch.snapshot)
             rt = await ch._start()
@@ -162,9 +183,14 @@ class GistbotChannel:
         rt = self._open.rt
         name, author = self.conv.asker
         message_id = f"ask:{q.id}"
+        before = rt.memory.semantic.fallbacks if rt.memory.semantic is not None else 0
+        started = time.perf_counter()
         messages = await reply_prompt(rt, IncomingMessage(
             key=self.key, message_id=message_id, author_id=author, author_name=name,
             text=q.question, sent_at=self.asked_at, mentions_bot=True))
+        self.view_seconds.append(time.perf_counter() - started)
+        if rt.memory.semantic is not None:
+            self.fallbacks += rt.memory.semantic.fallbacks - before
         outcome = await rt.memory.delete(self.key, message_id)
         await rt.memory.wait_idle()
         if outcome != "deleted" or await self._state(rt) != self._baseline:

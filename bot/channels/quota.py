@@ -55,6 +55,7 @@ KINDS = {
     "catchup": "/catchup",
     "digest": "digests",
     "compaction": "background summaries",
+    "embedding": "embeddings",
 }
 """The kinds of model call counted apart, and how ``/config usage`` names them."""
 PERSONAL_KINDS = ("reply", "summary", "catchup")

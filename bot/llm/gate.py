@@ -4,7 +4,8 @@ preemptible. ``LLMGate(slots, summary_slots=...)`` sits in front of one endpoint
 - **Slots.** At most ``slots`` calls (``LLM_CONCURRENCY``: the number of requests the
   server runs in parallel) are in flight; the rest wait on futures, costing nothing.
 - **Priority.** A free slot goes to the longest-waiting *interactive* call (``reply``,
-  ``digest``), and only when none waits to a background ``summary``.
+  ``digest``), and only when none waits to a background ``summary`` or ``embedding``
+  batch (which count as summaries below).
 - **Summary cap.** At most ``summary_slots`` summaries (``SUMMARY_CONCURRENCY``) at once.
 - **Preemption.** An interactive call that finds every slot taken while summaries hold
   some cancels the newest of them; the SDK closes its HTTP request (summaries are streamed,
@@ -34,7 +35,7 @@ __all__ = ["BACKGROUND", "INTERACTIVE", "LLMGate"]
 
 T = TypeVar("T")
 INTERACTIVE = frozenset({"reply", "digest"})
-BACKGROUND = frozenset({"summary"})
+BACKGROUND = frozenset({"summary", "embedding"})
 
 
 class _Slot:

@@ -167,6 +167,13 @@ class Settings(BaseSettings):
                 "LLM_PROVIDER=openai needs OPENAI_API_KEY (for api.openai.com) or "
                 "OPENAI_BASE_URL (for Ollama, vLLM, LM Studio, …)"
             )
+        if llm.embedding_model and not (llm.openai_base_url or llm.openai_api_key):
+            problems.append(
+                "EMBEDDING_MODEL needs an embedding endpoint: set OPENAI_BASE_URL (Ollama, "
+                "llama.cpp, …) or OPENAI_API_KEY, or unset EMBEDDING_MODEL"
+            )
+        if llm.embedding_model is not None and not llm.embedding_model.strip():
+            problems.append("EMBEDDING_MODEL is empty: name a model, or unset it")
         discord = self.discord
         if discord.shard_ids and not discord.shard_count:
             problems.append("SHARD_IDS needs SHARD_COUNT (the total number of shards)")

@@ -108,11 +108,14 @@ class LLMSettings(Section):
     summary_concurrency: int = Field(default=8, description=(
         "Background summaries in flight at once, process-wide; the rest wait."))
     embedding_model: str | None = Field(default=None, description=(
-        "Model name for semantic recall embeddings on the same OpenAI-compatible endpoint; "
-        "unset disables semantic recall."))
+        "Embedding model on the OpenAI-compatible endpoint of OPENAI_BASE_URL / "
+        "OPENAI_API_KEY (text-embedding-3-small, nomic-embed-text, …), also with "
+        "LLM_PROVIDER=offline. Set, old messages are also recalled by meaning, fused with "
+        "word search; unset (the default), recall is by words only and no embedding is "
+        "requested."))
     embedding_timeout: float = Field(default=2.0, gt=0, description=(
-        "How long a reply waits to embed its question before falling back to lexical "
-        "recall, in seconds."))
+        "Seconds a reply waits for its message's embedding before it recalls by words "
+        "only."))
 
     _blank = field_validator("openai_api_key", "openai_base_url", "summary_model_name",
                              "llm_provider", "embedding_model", mode="before")(_blank_is_unset)

@@ -19,6 +19,12 @@ client went away is generated to the end anyway, holding its slot (``abandoned``
 those that ran on after their client left); a *streamed* one stops at the next chunk, when
 writing to the closed connection fails. The default stops both at once.
 
+``POST /v1/embeddings`` answers deterministic vectors (:func:`embedding`): a hashed bag of
+the input's words, each word first mapped through ``concepts`` (``{"rio": "brazil"}``
+makes a text about Rio close to one about Brazil), so paraphrase tests are controlled.
+``embedding_delay`` (seconds) and ``embedding_error`` (an :class:`Error`, or ``Hang``)
+make the endpoint slow or failing; ``embedding_requests`` lists what it was asked.
+
 ``python -m tests.fakes.openai_server --port 0`` prints its base URL as the first line of
 stdout and answers with :func:`default_responder` until SIGINT/SIGTERM.
 """
@@ -32,6 +38,7 @@ import json
 import re
 import signal
 import time
+import zlib
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,7 +49,7 @@ from aiohttp import web
 
 __all__ = [
     "EmptyChoices", "Error", "FakeOpenAI", "Hang", "Malformed", "Request", "Text",
-    "content_text", "context_length_error", "default_responder", "image_parts",
+    "content_text", "context_length_error", "default_responder", "embedding", "image_parts",
     "is_summary_request", "rate_limited",
 ]  # fmt: skip
 
@@ -202,6 +209,20 @@ def _usage(body: JSON, text: str) -> JSON:
     return {"usage": usage}
 
 
+EMBEDDING_DIMENSIONS = 1024
+
+
+def embedding(text: str, concepts: Mapping[str, str] | None = None,
+              dimensions: int = EMBEDDING_DIMENSIONS) -> list[float]:
+    """A hashed bag of ``text``'s lower-cased words (after ``concepts``), unnormalized:
+    texts sharing words (or concepts) point the same way; others are near-orthogonal."""
+    vector = [0.0] * dimensions
+    for word in re.findall(r"\w+", text.lower()):
+        word = (concepts or {}).get(word, word)
+        vector[zlib.crc32(word.encode()) % dimensions] += 1.0
+    return vector
+
+
 class FakeOpenAI:
     """The server; use as ``async with FakeOpenAI() as fake:`` and point a client at
     ``fake.base_url``."""
@@ -217,6 +238,7 @@ class FakeOpenAI:
         port: int = 0,
         max_concurrency: int | None = None,
         finish_abandoned: bool = False,
+        concepts: Mapping[str, str] | None = None,
     ) -> None:
         self.responder, self.latency, self.models, self.strict = responder, latency, models, strict
         self.requests: list[Request] = []
@@ -237,11 +259,27 @@ class FakeOpenAI:
         self._seq = 0
         self._arrived = asyncio.Condition()
         self.base_url = ""
+        self.concepts = dict(concepts or {})
+        self.embedding_delay = 0.0
+        self.embedding_error: Error | Hang | None = None
 
     @property
     def chat_requests(self) -> list[Request]:
         """Only the chat completion requests, in arrival order."""
         return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    @property
+    def embedding_requests(self) -> list[Request]:
+        """Only the embedding requests, in arrival order."""
+        return [r for r in self.requests if r.path.endswith("/embeddings")]
+
+    def embedded_texts(self) -> list[str]:
+        """Every input text the embedding endpoint was asked for, in order."""
+        out: list[str] = []
+        for r in self.embedding_requests:
+            given = (r.json or {}).get("input", [])
+            out += [given] if isinstance(given, str) else list(given)
+        return out
 
     def push(self, *items: Scripted | str) -> None:
         """Queue answers for the next chat requests; a ``str`` means ``Text(str)``."""
@@ -252,6 +290,7 @@ class FakeOpenAI:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/embeddings", self._embeddings)
         # handler_cancellation: a hung handler ends when the client gives up.
         self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0)
         await self._runner.setup()
@@ -305,6 +344,27 @@ class FakeOpenAI:
         await self._record(request)
         data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]
         return web.json_response({"object": "list", "data": data})
+
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        seen = await self._record(request)
+        body = seen.json or {}
+        if self.embedding_delay:
+            await asyncio.sleep(self.embedding_delay)
+        step = self.embedding_error
+        if isinstance(step, Hang):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), step.seconds)
+        elif isinstance(step, Error):
+            text = json.dumps(step.body) if isinstance(step.body, dict) else str(step.body or "")
+            return web.Response(text=text, status=step.status, headers=step.headers,
+                                content_type="application/json")
+        given = body.get("input", [])
+        texts = [given] if isinstance(given, str) else list(given)
+        data = [{"object": "embedding", "index": i, "embedding": embedding(t, self.concepts)}
+                for i, t in enumerate(texts)]
+        tokens = sum(len(t.split()) + 1 for t in texts)
+        return web.json_response({"object": "list", "data": data, "model": body.get("model"),
+                                  "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         seen = await self._record(request)

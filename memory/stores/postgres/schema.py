@@ -167,6 +167,29 @@ MIGRATIONS: tuple[str, ...] = (
         ALTER MAPPING FOR asciiword, asciihword, hword_asciipart WITH gistbot_english;
     UPDATE turns SET terms = NULL WHERE terms IS NOT NULL;
     """,
+    # 13: one vector per turn and embedding model (``embeddings``, semantic recall) as
+    # bytea, scanned like SQLite's; deleting a turn or editing its text drops its vectors
+    # by trigger, in the writing transaction.
+    """
+    CREATE TABLE turn_embeddings (
+        channel_id bigint NOT NULL,
+        seq bigint NOT NULL,
+        model text NOT NULL,
+        vector bytea NOT NULL,
+        PRIMARY KEY (channel_id, seq, model)
+    );
+    CREATE FUNCTION gistbot_drop_turn_embeddings() RETURNS trigger LANGUAGE plpgsql
+        SET search_path FROM CURRENT AS $$
+    BEGIN
+        DELETE FROM turn_embeddings WHERE channel_id = OLD.channel_id AND seq = OLD.seq;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER turn_embeddings_deleted AFTER DELETE ON turns
+        FOR EACH ROW EXECUTE FUNCTION gistbot_drop_turn_embeddings();
+    CREATE TRIGGER turn_embeddings_edited AFTER UPDATE OF text ON turns
+        FOR EACH ROW WHEN (NEW.text IS DISTINCT FROM OLD.text)
+        EXECUTE FUNCTION gistbot_drop_turn_embeddings();
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

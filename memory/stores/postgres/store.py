@@ -56,6 +56,7 @@ from memory.stores.common import (
 )
 from memory.stores.faults import REPORT
 from memory.stores.postgres import archive, catchup, errors, history, queries, turn_search
+from memory.stores.postgres.embeddings import PostgresEmbeddings
 from memory.stores.postgres.queries import Conn, RecordHook, ResetHook, by_key
 from memory.stores.postgres.schema import migrate, quote_schema
 
@@ -65,9 +66,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class PostgresStore:
+class PostgresStore(PostgresEmbeddings):
     """A store on a PostgreSQL schema (every role of ``memory.store.Store``); see the module
-    docstring for the design.
+    docstring for the design. Turn vectors (``PostgresEmbeddings``) are memory's own role.
 
     Stores of other roles share its pool (``tx``, ``fetch``) and add their own writes to a
     created turn's or a reset's transaction (``on_record``, ``on_reset``).

@@ -11,7 +11,7 @@ Every hot query is served by an index whose cost does not grow with history leng
 "newest N turns" are range scans from the end; ``(channel_id, message_id)`` makes ingestion
 idempotent; ``facts_recent`` orders facts by last mention. Turn search reads ``turns_fts``
 by a rowid range of one channel (step 5; without per-row sizes since step 11; English words
-stemmed since step 15).
+stemmed since step 15). Turn vectors (step 16) share the turns' key.
 """
 
 from __future__ import annotations
@@ -245,6 +245,25 @@ MIGRATIONS: tuple[str, ...] = (
     DELETE FROM turns_unindexed;
     INSERT INTO turns_fts (rowid, terms)
     SELECT (channel_id << 32) | seq, gistbot_terms(author_name, text) FROM turns;
+    """,
+    # 16: one vector per turn and embedding model (``embeddings``, semantic recall), keyed
+    # by the turn so that deleting a turn, or editing its text, drops its vectors in the
+    # same transaction. Nothing is written while ``EMBEDDING_MODEL`` is unset.
+    """
+    CREATE TABLE turn_embeddings (
+        channel_id INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        model TEXT NOT NULL,
+        vector BLOB NOT NULL,
+        PRIMARY KEY (channel_id, seq, model)
+    ) WITHOUT ROWID;
+    CREATE TRIGGER turn_embeddings_deleted AFTER DELETE ON turns BEGIN
+        DELETE FROM turn_embeddings WHERE channel_id = old.channel_id AND seq = old.seq;
+    END;
+    CREATE TRIGGER turn_embeddings_edited AFTER UPDATE OF text ON turns
+    WHEN new.text IS NOT old.text BEGIN
+        DELETE FROM turn_embeddings WHERE channel_id = old.channel_id AND seq = old.seq;
+    END;
     """,
 )
 

@@ -47,6 +47,7 @@ from memory.stores.sqlite import archive, history, queries, turn_search
 from memory.stores.sqlite.archive_vocab import ArchiveVocab
 from memory.stores.sqlite.catchup import last_turn_by, turns_between
 from memory.stores.sqlite.checkpointer import CHECKPOINT_INTERVAL, Checkpointer
+from memory.stores.sqlite.embeddings import SqliteEmbeddings
 from memory.stores.sqlite.queries import RecordHook, ResetHook
 from memory.stores.sqlite.readers import Readers
 from memory.stores.sqlite.schema import migrate
@@ -94,9 +95,9 @@ def _open_error(path: Path, exc: sqlite3.DatabaseError) -> StoreOpenError:
     return StoreOpenError(f"cannot open the database {path}: {hint}")
 
 
-class SqliteStore:
+class SqliteStore(SqliteEmbeddings):
     """A store on one SQLite file (every role of ``memory.store.Store``). See the module
-    docstring for the design.
+    docstring for the design. Turn vectors (``SqliteEmbeddings``) are memory's own role.
 
     Stores of other roles share its writer and readers (``write``, ``read``) and add their
     own writes to a created turn's or a reset's transaction (``on_record``, ``on_reset``).
