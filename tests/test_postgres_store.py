@@ -391,7 +391,8 @@ async def test_a_version_12_schema_gains_turn_vectors_that_deletes_drop(
 
     await admin.execute(f'CREATE SCHEMA "{schema}"; SET search_path = "{schema}"')
     for script in MIGRATIONS[:12]:
-        await admin.execute(script)
+        if script.strip():  # the steps of storage roles that left memory are empty
+            await admin.execute(script)
     await admin.execute(
         "CREATE TABLE schema_version (version integer NOT NULL);"
         "INSERT INTO schema_version VALUES (12);"

@@ -118,7 +118,7 @@ class LLMSettings(Section):
         "only."))
 
     _blank = field_validator("openai_api_key", "openai_base_url", "summary_model_name",
-                             "llm_provider", "embedding_model", mode="before")(_blank_is_unset)
+                             "llm_provider", mode="before")(_blank_is_unset)
 
     @field_validator("openai_api_key")
     @classmethod
