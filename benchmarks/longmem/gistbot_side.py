@@ -43,8 +43,8 @@ from bot.settings import Settings, load_settings
 from memory.completion import ChatMessage
 from memory.models import ChannelKey, NewTurn
 
-__all__ = ["GistbotChannel", "default_budget", "prompts_on_fresh_copies", "reply_prompt",
-           "settings_for", "snapshot_sqlite"]
+__all__ = ["GistbotChannel", "context_budget", "default_budget", "prompts_on_fresh_copies",
+           "reply_prompt", "settings_for", "snapshot_sqlite"]
 
 REPLY_TOKENS = 800
 ASK_DELAY = 86_400.0  # questions come a day after the last session
@@ -53,10 +53,13 @@ ASK_DELAY = 86_400.0  # questions come a day after the last session
 def default_budget() -> int:
     """The memory budget of a default deployment: ``CONTEXT_TOKENS − REPLY_TOKENS − fixed``
     (``bot.budget.memory_budget`` with the default settings and system prompt)."""
-    defaults = Settings.model_fields
-    context = int(defaults["context_tokens"].default)
-    reply = int(defaults["reply_tokens"].default)
-    return context - reply - fixed()
+    return context_budget(int(Settings.model_fields["context_tokens"].default))
+
+
+def context_budget(context_tokens: int) -> int:
+    """The memory budget of a deployment with this ``CONTEXT_TOKENS`` and the other
+    settings at their defaults."""
+    return context_tokens - int(Settings.model_fields["reply_tokens"].default) - fixed()
 
 
 def settings_for(budget: int, db: Path) -> tuple[Settings, dict[str, str]]:
