@@ -35,7 +35,8 @@ from memory.models import (
     SummaryState,
     Turn,
 )
-from memory.recall import people_first, recall_query, turn_fallback_query, turn_query
+from memory.ranking import rank
+from memory.recall import QUERY_TURNS, people_first, recall_query, turn_fallback_query, turn_query
 from memory.relevance import query_weights, rank_facts
 from memory.search_text import query_terms
 from memory.store import ArchiveStore
@@ -59,6 +60,9 @@ FOLLOW_UP_DOCS = 500
 searched turns: a word in thousands of turns does not lead to the second message of a
 two-step question, and in a very long channel it makes the follow-up cost as much as the
 search itself (docs/decisions/0015)."""
+POOL = 450
+"""Candidates a turn search returns at least, whatever the budget: enough for the ranking
+(``memory.ranking``) to find, among a named speaker's turns, the one that answers."""
 RETENTION_INTERVAL = 3600.0
 _MAX_ID = 2**63 - 1  # the largest id SQLite INTEGER and PostgreSQL bigint hold
 """Seconds between retention passes."""
@@ -150,13 +154,14 @@ class Archive:
             return [], []
         # Enough candidates to fill the recall room with short messages (~20 tokens each;
         # docs/decisions/0015).
-        limit = max(self.config.recall_turns, budget // 20)
+        limit = max(self.config.recall_turns, budget // 20, POOL)
         query = turn_query(turns)
         hits = await self.store.search_turns(
             key, query, before_seq=below, limit=limit,
             fallback=turn_fallback_query(turns, query),
         )
-        hits = people_first(await self._follow_up(key, query, people_first(hits), below))
+        hits = await self._follow_up(key, query, people_first(hits), below)
+        hits = rank(hits, turns[-(QUERY_TURNS + 1):])
         shown = hits[: within_reach(hits, room, self.config.split)]
         around = {h.seq + d for h in shown for d in (-1, 1)} - {h.seq for h in hits}
         nearby = await self.store.turns_at(key, sorted(s for s in around if 0 < s < below))
