@@ -147,9 +147,10 @@ class Archive:
     async def _recall_turns(
         self, key: ChannelKey, turns: Sequence[Turn], below: int | None, budget: int, room: int
     ) -> tuple[list[Turn], list[Turn]]:
-        """The stored turns before ``below`` that best match the newest of ``turns``, and
-        the neighbours (±1) that are not matches themselves of those a recall room of at
-        most ``room`` tokens could show (``view.within_reach``)."""
+        """The stored turns before ``below`` that best match the newest of ``turns`` (the
+        store's lexical order re-ranked by ``ranking.rank``), and the neighbours (±1) that
+        are not matches themselves of those a recall room of at most ``room`` tokens could
+        show (``view.within_reach``)."""
         if below is None or below <= 1:
             return [], []
         # Enough candidates to fill the recall room with short messages (~20 tokens each;
