@@ -35,6 +35,7 @@ from memory.models import (
     SummaryState,
     Turn,
 )
+from memory.ranking import rank
 from memory.recall import (
     QUERY_TURNS,
     asked,
@@ -67,6 +68,9 @@ FOLLOW_UP_DOCS = 500
 searched turns: a word in thousands of turns does not lead to the second message of a
 two-step question, and in a very long channel it makes the follow-up cost as much as the
 search itself (docs/decisions/0015)."""
+POOL = 450
+"""Candidates a turn search returns at least, whatever the budget: enough for the ranking
+(``memory.ranking``) to find, among a named speaker's turns, the one that answers."""
 RETENTION_INTERVAL = 3600.0
 _MAX_ID = 2**63 - 1  # the largest id SQLite INTEGER and PostgreSQL bigint hold
 """Seconds between retention passes."""
@@ -154,14 +158,15 @@ class Archive:
     async def _recall_turns(
         self, key: ChannelKey, turns: Sequence[Turn], below: int | None, budget: int, room: int
     ) -> tuple[list[Turn], list[Turn]]:
-        """The stored turns before ``below`` that best match the newest of ``turns``, and
-        the neighbours (±1) that are not matches themselves of those a recall room of at
-        most ``room`` tokens could show (``view.within_reach``)."""
+        """The stored turns before ``below`` that best match the newest of ``turns`` (the
+        store's lexical order re-ranked by ``ranking.rank``), and the neighbours (±1) that
+        are not matches themselves of those a recall room of at most ``room`` tokens could
+        show (``view.within_reach``)."""
         if below is None or below <= 1:
             return [], []
         # Enough candidates to fill the recall room with short messages (~20 tokens each;
         # docs/decisions/0015).
-        limit = max(self.config.recall_turns, budget // 20)
+        limit = max(self.config.recall_turns, budget // 20, POOL)
         query = turn_query(turns)
         hits, near = await asyncio.gather(
             self.store.search_turns(key, query, before_seq=below, limit=limit,
@@ -169,7 +174,8 @@ class Archive:
             self._nearest(key, turns, below),
         )
         hits = fuse_ranked(hits, near)  # semantic recall's one step: RRF with word search
-        hits = people_first(await self._follow_up(key, query, people_first(hits), below))
+        hits = await self._follow_up(key, query, people_first(hits), below)
+        hits = rank(hits, turns[-(QUERY_TURNS + 1):])
         shown = hits[: within_reach(hits, room, self.config.split)]
         around = {h.seq + d for h in shown for d in (-1, 1)} - {h.seq for h in hits}
         nearby = await self.store.turns_at(key, sorted(s for s in around if 0 < s < below))

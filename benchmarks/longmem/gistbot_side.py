@@ -44,7 +44,8 @@ from bot.settings.sections import BudgetSettings
 from memory.completion import ChatMessage
 from memory.models import ChannelKey, NewTurn
 
-__all__ = ["Embedding", "GistbotChannel", "default_budget", "prompts_on_fresh_copies",
+__all__ = ["Embedding", "GistbotChannel", "context_budget", "default_budget",
+           "prompts_on_fresh_copies",
            "reply_prompt", "settings_for", "snapshot_sqlite"]
 
 REPLY_TOKENS = 800
@@ -55,9 +56,13 @@ def default_budget() -> int:
     """The memory budget of a default deployment: ``CONTEXT_TOKENS − REPLY_TOKENS − fixed``
     (``bot.conversation.budget.Budget.memory_tokens`` with the default settings and system
     prompt)."""
-    defaults = BudgetSettings()
-    context, reply = defaults.context_tokens, defaults.reply_tokens
-    return context - reply - fixed()
+    return context_budget(BudgetSettings().context_tokens)
+
+
+def context_budget(context_tokens: int) -> int:
+    """The memory budget of a deployment with this ``CONTEXT_TOKENS`` and the other
+    settings at their defaults."""
+    return context_tokens - BudgetSettings().reply_tokens - fixed()
 
 
 def settings_for(budget: int, db: Path, embedding: Embedding | None = None
