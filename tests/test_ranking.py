@@ -7,9 +7,8 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-from bot.prompts import FENCE_CLOSE, FENCE_OPEN
-
 from bot.app import Runtime
+from bot.conversation.prompts import FENCE_CLOSE, FENCE_OPEN
 from bot.messages import IncomingMessage
 from bot.settings import load_settings
 from memory.models import ChannelKey, Turn
