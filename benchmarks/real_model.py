@@ -44,8 +44,10 @@ import httpx
 from benchmarks.common import machine_info, markdown, percentile
 from benchmarks.conversation import load_conversation, load_probes
 from benchmarks.recording_proxy import Call, RecordingProxy
+from memory.models import ChannelKey
 
 MODEL = "smollm2"
+KEY = ChannelKey("console", "local", "bench")  # the console's channel "bench"
 QUESTIONS = (
     "What did Sofia say we decided about the freeze?",
     "Who is checking the rollback plan for the API gateway?",
@@ -118,18 +120,25 @@ async def _tiny(client: httpx.AsyncClient, base: str) -> float:
     return time.monotonic() - started
 
 
-async def cancellation_check(base: str, *, after_tokens: int = 8, max_tokens: int = 400
+async def cancellation_check(base: str, *, after_tokens: int = 8, max_tokens: int = 200
                              ) -> list[dict[str, Any]]:
-    """Abandon a long request (streamed, then unstreamed) and time a tiny one right after."""
+    """Abandon a long request (streamed, then unstreamed) and time a tiny one right after.
+    The long one may not end early: its end-of-turn tokens are banned (``logit_bias``)."""
     rows: list[dict[str, Any]] = []
-    async with httpx.AsyncClient(timeout=300) as client:
+    async with httpx.AsyncClient(timeout=900) as client:
+        ends = {}
+        for special in ("<|im_end|>", "<|endoftext|>"):
+            r = await client.post(f"{base.removesuffix('/v1')}/extras/tokenize",
+                                  json={"input": special})
+            ends.update({str(t): -100 for t in r.json().get("tokens", [])[-1:]})
+        long = {"model": MODEL, "messages": LONG, "max_tokens": max_tokens, "logit_bias": ends}
         await _tiny(client, base)  # warm
         alone = statistics.median([await _tiny(client, base) for _ in range(3)])
         rows.append({"case": "tiny request alone (baseline)", "tiny s": alone,
                      "ratio": 1.0, "abandoned after s": None})
         started = time.monotonic()
         r = await client.post(f"{base}/chat/completions",
-                              json={"model": MODEL, "messages": LONG, "max_tokens": max_tokens})
+                              json=long)
         full = time.monotonic() - started
         done = r.json()["usage"]["completion_tokens"]
         rows.append({"case": f"long request to its end ({done} tokens)", "tiny s": None,
@@ -137,9 +146,8 @@ async def cancellation_check(base: str, *, after_tokens: int = 8, max_tokens: in
         # streamed: read a few tokens, close the connection, then the tiny request
         started = time.monotonic()
         got = 0
-        async with client.stream("POST", f"{base}/chat/completions", json={
-                "model": MODEL, "messages": LONG, "max_tokens": max_tokens, "stream": True,
-        }) as s:
+        async with client.stream("POST", f"{base}/chat/completions",
+                                 json={**long, "stream": True}) as s:
             async for line in s.aiter_lines():
                 got += line.startswith("data:") and '"content"' in line
                 if got >= after_tokens:
@@ -150,8 +158,7 @@ async def cancellation_check(base: str, *, after_tokens: int = 8, max_tokens: in
                      "ratio": tiny / alone, "abandoned after s": left})
         # unstreamed: give up after as long as the streamed one ran
         try:
-            await client.post(f"{base}/chat/completions", timeout=max(left, 0.5), json={
-                "model": MODEL, "messages": LONG, "max_tokens": max_tokens})
+            await client.post(f"{base}/chat/completions", timeout=max(left, 0.5), json=long)
         except httpx.TimeoutException:
             pass
         tiny = await _tiny(client, base)
@@ -245,6 +252,7 @@ def chat_env(base_url: str, db: Path, a: argparse.Namespace) -> dict[str, str]:
         "SUMMARY_TOKENS": str(a.summary_tokens),
         "WINDOW_TOKENS": str(a.window_tokens),
         "KEEP_TOKENS": str(a.keep_tokens),
+        "LLM_TIMEOUT": str(a.llm_timeout),
         "LLM_MAX_RETRIES": "0",  # every timeout shows, none hidden by a retry
         "USER_RATE_LIMIT": "0",  # one console user sends every line
         "LOG_LEVEL": "INFO",
@@ -252,7 +260,6 @@ def chat_env(base_url: str, db: Path, a: argparse.Namespace) -> dict[str, str]:
 
 
 async def run_chat(base_url: str, a: argparse.Namespace, tmp: Path) -> ChatRun:
-    from adapters.console_adapter import ConsoleChat
     from bot.admin.metrics import Metrics
     from bot.app import Runtime
     from bot.budget import window_policy
@@ -266,8 +273,6 @@ async def run_chat(base_url: str, a: argparse.Namespace, tmp: Path) -> ChatRun:
     for name in ("memory", "bot"):
         logging.getLogger(name).addHandler(collect)
         logging.getLogger(name).setLevel(logging.INFO)
-    feed = [*lines, *questions, "/summary"]
-    stdin, stdout = _TimedLines(feed), _TimedOut()
     started = time.monotonic()
     try:
         async with Runtime.open(settings) as rt:
@@ -278,12 +283,13 @@ async def run_chat(base_url: str, a: argparse.Namespace, tmp: Path) -> ChatRun:
             rt.service.observer = metrics
             rt.meter.listeners.append(metrics.on_usage)
             rt.memory.observe_compactions(metrics.on_compaction)
-            chat = ConsoleChat(rt.service, channel="bench", user="operator",
-                               stdin=cast(TextIO, stdin), stdout=cast(TextIO, stdout),
-                               json_lines=True)
             try:
                 async with asyncio.timeout(a.timeout):
-                    await chat.run()
+                    if a.pace == "batch":
+                        await _console_batch(rt, run, [*lines, *questions])
+                    else:
+                        await _paced(rt, run, a, lines, questions)
+                    await _console_batch(rt, run, ["/summary"])
                     run.finished = True
             except TimeoutError:
                 run.finished = False
@@ -294,18 +300,55 @@ async def run_chat(base_url: str, a: argparse.Namespace, tmp: Path) -> ChatRun:
                 if rec.purpose == "reply" and not rec.ok:
                     run.reply_errors[rec.error or "error"] = (
                         run.reply_errors.get(rec.error or "error", 0) + 1)
-            turns = await rt.store.turns(chat.key, limit=100_000)
+            turns = await rt.store.turns(KEY, limit=100_000)
             run.turn_tokens = sum(t.tokens for t in turns)
     finally:
         for name in ("memory", "bot"):
             logging.getLogger(name).removeHandler(collect)
     run.seconds = time.monotonic() - started
     run.logs = [f"{r.levelname} {r.name}: {r.getMessage()}" for r in collect.records]
-    for i, (at, answer) in enumerate(stdout.answers):
-        read = stdin.read_at[i] if i < len(stdin.read_at) else at
-        run.answers.append((str(answer.get("input", "")), str(answer.get("output", "")),
-                            at - read))
     return run
+
+
+async def _console_batch(rt: Any, run: ChatRun, feed: list[str]) -> None:
+    """``feed`` through the console in batch mode: the next line once the last is answered."""
+    from adapters.console_adapter import ConsoleChat
+
+    stdin, stdout = _TimedLines(feed), _TimedOut()
+    chat = ConsoleChat(rt.service, channel=KEY.channel, user="operator",
+                       stdin=cast(TextIO, stdin), stdout=cast(TextIO, stdout), json_lines=True)
+    try:
+        await chat.run()
+    finally:
+        for i, (at, answer) in enumerate(stdout.answers):
+            read = stdin.read_at[i] if i < len(stdin.read_at) else at
+            run.answers.append((str(answer.get("input", "")), str(answer.get("output", "")),
+                                at - read))
+
+
+async def _paced(rt: Any, run: ChatRun, a: argparse.Namespace, lines: list[str],
+                 questions: list[str]) -> None:
+    """One message every ``a.pace`` seconds whatever the replies are doing, each speaker
+    under their own name; every ``a.mention_every``-th line and every question mentions
+    the bot. Waits for all replies at the end."""
+    from bot.messages import IncomingMessage
+
+    async def send(i: int, author: str, text: str, mention: bool) -> None:
+        msg = IncomingMessage(KEY, f"m{i}", author.lower(), author, text, time.time(),
+                              mentions_bot=mention)
+        started = time.monotonic()
+        reply = await rt.service.on_message(msg)
+        if reply is not None:
+            run.answers.append((text, reply.text, time.monotonic() - started))
+
+    rows = load_conversation(len(lines))
+    sends = [(r.author, r.text, r.i % a.mention_every == 0) for r in rows]
+    sends += [("Dana", f"@gistbot {q}", True) for q in questions]
+    tasks = []
+    for i, (author, text, mention) in enumerate(sends):
+        tasks.append(asyncio.create_task(send(i, author, text, mention)))
+        await asyncio.sleep(float(a.pace))
+    await asyncio.gather(*tasks)
 
 
 # ---------------------------------------------------------------------------- measures
@@ -391,6 +434,7 @@ def report(a: argparse.Namespace, cancel: list[dict[str, Any]], run: ChatRun,
                 and r["server prompt"] + (r["max_tokens"] or 0) > a.n_ctx]
     left = [c for c in calls if c.purpose == "summary" and c.client_left]
     after, others = after_cancel(calls)
+    own = [c.seconds for c in calls if c.purpose == "reply" and c.seconds is not None]
     preempt_logs = [m for m in run.logs if "preempted by a reply" in m]
     with_label = [o for _, o, _ in replies if labelled(o, run.speakers | {"operator", "gistbot"})]
     machine = machine_info()
@@ -429,6 +473,10 @@ def report(a: argparse.Namespace, cancel: list[dict[str, Any]], run: ChatRun,
         {"what": "reply server time right after a left summary vs other replies (median s)",
          "value": f"{statistics.median(after):.2f} vs {statistics.median(others):.2f}"
                   if after and others else "–"},
+        {"what": "replies' own server time (proxy) p50 / max; over 60 s (the default "
+                 "LLM_TIMEOUT)",
+         "value": f"{percentile(own, 50):.1f} / {max(own):.1f} s; {sum(x > 60 for x in own)}"
+                  if own else "–"},
         {"what": "reply errors", "value": json.dumps(run.reply_errors) or "{}"},
         {"what": "reply latency p50 / p95 / max (line read to answer written)",
          "value": f"{percentile(lat, 50):.1f} / {percentile(lat, 95):.1f} / {max(lat):.1f} s"
@@ -495,6 +543,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--summary-tokens", type=int, default=150)
     p.add_argument("--window-tokens", type=int, default=600)
     p.add_argument("--keep-tokens", type=int, default=200)
+    p.add_argument("--pace", default="1.0", help="seconds between lines, or 'batch' (the "
+                   "console's batch mode: every line to the bot, the next once it is answered)")
+    p.add_argument("--mention-every", type=int, default=4, help="with a pace in seconds")
+    p.add_argument("--llm-timeout", type=float, default=60.0, help="LLM_TIMEOUT")
     p.add_argument("--timeout", type=float, default=3000, help="seconds for the chat run")
     p.add_argument("--skip-cancel-check", action="store_true")
     p.add_argument("--out", type=Path, help="write the report here (and print it)")
