@@ -522,7 +522,7 @@ def report(a: argparse.Namespace, cancel: list[dict[str, Any]], run: ChatRun,
         "## Questions and /summary",
         "",
         *[f"- **{i}** → {o[:300]!r} ({s:.1f} s)" for i, o, s in run.answers
-          if i in run.questions or i == "/summary"],
+          if i.removeprefix("@gistbot ") in run.questions or i == "/summary"],
         "",
         "## First replies",
         "",

@@ -155,7 +155,7 @@ class RecordingProxy:
 
     @staticmethod
     def _read_json(call: Call, buffer: bytes) -> None:
-        with contextlib.suppress(ValueError, AttributeError, IndexError, TypeError):
+        with contextlib.suppress(ValueError, AttributeError, IndexError, KeyError, TypeError):
             answer = json.loads(buffer)
             call.usage = answer.get("usage") or {}
             choice = answer["choices"][0]
