@@ -4,7 +4,7 @@ preemptible. ``LLMGate(slots, summary_slots=...)`` sits in front of one endpoint
 - **Slots.** At most ``slots`` calls (``LLM_CONCURRENCY``: the number of requests the
   server runs in parallel) are in flight; the rest wait on futures, costing nothing.
 - **Priority.** A free slot goes to the longest-waiting *interactive* call (``reply``,
-  ``digest``), and only when none waits to a background ``summary``.
+  ``digest``), and only when none waits to a background ``summary`` (but see *Aging*).
 - **Summary cap.** At most ``summary_slots`` summaries (``SUMMARY_CONCURRENCY``) at once.
 - **Preemption.** An interactive call that finds every slot taken while summaries hold
   some cancels the newest of them; the SDK closes its HTTP request (summaries are streamed,
@@ -13,8 +13,8 @@ preemptible. ``LLMGate(slots, summary_slots=...)`` sits in front of one endpoint
 - **Aging.** A summary made where ``memory.completion.PREEMPTIBLE`` is false (after one
   preemption of the channel's summary) waits in line with the replies, in arrival order,
   so a one-slot server under steady chat still finishes it (docs/decisions/0020). So does
-  a summary passed over once while it waited (a reply got the slot it was waiting for):
-  with replies always queued it would otherwise never start, and so never be preempted.
+  the oldest waiting summary once a reply is given the slot it waited for: with replies
+  always queued it would otherwise never start, and so never be preempted.
 
 Waiting here is not part of ``LLM_TIMEOUT``; ``SUMMARY_TIMEOUT`` includes it.
 ``OfflineLLM`` gates its summaries the same way; ``bot.quota`` gives each limited account a
@@ -177,14 +177,14 @@ class LLMGate:
             self._start(self._background.popleft())
 
     def _age_waiting(self) -> None:
-        """The waiting summaries were passed over: each joins the replies' line where its
-        arrival puts it, and will not be preempted."""
-        while self._background:
-            slot = self._background.popleft()
-            slot.aged, slot.preemptible = True, False
-            at = next((i for i, s in enumerate(self._urgent) if s.arrived > slot.arrived),
-                      len(self._urgent))
-            self._urgent.insert(at, slot)
+        """The oldest waiting summary was passed over: it joins the replies' line where its
+        arrival puts it, and will not be preempted. One per pass, so a reply waits for at
+        most one summary it did not arrive after."""
+        slot = self._background.popleft()
+        slot.aged, slot.preemptible = True, False
+        at = next((i for i, s in enumerate(self._urgent) if s.arrived > slot.arrived),
+                  len(self._urgent))
+        self._urgent.insert(at, slot)
 
     def _start(self, slot: _Slot) -> None:
         assert slot.granted is not None
