@@ -12,9 +12,8 @@ preemptible. ``LLMGate(slots, summary_slots=...)`` sits in front of one endpoint
   (compaction retries later). Streams (:meth:`LLMGate.hold`) keep their slot until they end.
 - **Aging.** A summary made where ``memory.completion.PREEMPTIBLE`` is false (after one
   preemption of the channel's summary) waits in line with the replies, in arrival order,
-  so a one-slot server under steady chat still finishes it (docs/decisions/0020). So does
-  the oldest waiting summary once a reply is given the slot it waited for: with replies
-  always queued it would otherwise never start, and so never be preempted.
+  so a one-slot server under steady chat still finishes it (docs/decisions/0020); so does
+  the oldest waiting summary once a reply takes the slot it waited for (else never run).
 
 Waiting here is not part of ``LLM_TIMEOUT``; ``SUMMARY_TIMEOUT`` includes it.
 ``OfflineLLM`` gates its summaries the same way; ``bot.quota`` gives each limited account a
