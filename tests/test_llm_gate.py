@@ -68,7 +68,7 @@ async def test_at_most_slots_calls_at_once() -> None:
     assert (gate.in_flight, gate.waiting) == (0, 0)
 
 
-async def test_waiting_replies_and_digests_go_before_waiting_summaries() -> None:
+async def test_waiting_replies_go_first_and_pass_each_waiting_summary_once() -> None:
     gate, calls = LLMGate(1), Calls()
     first = submit(gate, calls, "digest", "busy")  # interactive: not preemptible
     await until(lambda: calls.started == ["busy"])
@@ -80,7 +80,9 @@ async def test_waiting_replies_and_digests_go_before_waiting_summaries() -> None
     for name in ("busy", "reply", "digest", "s0", "s1", "s2"):
         calls.finish(name)
     await asyncio.gather(first, reply, digest, *summaries)
-    assert calls.started == ["busy", "reply", "digest", "s0", "s1", "s2"]
+    # The reply passes the waiting summaries; the oldest was passed over once, so it goes
+    # before the digest that came after it (aging); the digest passes s1 the same way.
+    assert calls.started == ["busy", "reply", "s0", "digest", "s1", "s2"]
     assert calls.cancelled == []
 
 

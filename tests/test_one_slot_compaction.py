@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from bot.llm.client import OpenAILLM
+from bot.llm.gate import LLMGate
 from memory.errors import Preempted
 from tests.fakes.openai_server import FakeOpenAI, default_responder, is_summary_request
 from tests.harness.service import msg, runtime
@@ -103,3 +104,33 @@ async def test_compaction_commits_under_steady_chat_and_no_reply_times_out(
     assert preempted, "a preemption was not logged"
     assert "test:w1:c1" in preempted[0]  # the channel
     assert "after" in preempted[0] and "runs to its end" in preempted[0]
+
+
+
+async def test_a_summary_passed_over_while_waiting_runs_before_later_replies() -> None:
+    """Replies always queued at a one-slot gate: a summary that only ever waited (never
+    ran, so never preempted) used to start after the last of them, so under steady chat
+    no compaction ever began. Passed over once, it joins the replies' line where its
+    arrival puts it: after the reply that came before it, before the one after it."""
+    gate = LLMGate(1)
+    order: list[str] = []
+    release = {name: asyncio.Event() for name in ("r0", "r1", "s", "r2")}
+
+    async def call(purpose: str, name: str) -> None:
+        async def work() -> None:
+            order.append(name)
+            await release[name].wait()
+        await gate.run(purpose, work)
+
+    r0 = asyncio.create_task(call("reply", "r0"))
+    await until(lambda: order == ["r0"])
+    r1 = asyncio.create_task(call("reply", "r1"))
+    await until(lambda: gate.waiting == 1)
+    s = asyncio.create_task(call("summary", "s"))
+    await until(lambda: gate.waiting == 2)
+    r2 = asyncio.create_task(call("reply", "r2"))
+    await until(lambda: gate.waiting == 3)
+    for name in ("r0", "r1", "s", "r2"):
+        release[name].set()
+    await asyncio.gather(r0, r1, s, r2)
+    assert order == ["r0", "r1", "s", "r2"]

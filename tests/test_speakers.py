@@ -13,8 +13,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.conversation.prompts import FENCE_CLOSE, FENCE_OPEN, settled_reply, strip_echoed_label
-from memory.models import Turn
+from bot.conversation.prompts import (
+    FENCE_CLOSE,
+    FENCE_OPEN,
+    settled_reply,
+    speaker_names,
+    strip_echoed_label,
+)
+from memory.models import MemoryView, Turn
 from memory.speakers import NAME_LIMIT, human_name, speaker_label, speaker_name
 from memory.summary_prompt import parse_summary_request
 from memory.tokens import TokenCounter
@@ -154,3 +160,44 @@ def test_settled_reply_waits_only_while_a_label_is_possible() -> None:
     assert settled_reply("[x] done") == "[x] done"
     assert settled_reply("Hello") == "Hello"
 
+
+
+def _view(*turns: tuple[str, str]) -> MemoryView:
+    made = tuple(Turn(KEY, i + 1, f"m{i}", "user", who.lower(), who, text, 1, 0.0)
+                 for i, (who, text) in enumerate(turns))
+    return MemoryView(KEY, "", 0, (), 0, made, len(made))
+
+
+def test_a_speakers_plain_name_label_is_stripped_but_other_words_are_not() -> None:
+    """A small model copies the ``Kenji: ok`` lines it sees (a pasted transcript, the
+    console) as ``Kenji: yeah.``: a plain ``Name:`` is a label when the name is one the
+    prompt shows as a speaker, and only then ("Note: …" stays)."""
+    view = _view(("operator", "Kenji: ok"), ("Priya", "Release branch is cut."))
+    names = speaker_names(view)
+    assert {"kenji", "priya", "operator"} <= names
+    assert strip_echoed_label("Kenji: yeah.\n\n(not in the list)", names) == (
+        "yeah.\n\n(not in the list)")
+    assert strip_echoed_label('"priya: Kenji: the branch', names) == "the branch"
+    assert strip_echoed_label("Note: the branch is cut", names) == "Note: the branch is cut"
+    assert strip_echoed_label("Kenji: yeah.") == "Kenji: yeah."  # no speaker named Kenji
+    assert settled_reply("Ken", names) is None and settled_reply("Kenji:", names) is None
+    assert settled_reply("Kenji: hi", names) == "hi"
+    assert settled_reply("No", names) == "No"
+
+
+async def test_a_reply_does_not_start_with_a_speakers_name_label(tmp_path: Path) -> None:
+    async with FakeOpenAI() as fake, runtime(tmp_path, fake) as rt:
+        await rt.service.on_message(msg(1, "The notifications flag is still off.",
+                                        author="Kenji"))
+        fake.push("Kenji: yeah.", Text("Kenji: the flag is off", chunks=["Ken", "ji", ": the",
+                                                                         " flag is off"]))
+        reply = await rt.service.on_message(msg(2, "what about the flag?", mention=True))
+        assert reply is not None and reply.text == "yeah."
+        seen: list[str] = []
+
+        async def sink(text: str) -> None:
+            seen.append(text)
+
+        streamed = await rt.service.on_message(msg(3, "and now?", mention=True), on_delta=sink)
+        assert streamed is not None and streamed.text == "the flag is off"
+        assert seen and all(s.startswith("the") for s in seen)

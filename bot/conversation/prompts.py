@@ -7,7 +7,8 @@ text can never close the fence and speak as the system. Recalled facts, episodes
 stored messages (verbatim, grouped by day) go inside the same fence under their headings.
 
 Users' turns carry a ``[Name]: `` label (``memory.speakers``) and small models imitate
-it, so a reply's leading labels (``[Name]:``, ``"Name:``, ``NAME:``) are stripped
+it, so a reply's leading labels (``[Name]:``, ``"Name:``, ``NAME:``, and ``Name:`` for a
+name the prompt shows as a speaker: ``speaker_names``) are stripped
 (``strip_echoed_label``), and a stream shows
 nothing until its start is known not to be one (``settled_reply``). The chat message's
 ``name`` field is no alternative: OpenAI accepts only ``[A-Za-z0-9_-]{1,64}`` there and
@@ -21,7 +22,7 @@ can talk them away.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from memory.completion import ChatMessage
 from memory.models import CarriedIdentifier, MemoryView, Recall, Turn
@@ -39,6 +40,7 @@ __all__ = [
     "fixed_overhead",
     "memory_block",
     "settled_reply",
+    "speaker_names",
     "strip_echoed_label",
     "system_message",
 ]
@@ -127,21 +129,57 @@ _LABEL_PREFIX = re.compile(r"\s*(?:\[[^\[\]\n]{0,80}(?:\](?::[ \t]*)?)?"
 _LINK_TARGET = re.compile(r"<|[A-Za-z][A-Za-z0-9+.-]*:/|/|#")
 
 
-def strip_echoed_label(text: str) -> str:
-    """``text`` without the speaker labels it starts with (see the module docstring)."""
+# A line of a turn that starts with "Name: " (a pasted transcript, a console line).
+_LINE_LABEL = re.compile(r"(?m)^[ \t]*[\"“']?([^\W\d][\w.'-]{0,30})[ \t]*:[ \t]")
+_OPENERS = " \t\n\"“'*"
+MAX_NAMES = 200
+
+
+def speaker_names(view: MemoryView) -> frozenset[str]:
+    """The names a reply to ``view`` could echo as a ``Name:`` label, casefolded: the
+    authors of its turns and recalled turns, and the names their lines start with."""
+    names: set[str] = set()
+    for turn in (*view.turns, *view.recall.turns):
+        names.add(turn.author_name.strip().casefold())
+        names.update(m[1].casefold() for m in _LINE_LABEL.finditer(turn.text))
+        if len(names) >= MAX_NAMES:
+            break
+    return frozenset(n for n in names if n)
+
+
+def _named_label(text: str, names: Collection[str]) -> int:
+    """The length of a ``Name:`` label (quoted or not) for one of ``names`` that ``text``
+    starts with, else 0."""
+    rest = text.lstrip(_OPENERS)
+    head, colon, _ = rest.partition(":")
+    if not colon or head.strip().casefold() not in names:
+        return 0
+    end = len(text) - len(rest) + len(head) + 1
+    return end + len(text[end:]) - len(text[end:].lstrip(" \t"))
+
+
+def strip_echoed_label(text: str, names: Collection[str] = ()) -> str:
+    """``text`` without the speaker labels it starts with (see the module docstring);
+    ``names`` (casefolded, ``speaker_names``) may also appear as a plain ``Name:``."""
     for _ in range(3):
         m = _LABEL.match(text)
-        if m is None or _LINK_TARGET.match(text, m.end()):
+        end = m.end() if m is not None else _named_label(text, names)
+        if not end or _LINK_TARGET.match(text, end):
             break
-        text = text[m.end():]
+        text = text[end:]
     return text
 
 
-def settled_reply(text: str) -> str | None:
+def settled_reply(text: str, names: Collection[str] = ()) -> str | None:
     """What of a streamed reply's ``text`` so far may be shown: ``None`` while its start
     could still become an echoed label, else the text without one."""
-    stripped = strip_echoed_label(text)
-    return None if _LABEL_PREFIX.match(stripped) else stripped
+    stripped = strip_echoed_label(text, names)
+    if _LABEL_PREFIX.match(stripped):
+        return None
+    start = stripped.lstrip(_OPENERS).casefold()
+    if start and any(f"{n}:".startswith(start) for n in names):
+        return None
+    return stripped
 
 
 def system_message(persona: str, memory: str) -> str:

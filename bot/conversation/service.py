@@ -32,7 +32,12 @@ from bot.channels.config_command import ConfigCommand
 from bot.channels.quota import Quota
 from bot.conversation.budget import Budget
 from bot.conversation.outbox import Outbox
-from bot.conversation.prompts import build_messages, settled_reply, strip_echoed_label
+from bot.conversation.prompts import (
+    build_messages,
+    settled_reply,
+    speaker_names,
+    strip_echoed_label,
+)
 from bot.conversation.rate_limit import RateLimiter
 from bot.errors import ContextLengthExceeded, LLMError, OverQuota
 from bot.llm.client import LLM
@@ -371,20 +376,21 @@ class ChatService:
                         images: Mapping[int, Sequence[ImagePart]] | None = None) -> str:
         messages: list[ChatMessage] = with_images(build_messages(persona, view), images or {})
         extra = {"model": model} if model else {}  # only when the channel chose one
+        names = speaker_names(view)
         if on_delta is None:
             completion = await self.llm.complete(
                 messages, max_tokens=self.budget.reply_tokens, purpose="reply", **extra
             )
-            return strip_echoed_label(completion.text) or completion.text
+            return strip_echoed_label(completion.text, names) or completion.text
         parts: list[str] = []
         async for delta in self.llm.stream(
             messages, max_tokens=self.budget.reply_tokens, purpose="reply", **extra
         ):
             parts.append(delta)
-            shown = settled_reply("".join(parts))
+            shown = settled_reply("".join(parts), names)
             if shown:  # None while the start may still be an echoed "[Name]: " label
                 await on_delta(shown)
-        text = strip_echoed_label("".join(parts)).strip()
+        text = strip_echoed_label("".join(parts), names).strip()
         if not text:
             raise LLMError("empty streamed reply")
         return text

@@ -5,7 +5,7 @@ preemptible. ``LLMGate(slots, summary_slots=...)`` sits in front of one endpoint
   server runs in parallel) are in flight; the rest wait on futures, costing nothing.
 - **Priority.** A free slot goes to the longest-waiting *interactive* call (``reply``,
   ``digest``), and only when none waits to a background ``summary`` or ``embedding``
-  batch (which count as summaries below).
+  batch (which count as summaries below; but see *Aging*).
 - **Summary cap.** At most ``summary_slots`` summaries (``SUMMARY_CONCURRENCY``) at once.
 - **Preemption.** An interactive call that finds every slot taken while summaries hold
   some cancels the newest of them; the SDK closes its HTTP request (summaries are streamed,
@@ -13,7 +13,8 @@ preemptible. ``LLMGate(slots, summary_slots=...)`` sits in front of one endpoint
   (compaction retries later). Streams (:meth:`LLMGate.hold`) keep their slot until they end.
 - **Aging.** A summary made where ``memory.completion.PREEMPTIBLE`` is false (after one
   preemption of the channel's summary) waits in line with the replies, in arrival order,
-  so a one-slot server under steady chat still finishes it (docs/decisions/0020).
+  so a one-slot server under steady chat still finishes it (docs/decisions/0020); so does
+  the oldest waiting summary once a reply takes the slot it waited for (else never run).
 
 Waiting here is not part of ``LLM_TIMEOUT``; ``SUMMARY_TIMEOUT`` includes it.
 ``OfflineLLM`` gates its summaries the same way; ``bot.channels.quota`` gives each limited account a
@@ -41,9 +42,10 @@ BACKGROUND = frozenset({"summary", "embedding"})
 class _Slot:
     """One call's claim on the endpoint: granted, or waiting on ``granted``."""
 
-    __slots__ = ("aged", "granted", "preempted", "preemptible", "summary", "task")
+    __slots__ = ("aged", "arrived", "granted", "preempted", "preemptible", "summary", "task")
 
-    def __init__(self, purpose: str, *, preemptible: bool) -> None:
+    def __init__(self, purpose: str, *, preemptible: bool, arrived: int = 0) -> None:
+        self.arrived = arrived  # the gate's count of requests before this one
         self.summary = purpose in BACKGROUND
         self.aged = self.summary and not PREEMPTIBLE.get()  # waits in line with replies
         self.preemptible = preemptible and self.summary and not self.aged
@@ -68,6 +70,7 @@ class LLMGate:
         self._preempting = 0  # preempted slots not yet given back
         self._urgent: deque[_Slot] = deque()
         self._background: deque[_Slot] = deque()
+        self._arrivals = 0
 
     @property
     def in_flight(self) -> int:
@@ -114,7 +117,8 @@ class LLMGate:
     # ------------------------------------------------------------------ internals
 
     async def _acquire(self, purpose: str, *, preemptible: bool) -> _Slot:
-        slot = _Slot(purpose, preemptible=preemptible)
+        self._arrivals += 1
+        slot = _Slot(purpose, preemptible=preemptible, arrived=self._arrivals)
         queue = self._background if slot.summary and not slot.aged else self._urgent
         if not queue and self._may_start(slot):
             self._grant(slot)
@@ -128,8 +132,10 @@ class LLMGate:
         except asyncio.CancelledError:
             if slot in self._held:  # granted, then cancelled before it could run
                 self._release(slot)
-            elif slot in queue:
-                queue.remove(slot)
+            else:
+                for waiting in (self._urgent, self._background):
+                    if slot in waiting:
+                        waiting.remove(slot)
             raise
         return slot
 
@@ -155,14 +161,30 @@ class LLMGate:
     def _dispatch(self) -> None:
         """Hand free slots to waiters: interactive (and aged summaries) in arrival order,
         skipping an aged summary over the cap, then summaries under the cap."""
+        passed = False
         for slot in list(self._urgent):
             if len(self._held) >= self.slots:
-                return
+                break
             if self._may_start(slot):
                 self._urgent.remove(slot)
                 self._start(slot)
+                passed = passed or not slot.summary
+        if passed and self._background:
+            self._age_waiting()
+            self._dispatch()  # a free slot left (several slots) goes to the line as it is now
+            return
         while self._background and self._may_start(self._background[0]):
             self._start(self._background.popleft())
+
+    def _age_waiting(self) -> None:
+        """The oldest waiting summary was passed over: it joins the replies' line where its
+        arrival puts it, and will not be preempted. One per pass, so a reply waits for at
+        most one summary it did not arrive after."""
+        slot = self._background.popleft()
+        slot.aged, slot.preemptible = True, False
+        at = next((i for i, s in enumerate(self._urgent) if s.arrived > slot.arrived),
+                  len(self._urgent))
+        self._urgent.insert(at, slot)
 
     def _start(self, slot: _Slot) -> None:
         assert slot.granted is not None
