@@ -264,10 +264,9 @@ def chat_env(base_url: str, db: Path, a: argparse.Namespace) -> dict[str, str]:
 
 
 async def run_chat(base_url: str, a: argparse.Namespace, tmp: Path) -> ChatRun:
-    from bot.budget import window_policy
-
     from bot.admin.metrics import Metrics
     from bot.app import Runtime
+    from bot.conversation.budget import window_policy
     from bot.settings import load_settings
 
     lines, questions, speakers = chat_lines(a.lines)
@@ -281,9 +280,9 @@ async def run_chat(base_url: str, a: argparse.Namespace, tmp: Path) -> ChatRun:
     started = time.monotonic()
     try:
         async with Runtime.open(settings) as rt:
-            policy = window_policy(settings, rt.memory.tokenizer)
+            policy = window_policy(settings.memory, rt.budget)
             run.window_tokens, run.max_fold_tokens = policy.window_tokens, policy.max_fold_tokens
-            run.summary_bound = settings.summary_bound
+            run.summary_bound = rt.budget.summary_tokens
             metrics = Metrics()
             rt.service.observer = metrics
             rt.meter.listeners.append(metrics.on_usage)
