@@ -16,9 +16,8 @@ preemptible. ``LLMGate(slots, summary_slots=...)`` sits in front of one endpoint
   so a one-slot server under steady chat still finishes it (docs/decisions/0020); so does
   the oldest waiting summary once a reply takes the slot it waited for (else never run).
 
-Waiting here is not part of ``LLM_TIMEOUT``; ``SUMMARY_TIMEOUT`` includes it.
-``OfflineLLM`` gates its summaries the same way; ``bot.channels.quota`` gives each limited account a
-one-slot gate, taken before the endpoint's. Why: docs/decisions/0005.
+Waiting is not part of ``LLM_TIMEOUT`` (``SUMMARY_TIMEOUT`` includes it). ``OfflineLLM`` gates
+summaries alike; ``bot.channels.quota`` puts a one-slot gate per limited account first (0005).
 """
 
 from __future__ import annotations
