@@ -42,7 +42,7 @@ from memory.store import ChangeOutcome, ResetResult
 from memory.summarizer import Summarizer
 from memory.text import clean_text
 from memory.tokens import Tokenizer
-from memory.window import WindowPolicy, build_view
+from memory.window import WindowPolicy, build_view, newest_that_fold
 
 __all__ = ["Digest", "ManagerStore", "MemoryManager"]
 
@@ -203,6 +203,8 @@ class MemoryManager:
 
     async def digest(self, key: ChannelKey, *, episodes: int = 3) -> Digest:
         """``/summary``: the summary brought up to date with unfolded turns; stores nothing.
+        The request holds at most what one compaction folds (the newest turns), so it fits
+        the model's context like a compaction's.
 
         Also returns the newest ``episodes`` archived episodes, for the "Earlier:" line.
         """
@@ -213,7 +215,8 @@ class MemoryManager:
         cited = await self._archive.episodes(key, limit=episodes)
         try:
             text = await self.summarizer.digest(
-                state, turns, max_tokens=self.summarizer.summary_tokens, key=key
+                state, newest_that_fold(turns, self.policy.max_fold_tokens),
+                max_tokens=self.summarizer.summary_tokens, key=key
             )
             return Digest(text, stats, fresh=True, empty=False, episodes=cited)
         except CallRefused:

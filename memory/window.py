@@ -32,6 +32,7 @@ __all__ = [
     "build_view",
     "carried_line",
     "fit_facts",
+    "newest_that_fold",
     "pick_newest",
     "truncate_marked",
     "turn_cost",
@@ -124,6 +125,18 @@ class WindowPolicy:
             if folded_tokens > self.max_fold_tokens and i > 0:
                 return i
         return n
+
+
+def newest_that_fold(turns: Sequence[Turn], max_fold_tokens: int) -> list[Turn]:
+    """The newest of ``turns`` whose tokens (each with its speaker label) fit
+    ``max_fold_tokens``, in order; always the newest one."""
+    total, start = 0, len(turns)
+    for i in range(len(turns) - 1, -1, -1):
+        total += turns[i].tokens + FOLD_TURN_OVERHEAD
+        if total > max_fold_tokens and i < len(turns) - 1:
+            break
+        start = i
+    return list(turns[start:])
 
 
 def truncate_marked(text: str, max_tokens: int, tokenizer: Tokenizer) -> str:

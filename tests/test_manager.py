@@ -32,7 +32,7 @@ from memory.summarizer import Summarizer
 from memory.summary_prompt import SummaryRequest
 from memory.text import clean_text
 from memory.tokens import TokenCounter
-from memory.window import WindowPolicy
+from memory.window import FOLD_TURN_OVERHEAD, WindowPolicy
 from tests.fakes.models import Block, ExtractiveModel, ScriptedModel, extractive
 
 KEY = ChannelKey("discord", "g1", "c1")
@@ -491,6 +491,24 @@ async def test_digest_changes_nothing(
     assert [t for _, t in request.blocks] == [t.text for t in await store.pending(KEY)]
     assert (digest.stats.turns, digest.stats.folded, digest.stats.pending) == (13, 9, 4)
     assert (await store.state(KEY), await store.turns(KEY), await store.stats(KEY)) == before
+
+
+async def test_a_digest_request_holds_at_most_what_one_compaction_folds(
+    make_manager: MakeManager, scripted: Callable[..., ScriptedModel], tok: TokenCounter,
+) -> None:
+    # No compaction (a window of 100 messages): 30 unfolded turns, a fold bound of ~5.
+    per_turn = tok.count(say(29).text) + FOLD_TURN_OVERHEAD
+    bound = 5 * per_turn + per_turn // 2
+    model = scripted("## Topics\n- message number 29 from Carol")
+    mgr = make_manager(model, policy=WindowPolicy(max_messages=100, keep_messages=4,
+                                                  max_fold_tokens=bound))
+    await record_all(mgr, [say(i) for i in range(30)])
+    digest = await mgr.digest(KEY)
+    assert digest.fresh and model.purposes == ["digest"]
+    request: SummaryRequest = model.requests[-1]
+    sent = [t for _, t in request.blocks]
+    assert sent == [say(i).text for i in range(25, 30)]  # the newest that fit, in order
+    assert sum(tok.count(t) + FOLD_TURN_OVERHEAD for t in sent) <= bound
 
 
 async def test_digest_of_an_empty_channel_says_so_without_a_model_call(
