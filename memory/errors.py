@@ -97,5 +97,6 @@ class Preempted(MemoryError_):
 
 class CallRefused(MemoryError_):
     """A model call was refused before it was sent: the account that pays for it is over
-    its daily token limit (``bot.channels.quota``). Nothing was sent or stored; compaction waits
-    and tries again, a command answers with the notice."""
+    its daily token limit (whatever meters the calls raises it; ``memory`` only reacts).
+    Nothing was sent or stored; compaction waits and tries again, a command answers with the
+    notice."""

@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import chain
 
 from memory.models import Turn
 from memory.recall import asked, people_first
@@ -100,12 +101,12 @@ def _specific(candidates: Sequence[Turn]) -> list[Turn]:
     """``candidates`` ordered by how few of them hold their rarest word (ties: their
     order): a turn that states something particular holds a word the others do not."""
     words = [_words(t.text) for t in candidates]
-    df: Counter[str] = Counter()
-    for w in words:
-        df.update(w)
+    # One count over all the words and a C-level ``min`` per turn: this runs on every
+    # reply over ~450 candidates, where a Python loop per word cost ~5 ms.
+    df = Counter(chain.from_iterable(words))
     floor = len(candidates) + 1
-    rarest = [min((df[x] for x in w), default=floor) for w in words]
-    order = sorted(range(len(candidates)), key=lambda i: rarest[i])
+    rarest = [min(map(df.__getitem__, w)) if w else floor for w in words]
+    order = sorted(range(len(candidates)), key=rarest.__getitem__)
     return [candidates[i] for i in order]
 
 
