@@ -25,8 +25,8 @@ __all__ = ["WEIGHT", "SemanticRecall", "TextEmbedder"]
 log = logging.getLogger(__name__)
 
 WEIGHT = 1.0
-"""The semantic list's weight in the fusion of ``ranking.rank`` (the lexical list's is 1;
-tuned on scenario 6's seed 7, docs/decisions/0028)."""
+"""The semantic list's weight in the fusion of ``ranking.rank``: the lexical list's
+(docs/decisions/0028 tells how it was chosen)."""
 MAX_CHARS = 2000
 """Characters of a text that are embedded: a bound on one request's tokens."""
 
