@@ -35,7 +35,7 @@ from memory.models import (
     SummaryState,
     Turn,
 )
-from memory.ranking import rank
+from memory.ranking import Ranked, rank
 from memory.recall import (
     QUERY_TURNS,
     asked,
@@ -46,7 +46,7 @@ from memory.recall import (
 )
 from memory.relevance import query_weights, rank_facts
 from memory.search_text import query_terms
-from memory.semantic import SemanticRecall, fuse_ranked
+from memory.semantic import SemanticRecall
 from memory.store import ArchiveStore
 from memory.text import clean_text
 from memory.tokens import Tokenizer
@@ -159,9 +159,10 @@ class Archive:
         self, key: ChannelKey, turns: Sequence[Turn], below: int | None, budget: int, room: int
     ) -> tuple[list[Turn], list[Turn]]:
         """The stored turns before ``below`` that best match the newest of ``turns`` (the
-        store's lexical order re-ranked by ``ranking.rank``), and the neighbours (±1) that
-        are not matches themselves of those a recall room of at most ``room`` tokens could
-        show (``view.within_reach``)."""
+        store's lexical order and, with semantic recall, the nearest turns in meaning,
+        fused by ``ranking.rank``), and the neighbours (±1) that are not matches themselves
+        of those a recall room of at most ``room`` tokens could show
+        (``view.within_reach``)."""
         if below is None or below <= 1:
             return [], []
         # Enough candidates to fill the recall room with short messages (~20 tokens each;
@@ -173,9 +174,10 @@ class Archive:
                                     fallback=turn_fallback_query(turns, query)),
             self._nearest(key, turns, below),
         )
-        hits = fuse_ranked(hits, near)  # semantic recall's one step: RRF with word search
         hits = await self._follow_up(key, query, people_first(hits), below)
-        hits = rank(hits, turns[-(QUERY_TURNS + 1):])
+        # Semantic recall's one step: its nearest turns are one more list of the fusion.
+        extra = [Ranked(near, self.semantic.weight)] if near and self.semantic else []
+        hits = rank(hits, turns[-(QUERY_TURNS + 1):], extra=extra)
         shown = hits[: within_reach(hits, room, self.config.split)]
         around = {h.seq + d for h in shown for d in (-1, 1)} - {h.seq for h in hits}
         nearby = await self.store.turns_at(key, sorted(s for s in around if 0 < s < below))

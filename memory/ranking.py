@@ -15,7 +15,8 @@ weighted reciprocal rank fusion (``fuse``) of ranked lists of the same candidate
 * **recency** — newest first; with equal scores the newer turn wins.
 
 People's messages still come before the bot's replies (``recall.people_first``). Another
-ranked list (e.g. semantic matches) is fused by passing it to ``rank`` as ``extra``.
+ranked list is fused by passing it to ``rank`` as ``extra``: semantic recall's nearest
+turns (``memory.semantic``), whose turns join the candidates the other lists order.
 """
 
 from __future__ import annotations
@@ -110,11 +111,11 @@ def _specific(candidates: Sequence[Turn]) -> list[Turn]:
     return [candidates[i] for i in order]
 
 
-def _window(hits: Sequence[Turn]) -> list[Turn]:
-    """The candidates within ``WINDOW`` turns of one of the ``WINDOW_HITS`` best hits and
-    said by a speaker of that stretch (the hit's, or a candidate's right beside it), the
-    nearest first (ties: the better hit's)."""
-    by_seq = {t.seq: t for t in hits}
+def _window(hits: Sequence[Turn], pool: Sequence[Turn]) -> list[Turn]:
+    """The candidates (``pool``) within ``WINDOW`` turns of one of the ``WINDOW_HITS`` best
+    lexical ``hits`` and said by a speaker of that stretch (the hit's, or a candidate's
+    right beside it), the nearest first (ties: the better hit's)."""
+    by_seq = {t.seq: t for t in pool}
     near: dict[int, tuple[int, int]] = {}
     for i, hit in enumerate(hits[:WINDOW_HITS]):
         speakers = {hit.author_id} | {by_seq[s].author_id for s in (hit.seq - 1, hit.seq + 1)
@@ -131,18 +132,25 @@ def rank(hits: Sequence[Turn], asking: Sequence[Turn], *, weights: Weights | Non
     """``hits`` (the store's lexical order, best first) re-ordered for the message that is
     the last of ``asking`` (the few turns before it may carry the bot's name, which
     ``recall.asked`` leaves out): the fusion of the module docstring plus ``extra``.
-    People's messages before the bot's replies."""
+
+    The candidates are ``hits`` and the turns only ``extra`` found (a paraphrase no word
+    search finds): the speaker, window, specific and recency lists order them all, so such
+    a turn gains from its speaker or a rare word as a lexical hit does; the lexical list
+    is ``hits`` alone. People's messages before the bot's replies."""
     if not asking or (len(hits) < 2 and not extra):
         return people_first(hits)
     w = WEIGHTS if weights is None else weights
-    named = named_speakers(asked(asking)[0], hits)
+    found = {t.seq for t in hits}
+    pool = [*hits, *{t.seq: t for r in extra if r.weight > 0 for t in r.turns
+                     if t.seq not in found}.values()]
+    named = named_speakers(asked(asking)[0], pool)
     wanted = named or {asking[-1].author_id}
     lists = [
         Ranked(hits, w.lexical),
-        Ranked([t for t in hits if t.author_id in wanted], w.speaker if named else w.author),
-        Ranked(_window(hits), w.window),
-        Ranked(_specific(hits) if w.specific > 0 else (), w.specific),
-        Ranked(sorted(hits, key=lambda t: t.seq, reverse=True), w.recency),
+        Ranked([t for t in pool if t.author_id in wanted], w.speaker if named else w.author),
+        Ranked(_window(hits, pool), w.window),
+        Ranked(_specific(pool) if w.specific > 0 else (), w.specific),
+        Ranked(sorted(pool, key=lambda t: t.seq, reverse=True), w.recency),
         *extra,
     ]
     return people_first(fuse(lists))

@@ -1,14 +1,13 @@
 """Semantic recall (``EMBEDDING_MODEL``): the stored turns closest in meaning to a message,
-fused with word search by reciprocal rank fusion.
+one more ranked list in the recalled turns' fusion (``memory.ranking``).
 
 Word search misses a paraphrase ("Rio de Janeiro" for "Brazil"); an embedding of the
 message finds it among the channel's stored turn vectors (``memory.embedding_store``,
 written in the background by ``memory.embedding_indexer``). On the reply path only the
 message itself is embedded, within ``timeout`` seconds; a timeout or an error falls back
 to word search alone (counted in ``fallbacks``, logged once until it works again). The
-two rankings are merged by ``fuse_ranked``: each turn scores ``Σ 1 / (k + rank)`` over
-the lists it is in (k = 60), so agreement between both lifts a turn and either list's
-best still ranks high. Turns only one list holds keep that list's order.
+nearest turns are fused with the word ranking and the other lists by ``ranking.rank``
+(``extra=[Ranked(turns, weight)]``; reciprocal rank fusion), at ``WEIGHT``.
 """
 
 from __future__ import annotations
@@ -21,12 +20,13 @@ from typing import Protocol
 from memory.embedding_store import EmbeddingStore, pack
 from memory.models import ChannelKey, Turn
 
-__all__ = ["RRF_K", "SemanticRecall", "TextEmbedder", "fuse_ranked"]
+__all__ = ["WEIGHT", "SemanticRecall", "TextEmbedder"]
 
 log = logging.getLogger(__name__)
 
-RRF_K = 60
-"""Reciprocal rank fusion's constant: how much rank 1 outweighs rank 10 (the usual 60)."""
+WEIGHT = 1.0
+"""The semantic list's weight in the fusion of ``ranking.rank``: the lexical list's
+(docs/decisions/0028 tells how it was chosen)."""
 MAX_CHARS = 2000
 """Characters of a text that are embedded: a bound on one request's tokens."""
 
@@ -46,26 +46,14 @@ class TextEmbedder(Protocol):
         ...
 
 
-def fuse_ranked(lexical: Sequence[Turn], semantic: Sequence[Turn], k: int = RRF_K) -> list[Turn]:
-    """``lexical`` and ``semantic`` (each best first) merged by reciprocal rank fusion;
-    ties keep the lexical order first. With no semantic list, ``lexical`` as it is."""
-    if not semantic:
-        return list(lexical)
-    scores: dict[int, float] = {}
-    turns: dict[int, Turn] = {}
-    for ranking in (lexical, semantic):
-        for rank, turn in enumerate(ranking, start=1):
-            scores[turn.seq] = scores.get(turn.seq, 0.0) + 1.0 / (k + rank)
-            turns.setdefault(turn.seq, turn)
-    return sorted(turns.values(), key=lambda t: -scores[t.seq])  # stable
-
-
 class SemanticRecall:
     """The nearest stored turns to a message, for one store and one embedding model."""
 
     def __init__(self, store: EmbeddingStore, embedder: TextEmbedder, *, timeout: float,
-                 limit: int = 60) -> None:
+                 limit: int = 60, weight: float = WEIGHT) -> None:
         self.store, self.embedder, self.timeout, self.limit = store, embedder, timeout, limit
+        self.weight = weight
+        """The nearest turns' weight in the recalled turns' fusion (``ranking.rank``)."""
         self.fallbacks = 0
         """Replies that recalled by words only because the message could not be embedded."""
         self.on_fallback: Callable[[], None] | None = None

@@ -18,7 +18,8 @@ from bot.app import Runtime
 from bot.messages import IncomingMessage
 from bot.settings import load_settings
 from memory.models import ChannelKey, NewTurn, Turn
-from memory.semantic import fuse_ranked
+from memory.ranking import Ranked, Weights, rank
+from memory.semantic import WEIGHT as SEMANTIC_WEIGHT
 from tests.fakes.openai_server import Error, FakeOpenAI, Hang, content_text
 
 KEY = ChannelKey("test", "w1", "c1")
@@ -30,17 +31,36 @@ TOPICS = ["garden", "invoice", "printer", "roadmap", "kitchen", "parking", "back
 _ids = itertools.count()
 
 
-def _turn(seq: int) -> Turn:
-    return Turn(KEY, seq, f"m{seq}", "user", "a", "A", f"t{seq}", 1, 1.0)
+def _turn(seq: int, text: str = "we talked about the weather again today") -> Turn:
+    return Turn(KEY, seq, f"m{seq}", "user", "a", "A", text, 1, 1.0)
 
 
-def test_fusion_lifts_what_both_rankings_hold_and_keeps_the_lexical_order_on_ties() -> None:
+ONLY_LEXICAL = Weights(speaker=0, author=0, window=0, specific=0, recency=0)
+
+
+def test_the_nearest_turns_are_one_more_list_of_the_fusion() -> None:
     a, b, c, d = (_turn(i) for i in range(1, 5))
-    assert fuse_ranked([a, b, c], []) == [a, b, c]
-    # d is only the semantic list's best: it ranks with the lexical best (tie: lexical first)
-    assert fuse_ranked([a, b, c], [d]) == [a, d, b, c]
+    asking = [_turn(99, QUESTION)]
+    assert rank([a, b, c], asking, weights=ONLY_LEXICAL) == [a, b, c]
+    # d is only the semantic list's best: it ties with the lexical best (ties: newer first)
+    assert rank([a, b, c], asking, weights=ONLY_LEXICAL, extra=[Ranked([d], 1.0)]) == [d, a, b, c]
     # c is in both lists: agreement lifts it over each list's best
-    assert fuse_ranked([a, b, c], [d, c]) == [c, a, d, b]
+    assert rank([a, b, c], asking, weights=ONLY_LEXICAL,
+                extra=[Ranked([d, c], 1.0)]) == [c, d, a, b]
+
+
+def test_a_paraphrase_no_word_search_finds_makes_the_cut_only_with_the_semantic_list() -> None:
+    """Two hundred lexical hits, all older chatter; the answer shares no word with the
+    question. With every list at its weight, the semantic list alone brings it within the
+    few turns a small recall room shows."""
+    hits = [_turn(s, f"the {TOPICS[s % len(TOPICS)]} item went to review")
+            for s in range(10, 210)]
+    answer = _turn(3, RIO)
+    asking = [_turn(999, QUESTION)]
+    assert answer not in rank(hits, asking)
+    ranked = rank(hits, asking, extra=[Ranked([answer, *hits[-59:]], SEMANTIC_WEIGHT)])
+    assert answer in ranked[:20]
+    assert answer not in rank(hits, asking, extra=[Ranked([answer], 0.0)])
 
 
 @contextlib.asynccontextmanager
