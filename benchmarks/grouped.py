@@ -33,6 +33,9 @@ CONTEXT_TOKENS = 2688
 """The context that leaves gistbot a memory budget of 2,000 tokens (reply 512, the default
 system prompt): the reporter's side-by-side run."""
 
+SUMMARY_LATENCY = 0.02
+"""Seconds the fake takes per summary in this part (at most the run's own latency)."""
+
 _ID = {"Dana": "U01", "Eli": "U02", "Priya": "U03", "Marco": "U04", "Sofia": "U05",
        "Kenji": "U06", "Hana": "U07", "Tom": "U08"}
 
@@ -64,18 +67,16 @@ GROUPS: tuple[Group, ...] = (
           "changelog link?"),
     Group("Sofia", "customer",
           ("Globex onboarding: their tenant id is TEN-60218 and the contract is CTR-4410.",
-           "Globex billing contact is ap@globex.example and the PO they sent is PO-2025-0107."),
+           "billing contact is ap@globex.example, and the PO they sent is PO-2025-0107"),
           ("TEN-60218", "CTR-4410", "ap@globex.example", "PO-2025-0107"),
-          "For the Globex onboarding, what are the tenant id, the contract, the billing "
-          "contact and the PO?"),
+          "What did Sofia give us for the Globex onboarding?"),
     Group("Marco", "office",
-          ("Storage unit for the old furniture is B-214.",
-           "Gate code for the storage place is GATE-5521.",
-           "Access card serial AC-33018.",
-           "Storage manager cell +1-415-555-0199."),
+          ("The old furniture goes to storage unit B-214.",
+           "gate code GATE-5521",
+           "access card AC-33018",
+           "manager's cell +1-415-555-0199 if the gate is stuck"),
           ("B-214", "GATE-5521", "AC-33018", "+1-415-555-0199"),
-          "For the furniture storage, what are the unit, the gate code, the access card "
-          "and the manager's number?"),
+          "What do we need to get at the old furniture in storage?"),
     Group("Kenji", "costs",
           ("Savings plan renewal: quote Q-88120. Commitment is $12,400 per month. Account "
            "4471-2290-1183. Finance contact is billing@northwind.dev.",),
@@ -86,8 +87,7 @@ GROUPS: tuple[Group, ...] = (
           ("Hiring Lena: requisition REQ-5120, offer letter OFR-2207, start date 2025-02-10.",
            "And her laptop order is IT-88341."),
           ("REQ-5120", "OFR-2207", "2025-02-10", "IT-88341"),
-          "For Lena's hire, what are the requisition, the offer letter, the start date and "
-          "the laptop order?"),
+          "Which numbers and dates do we have for hiring Lena?"),
     Group("Tom", "release",
           ("Perf env for the load test: host perf-07, dashboard "
            "https://grafana.northwind.dev/d/perf-77, seed dataset ds-2024-118, run id "
@@ -102,19 +102,17 @@ GROUPS: tuple[Group, ...] = (
           "For the new 3rd floor printer, what are the model, the asset, the IP and the "
           "repair ticket?"),
     Group("Eli", "incident",
-          ("Cert expiry incident: INC-3390 is open.",
-           "Expiring cert serial is CERT-77120.",
-           "Vendor case is VND-55821.",
-           "Bridge line +1-212-555-0187."),
+          ("Cert expiry incident is INC-3390.",
+           "serial CERT-77120",
+           "vendor case VND-55821",
+           "bridge +1-212-555-0187, join if you're on call"),
           ("INC-3390", "CERT-77120", "VND-55821", "+1-212-555-0187"),
-          "For the cert expiry incident, what are the incident, the cert serial, the "
-          "vendor case and the bridge line?"),
+          "What do I need to follow the cert expiry incident?"),
     Group("Priya", "release",
           ("Mobile app release: Android version code 70300.",
            "iOS build 7.3.0-1184, TestFlight group tf-beta-42, review ticket MOB-6618."),
           ("70300", "7.3.0-1184", "tf-beta-42", "MOB-6618"),
-          "For the mobile app release, what are the Android version code, the iOS build, "
-          "the TestFlight group and the review ticket?"),
+          "Which identifiers do we have for the mobile app release?"),
 )
 
 
@@ -194,6 +192,9 @@ async def run(cfg: Config, base_url: str, responder: Responder
     progress(f"scenario 5, grouped: {len(planted)} questions, {n} identifiers, "
              f"memory budget {memory_budget(small)} (CONTEXT_TOKENS {CONTEXT_TOKENS})")
     model = "gpt-4o-bench-grouped"
+    # At channel pace (each message after compaction is idle) what is remembered does not
+    # depend on how long a summary takes: short summaries keep this part to minutes.
+    responder.summary_latency_by_model[model] = min(cfg.summary_latency, SUMMARY_LATENCY)
     async with GistbotMemory.open(small, base_url=base_url, model=model) as mem:
         await drive(mem, rows, cfg.reply_every)
         await mem.settle()
@@ -233,7 +234,8 @@ async def run(cfg: Config, base_url: str, responder: Responder
         f"unchanged); gistbot alone at CONTEXT_TOKENS {CONTEXT_TOKENS} (memory budget "
         f"{memory_budget(small):,}), a reply every {cfg.reply_every}th turn "
         f"({sum(c.kind == 'reply' for c in calls)} replies, "
-        f"{sum(c.kind == 'summary' for c in calls)} summarizer calls), each question alone "
+        f"{sum(c.kind == 'summary' for c in calls)} summarizer calls of "
+        f"{responder.summary_latency_by_model[model] * 1000:.0f} ms), each question alone "
         f"on a fresh copy; {b['facts_stored']} carried facts stored, "
         f"{b['facts_in_prompt']} fit a prompt.",
     ]
