@@ -18,7 +18,7 @@ from bot.conversation.prompts import build_messages, fixed_overhead
 from memory.archive import Archive
 from memory.config import MemoryConfig
 from memory.models import CarriedIdentifier, ChannelKey, Episode, Recall, SummaryState, Turn
-from memory.relevance import query_weights, rank_facts
+from memory.relevance import ADJACENT, query_weights, rank_facts
 from memory.tokens import TokenCounter
 from memory.view import ViewSplit, compose_view, recent_part, within_reach
 
@@ -255,15 +255,45 @@ def test_all_identifiers_stated_with_the_best_match_fit_before_others() -> None:
 
 
 def test_identifiers_of_other_turns_keep_their_rank() -> None:
-    """Only identifiers stated with the best match move up: an unrelated one stated in
-    another turn with the same speaker stays ranked by its own words and recency."""
+    """Only identifiers stated with the best match move up: an unrelated one stated by the
+    same speaker in a turn further than ``ADJACENT`` away stays ranked by its own words and
+    recency."""
     best = CarriedIdentifier("MIG-101", "Sofia: Brightline migration ticket MIG-101.", 5, 5)
     near = CarriedIdentifier("MIG-102", "Sofia: also MIG-102.", 5, 5)
-    other = CarriedIdentifier("ESC-9", "Sofia: Acme escalation ESC-9.", 4, 7)
+    other = CarriedIdentifier("ESC-9", "Sofia: Acme escalation ESC-9.", 5 - ADJACENT - 1, 7)
     newer = CarriedIdentifier("OPS-1", "Eli: rotation OPS-1.", 8, 8)
     weights = query_weights("Which ticket is the Brightline migration?")
     order = rank_facts([other, newer, near, best], weights)
     assert order == [best, near, newer, other]
+
+
+def test_identifiers_a_speaker_gives_in_a_run_of_messages_fit_before_others() -> None:
+    """Issue 32: Marco names the subject once and gives the rest in short follow-ups (the
+    bot's reply between two of them). Only the first shares the question's words, each was
+    carried at another time; all four still come before 60 newer identifiers (some Marco's,
+    some sharing a word with the question) in a small view. Marco's statement four turns
+    earlier does not move up."""
+    run = [("B-214", "Marco: The old furniture goes to storage unit B-214.", 733),
+           ("GATE-5521", "Marco: gate code GATE-5521", 734),
+           ("AC-33018", "Marco: access card AC-33018", 735),
+           ("+1-415-555-0199", "Marco: manager's cell +1-415-555-0199 if it is stuck", 737)]
+    answers = tuple(CarriedIdentifier(v, c, seq, 1200 + 5 * k)
+                    for k, (v, c, seq) in enumerate(run))
+    before = CarriedIdentifier("FAC-77", "Marco: badge ticket FAC-77", 729, 1300)
+    others = tuple(CarriedIdentifier(f"OPS-{2000 + i}", f"{('Eli', 'Marco')[i % 2]}: ticket "
+                                     f"OPS-{2000 + i} for the {'gate' if i % 3 else 'prod'} "
+                                     "rotation", 1400 + 3 * i, 1400 + 3 * i) for i in range(60))
+    state = SummaryState(KEY, folded_through=1700, facts=(*others, before, *answers))
+    weights = query_weights("What do we need to get at the old furniture in storage?")
+    order = rank_facts(state.facts, weights)
+    assert {f.value for f in order[:4]} == {f.value for f in answers}
+    assert order[-1] == before  # the least recently mentioned of those the question misses
+    view = compose_view(state, [turn(1701, "What do we need to get at the old furniture in "
+                                          "storage?")],
+                        budget=1200, tokenizer=TOK, split=ViewSplit(),
+                        facts_order=lambda f: rank_facts(f, weights))
+    assert len(view.facts) < len(state.facts)  # a small view: not every identifier fits
+    assert {f.value for f in answers} <= {f.value for f in view.facts}
 
 
 def test_each_day_heading_is_rendered_once_even_when_times_go_back_and_forth() -> None:
