@@ -10,7 +10,15 @@ at deterministic positions are replaced; the shipped files are not changed, so s
 1-6 keep their numbers), the conversation is replayed through gistbot alone at a memory
 budget of 2,000 tokens (``CONTEXT_TOKENS`` 2688, as the reporter's run), a reply every
 ``reply_every``-th turn, and each question is then asked alone on a fresh copy of the end
-state (``fresh_probe_prompts``). A question scores when its prompt holds all four.
+state (``fresh_probe_prompts``). Scored: the identifiers in their question's prompt (the
+target: all 40), and the questions whose prompt holds all four.
+
+A speaker who gives the answers in a run of short messages names the subject once ("The
+old furniture goes to storage unit B-214." / "gate code GATE-5521" / ...), and the
+question about it names the subject only ("What do we need to get at the old furniture in
+storage?"): word search finds the first message, and the others reach the prompt only as
+carried identifiers stated with it. The other questions name each thing they ask for.
+``python -m benchmarks.grouped [--quick]`` runs this part alone.
 """
 
 from __future__ import annotations
