@@ -121,7 +121,10 @@ class Archive:
     ) -> MemoryView:
         """The reply's memory for the newest of ``turns``, composed within ``budget``."""
         split = self.config.split
-        weights = query_weights(turns[-1].text, [t.text for t in reversed(turns[-4:-1])])
+        # The words as search sees them: without the mention and the bot's names, or
+        # "@gistbot" makes the bot's own carried lines ("gistbot: To recap…") the best match.
+        said = asked(list(turns)[-(QUERY_TURNS + 1):])
+        weights = query_weights(said[0], said[1:])
 
         def order(facts: Sequence[CarriedIdentifier]) -> list[CarriedIdentifier]:
             return rank_facts(facts, weights)

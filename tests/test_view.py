@@ -296,6 +296,38 @@ def test_identifiers_a_speaker_gives_in_a_run_of_messages_fit_before_others() ->
     assert {f.value for f in answers} <= {f.value for f in view.facts}
 
 
+async def test_the_mention_of_the_bot_does_not_rank_its_own_carried_lines_first() -> None:
+    """Issue 32: "@gistbot What do I need to follow the cert expiry incident?" — with the
+    mention's word counted, a carried line the bot's echo gave ("gistbot: To recap what you
+    said: …incident…") was the best match, and Eli's identifiers stated in a run of
+    messages with the real one were not ranked with it (a small facts room left two out)."""
+
+    class Store:  # nothing recalled: the carried identifiers alone answer
+        async def search(self, key: ChannelKey, query: object, **_: object) -> Recall:
+            return Recall()
+
+        async def search_turns(self, key: ChannelKey, query: object, **_: object) -> list[Turn]:
+            return []
+
+        async def turns_at(self, key: ChannelKey, seqs: Sequence[int]) -> list[Turn]:
+            return []
+
+    run = [("INC-3390", "Eli: Cert expiry incident is INC-3390.", 1873),
+           ("VND-55821", "Eli: vendor case VND-55821", 1875),
+           ("+1-212-555-0187", "Eli: bridge +1-212-555-0187, join if you're on call", 1876)]
+    answers = [CarriedIdentifier(v, c, seq, seq) for v, c, seq in run]
+    echo = CarriedIdentifier("1240ms", "gistbot: To recap what you said: Quick update on "
+                             "incident: p99 went from 180ms to 1240ms, I need eyes", 478, 2100)
+    others = [CarriedIdentifier(f"OPS-{i}", f"Kenji: ticket OPS-{i} for the rotation",
+                                1900 + 2 * i, 1900 + 2 * i) for i in range(60)]
+    state = SummaryState(KEY, folded_through=2200, facts=(*others, echo, *answers))
+    question = turn(2201, "@gistbot What do I need to follow the cert expiry incident?")
+    archive = Archive(Store(), TOK, MemoryConfig(facts_tokens=60))  # type: ignore[arg-type]
+    view = await archive.view(KEY, state, [question], 900)
+    assert {f.value for f in answers} <= {f.value for f in view.facts}
+    assert view.facts[0].value == "INC-3390"
+
+
 def test_each_day_heading_is_rendered_once_even_when_times_go_back_and_forth() -> None:
     """A bot reply stamped at another time than the message it answers (clock skew, a
     replayed import) must not make the rendered block longer than what the view paid."""
