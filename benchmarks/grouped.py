@@ -41,6 +41,8 @@ CONTEXT_TOKENS = 2688
 """The context that leaves gistbot a memory budget of 2,000 tokens (reply 512, the default
 system prompt): the reporter's side-by-side run."""
 
+QUICK_TURNS = 150
+"""Turns replayed with ``--quick`` (CI checks that the part runs, not its numbers)."""
 SUMMARY_LATENCY = 0.02
 """Seconds the fake takes per summary in this part (at most the run's own latency)."""
 
@@ -194,8 +196,9 @@ async def run(cfg: Config, base_url: str, responder: Responder
     """Replay the planted conversation through gistbot at a 2,000-token memory budget and
     ask each group's question on a fresh copy: a row, a target and notes for scenario 5."""
     small = dataclasses.replace(cfg, context_tokens=CONTEXT_TOKENS)
-    rows, planted = plant(load_conversation(cfg.turns), cfg.reply_every,
-                          {p.turn for p in load_probes(cfg.turns)})
+    turns = min(cfg.turns, QUICK_TURNS) if cfg.quick else cfg.turns
+    rows, planted = plant(load_conversation(turns), cfg.reply_every,
+                          {p.turn for p in load_probes(turns)})
     n = sum(len(p.group.values) for p in planted)
     progress(f"scenario 5, grouped: {len(planted)} questions, {n} identifiers, "
              f"memory budget {memory_budget(small)} (CONTEXT_TOKENS {CONTEXT_TOKENS})")
