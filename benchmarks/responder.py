@@ -32,10 +32,12 @@ from memory.summary_prompt import parse_summary_request
 from memory.tokens import Tokenizer
 from tests.fakes.openai_server import is_summary_request
 
-__all__ = ["LANGCHAIN_MARK", "Call", "FakeSummarizer", "Responder", "request_kind"]
+__all__ = ["LANGCHAIN_MARK", "NOTHING", "Call", "FakeSummarizer", "Responder", "request_kind"]
 
 LANGCHAIN_MARK = "Progressively summarize the lines of conversation"
 SECTIONS = ("Topics", "Facts and identifiers", "Decisions", "Open requests")
+NOTHING = "## Topics\n- (nothing of note yet)"
+"""The summary of a fold with nothing worth keeping (``FakeSummarizer.summarize``)."""
 _EVICT_ORDER = (0, 3, 2, 1)  # chit-chat topics leave first, identifiers last
 _DECISION = re.compile(r"(?i)\b(decided|agreed|let's|we'll|i'll|will|approved|confirmed)\b")
 _SPEAKER = re.compile(r"^\[([^\]]*)\]: ?(.*)$", re.DOTALL)
@@ -100,8 +102,13 @@ class FakeSummarizer:
                           *lines, "<<<END NEW FACTS>>>"])
 
     def summarize(self, previous: str, blocks: Sequence[tuple[str, str]], bound: int,
-                  missing: Sequence[str] = ()) -> str:
-        """The new summary: previous items, then new ones, within ``bound`` tokens."""
+                  missing: Sequence[str] = (), *, say_who: bool = False) -> str:
+        """The new summary: previous items, then new ones, within ``bound`` tokens.
+
+        With nothing worth keeping (a first fold of small talk, possible at a small
+        budget) the answer is ``NOTHING``; with ``say_who`` it names who talked about what
+        instead, as a model would: gistbot rejects an answer that shares no word with the
+        conversation and retries with back-off, which would stall a replay."""
         sections = self._parse(previous)
         seen = {item for items in sections for item in items}
         for speaker, text in blocks:
@@ -115,7 +122,11 @@ class FakeSummarizer:
             if _bucket(ident + "#retry", 2) == 0:
                 context = " ".join(context_for(ident, source).split()[:12])
                 sections[1].append(f"{ident} — {context}" if context else ident)
-        return self._fit(sections, int(bound * 0.92))
+        text = self._fit(sections, int(bound * 0.92))
+        if text == NOTHING and say_who and blocks:
+            who, said = blocks[0]
+            text = f"## Topics\n- {who} talked about: {' '.join(said.split()[:10])}"
+        return text
 
     def _item(self, speaker: str, sentence: str) -> tuple[int, str] | None:
         ids = extract_identifiers(sentence)
@@ -167,7 +178,7 @@ class FakeSummarizer:
             over = self.tok.count(text) - target
             del sections[victim][: max(1, over // 40)]
             text = self._render(sections)
-        return text or "## Topics\n- (nothing of note yet)"
+        return text or NOTHING
 
 
 def _langchain_parts(prompt: str) -> tuple[str, list[tuple[str, str]]]:
@@ -228,7 +239,7 @@ class Responder:
         if is_summary_request(body):
             req = parse_summary_request(messages)
             text = self.summarizer.summarize(req.previous, req.blocks, req.max_tokens,
-                                             req.missing)
+                                             req.missing, say_who=True)
             system = str(messages[0].get("content", "")) if messages else ""
             if "<<<EPISODE>>>" in system and not req.digest:  # gistbot's archive blocks
                 text += "\n\n" + self.summarizer.archive(req.blocks)

@@ -12,6 +12,9 @@ its summaries on purpose), two measures per memory:
   what a real model could answer from, whatever the model: for gistbot it exercises the
   summary, the carried facts that fit ``FACTS_TOKENS`` and the archive recall.
 
+A second part (``benchmarks.grouped``, issue 32) asks questions that four identifiers
+answer together, at a 2,000-token memory budget: its row and target join this section.
+
 With ``--endpoint URL --model NAME`` the same conversation runs through gistbot and
 LangChain's buffer on that real model, each is asked the probe questions, and an answer
 scores when it contains the identifier exactly.

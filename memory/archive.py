@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol, TypeAlias
 
 from memory.config import VIEW_TURN_LIMIT, MemoryConfig
+from memory.identifiers import contains_identifier
 from memory.models import (
     CarriedIdentifier,
     ChannelKey,
@@ -55,6 +56,9 @@ from memory.view import compose_parts, compose_view, recent_part, within_reach
 __all__ = ["Archive", "ArchiveWithRetention", "ForgetOutcome", "match_facts"]
 
 log = logging.getLogger(__name__)
+
+STATED_HITS = 20
+"""Turns searched for where a dropped identifier was stated (its rare terms rank it first)."""
 
 ForgetOutcome: TypeAlias = LongTermFact | list[LongTermFact] | None
 """``/forget``: the deleted fact, the candidates when several match (none deleted), or None."""
@@ -117,7 +121,10 @@ class Archive:
     ) -> MemoryView:
         """The reply's memory for the newest of ``turns``, composed within ``budget``."""
         split = self.config.split
-        weights = query_weights(turns[-1].text, [t.text for t in reversed(turns[-4:-1])])
+        # The words as search sees them: without the mention and the bot's names, or
+        # "@gistbot" makes the bot's own carried lines ("gistbot: To recap…") the best match.
+        said = asked(list(turns)[-(QUERY_TURNS + 1):])
+        weights = query_weights(said[0], said[1:])
 
         def order(facts: Sequence[CarriedIdentifier]) -> list[CarriedIdentifier]:
             return rank_facts(facts, weights)
@@ -222,6 +229,22 @@ class Archive:
             include_superseded=False,
         )
         return known.facts
+
+    async def stated(
+        self, key: ChannelKey, values: Sequence[str], *, before_seq: int
+    ) -> dict[str, Turn]:
+        """The first stored people's turn before ``before_seq`` that states each of
+        ``values`` (an identifier the summary held and has now dropped: where it came
+        from, so the carried fact keeps its turn and speaker; ``memory.compaction``).
+        Values search does not find are left out."""
+        out: dict[str, Turn] = {}
+        for value in values:
+            hits = await self.store.search_turns(key, query_terms(value), before_seq=before_seq,
+                                                 limit=STATED_HITS)
+            said = [t for t in hits if t.role != "assistant" and contains_identifier(t.text, value)]
+            if said:
+                out[value] = min(said, key=lambda t: t.seq)
+        return out
 
     async def episodes(self, key: ChannelKey, *, limit: int) -> tuple[Episode, ...]:
         """The newest ``limit`` episodes, newest first (what ``/summary`` cites)."""

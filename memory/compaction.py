@@ -24,12 +24,23 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from memory.completion import PREEMPTIBLE
 from memory.config import VIEW_TURN_LIMIT, MemoryConfig
 from memory.errors import CallRefused, Preempted, SummaryRejected
-from memory.models import ChannelKey, LongTermFact, NewEpisode, NewLongTermFact, RecordResult, Turn
+from memory.identifiers import context_for, mentioned_in
+from memory.models import (
+    CarriedIdentifier,
+    ChannelKey,
+    LongTermFact,
+    NewEpisode,
+    NewLongTermFact,
+    RecordResult,
+    SummaryState,
+    Turn,
+)
 from memory.store import LeaseStore, MemoryStore
 from memory.summarizer import Summarizer
 from memory.window import WindowPolicy
@@ -56,6 +67,11 @@ class RelatedFacts(Protocol):
 
     async def related_facts(self, key: ChannelKey, turns: Sequence[Turn]) -> Sequence[LongTermFact]:
         """Current facts of ``key`` that look related to ``turns``."""
+
+    async def stated(
+        self, key: ChannelKey, values: Sequence[str], *, before_seq: int
+    ) -> dict[str, Turn]:
+        """The first stored people's turn before ``before_seq`` stating each of ``values``."""
 
 
 REPLIES_FIRST = 0.25
@@ -372,7 +388,7 @@ class Compactor:
             # Current facts that look related, so the model can mark one as replaced.
             known = await self.facts.related_facts(key, fold)
             result = await self.summarizer.summarize(state, fold, known_facts=known, key=key)
-            text, facts = result.text, result.facts
+            text, facts = result.text, await self._stated_where(key, state, fold, result.facts)
             speakers = dict.fromkeys(t.author_name or t.author_id for t in fold)
             episode = NewEpisode(
                 fold[0].seq,
@@ -411,6 +427,37 @@ class Compactor:
         else:
             log.info("compaction of %s discarded: the channel changed meanwhile", key)
         return committed
+
+
+    async def _stated_where(
+        self, key: ChannelKey, state: SummaryState, fold: Sequence[Turn],
+        facts: tuple[CarriedIdentifier, ...],
+    ) -> tuple[CarriedIdentifier, ...]:
+        """``facts`` with those new to the ledger that only the previous summary held (the
+        new one dropped them) given the turn that stated them: its seq and speaker, its
+        sentence. Otherwise such a fact is dated by this compaction and described by a
+        summary line, and the identifiers one message (or a speaker's run of messages)
+        stated, dropped by different compactions, no longer look stated together
+        (``memory.relevance.rank_facts``). Best effort: a failed search leaves them so."""
+        old = {f.value for f in state.facts}
+        in_fold = mentioned_in("\n".join(t.text for t in fold))
+        lost = [f.value for f in facts if f.value not in old and not in_fold(f.value)]
+        if not lost:
+            return facts
+        try:
+            turns = await self.facts.stated(key, lost, before_seq=state.folded_through + 1)
+        except Exception:
+            log.debug("could not find where %s stated its identifiers", key, exc_info=True)
+            return facts
+        out = []
+        for fact in facts:
+            turn = turns.get(fact.value)
+            if turn is not None:
+                fact = replace(fact, first_seq=min(fact.first_seq, turn.seq),
+                               context=f"{turn.author_name or turn.author_id}: "
+                                       f"{context_for(fact.value, turn.text)}")
+            out.append(fact)
+        return tuple(out)
 
 
 def _count(n: int, noun: str) -> str:

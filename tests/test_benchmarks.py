@@ -76,8 +76,12 @@ def test_json_has_machine_rows_and_targets(results: tuple[Path, str]) -> None:
                                                             "LangChain summary buffer"}
     assert all(isinstance(r["in the probe's prompt, one at a time"], int)
                for r in sections["5"]["rows"])  # issue 13: each probe on a fresh copy
+    grouped = [r for r in sections["5"]["rows"] if "4 identifiers" in r["memory"]]
+    assert [r["planted"] for r in grouped] == [40]  # issue 32: questions 4 identifiers answer
+    assert any("grouped identifiers in the probe's prompt 40/40" in t["target"]
+               for t in sections["5"]["targets"])
     targets = [t for s in data["sections"] for t in s["targets"]]
-    assert len(targets) == 13
+    assert len(targets) == 14
     assert all(t["measured"] for t in targets)
     issue13 = [t["target"] for t in sections["1"]["targets"] if "(issue 13)" in t["target"]]
     assert issue13 == ["≤ 100 summarizer calls (issue 13)",  # as the issue states them

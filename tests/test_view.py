@@ -18,7 +18,7 @@ from bot.conversation.prompts import build_messages, fixed_overhead
 from memory.archive import Archive
 from memory.config import MemoryConfig
 from memory.models import CarriedIdentifier, ChannelKey, Episode, Recall, SummaryState, Turn
-from memory.relevance import query_weights, rank_facts
+from memory.relevance import ADJACENT, query_weights, rank_facts
 from memory.tokens import TokenCounter
 from memory.view import ViewSplit, compose_view, recent_part, within_reach
 
@@ -255,15 +255,77 @@ def test_all_identifiers_stated_with_the_best_match_fit_before_others() -> None:
 
 
 def test_identifiers_of_other_turns_keep_their_rank() -> None:
-    """Only identifiers stated with the best match move up: an unrelated one stated in
-    another turn with the same speaker stays ranked by its own words and recency."""
+    """Only identifiers stated with the best match move up: an unrelated one stated by the
+    same speaker in a turn further than ``ADJACENT`` away stays ranked by its own words and
+    recency."""
     best = CarriedIdentifier("MIG-101", "Sofia: Brightline migration ticket MIG-101.", 5, 5)
     near = CarriedIdentifier("MIG-102", "Sofia: also MIG-102.", 5, 5)
-    other = CarriedIdentifier("ESC-9", "Sofia: Acme escalation ESC-9.", 4, 7)
+    other = CarriedIdentifier("ESC-9", "Sofia: Acme escalation ESC-9.", 5 - ADJACENT - 1, 7)
     newer = CarriedIdentifier("OPS-1", "Eli: rotation OPS-1.", 8, 8)
     weights = query_weights("Which ticket is the Brightline migration?")
     order = rank_facts([other, newer, near, best], weights)
     assert order == [best, near, newer, other]
+
+
+def test_identifiers_a_speaker_gives_in_a_run_of_messages_fit_before_others() -> None:
+    """Issue 32: Marco names the subject once and gives the rest in short follow-ups (the
+    bot's reply between two of them). Only the first shares the question's words, each was
+    carried at another time; all four still come before 60 newer identifiers (some Marco's,
+    some sharing a word with the question) in a small view. Marco's statement four turns
+    earlier does not move up."""
+    run = [("B-214", "Marco: The old furniture goes to storage unit B-214.", 733),
+           ("GATE-5521", "Marco: gate code GATE-5521", 734),
+           ("AC-33018", "Marco: access card AC-33018", 735),
+           ("+1-415-555-0199", "Marco: manager's cell +1-415-555-0199 if it is stuck", 737)]
+    answers = tuple(CarriedIdentifier(v, c, seq, 1200 + 5 * k)
+                    for k, (v, c, seq) in enumerate(run))
+    before = CarriedIdentifier("FAC-77", "Marco: badge ticket FAC-77", 729, 1300)
+    others = tuple(CarriedIdentifier(f"OPS-{2000 + i}", f"{('Eli', 'Marco')[i % 2]}: ticket "
+                                     f"OPS-{2000 + i} for the {'gate' if i % 3 else 'prod'} "
+                                     "rotation", 1400 + 3 * i, 1400 + 3 * i) for i in range(60))
+    state = SummaryState(KEY, folded_through=1700, facts=(*others, before, *answers))
+    weights = query_weights("What do we need to get at the old furniture in storage?")
+    order = rank_facts(state.facts, weights)
+    assert {f.value for f in order[:4]} == {f.value for f in answers}
+    assert order[-1] == before  # the least recently mentioned of those the question misses
+    view = compose_view(state, [turn(1701, "What do we need to get at the old furniture in "
+                                          "storage?")],
+                        budget=1200, tokenizer=TOK, split=ViewSplit(),
+                        facts_order=lambda f: rank_facts(f, weights))
+    assert len(view.facts) < len(state.facts)  # a small view: not every identifier fits
+    assert {f.value for f in answers} <= {f.value for f in view.facts}
+
+
+async def test_the_mention_of_the_bot_does_not_rank_its_own_carried_lines_first() -> None:
+    """Issue 32: "@gistbot What do I need to follow the cert expiry incident?" — with the
+    mention's word counted, a carried line the bot's echo gave ("gistbot: To recap what you
+    said: …incident…") was the best match, and Eli's identifiers stated in a run of
+    messages with the real one were not ranked with it (a small facts room left two out)."""
+
+    class Store:  # nothing recalled: the carried identifiers alone answer
+        async def search(self, key: ChannelKey, query: object, **_: object) -> Recall:
+            return Recall()
+
+        async def search_turns(self, key: ChannelKey, query: object, **_: object) -> list[Turn]:
+            return []
+
+        async def turns_at(self, key: ChannelKey, seqs: Sequence[int]) -> list[Turn]:
+            return []
+
+    run = [("INC-3390", "Eli: Cert expiry incident is INC-3390.", 1873),
+           ("VND-55821", "Eli: vendor case VND-55821", 1875),
+           ("+1-212-555-0187", "Eli: bridge +1-212-555-0187, join if you're on call", 1876)]
+    answers = [CarriedIdentifier(v, c, seq, seq) for v, c, seq in run]
+    echo = CarriedIdentifier("1240ms", "gistbot: To recap what you said: Quick update on "
+                             "incident: p99 went from 180ms to 1240ms, I need eyes", 478, 2100)
+    others = [CarriedIdentifier(f"OPS-{i}", f"Kenji: ticket OPS-{i} for the rotation",
+                                1900 + 2 * i, 1900 + 2 * i) for i in range(60)]
+    state = SummaryState(KEY, folded_through=2200, facts=(*others, echo, *answers))
+    question = turn(2201, "@gistbot What do I need to follow the cert expiry incident?")
+    archive = Archive(Store(), TOK, MemoryConfig(facts_tokens=60))  # type: ignore[arg-type]
+    view = await archive.view(KEY, state, [question], 900)
+    assert {f.value for f in answers} <= {f.value for f in view.facts}
+    assert view.facts[0].value == "INC-3390"
 
 
 def test_each_day_heading_is_rendered_once_even_when_times_go_back_and_forth() -> None:
