@@ -10,9 +10,12 @@ spends most of its ~22 minutes in LangChain's phase. One run per summary latency
 (default 0.5 s and 2 s, issue 32's "at any summary latency"). For each: summarizer calls
 (identifier retries included, and how many were retries), summarizer tokens (prompt +
 completion of every summarizer call), total tokens, the summarizer's share, compactions
-committed and failed, prompts over budget. Issue 32's targets: ≤ 100 summarizer calls,
-summarizer tokens ≤ 15% of all tokens. Not a test: the published table comes from the
-full run.
+committed and failed, prompts over budget; then scenario 5's gistbot row from the same
+run (``benchmarks.retention``: the 36 planted identifiers remembered, and in the probe's
+prompt asked in a row and one at a time on a fresh copy; the probes come after the
+summarizer's calls are counted, as in the full run). Issue 32's targets: ≤ 100
+summarizer calls, summarizer tokens ≤ 15% of all tokens. Not a test: the published table
+comes from the full run.
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ from typing import Any
 
 from benchmarks.__main__ import fake_server
 from benchmarks.common import Config, machine_info
-from benchmarks.conversation import load_conversation
+from benchmarks.conversation import load_conversation, load_probes
 from benchmarks.prompt_cost import _one, open_memories, prompt_tokens, summarize_calls
 from benchmarks.responder import Call
+from benchmarks.retention import _row as retention_row
 from memory.tokens import TokenCounter, ensure_offline_encodings
 
 __all__ = ["is_retry", "main", "measure"]
@@ -46,10 +50,11 @@ def is_retry(call: Call) -> bool:
 async def measure(cfg: Config) -> dict[str, Any]:
     """Replay scenario 1 for gistbot alone; its table row plus the summarizer's breakdown."""
     rows = load_conversation(cfg.turns)
+    probes = load_probes(cfg.turns)
     tok = TokenCounter("gpt-4o")
     async with fake_server(cfg) as (fake, responder), open_memories(
             cfg, fake.base_url, which=("gistbot",)) as mems:
-        run = await _one(mems[0], rows, cfg, responder, [])
+        run = await _one(mems[0], rows, cfg, responder, probes)
     row = summarize_calls(run, cfg, tok)
     summaries = [c for c in run.calls if c.kind == "summary"]
     retries = [c for c in summaries if is_retry(c)]
@@ -60,6 +65,13 @@ async def measure(cfg: Config) -> dict[str, Any]:
         "share": row["summarizer tokens"] / max(row["total tokens"], 1),
         "compactions": run.breakdown.get("compactions"),
         "compaction failures": run.breakdown.get("compaction_failures"),
+    }
+    kept = retention_row(run, probes)
+    row |= {
+        "planted": len(probes),
+        "remembered": kept["remembered"],
+        "in probe prompt": kept["in the probe's prompt"],
+        "one at a time": kept["in the probe's prompt, one at a time"],
     }
     return row
 
@@ -79,7 +91,8 @@ def main(argv: Sequence[str] | None = None) -> None:
           f"gistbot {m['commit']}; {a.turns} turns")
     cols = ("summary latency s", "summarizer calls", "retries", "summarizer tokens",
             "retry tokens", "total tokens", "share", "compactions", "compaction failures",
-            "prompts over budget", "max prompt tokens")
+            "prompts over budget", "max prompt tokens", "remembered", "in probe prompt",
+            "one at a time")
     print("| " + " | ".join(cols) + " |\n|" + "---:|" * len(cols), flush=True)
     for latency in a.summary_latency:
         with tempfile.TemporaryDirectory(prefix="gistbot-summ-") as tmp:
