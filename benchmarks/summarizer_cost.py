@@ -65,6 +65,7 @@ async def measure(cfg: Config) -> dict[str, Any]:
         "share": row["summarizer tokens"] / max(row["total tokens"], 1),
         "compactions": run.breakdown.get("compactions"),
         "compaction failures": run.breakdown.get("compaction_failures"),
+        "carried facts": run.breakdown.get("facts_stored"),
     }
     kept = retention_row(run, probes)
     row |= {
@@ -91,6 +92,7 @@ def main(argv: Sequence[str] | None = None) -> None:
           f"gistbot {m['commit']}; {a.turns} turns")
     cols = ("summary latency s", "summarizer calls", "retries", "summarizer tokens",
             "retry tokens", "total tokens", "share", "compactions", "compaction failures",
+            "carried facts",
             "prompts over budget", "max prompt tokens", "remembered", "in probe prompt",
             "one at a time")
     print("| " + " | ".join(cols) + " |\n|" + "---:|" * len(cols), flush=True)
