@@ -30,7 +30,8 @@ from typing import Any
 from benchmarks.__main__ import fake_server
 from benchmarks.common import Config, machine_info
 from benchmarks.conversation import load_conversation, load_probes
-from benchmarks.prompt_cost import _one, open_memories, prompt_tokens, summarize_calls
+from benchmarks.gistbot_memory import GistbotMemory
+from benchmarks.prompt_cost import _one, prompt_tokens, summarize_calls
 from benchmarks.responder import Call
 from benchmarks.retention import _row as retention_row
 from memory.tokens import TokenCounter, ensure_offline_encodings
@@ -47,14 +48,16 @@ def is_retry(call: Call) -> bool:
                for m in call.body.get("messages", []))
 
 
-async def measure(cfg: Config) -> dict[str, Any]:
-    """Replay scenario 1 for gistbot alone; its table row plus the summarizer's breakdown."""
+async def measure(cfg: Config, pace: str | float = "idle") -> dict[str, Any]:
+    """Replay scenario 1 for gistbot alone; its table row plus the summarizer's breakdown.
+    ``pace``: as scenario 1, each message once compaction is idle, or a fixed gap in
+    seconds whatever compaction is doing (``GistbotMemory``)."""
     rows = load_conversation(cfg.turns)
     probes = load_probes(cfg.turns)
     tok = TokenCounter("gpt-4o")
-    async with fake_server(cfg) as (fake, responder), open_memories(
-            cfg, fake.base_url, which=("gistbot",)) as mems:
-        run = await _one(mems[0], rows, cfg, responder, probes)
+    async with fake_server(cfg) as (fake, responder), GistbotMemory.open(
+            cfg, base_url=fake.base_url, pace=pace) as mem:
+        run = await _one(mem, rows, cfg, responder, probes)
     row = summarize_calls(run, cfg, tok)
     summaries = [c for c in run.calls if c.kind == "summary"]
     retries = [c for c in summaries if is_retry(c)]
@@ -85,11 +88,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--reply-latency", type=float, default=0.1, help="fake reply latency, s")
     p.add_argument("--summary-latency", type=float, nargs="+", default=[0.5, 2.0],
                    help="fake summary latencies, s (one run each)")
+    p.add_argument("--pace", type=float, default=None,
+                   help="seconds between messages instead of scenario 1's idle pace")
     a = p.parse_args(argv)
     ensure_offline_encodings()
     m = machine_info()
     print(f"machine: {m['cores']} cores, {m['cpu']}, Python {m['python']}; {m['date']}; "
-          f"gistbot {m['commit']}; {a.turns} turns")
+          f"gistbot {m['commit']}; {a.turns} turns; pace "
+          f"{'idle' if a.pace is None else f'{a.pace} s'}")
     cols = ("summary latency s", "summarizer calls", "retries", "summarizer tokens",
             "retry tokens", "total tokens", "share", "compactions", "compaction failures",
             "carried facts",
@@ -100,7 +106,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         with tempfile.TemporaryDirectory(prefix="gistbot-summ-") as tmp:
             cfg = Config(out=Path(tmp), turns=a.turns, reply_latency=a.reply_latency,
                          summary_latency=latency)
-            row = asyncio.run(measure(cfg)) | {"summary latency s": latency}
+            pace: str | float = "idle" if a.pace is None else a.pace
+            row = asyncio.run(measure(cfg, pace)) | {"summary latency s": latency}
         met = row["summarizer calls"] <= MAX_CALLS and row["share"] <= MAX_SHARE
         cells = [f"{row[c]:.1%}" if c == "share" else f"{row[c]:,}" if isinstance(row[c], int)
                  else str(row[c]) for c in cols]
