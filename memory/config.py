@@ -52,7 +52,7 @@ class MemoryConfig(BaseModel):
         "episodes). Unset: whatever the rest of the budget leaves; 0 turns recall off."))
     window_tokens: int = Field(default=0, ge=0, description=(
         "Compact when a channel's unsummarized turns pass this many tokens. 0: derived from "
-        "the budget (40% of what the summary leaves of the memory budget)."))
+        "the budget (45% of what the summary leaves of the memory budget)."))
     keep_tokens: int = Field(default=0, ge=0, description=(
         "Fold the oldest turns down to this many tokens (smaller than WINDOW_TOKENS). 0: "
         "derived (10%)."))

@@ -10,8 +10,11 @@ One compaction:
    stored; an answer over the bound is
    trimmed (``memory.summary_fit``), never rejected (docs/decisions/0006). Model
    exceptions and timeouts propagate unchanged.
-3. Identifiers the answer lost (``memory.ledger.required_identifiers``) are asked for
-   once more; whatever is still missing is carried verbatim as a ``CarriedIdentifier``.
+3. Identifiers the answer lost (``memory.ledger.required_identifiers``) that the folded
+   turns say are asked for once more, in a small request of their own
+   (``build_retry_request``: the first answer, the turns that mention them, the list);
+   whatever is still missing, and what only the previous summary had, is carried
+   verbatim as a ``CarriedIdentifier`` (docs/decisions/0030).
 4. The same answer carries the archive (``summary_prompt.split_answer``): an episode and
    new long-term facts, cut out *before* the checks. A missing or garbled episode never
    fails the compaction (an extractive line stands in); bad fact lines are dropped.
@@ -51,7 +54,7 @@ from memory.summary_fit import add_to_facts, shorten_summary
 from memory.summary_prompt import (
     AnswerParts,
     SummaryRequest,
-    build_retry_message,
+    build_retry_request,
     build_summary_request,
     format_fact,
     merge_turns,
@@ -64,7 +67,7 @@ __all__ = [
     "Summarizer",
     "SummaryRequest",
     "SummaryResult",
-    "build_retry_message",
+    "build_retry_request",
     "build_summary_request",
     "check_answer",
     "extractive_episode",
@@ -72,6 +75,7 @@ __all__ = [
     "format_fact",
     "merge_turns",
     "parse_summary_request",
+    "retry_identifiers",
 ]
 
 log = logging.getLogger(__name__)
@@ -215,6 +219,17 @@ def _carried_facts(
             )
         out[ident] = fact
     return tuple(out.values())
+
+
+def retry_identifiers(missing: Sequence[str], turns: Sequence[Turn]) -> list[str]:
+    """Of the identifiers a first answer lost, those worth a second model call: the ones
+    the folded ``turns`` say. The others came from the previous summary, which a summary at
+    its bound lets go to make room for the new messages; asked for again, it would drop
+    something else. They are carried verbatim as facts at once (docs/decisions/0030)."""
+    if not missing:
+        return []
+    said = mentioned_in("\n".join(t.text for t in turns))
+    return [i for i in missing if said(i)]
 
 
 def extractive_episode(turns: Sequence[Turn], *, max_tokens: int, tokenizer: Tokenizer) -> str:
@@ -374,27 +389,24 @@ class Summarizer:
         text = self._checked(parts.summary, bound, source, turns)
         required = required_identifiers(previous.text, previous.facts, turns, max_tokens=bound)
         missing = [i for i in required if not contains_identifier(text, i)]
+        asked = retry_identifiers(missing, turns)
         calls = 1
-        if missing:
+        if asked:
             calls = 2
-            retry: list[ChatMessage] = [
-                *messages,
-                {"role": "assistant", "content": text},
-                build_retry_message(missing, max_tokens=bound),
-            ]
+            mentions = [t for t in turns if any(contains_identifier(t.text, i) for i in asked)]
+            retry = build_retry_request(text, mentions, asked, max_tokens=bound,
+                                        language_hint=self.language_hint,
+                                        language=route.language)
             try:
-                again = split_answer(await ask(retry, "summary", bound))
-                second = self._checked(again.summary, bound, source, turns)
+                again = await self._ask(retry, "summary", bound, model=route.model)
+                # Not asked for the archive blocks again; any it wrote are not the summary.
+                second = self._checked(split_answer(again).summary, bound, source, turns)
             except Exception as exc:  # best effort; CancelledError still propagates
                 log.warning("summary retry failed, keeping the first answer: %r", exc)
             else:
                 still = [i for i in required if not contains_identifier(second, i)]
                 if len(still) <= len(missing):
                     text, missing = second, still
-                    # The retry rewrote everything; its blocks win when it wrote them.
-                    parts = AnswerParts(
-                        parts.summary, again.episode or parts.episode, again.facts or parts.facts
-                    )
         episode = parts.episode
         if episode is not None and self.tokenizer.count(episode) > EPISODE_TOKENS * 2:
             episode = None  # garbled: far longer than asked

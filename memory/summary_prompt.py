@@ -9,8 +9,8 @@ facts after the summary, parsed back by ``split_answer``.
 
 User text cannot forge structure: a data line that starts with backslashes followed by
 ``<<<`` (or ``- `` in facts, ``[`` in messages) gets one more leading backslash, and ``\``,
-``]`` and newlines in author names are backslash-escaped. A retry message adds a
-``<<<MISSING IDENTIFIERS>>>`` section of ``- `` items.
+``]`` and newlines in author names are backslash-escaped. A retry request
+(``build_retry_request``) adds a ``<<<MISSING IDENTIFIERS>>>`` section of ``- `` items.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from memory.models import CarriedIdentifier, Turn
 __all__ = [
     "AnswerParts",
     "SummaryRequest",
-    "build_retry_message",
+    "build_retry_request",
     "build_summary_request",
     "format_fact",
     "merge_turns",
@@ -230,25 +230,58 @@ def build_summary_request(
     ]
 
 
+_RETRY_INTRO = (
+    "The summary below (your answer) left out identifiers that must be kept verbatim. Write "
+    "the full summary again, every section, and put each of the missing identifiers under "
+    "## Facts and identifiers exactly as written, with what it refers to; the messages that "
+    "mention them follow."
+)
+
+
+def build_retry_request(
+    summary: str,
+    turns: Sequence[Turn],
+    missing: Sequence[str],
+    *,
+    max_tokens: int,
+    language_hint: str | None = None,
+    language: str | None = None,
+) -> list[ChatMessage]:
+    r"""A request of its own asking once more for identifiers the first answer lost.
+
+    It holds only what the retry needs: the rules (without the archive blocks, which the
+    first answer wrote already), the first answer as the summary to rewrite, the folded
+    ``turns`` that mention the ``missing`` identifiers (for what each refers to) and the
+    list. Resending the whole first request and its answer cost about three times as much
+    (docs/decisions/0030). The user message::
+
+        <retry intro>
+        Token limit: 600
+
+        <<<PREVIOUS SUMMARY>>>
+        ...the first answer...
+        <<<END PREVIOUS SUMMARY>>>
+
+        <<<NEW MESSAGES>>>
+        [Alice]: my order ORD-1042 is late
+        <<<END NEW MESSAGES>>>
+
+        <<<MISSING IDENTIFIERS>>>
+        - ORD-1042
+        <<<END MISSING IDENTIFIERS>>>
+    """
+    messages = build_summary_request(summary, (), turns, max_tokens=max_tokens,
+                                     language_hint=language_hint, language=language)
+    body = messages[1]["content"].split("\n", 1)[1]  # the intro line is the retry's
+    lines = [_RETRY_INTRO, body, "", *_section("missing", [("- ", m) for m in missing])]
+    return [messages[0], {"role": "user", "content": "\n".join(lines).rstrip("\n")}]
+
+
 def request_boilerplate(max_tokens: int) -> str:
     """All of gistbot's own text in a request with this bound (rules, intros, the retry
-    message), so its numbers are never mistaken for something a person said."""
-    retry = build_retry_message([], max_tokens=max_tokens)["content"]
+    messages), so its numbers are never mistaken for something a person said."""
     rules = _SYSTEM.format(hint="", max_tokens=max_tokens) + _ARCHIVE_RULES
-    return "\n".join([rules, _INTRO, _DIGEST_INTRO, f"Token limit: {max_tokens}", retry])
-
-
-def build_retry_message(missing: Sequence[str], *, max_tokens: int) -> ChatMessage:
-    """The follow-up that asks once more for identifiers the first answer lost."""
-    lines = [
-        "Your summary left out identifiers that must be kept verbatim. Write the full "
-        "summary again, every section, and put each of these under ## Facts and "
-        f"identifiers exactly as written, with what it refers to. Stay under {max_tokens} "
-        "tokens.",
-        "",
-        *_section("missing", [("- ", m) for m in missing]),
-    ]
-    return {"role": "user", "content": "\n".join(lines).rstrip("\n")}
+    return "\n".join([rules, _INTRO, _DIGEST_INTRO, _RETRY_INTRO, f"Token limit: {max_tokens}"])
 
 
 def _read_sections(content: str) -> tuple[list[str], dict[str, list[str]]]:
@@ -298,7 +331,8 @@ def parse_summary_request(messages: Sequence[ChatMessage]) -> SummaryRequest:
     limits = [int(line[13:]) for line in preamble if re.fullmatch(r"Token limit: \d+", line)]
     if not limits:
         raise ValueError("not a summary request: no token limit")
-    missing: list[str] = []
+    # A retry request lists them in its own message; a follow-up after an answer, later.
+    missing = [v for _, v in _items(sections.get("missing", []), "missing")]
     for extra in users[1:]:
         asked = _items(_read_sections(extra)[1].get("missing", []), "missing")
         missing = [v for _, v in asked] or missing

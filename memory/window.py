@@ -79,13 +79,16 @@ class WindowPolicy:
             raise ValueError("keep_tokens must be smaller than window_tokens")
 
     @classmethod
-    def for_budget(cls, budget: int, *, summary_tokens: int, window_share: float = 0.40,
+    def for_budget(cls, budget: int, *, summary_tokens: int, window_share: float = 0.45,
                    keep_share: float = 0.1) -> WindowPolicy:
         """The default window, in tokens, derived from a reply's memory budget: compact when
         the unsummarized turns pass ``window_share`` of what the summary leaves, fold down
-        to ``keep_share``. One call then folds 30% of the budget. From a large
-        budget on every unfolded turn fits the view's verbatim share
-        (``memory.view.ViewSplit.recent_room``); in a small one the verbatim share is
+        to ``keep_share``. One call then folds 35% of the budget: a summary request's fixed
+        part (rules, previous summary, carried facts, the answer) costs about twice what a
+        fold of a 4,096-token context holds, so the fewer folds, the cheaper
+        (docs/decisions/0030). From a large budget on the window is as large as the view's
+        verbatim share (``memory.view.ViewSplit.recent_room``, the same 45%), so the
+        unfolded turns fit it but for their labels; in a small one the verbatim share is
         smaller, and the unfolded turns it leaves out are reached by the turn search and by
         the fill with the conversation just before."""
         room = max(budget - summary_tokens, 40)

@@ -46,7 +46,7 @@ def test_the_default_window_is_in_tokens_and_grows_with_the_budget() -> None:
     assert 0 < small.keep_tokens < small.window_tokens < large.window_tokens
     budget = budget_of(load_settings({})).memory_tokens
     default = policy_of({})
-    assert default.window_tokens == int((budget - 600) * 0.40)
+    assert default.window_tokens == int((budget - 600) * 0.45)
 
 
 def test_the_message_window_is_still_there_when_asked_for() -> None:

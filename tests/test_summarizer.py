@@ -12,11 +12,13 @@ from memory.errors import SummaryRejected
 from memory.models import CarriedIdentifier, ChannelKey, Role, SummaryState, Turn
 from memory.summarizer import (
     Summarizer,
+    build_retry_request,
     build_summary_request,
     check_answer,
     format_fact,
     merge_turns,
     parse_summary_request,
+    retry_identifiers,
 )
 from memory.tokens import TokenCounter
 from tests.fakes.models import Hang, ScriptedModel, Step
@@ -181,6 +183,23 @@ def test_build_parse_round_trip(
     assert req.digest is digest
 
 
+@given(
+    summary=_TEXT,
+    raw_turns=st.lists(st.tuples(st.integers(0, 2), _NAME, _TEXT), min_size=1, max_size=4),
+    missing=st.lists(_TEXT.filter(lambda t: "\n" not in t), min_size=1, max_size=3),
+    max_tokens=st.integers(1, 10_000),
+)
+def test_retry_request_round_trip(
+    summary: str, raw_turns: list[tuple[int, str, str]], missing: list[str], max_tokens: int
+) -> None:
+    turns = [Turn(KEY, i + 1, f"m{i}", "user", f"u{who}", name, text, 0, 0.0)
+             for i, (who, name, text) in enumerate(raw_turns)]
+    req = parse_summary_request(build_retry_request(summary, turns, missing,
+                                                    max_tokens=max_tokens))
+    assert (req.previous, req.facts, req.blocks) == (summary, [], merge_turns(turns))
+    assert (req.missing, req.max_tokens, req.digest) == (missing, max_tokens, False)
+
+
 # -- answer checks ----------------------------------------------------------------------------
 
 JUNK = [
@@ -272,10 +291,52 @@ async def test_dropped_identifier_is_asked_for_once(scripted: Callable[..., Scri
     )
     retry = model.received[1]
     assert retry.purpose == "summary"
-    assert retry.messages[:2] == model.received[0].messages
-    assert retry.messages[2] == {"role": "assistant", "content": DROPPED}
-    assert retry.messages[3]["role"] == "user"
-    assert parse_summary_request(retry.messages).missing == ["ORD-1042"]
+    # A request of its own: the first answer to rewrite, the turns that mention what it
+    # lost, the list; no archive blocks asked for again, nothing else of the first request.
+    assert [m["role"] for m in retry.messages] == ["system", "user"]
+    assert "<<<EPISODE>>>" in model.received[0].messages[0]["content"]
+    assert "<<<EPISODE>>>" not in retry.messages[0]["content"]
+    asked = parse_summary_request(retry.messages)
+    assert asked.previous == DROPPED
+    assert asked.missing == ["ORD-1042"]
+    assert asked.blocks == [
+        ("Alice", "My order ORD-1042 has not arrived.\nThanks. My order ORD-1042 is late!")
+    ]
+    assert asked.facts == []
+    assert retry.max_tokens < model.received[0].max_tokens
+
+
+async def test_retry_costs_less_than_resending_the_first_request(
+    scripted: Callable[..., ScriptedModel],
+) -> None:
+    chatter = [turn(10 + i, "Bob", f"Status update number {i}: all builds green.") for i in
+               range(30)]
+    previous = SummaryState(KEY, text="## Topics\n- " + "builds and releases; " * 40,
+                            folded_through=9)
+    model = scripted(DROPPED, GOOD)
+    await summarizer(model).summarize(previous, [*chatter, *TURNS])
+    first, retry = (sum(TOK.count(m["content"]) for m in c.messages) for c in model.received)
+    resent = first + TOK.count(DROPPED)  # what the retry used to send besides its ask
+    assert retry < resent / 2
+
+
+async def test_only_identifiers_of_the_folded_turns_are_asked_for_again(
+    scripted: Callable[..., ScriptedModel],
+) -> None:
+    previous = SummaryState(KEY, text="## Facts\n- Carol shared https://ex.com/spec.",
+                            version=3, folded_through=0)
+    model = scripted(DROPPED, GOOD)
+    result = await summarizer(model).summarize(previous, TURNS)
+    assert parse_summary_request(model.received[1].messages).missing == ["ORD-1042"]
+    assert result.text == GOOD
+    assert [f.value for f in result.facts] == ["https://ex.com/spec"]
+    assert result.missing_after_retry == ("https://ex.com/spec",)
+
+
+def test_retry_identifiers_are_those_the_turns_say() -> None:
+    assert retry_identifiers(["https://ex.com/spec", "ORD-1042"], TURNS) == ["ORD-1042"]
+    assert retry_identifiers(["https://ex.com/spec"], TURNS) == []
+    assert retry_identifiers([], TURNS) == []
 
 
 async def test_identifier_dropped_twice_is_carried_as_a_fact(
@@ -319,8 +380,10 @@ async def test_identifier_from_previous_summary_is_carried(
         folded_through=40,
     )
     turns = [turn(41, "Bob", "Shall we ship Friday?")]
-    model = scripted("## Decisions\n- Ship Friday?", "## Decisions\n- Ship Friday.")
+    model = scripted("## Decisions\n- Ship Friday?")
     result = await summarizer(model).summarize(previous, turns)
+    # Only the previous summary had it: carried at once, not asked for again.
+    assert result.calls == 1
     assert result.facts == (
         CarriedIdentifier(
             "https://ex.com/spec", "Carol shared https://ex.com/spec for the spec.", 40, 40

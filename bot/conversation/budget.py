@@ -6,7 +6,7 @@ system prompt and the fence framing take their part (``bot.conversation.prompts.
 and the rest is the *memory budget*. By default everything else follows from it, so raising
 ``CONTEXT_TOKENS`` buys a larger verbatim window and more recall:
 
-* compaction (``window_policy``): compact when the unsummarized turns pass 40% of what the
+* compaction (``window_policy``): compact when the unsummarized turns pass 45% of what the
   summary leaves, fold down to 10%, never more than a summary request can hold
   (``fold_tokens``); ``MAX_HISTORY_MESSAGES`` / ``KEEP_RECENT_MESSAGES`` select the
   original sliding window of messages instead, ``WINDOW_TOKENS`` / ``KEEP_TOKENS`` set a
