@@ -184,7 +184,8 @@ def _carried_facts(
     previous: SummaryState, turns: Sequence[Turn], missing: Sequence[str]
 ) -> tuple[CarriedIdentifier, ...]:
     """Facts to upsert: old facts mentioned again (newer ``last_seen_seq``), then the
-    identifiers the summary lost, with the sentence (and speaker) they came from."""
+    identifiers the summary lost, with the sentence (and speaker) they came from: the
+    latest person's who said it (one only the bot said is not kept at all)."""
     out: dict[str, CarriedIdentifier] = {}
     in_fold = mentioned_in("\n".join(t.text for t in turns))
     for fact in previous.facts:
@@ -197,12 +198,14 @@ def _carried_facts(
     for ident in missing:
         mentions = [t for t in turns if contains_identifier(t.text, ident)]
         if mentions:
-            latest = mentions[-1]
+            # The context is a person's sentence when one said it: the bot's recap ("To
+            # recap: ORD-1042 …") restates it, and a weak model's may garble it.
+            said = next((t for t in reversed(mentions) if t.role != "assistant"), mentions[-1])
             fact = CarriedIdentifier(
                 ident,
-                f"{latest.author_name or latest.author_id}: {context_for(ident, latest.text)}",
+                f"{said.author_name or said.author_id}: {context_for(ident, said.text)}",
                 mentions[0].seq,
-                latest.seq,
+                mentions[-1].seq,
             )
         else:
             fact = CarriedIdentifier(

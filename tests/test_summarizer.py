@@ -351,6 +351,18 @@ async def test_identifier_dropped_twice_is_carried_as_a_fact(
     assert result.facts == (CarriedIdentifier("ORD-1042", late, 2, 5),)
 
 
+async def test_a_carried_identifier_keeps_a_persons_sentence_over_the_bots_recap(
+    scripted: Callable[..., ScriptedModel],
+) -> None:
+    recap = turn(6, "gistbot", "To recap: ORD-1042 is late, Bob checks.", role="assistant")
+    second = DROPPED + "\n- Bob is checking."
+    result = await summarizer(scripted(DROPPED, second)).summarize(EMPTY, [*TURNS, recap])
+    # Alice's sentence, not the bot's; still last seen in the recap.
+    assert result.facts == (
+        CarriedIdentifier("ORD-1042", "Alice: My order ORD-1042 is late!", 2, 6),
+    )
+
+
 @pytest.mark.parametrize("retry", ["I'm sorry, but I cannot do that.", "", RuntimeError("down")])
 async def test_failed_retry_keeps_the_first_answer(
     scripted: Callable[..., ScriptedModel],
