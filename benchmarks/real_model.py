@@ -546,9 +546,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--summary-tokens", type=int, default=150)
     p.add_argument("--window-tokens", type=int, default=600)
     p.add_argument("--keep-tokens", type=int, default=200)
-    p.add_argument("--pace", default="batch", help="'batch' (the issue's pace: the console's "
-                   "batch mode, every line to the bot, the next once it is answered) or seconds "
-                   "between lines")
+    p.add_argument("--pace", default="batch", help="'batch' (the console's batch mode: every "
+                   "line to the bot, the next once it is answered) or seconds between lines")
     p.add_argument("--mention-every", type=int, default=4, help="with a pace in seconds")
     p.add_argument("--llm-timeout", type=float, default=60.0, help="LLM_TIMEOUT")
     p.add_argument("--timeout", type=float, default=3000, help="seconds for the chat run")

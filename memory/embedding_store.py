@@ -28,8 +28,8 @@ word search; a longer horizon costs ~1.5 KB read per turn and reply at 384 dimen
 
 MIN_SEPARATION = 3.5
 """Standard deviations the best match must stand above the scanned vectors' mean for a
-semantic ranking to count (docs/decisions/0026: all-MiniLM-L6-v2's best match stands ~5
-above on English turns, ~2.3 on Korean ones it cannot read)."""
+semantic ranking to count: a model that cannot read the language ranks every turn about
+alike, and its best match does not stand out (docs/decisions/0026 has the measurements)."""
 SEPARATION_ROWS = 20
 """Fewer scanned vectors than this: every ranking counts (too few to measure a spread)."""
 
