@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from memory.completion import PREEMPTIBLE
 from memory.config import VIEW_TURN_LIMIT, MemoryConfig
 from memory.errors import CallRefused, Preempted, SummaryRejected
-from memory.identifiers import context_for, mentioned_in
+from memory.identifiers import context_for
 from memory.models import (
     CarriedIdentifier,
     ChannelKey,
@@ -42,7 +42,7 @@ from memory.models import (
     Turn,
 )
 from memory.store import LeaseStore, MemoryStore
-from memory.summarizer import Summarizer
+from memory.summarizer import Summarizer, SummaryResult
 from memory.window import WindowPolicy
 
 __all__ = [
@@ -388,7 +388,7 @@ class Compactor:
             # Current facts that look related, so the model can mark one as replaced.
             known = await self.facts.related_facts(key, fold)
             result = await self.summarizer.summarize(state, fold, known_facts=known, key=key)
-            text, facts = result.text, await self._stated_where(key, state, fold, result.facts)
+            text, facts = result.text, await self._stated_where(key, state, result)
             speakers = dict.fromkeys(t.author_name or t.author_id for t in fold)
             episode = NewEpisode(
                 fold[0].seq,
@@ -430,18 +430,17 @@ class Compactor:
 
 
     async def _stated_where(
-        self, key: ChannelKey, state: SummaryState, fold: Sequence[Turn],
-        facts: tuple[CarriedIdentifier, ...],
+        self, key: ChannelKey, state: SummaryState, result: SummaryResult
     ) -> tuple[CarriedIdentifier, ...]:
-        """``facts`` with those new to the ledger that only the previous summary held (the
-        new one dropped them) given the turn that stated them: its seq and speaker, its
+        """``result.facts`` with those new to the ledger that only the previous summary held
+        (``result.unstated``) given the turn that stated them: its seq and speaker, its
         sentence. Otherwise such a fact is dated by this compaction and described by a
         summary line, and the identifiers one message (or a speaker's run of messages)
         stated, dropped by different compactions, no longer look stated together
         (``memory.relevance.rank_facts``). Best effort: a failed search leaves them so."""
+        facts = result.facts
         old = {f.value for f in state.facts}
-        in_fold = mentioned_in("\n".join(t.text for t in fold))
-        lost = [f.value for f in facts if f.value not in old and not in_fold(f.value)]
+        lost = [v for v in result.unstated if v not in old]
         if not lost:
             return facts
         try:

@@ -151,6 +151,9 @@ class SummaryResult:
     episode: str = ""
     new_facts: tuple[NewLongTermFact, ...] = ()
     episode_fallback: bool = False
+    unstated: tuple[str, ...] = ()
+    """Of ``missing_after_retry``, those no folded turn states: the previous summary alone
+    had them, so their carried fact knows neither the turn nor the speaker."""
 
 
 def check_answer(
@@ -417,6 +420,7 @@ class Summarizer:
         if episode is None:
             episode = extractive_episode(turns, max_tokens=EPISODE_TOKENS, tokenizer=self.tokenizer)
         shown = [f for f in known_facts if f.id in offered]
+        stated = set(retry_identifiers(missing, turns))
         return SummaryResult(
             text,
             _carried_facts(previous, turns, missing),
@@ -425,6 +429,7 @@ class Summarizer:
             episode=episode,
             new_facts=_new_facts(parts, turns, shown),
             episode_fallback=fallback,
+            unstated=tuple(i for i in missing if i not in stated),
         )
 
     async def digest(self, state: SummaryState, turns: Sequence[Turn], *, max_tokens: int,

@@ -347,6 +347,7 @@ async def test_identifier_dropped_twice_is_carried_as_a_fact(
     assert result.text == second
     assert result.calls == 2
     assert result.missing_after_retry == ("ORD-1042",)
+    assert result.unstated == ()  # Alice's turns state it
     late = "Alice: My order ORD-1042 is late!"
     assert result.facts == (CarriedIdentifier("ORD-1042", late, 2, 5),)
 
@@ -401,6 +402,7 @@ async def test_identifier_from_previous_summary_is_carried(
             "https://ex.com/spec", "Carol shared https://ex.com/spec for the spec.", 40, 40
         ),
     )
+    assert result.unstated == ("https://ex.com/spec",)  # no folded turn states it
 
 
 async def test_previous_facts_mentioned_again_get_a_newer_last_seen(
