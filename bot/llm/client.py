@@ -37,11 +37,13 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletio
 
 from bot.channels.usage_tab import UsageTab, metered, metered_hold, note_usage
 from bot.errors import LLMBadResponse, LLMError, LLMTimeout, ModelNotServed, llm_error_from
+from bot.llm.cost import chat_cost
 from bot.llm.gate import LLMGate
 from bot.llm.thinking import ThinkFilter, strip_think
 from bot.wording import plural
 from memory.completion import ChatMessage
 from memory.errors import Preempted
+from memory.tokens import Tokenizer
 
 __all__ = [
     "LLM",
@@ -201,7 +203,8 @@ class OpenAILLM:
     """``LLM`` over any OpenAI-compatible Chat Completions endpoint. ``summary_model``
     (default: ``model``) serves ``summary`` and ``digest``. ``concurrency`` calls at once
     (``LLM_CONCURRENCY``), of which at most ``summary_concurrency`` summaries
-    (``SUMMARY_CONCURRENCY``); see ``bot.llm.gate``. Reads no environment variables."""
+    (``SUMMARY_CONCURRENCY``); see ``bot.llm.gate``. ``tokenizer`` prices a call for its
+    quota reservation (``bot.llm.cost``). Reads no environment variables."""
 
     is_offline = False
 
@@ -218,8 +221,10 @@ class OpenAILLM:
         concurrency: int = 4,
         summary_concurrency: int = 8,
         summary_timeout: float | None = None,
+        tokenizer: Tokenizer | None = None,
     ) -> None:
         self.model, self.summary_model = model, summary_model or model
+        self.tokenizer = tokenizer  # prices a call's prompt for its quota reservation
         # Per request, from when the call holds its slot: a summary that waited behind
         # replies still gets its whole time (``SUMMARY_TIMEOUT``).
         self.summary_timeout = summary_timeout
@@ -252,15 +257,16 @@ class OpenAILLM:
         """One chat completion, reasoning removed. Raises ``LLMError`` subclasses, and
         ``Preempted`` for a summary that gave its slot to a reply."""
         model = self.model_for(purpose, model)
+        cost = chat_cost(messages, max_tokens, self.tokenizer)
         if purpose not in _STREAMED:
             return await metered(purpose, lambda: self.gate.run(
                 purpose, lambda: self._complete(messages, max_tokens, purpose, model)
-            ))
+            ), cost=cost)
         got = _Progress()
         try:
             return await metered(purpose, lambda: self.gate.run(
                 purpose, lambda: self._collect(messages, max_tokens, purpose, model, got)
-            ))
+            ), cost=cost)
         except Preempted as e:  # say how far it got
             elapsed = None if got.started is None else time.monotonic() - got.started
             raise Preempted(str(e), elapsed=elapsed, received=got.pieces) from None
@@ -319,7 +325,8 @@ class OpenAILLM:
         """Text deltas as they arrive, reasoning removed even when a tag spans chunks. The
         stream holds its gate slot until it ends (or is closed)."""
         model = self.model_for(purpose, model)
-        async with metered_hold(purpose) as tab, self.gate.hold(purpose):
+        cost = chat_cost(messages, max_tokens, self.tokenizer)
+        async with metered_hold(purpose, cost=cost) as tab, self.gate.hold(purpose):
             pieces = self._stream(messages, max_tokens, purpose, model, tab)
             async with contextlib.aclosing(pieces):
                 async for piece in pieces:

@@ -4,27 +4,37 @@ Usage is counted per UTC day and ``UsageKey`` (a user of a server, or the server
 ``user == SERVER``); ``add_tokens`` is an atomic increment, so replicas sharing one database
 count together. Each count is also kept per *kind* (what the tokens were spent on, a short
 name the application chooses); the total is what limits apply to.
+
+A limited call is admitted by a *reservation* of its largest cost (``reserve_tokens``): one
+transaction reclaims the account's expired reservations, checks each limit against the
+settled count plus what is already reserved, and adds the reservation to ``reserved`` (and
+a row per account to ``token_reservations``, with an expiry). ``settle_tokens`` replaces it
+by what the call used. So the counts plus the reservations never pass a limit, whatever
+the number of callers and replicas (``bot.stores.reservations`` holds the statements).
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from bot.stores import reservations
+from bot.stores.reservations import Refusal
 from bot.stores.schema import Ladder, Step
 from bot.stores.settings import SERVER
 from bot.stores.sql import numbered
 from memory.stores.sqlite.store import SqliteStore
 from memory.stores.sqlite.writer import WriteTx
 
-__all__ = ["LADDER", "PostgresUsage", "SqliteUsage", "UsageKey", "UsageStore"]
+__all__ = ["LADDER", "PostgresUsage", "Refusal", "SqliteUsage", "UsageKey", "UsageStore"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, order=True)
 class UsageKey:
-    """Whose tokens: ``user`` of (``platform``, ``workspace``), or the server (``SERVER``)."""
+    """Whose tokens: ``user`` of (``platform``, ``workspace``), or the server (``SERVER``).
+    Ordered, so that transactions touching several accounts lock them in one order."""
 
     platform: str
     workspace: str
@@ -51,6 +61,21 @@ class UsageStore(Protocol):
 
     async def claim_quota_notice(self, day: str, account: UsageKey) -> bool:
         """True once per account and day: the caller tells the person they are over."""
+        ...
+
+    async def reserve_tokens(self, day: str, limits: Mapping[UsageKey, int], tokens: int, *,
+                             rid: str, now: float, expires_at: float) -> Refusal | None:
+        """Reserve ``tokens`` on every account of ``limits`` for ``day``, or on none: None
+        when each account's count plus its reservations plus ``tokens`` stays within its
+        limit, else the ``Refusal`` of the first account that has no room. One transaction,
+        which first reclaims the accounts' reservations expired at ``now``. Reserving the
+        same ``rid`` again (a retry after a lost answer) admits without a second hold."""
+        ...
+
+    async def settle_tokens(self, rid: str, day: str, accounts: Sequence[UsageKey],
+                            tokens: int, *, kind: str = "") -> None:
+        """End reservation ``rid`` (released where it still holds) and count the
+        ``tokens`` the call used on each of ``accounts`` for ``day``, in one transaction."""
         ...
 
 
@@ -92,6 +117,30 @@ LADDER = Ladder("usage", (
         )
         """,
         marker=("token_usage_kinds", "kind"),
+    ),
+    # Reservations: a limited call's largest cost held until it is settled (or expires).
+    Step(
+        sqlite=f"""
+        ALTER TABLE token_usage ADD COLUMN reserved INTEGER NOT NULL DEFAULT 0;
+        CREATE TABLE IF NOT EXISTS token_reservations (
+            id TEXT NOT NULL, day TEXT NOT NULL, platform TEXT NOT NULL,
+            workspace TEXT NOT NULL, user_id TEXT NOT NULL, tokens INTEGER NOT NULL,
+            expires_at REAL NOT NULL,
+            PRIMARY KEY (id, platform, workspace, user_id)
+        ) WITHOUT ROWID;
+        {reservations.EXPIRY_INDEX}
+        """,
+        postgres=f"""
+        ALTER TABLE token_usage ADD COLUMN IF NOT EXISTS reserved bigint NOT NULL DEFAULT 0;
+        CREATE TABLE IF NOT EXISTS token_reservations (
+            id text NOT NULL, day text NOT NULL, platform text NOT NULL,
+            workspace text NOT NULL, user_id text NOT NULL, tokens bigint NOT NULL,
+            expires_at double precision NOT NULL,
+            PRIMARY KEY (id, platform, workspace, user_id)
+        );
+        {reservations.EXPIRY_INDEX}
+        """,
+        marker=("token_reservations", "expires_at"),
     ),
 ))
 
@@ -188,6 +237,22 @@ class SqliteUsage:
         """See ``UsageStore.claim_quota_notice``."""
         return await self.db.write(_claim_notice, day, account)
 
+    async def reserve_tokens(self, day: str, limits: Mapping[UsageKey, int], tokens: int, *,
+                             rid: str, now: float, expires_at: float) -> Refusal | None:
+        """See ``UsageStore.reserve_tokens``."""
+        plan = reservations.Plan(rid, day, dict(limits), tokens, now, expires_at)
+        if (early := plan.too_big()) is not None:
+            return early
+        result: Refusal | None = await self.db.write(
+            lambda tx: reservations.run_sqlite(tx.conn, reservations.reserve(plan)))
+        return result
+
+    async def settle_tokens(self, rid: str, day: str, accounts: Sequence[UsageKey],
+                            tokens: int, *, kind: str = "") -> None:
+        """See ``UsageStore.settle_tokens``."""
+        await self.db.write(lambda tx: reservations.run_sqlite(
+            tx.conn, reservations.settle(rid, day, tuple(accounts), tokens, kind)))
+
 
 # ---------------------------------------------------------------------------- PostgreSQL
 
@@ -238,3 +303,19 @@ class PostgresUsage:
         """See ``UsageStore.claim_quota_notice``."""
         return bool(await self.db.fetch(numbered(CLAIM_NOTICE), day, account.platform,
                                         account.workspace, account.user))
+
+    async def reserve_tokens(self, day: str, limits: Mapping[UsageKey, int], tokens: int, *,
+                             rid: str, now: float, expires_at: float) -> Refusal | None:
+        """See ``UsageStore.reserve_tokens``."""
+        plan = reservations.Plan(rid, day, dict(limits), tokens, now, expires_at)
+        if (early := plan.too_big()) is not None:
+            return early
+        result: Refusal | None = await self.db.tx(
+            lambda conn: reservations.run_postgres(conn, reservations.reserve(plan)))
+        return result
+
+    async def settle_tokens(self, rid: str, day: str, accounts: Sequence[UsageKey],
+                            tokens: int, *, kind: str = "") -> None:
+        """See ``UsageStore.settle_tokens``."""
+        await self.db.tx(lambda conn: reservations.run_postgres(
+            conn, reservations.settle(rid, day, tuple(accounts), tokens, kind)))
