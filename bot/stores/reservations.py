@@ -22,16 +22,14 @@ from __future__ import annotations
 
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.stores.sql import numbered
 
 if TYPE_CHECKING:
     import sqlite3
 
-    from bot.stores.usage import UsageKey
-
-__all__ = ["EXPIRY_INDEX", "Plan", "Refusal", "reserve", "run_postgres", "run_sqlite", "settle"]
+__all__ = ["EXPIRY_INDEX", "Account", "Plan", "reserve", "run_postgres", "run_sqlite", "settle"]
 
 Program = Generator[tuple[str, tuple[Any, ...]], list[Any], Any]
 """Statements out, each one's rows back in; the generator's return value is the result."""
@@ -74,14 +72,25 @@ _ADD_KIND = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """Why a reservation was refused: ``account`` has no room. ``full``: its settled count
-    alone leaves none (the call cannot run today); otherwise reservations of calls still
-    running are in the way, and it may fit once they settle."""
+class Account(Protocol):
+    """Whose tokens (``bot.stores.usage.Account``)."""
 
-    account: UsageKey
-    full: bool
+    @property
+    def platform(self) -> str: ...
+
+    @property
+    def workspace(self) -> str: ...
+
+    @property
+    def user(self) -> str: ...
+
+
+Refused = tuple[Account, bool]
+"""The account without room, and whether its settled count alone leaves none."""
+
+
+def _order(a: Account) -> tuple[str, str, str]:
+    return (a.platform, a.workspace, a.user)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,42 +100,43 @@ class Plan:
 
     rid: str
     day: str
-    limits: Mapping[UsageKey, int]
+    limits: Mapping[Account, int]
     tokens: int
     now: float
     expires_at: float
 
-    def too_big(self) -> Refusal | None:
+    def too_big(self) -> Refused | None:
         """The refusal no transaction is needed for: the call alone is over a limit."""
-        for account in sorted(self.limits):
+        for account in sorted(self.limits, key=_order):
             if self.tokens > self.limits[account]:
-                return Refusal(account, full=True)
+                return account, True
         return None
 
 
-def _where(day: str, a: UsageKey) -> tuple[Any, ...]:
+def _where(day: str, a: Account) -> tuple[Any, ...]:
     return (day, a.platform, a.workspace, a.user)
 
 
-def _apply(changes: dict[tuple[str, UsageKey], tuple[int, int]]) -> Program:
+def _apply(changes: dict[tuple[str, Account], tuple[int, int]]) -> Program:
     """Add used tokens and release reserved ones, per (day, account), in that order."""
-    for (day, account), (used, release) in sorted(changes.items()):
+    for (day, account), (used, release) in sorted(
+            changes.items(), key=lambda item: (item[0][0], *_order(item[0][1]))):
         if used or release:
             yield _APPLY, (*_where(day, account), used, release, release)
 
 
 def reserve(plan: Plan) -> Program:
-    """The reservation transaction (module docstring); returns ``Refusal | None``."""
+    """The reservation transaction (module docstring); returns ``Refused | None``."""
     if (yield _HELD, (plan.rid,)):
         return None  # this reservation committed before (a retried transaction)
-    accounts = sorted(plan.limits)
-    changes: dict[tuple[str, UsageKey], tuple[int, int]] = {}
+    accounts = sorted(plan.limits, key=_order)
+    changes: dict[tuple[str, Account], tuple[int, int]] = {}
     for a in accounts:  # reclaim what calls that never settled left behind
         for day, tokens in (yield _RECLAIM, (a.platform, a.workspace, a.user, plan.now)):
             used, release = changes.get((str(day), a), (0, 0))
             changes[(str(day), a)] = (used, release + int(tokens))
     yield from _apply(changes)
-    held: list[UsageKey] = []
+    held: list[Account] = []
     for a in accounts:
         if (yield _HOLD, (*_where(plan.day, a), plan.tokens, plan.limits[a])):
             held.append(a)
@@ -134,17 +144,17 @@ def reserve(plan: Plan) -> Program:
         settled = yield _SETTLED, _where(plan.day, a)
         used = int(settled[0][0]) if settled else 0
         yield from _apply({(plan.day, h): (0, plan.tokens) for h in held})  # all or none
-        return Refusal(a, full=used + plan.tokens > plan.limits[a])
+        return a, used + plan.tokens > plan.limits[a]
     for a in accounts:
         yield _ROW, (plan.rid, *_where(plan.day, a), plan.tokens, plan.expires_at)
     return None
 
 
-def settle(rid: str, day: str, accounts: tuple[UsageKey, ...], tokens: int,
+def settle(rid: str, day: str, accounts: tuple[Account, ...], tokens: int,
            kind: str) -> Program:
     """End reservation ``rid`` where it still holds, count ``tokens`` on ``accounts``."""
-    changes: dict[tuple[str, UsageKey], tuple[int, int]] = {}
-    for a in sorted(accounts):
+    changes: dict[tuple[str, Account], tuple[int, int]] = {}
+    for a in sorted(accounts, key=_order):
         for held_day, held in (yield _END, (rid, a.platform, a.workspace, a.user)):
             used, release = changes.get((str(held_day), a), (0, 0))
             changes[(str(held_day), a)] = (used, release + int(held))
@@ -154,7 +164,7 @@ def settle(rid: str, day: str, accounts: tuple[UsageKey, ...], tokens: int,
             changes[(day, a)] = (used + tokens, release)
     yield from _apply(changes)
     if kind and tokens > 0:
-        for a in sorted(accounts):
+        for a in sorted(accounts, key=_order):
             yield _ADD_KIND, (*_where(day, a), kind, tokens)
 
 

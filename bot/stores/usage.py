@@ -20,8 +20,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from bot.stores import reservations
-from bot.stores.reservations import Refusal
+from bot.stores.reservations import (
+    EXPIRY_INDEX,
+    Account,
+    Plan,
+    Refused,
+    reserve,
+    run_postgres,
+    run_sqlite,
+    settle,
+)
 from bot.stores.schema import Ladder, Step
 from bot.stores.settings import SERVER
 from bot.stores.sql import numbered
@@ -39,6 +47,25 @@ class UsageKey:
     platform: str
     workspace: str
     user: str = SERVER
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a reservation was refused: ``account`` has no room. ``full``: its settled count
+    alone leaves none (the call cannot run today); otherwise reservations of calls still
+    running are in the way, and it may fit once they settle."""
+
+    account: UsageKey
+    full: bool
+
+    @classmethod
+    def of(cls, refused: Refused | None) -> Refusal | None:
+        """From what ``bot.stores.reservations`` returns."""
+        if refused is None:
+            return None
+        account, full = refused
+        assert isinstance(account, UsageKey)
+        return cls(account, full)
 
 
 class UsageStore(Protocol):
@@ -128,7 +155,7 @@ LADDER = Ladder("usage", (
             expires_at REAL NOT NULL,
             PRIMARY KEY (id, platform, workspace, user_id)
         ) WITHOUT ROWID;
-        {reservations.EXPIRY_INDEX}
+        {EXPIRY_INDEX}
         """,
         postgres=f"""
         ALTER TABLE token_usage ADD COLUMN IF NOT EXISTS reserved bigint NOT NULL DEFAULT 0;
@@ -138,7 +165,7 @@ LADDER = Ladder("usage", (
             expires_at double precision NOT NULL,
             PRIMARY KEY (id, platform, workspace, user_id)
         );
-        {reservations.EXPIRY_INDEX}
+        {EXPIRY_INDEX}
         """,
         marker=("token_reservations", "expires_at"),
     ),
@@ -172,6 +199,10 @@ _PG_BY_KIND = (
     f"SELECT platform, workspace, user_id, kind, tokens FROM token_usage_kinds {_PG_ACCOUNTS} "
     "ORDER BY kind"
 )
+
+
+def _limits(limits: Mapping[UsageKey, int]) -> dict[Account, int]:
+    return {account: limit for account, limit in limits.items()}
 
 
 def _rows(day: str, accounts: Sequence[UsageKey], tokens: int) -> list[tuple[Any, ...]]:
@@ -240,18 +271,16 @@ class SqliteUsage:
     async def reserve_tokens(self, day: str, limits: Mapping[UsageKey, int], tokens: int, *,
                              rid: str, now: float, expires_at: float) -> Refusal | None:
         """See ``UsageStore.reserve_tokens``."""
-        plan = reservations.Plan(rid, day, dict(limits), tokens, now, expires_at)
+        plan = Plan(rid, day, _limits(limits), tokens, now, expires_at)
         if (early := plan.too_big()) is not None:
-            return early
-        result: Refusal | None = await self.db.write(
-            lambda tx: reservations.run_sqlite(tx.conn, reservations.reserve(plan)))
-        return result
+            return Refusal.of(early)
+        return Refusal.of(await self.db.write(lambda tx: run_sqlite(tx.conn, reserve(plan))))
 
     async def settle_tokens(self, rid: str, day: str, accounts: Sequence[UsageKey],
                             tokens: int, *, kind: str = "") -> None:
         """See ``UsageStore.settle_tokens``."""
-        await self.db.write(lambda tx: reservations.run_sqlite(
-            tx.conn, reservations.settle(rid, day, tuple(accounts), tokens, kind)))
+        await self.db.write(lambda tx: run_sqlite(
+            tx.conn, settle(rid, day, tuple(accounts), tokens, kind)))
 
 
 # ---------------------------------------------------------------------------- PostgreSQL
@@ -273,7 +302,7 @@ class PostgresUsage:
         """See ``UsageStore.add_tokens``."""
         if tokens <= 0 or not accounts:
             return
-        rows = _rows(day, accounts, tokens)
+        rows = _rows(day, sorted(accounts), tokens)  # rows locked in one order (reservations)
 
         async def run(conn: Any) -> None:
             await conn.executemany(numbered(ADD), rows)
@@ -307,15 +336,13 @@ class PostgresUsage:
     async def reserve_tokens(self, day: str, limits: Mapping[UsageKey, int], tokens: int, *,
                              rid: str, now: float, expires_at: float) -> Refusal | None:
         """See ``UsageStore.reserve_tokens``."""
-        plan = reservations.Plan(rid, day, dict(limits), tokens, now, expires_at)
+        plan = Plan(rid, day, _limits(limits), tokens, now, expires_at)
         if (early := plan.too_big()) is not None:
-            return early
-        result: Refusal | None = await self.db.tx(
-            lambda conn: reservations.run_postgres(conn, reservations.reserve(plan)))
-        return result
+            return Refusal.of(early)
+        return Refusal.of(await self.db.tx(lambda conn: run_postgres(conn, reserve(plan))))
 
     async def settle_tokens(self, rid: str, day: str, accounts: Sequence[UsageKey],
                             tokens: int, *, kind: str = "") -> None:
         """See ``UsageStore.settle_tokens``."""
-        await self.db.tx(lambda conn: reservations.run_postgres(
-            conn, reservations.settle(rid, day, tuple(accounts), tokens, kind)))
+        await self.db.tx(lambda conn: run_postgres(
+            conn, settle(rid, day, tuple(accounts), tokens, kind)))
