@@ -1,27 +1,22 @@
 """Daily token quotas: ``DAILY_TOKENS_PER_USER`` and ``DAILY_TOKENS_PER_SERVER`` (0 = no
 limit; a server may set lower ones with ``/config``), counted per UTC day in the database.
 
-Every model call is metered at the LLM gateway (``bot.channels.usage_tab``): the caller opens a
-``Bill`` naming who pays and the kind of call (``KINDS``); the gateway asks it to admit
-each call and charges the usage the provider reported. A reply, ``/summary`` and
-``/catchup`` are paid by the person and their server; a digest and a background summary
-by the server; in a direct message only the person; the console never. The offline
-model costs nothing.
+Every model call is metered at the LLM gateway (``bot.channels.usage_tab``) on a ``Bill``
+naming who pays and the kind of call (``KINDS``): a reply, ``/summary`` and ``/catchup``
+the person and their server; a digest and a background summary the server; in a direct
+message only the person; the console never. The offline model costs nothing.
 
-A call on a limited account is admitted by a *reservation* of its largest cost (prompt plus
-reply limit, ``bot.llm.cost``), made atomically in the database (``UsageStore.reserve_tokens``)
-for the person and the server together; when it ends the reservation is settled to what the
-provider reported (zero for a call that failed before any usage was reported). So the day's
-count never passes a limit, whatever the number of callers, in one process or several
-sharing the database. A call is refused (``OverQuota``) when its largest cost does not fit
-in what the settled count leaves; when reservations of calls still running are what is in
-the way, it waits for them to settle (up to ``WAIT_AT_MOST`` seconds). A reservation never
-settled (the process was killed) expires after ``RESERVATION_TTL`` seconds and is reclaimed
-by the account's next reservation. Accounts without a limit are not reserved on: their
-counts are added up in memory and written every ``FLUSH_EVERY`` seconds and at close.
-
-A person past their quota is told once a day, privately (claimed in the database, so once
-across replicas); their messages are still remembered.
+A call on a limited account is admitted by a *reservation* of its largest cost
+(``bot.llm.cost``), made atomically in the database for the person and the server together
+(``UsageStore.reserve_tokens``), and settled to what the provider reported when it ends:
+the day's count never passes a limit, across callers and replicas. A call is refused
+(``OverQuota``) when its largest cost does not fit in what the settled count leaves; when
+running calls' reservations are in the way, it waits up to ``WAIT_AT_MOST`` seconds for
+them. An unsettled reservation (its process was killed) expires after ``RESERVATION_TTL``
+seconds. Unlimited accounts reserve nothing: their counts are written every
+``FLUSH_EVERY`` seconds and at close. A person past their quota is told once a day,
+privately (claimed in the database, so once across replicas); their messages are still
+remembered.
 """
 
 from __future__ import annotations
