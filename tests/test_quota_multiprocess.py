@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from bot.channels.quota import utc_day
+from bot.channels.quota import RESERVATION_TTL, utc_day
 from bot.stores.usage import UsageKey
 from tests.fakes.openai_server import FakeOpenAI, default_responder
 from tests.harness.postgres import fresh_schema
@@ -37,10 +37,11 @@ async def database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncItera
 
 
 async def replica(url: str, base_url: str, channel: str, kind: str,
-                  started: list[asyncio.subprocess.Process]) -> asyncio.subprocess.Process:
+                  started: list[asyncio.subprocess.Process], requests: int = REQUESTS
+                  ) -> asyncio.subprocess.Process:
     """A replica process, added to ``started`` (the test reaps it), once it is ready."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tests.quota_child", url, base_url, channel, str(REQUESTS),
+        sys.executable, "-m", "tests.quota_child", url, base_url, channel, str(requests),
         str(LIMIT), kind, cwd=ROOT, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -100,3 +101,48 @@ async def test_two_replicas_never_take_a_quota_past_its_limit(
     assert used <= LIMIT, (used, usages)  # under any concurrency, never past the limit
     assert used > LIMIT // 2  # the quota let the person use most of what they were allowed
     assert len(usages) < 2 * REQUESTS  # and then refused
+
+
+@pytest.mark.slow
+async def test_a_replica_killed_mid_call_holds_its_reservation_until_it_expires(
+    database: str,
+) -> None:
+    alice = UsageKey("discord", "g1", "alice")
+    procs: list[asyncio.subprocess.Process] = []
+    async with FakeOpenAI(responder=default_responder, latency=lambda _: 60.0) as fake:
+        try:
+            proc = await replica(database, fake.base_url, "ca", "reply", procs, requests=1)
+            assert proc.stdin is not None
+            proc.stdin.write(b"go\n")
+            await proc.stdin.drain()
+            deadline = time.monotonic() + 30
+            while not fake.chat_requests:  # reserved, and the call is on the wire
+                assert time.monotonic() < deadline, "the replica never called the model"
+                await asyncio.sleep(0.05)
+            proc.kill()  # between reserving and settling
+            await proc.wait()
+        finally:
+            for p in procs:
+                if p.returncode is None:
+                    p.kill()
+                    await p.wait()
+
+    from bot.app import storage_for_url
+
+    storage = storage_for_url(database, pool_size=2)
+    await storage.open()
+    try:
+        now, day = time.time(), utc_day(time.time())
+
+        async def reserve_all(at: float) -> bool:
+            refusal = await storage.usage.reserve_tokens(
+                day, {alice: LIMIT}, LIMIT, rid=f"probe-{at}", now=at,
+                expires_at=at + RESERVATION_TTL)
+            assert refusal is None or not refusal.full  # nothing was spent
+            return refusal is None
+
+        assert not await reserve_all(now)  # the dead replica's hold is still there
+        assert await reserve_all(now + RESERVATION_TTL)  # expired: reclaimed
+        assert (await storage.usage.tokens_used(day, [alice]))[alice] == 0
+    finally:
+        await storage.close()
