@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 from bot.channels.config import ChannelSettings
-from bot.channels.usage_tab import UsageTab, open_tab, paying
+from bot.channels.usage_tab import Cost, UsageTab, open_tab, paying
 from bot.errors import OVER_QUOTA, OverQuota
 from bot.messages import Reply
 from bot.stores.settings import SERVER
@@ -298,8 +298,8 @@ class Bill:
             settings = await self.quota.settings_of(self.key)
         return Quota.limits(settings, self.accounts)
 
-    async def run(self, purpose: str, call: Callable[[], Awaitable[T]], *, cost: int) -> T:
-        """``await call()`` admitted by a reservation of ``cost`` tokens and settled to
+    async def run(self, purpose: str, call: Callable[[], Awaitable[T]], *, cost: Cost) -> T:
+        """``await call()`` admitted by a reservation of ``cost()`` tokens and settled to
         what it used (see the module docstring)."""
         limited = await self.limited()
         if not limited:  # the cheap path: no reservation, the count written later
@@ -308,7 +308,7 @@ class Bill:
                     return await call()
                 finally:
                     self.quota.later(self.accounts, self.kind, tab.total)
-        held = await self.quota.reserve(limited, cost, self.user)
+        held = await self.quota.reserve(limited, cost(), self.user)
         with open_tab() as tab:
             try:
                 return await call()
@@ -317,7 +317,7 @@ class Bill:
                                                        tab.total))
 
     @contextlib.asynccontextmanager
-    async def hold(self, purpose: str, *, cost: int) -> AsyncIterator[UsageTab]:
+    async def hold(self, purpose: str, *, cost: Cost) -> AsyncIterator[UsageTab]:
         """The same around a stream: yields the tab the stream notes its usage on."""
         limited = await self.limited()
         tab = UsageTab()
@@ -327,7 +327,7 @@ class Bill:
             finally:
                 self.quota.later(self.accounts, self.kind, tab.total)
             return
-        held = await self.quota.reserve(limited, cost, self.user)
+        held = await self.quota.reserve(limited, cost(), self.user)
         try:
             yield tab
         finally:

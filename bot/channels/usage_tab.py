@@ -26,6 +26,7 @@ from contextvars import ContextVar
 from typing import Protocol, TypeVar
 
 __all__ = [
+    "Cost",
     "Payer",
     "UsageTab",
     "current_payer",
@@ -37,6 +38,8 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+Cost = Callable[[], int]
+"""A call's largest cost in tokens, worked out only when a limit needs it."""
 
 
 class UsageTab:
@@ -62,12 +65,12 @@ class UsageTab:
 class Payer(Protocol):
     """Admits model calls for someone and charges them (``bot.channels.quota.Bill``)."""
 
-    async def run(self, purpose: str, call: Callable[[], Awaitable[T]], *, cost: int) -> T:
-        """``await call()`` if ``cost`` tokens may be spent (else raise), charging what it
+    async def run(self, purpose: str, call: Callable[[], Awaitable[T]], *, cost: Cost) -> T:
+        """``await call()`` if ``cost()`` tokens may be spent (else raise), charging what it
         reported."""
         ...
 
-    def hold(self, purpose: str, *, cost: int) -> AbstractAsyncContextManager[UsageTab]:
+    def hold(self, purpose: str, *, cost: Cost) -> AbstractAsyncContextManager[UsageTab]:
         """The same around a body (a stream), which notes its usage on the tab yielded."""
         ...
 
@@ -111,9 +114,9 @@ def current_payer() -> Payer | None:
     return _PAYER.get()
 
 
-async def metered(purpose: str, call: Callable[[], Awaitable[T]], *, cost: int) -> T:
-    """``await call()``, which may spend up to ``cost`` tokens, admitted and charged by the
-    open payer (directly when none is)."""
+async def metered(purpose: str, call: Callable[[], Awaitable[T]], *, cost: Cost) -> T:
+    """``await call()``, which may spend up to ``cost()`` tokens, admitted and charged by
+    the open payer (directly when none is)."""
     payer = _PAYER.get()
     if payer is None:
         return await call()
@@ -121,7 +124,7 @@ async def metered(purpose: str, call: Callable[[], Awaitable[T]], *, cost: int) 
 
 
 @contextlib.asynccontextmanager
-async def metered_hold(purpose: str, *, cost: int) -> AsyncIterator[UsageTab | None]:
+async def metered_hold(purpose: str, *, cost: Cost) -> AsyncIterator[UsageTab | None]:
     """:func:`metered` around a body (a stream's whole life), which notes its usage on the
     tab yielded (None: no payer; note it on the open tab as usual)."""
     payer = _PAYER.get()

@@ -257,7 +257,9 @@ class OpenAILLM:
         """One chat completion, reasoning removed. Raises ``LLMError`` subclasses, and
         ``Preempted`` for a summary that gave its slot to a reply."""
         model = self.model_for(purpose, model)
-        cost = chat_cost(messages, max_tokens, self.tokenizer)
+        def cost() -> int:
+            return chat_cost(messages, max_tokens, self.tokenizer)
+
         if purpose not in _STREAMED:
             return await metered(purpose, lambda: self.gate.run(
                 purpose, lambda: self._complete(messages, max_tokens, purpose, model)
@@ -325,7 +327,9 @@ class OpenAILLM:
         """Text deltas as they arrive, reasoning removed even when a tag spans chunks. The
         stream holds its gate slot until it ends (or is closed)."""
         model = self.model_for(purpose, model)
-        cost = chat_cost(messages, max_tokens, self.tokenizer)
+        def cost() -> int:
+            return chat_cost(messages, max_tokens, self.tokenizer)
+
         async with metered_hold(purpose, cost=cost) as tab, self.gate.hold(purpose):
             pieces = self._stream(messages, max_tokens, purpose, model, tab)
             async with contextlib.aclosing(pieces):

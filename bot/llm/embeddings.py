@@ -64,7 +64,9 @@ class OpenAIEmbedder:
         batch = list(texts)
         payer = self.quota.bill(key, "embedding") if self.quota is not None else None
         with paying(payer):
-            cost = text_cost(batch, self.tokenizer)
+            def cost() -> int:
+                return text_cost(batch, self.tokenizer)
+
             if purpose == "query":
                 return await metered("query", lambda: self._create(batch), cost=cost)
             return await metered("embedding", lambda: self.gate.run(
