@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -23,7 +23,7 @@ from bot.channels.quota import RESERVATION_TTL
 from bot.conversation.reply_flow import PendingReply
 from bot.stores.usage import UsageKey
 from tests.fakes.discord_server import FakeDiscord, user
-from tests.fakes.openai_server import Error, FakeOpenAI, Hang, default_responder
+from tests.fakes.openai_server import Error, FakeOpenAI, Hang, Text, default_responder
 from tests.harness.discord import W, make_settings, mention, running
 from tests.harness.postgres import fresh_schema
 from tests.harness.service import KEY, msg, runtime
@@ -164,6 +164,24 @@ async def test_a_reply_cancelled_mid_call_gives_its_reservation_back(tmp_path: P
             await task
         assert await reserve_everything(rt)
         assert await used_today(rt, SERVER) == 0  # nothing was reported as used
+
+
+async def test_a_reply_stream_cut_short_counts_what_it_spent_and_releases_the_rest(
+    tmp_path: Path,
+) -> None:
+    async with FakeOpenAI(responder=default_responder) as fake, runtime(
+            tmp_path, fake, DAILY_TOKENS_PER_SERVER=str(LIMIT)) as rt:
+        fake.push(Text("one two three four five six seven eight", chunk_delay=0.2))
+        with rt.service.quota.paying(KEY, "reply", "alice"):
+            stream = cast(AsyncGenerator[str, None], rt.llm.stream(
+                [{"role": "user", "content": "count slowly, please"}], max_tokens=100,
+                purpose="reply"))
+            got = [await anext(stream), await anext(stream)]
+            await stream.aclose()  # the person's reply was cut short (a shutdown, say)
+        assert "".join(got).split() == ["one", "two"]
+        used = await used_today(rt, SERVER)
+        assert used >= 2 + 5  # two pieces and the prompt, estimated: no usage was reported
+        assert await reserve_everything(rt, LIMIT - used)  # the rest was released
 
 
 async def plant(rt: Runtime, tokens: int, *, expires_in: float) -> None:

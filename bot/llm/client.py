@@ -342,7 +342,7 @@ class OpenAILLM:
         limit: float | NotGiven = NOT_GIVEN,
     ) -> AsyncGenerator[str, None]:
         started = time.monotonic()
-        think, usage, sent = ThinkFilter(), Usage(), False
+        think, usage, sent, reported = ThinkFilter(), Usage(), False, False
         got = got or _Progress()
         try:
             try:
@@ -360,7 +360,8 @@ class OpenAILLM:
                 )
                 async with chunks:
                     async for chunk in chunks:
-                        usage = _usage(chunk.usage) if chunk.usage is not None else usage
+                        if chunk.usage is not None:
+                            usage, reported = _usage(chunk.usage), True
                         delta = chunk.choices[0].delta.content if chunk.choices else None
                         got.pieces += bool(delta)
                         got.model = chunk.model or got.model
@@ -377,8 +378,19 @@ class OpenAILLM:
         except LLMError as e:
             self._record(purpose, model, started, None, type(e).__name__)
             raise
+        finally:
+            if not reported and got.pieces:  # cut short, or a server that reports none
+                self._unreported(messages, got.pieces, tab)
         got.usage = usage
         self._record(purpose, got.model or model, started, usage, tab=tab)
+
+    def _unreported(self, messages: Sequence[ChatMessage], pieces: int,
+                    tab: UsageTab | None) -> None:
+        """A stream that answered without reporting its usage (cut short before its last
+        chunk) still spent its prompt and the pieces it sent: the quotas count those,
+        estimated (``bot.llm.cost``); the meter keeps only what providers report."""
+        (tab.add if tab is not None else note_usage)(
+            chat_cost(messages, 0, self.tokenizer), pieces)
 
     async def probe(self) -> str:
         """One line about the endpoint for ``gistbot doctor``; raises ``LLMError``."""
