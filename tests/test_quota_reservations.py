@@ -22,6 +22,7 @@ from bot.channels import quota as quota_module
 from bot.channels.quota import RESERVATION_TTL
 from bot.conversation.reply_flow import PendingReply
 from bot.stores.usage import UsageKey
+from memory.errors import StoreUnavailableError
 from tests.fakes.discord_server import FakeDiscord, user
 from tests.fakes.openai_server import Error, FakeOpenAI, Hang, Text, default_responder
 from tests.harness.discord import W, make_settings, mention, running
@@ -135,10 +136,15 @@ async def reserve_everything(rt: Runtime, tokens: int = LIMIT) -> bool:
     return refusal is None
 
 
-async def test_a_reply_that_fails_settles_to_zero(tmp_path: Path) -> None:
+@pytest.mark.parametrize("failure", [
+    Error(500, {"error": {"message": "boom"}}, {"x-should-retry": "false"}),
+    Error(429, {"error": {"message": "slow down"}}, {"retry-after": "1"}),
+    Error(400, {"error": {"message": "bad image"}}),
+], ids=["500", "429", "400"])
+async def test_a_reply_that_fails_settles_to_zero(tmp_path: Path, failure: Error) -> None:
     async with FakeOpenAI(responder=default_responder) as fake, runtime(
             tmp_path, fake, DAILY_TOKENS_PER_SERVER=str(LIMIT)) as rt:
-        fake.push(Error(500, {"error": {"message": "boom"}}, {"x-should-retry": "false"}))
+        fake.push(failure)
         reply = await rt.service.on_message(msg(1, "are you there?", mention=True))
         assert reply is not None and reply.failed
         assert await used_today(rt, SERVER) == 0
@@ -210,3 +216,17 @@ async def test_a_reservation_left_by_a_killed_process_holds_until_it_expires(
         assert reply is not None and not reply.failed
         assert len(fake.chat_requests) == 1
         assert 0 < await used_today(rt, SERVER) < LIMIT  # the stale hold is gone
+
+
+async def test_without_the_database_a_call_goes_ahead_and_is_counted_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with FakeOpenAI(responder=default_responder) as fake, runtime(
+            tmp_path, fake, DAILY_TOKENS_PER_SERVER=str(LIMIT)) as rt:
+        async def unreachable(*args: Any, **kwargs: Any) -> None:
+            raise StoreUnavailableError("connection lost", "the server went away")
+
+        monkeypatch.setattr(rt.storage.usage, "reserve_tokens", unreachable)
+        reply = await rt.service.on_message(msg(1, "are you there?", mention=True))
+        assert reply is not None and not reply.failed  # not an over-quota notice
+        assert 0 < await used_today(rt, SERVER) < LIMIT  # counted when it ended
