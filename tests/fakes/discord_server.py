@@ -43,6 +43,7 @@ import yarl
 from aiohttp import WSMsgType, web
 
 from tests.fakes.file_host import FileHost
+from tests.harness.deadlines import scaled
 
 __all__ = [
     "FakeDiscord", "Request", "World", "interaction_payload", "message", "resolve_permissions",
@@ -403,7 +404,7 @@ class FakeDiscord:
     async def wait_for(self, predicate: Callable[[FakeDiscord], Any], within: float = 10.0) -> Any:
         """Wait until ``predicate(self)`` is truthy (checked on every request and socket
         event) and return its value; ``TimeoutError`` after ``within`` seconds."""
-        async with asyncio.timeout(within), self._changed:
+        async with asyncio.timeout(scaled(within)), self._changed:
             while not (value := predicate(self)):
                 await self._changed.wait()
             return value

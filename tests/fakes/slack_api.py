@@ -45,6 +45,7 @@ from urllib.parse import parse_qsl
 from aiohttp import WSMsgType, web
 
 from tests.fakes.file_host import FileHost
+from tests.harness.deadlines import scaled
 
 __all__ = ["Answer", "Call", "FakeSlack", "api_error", "rate_limited"]
 
@@ -243,7 +244,7 @@ class FakeSlack:
 
     async def _wait(self, done: Callable[[], bool], within: float, what: str) -> None:
         try:
-            async with asyncio.timeout(within):
+            async with asyncio.timeout(scaled(within)):
                 async with self._changed:
                     await self._changed.wait_for(done)
         except TimeoutError:
