@@ -211,3 +211,13 @@ async def test_slack_membership_slack_cannot_confirm_counts_as_none(h: Harness) 
     await h.command("/summary", user="U2")
     [call] = await h.fake.wait_for("response_url:summary")
     assert call.params["text"] == CANNOT_READ
+
+
+async def test_slack_finds_a_member_on_a_later_page(h: Harness) -> None:
+    await _slack_channel(h)
+    h.fake.members["C1"] = [f"UX{i:04d}" for i in range(450)] + ["U1"]
+    await h.command("/memory", user="U1")
+    [call] = await h.fake.wait_for("response_url:memory")
+    assert "VC-7731" in call.params["text"]
+    pages = h.fake.calls_to("conversations.members")
+    assert len(pages) == 3 and all(int(c.params["limit"]) < 1000 for c in pages)

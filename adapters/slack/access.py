@@ -20,8 +20,8 @@ from memory.models import ChannelKey
 __all__ = ["MAX_PAGES", "PAGE", "ConversationAudience", "SlackMember"]
 
 log = logging.getLogger(__name__)
-PAGE = 1000  # conversations.members' largest page
-MAX_PAGES = 100  # a channel of more members than this reads as "not a member"
+PAGE = 200  # conversations.members: Slack recommends at most 200 a page (limit < 1000)
+MAX_PAGES = 500  # past 100,000 members, "not a member" (asked no further)
 
 
 class SlackMember:
