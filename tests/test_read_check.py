@@ -190,6 +190,7 @@ async def test_slack_refuses_someone_who_is_not_a_member(name: str, h: Harness) 
     assert call.params["text"] == CANNOT_READ
     assert call.params["response_type"] == "ephemeral"
     assert h.llm.purposes == purposes
+    assert len(h.fake.calls_to("conversations.members")) == 1  # asked once per command
 
 
 async def test_slack_shows_a_member_and_asks_slack_each_time(h: Harness) -> None:

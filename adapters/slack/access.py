@@ -25,13 +25,20 @@ MAX_PAGES = 500  # past 100,000 members, "not a member" (asked no further)
 
 
 class SlackMember:
-    """The person who used a slash command (``bot.read_check.Access``)."""
+    """The person who used a slash command (``bot.read_check.Access``); one per command, so
+    Slack is asked once per conversation per command and again for the next one."""
 
     def __init__(self, client: AsyncWebClient, user_id: str) -> None:
         self.client, self.user_id = client, user_id
+        self._known: dict[ChannelKey, bool] = {}
 
     async def can_read(self, key: ChannelKey) -> bool:
         """Whether Slack lists the person among conversation ``key``'s members."""
+        if key not in self._known:
+            self._known[key] = await self._listed(key)
+        return self._known[key]
+
+    async def _listed(self, key: ChannelKey) -> bool:
         if not self.user_id:  # a payload without a user (crafted) is nobody's
             return False
         cursor: str | None = None

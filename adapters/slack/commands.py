@@ -69,13 +69,14 @@ class SlackContext:
         self.user_id = str(command.get("user_id") or "")
         self.is_direct = self.key.channel.startswith("D")
         self._admin: bool | None = None  # asked once per command, fresh each command
+        self._reader = SlackMember(slack.users.client, self.user_id)
 
     async def user_name(self) -> str:
         users = self.slack.users
         return (await users.names([self.user_id]))[self.user_id] if self.user_id else ""
 
     def reader(self) -> Access:
-        return SlackMember(self.slack.users.client, self.user_id)
+        return self._reader
 
     def everyone(self) -> Access:
         return ConversationAudience(self.key)
