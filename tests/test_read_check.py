@@ -12,6 +12,7 @@ adding its row (``test_every_command_that_shows_stored_content_has_a_row`` makes
 
 from __future__ import annotations
 
+import ast
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +74,29 @@ def test_every_command_that_shows_stored_content_has_a_row() -> None:
     shows = {c.name for c in COMMANDS if c.shows}
     assert shows == set(ROWS)
     assert {c.name for c in COMMANDS} == shows | set(SHOW_NOTHING)
+
+
+def test_every_platform_runs_commands_through_the_read_check() -> None:
+    """No adapter calls a command's ``run`` with its context: ``Command.respond`` is the
+    door, so the read check cannot be stepped around."""
+    root = Path(__file__).resolve().parent.parent
+    bypasses = []
+    for path in sorted((root / "adapters").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "run" and node.args
+                    and _is_context(node.args[0])):
+                bypasses.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert bypasses == []
+    assert sum("respond(" in p.read_text() for p in (root / "adapters").rglob("*.py")) == 3
+
+
+def _is_context(arg: ast.expr) -> bool:
+    """A command context: ``ctx`` or ``SomethingContext(…)``."""
+    if isinstance(arg, ast.Name):
+        return arg.id == "ctx"
+    return (isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name)
+            and arg.func.id.endswith("Context"))
 
 
 def test_the_fake_resolves_permissions_as_discord_py_does() -> None:
