@@ -47,6 +47,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.harness.deadlines import scaled
+
 __all__ = [
     "EmptyChoices", "Error", "FakeOpenAI", "Hang", "Malformed", "Request", "Text",
     "content_text", "context_length_error", "default_responder", "embedding", "image_parts",
@@ -337,7 +339,7 @@ class FakeOpenAI:
 
     async def wait_for(self, done: Callable[[FakeOpenAI], bool], within: float = 10.0) -> None:
         """Wait until ``done(self)`` holds, checked as each request arrives."""
-        async with asyncio.timeout(within), self._arrived:
+        async with asyncio.timeout(scaled(within)), self._arrived:
             await self._arrived.wait_for(lambda: done(self))
 
     async def _models(self, request: web.Request) -> web.Response:
