@@ -26,6 +26,7 @@ from bot.attachments.workers import TOOK_TOO_LONG
 from bot.conversation.prompts import build_messages, speaker_names
 from memory.models import MemoryView
 from memory.summary_prompt import build_summary_request
+from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import (
     FakeOpenAI,
     Request,
@@ -35,6 +36,8 @@ from tests.fakes.openai_server import (
     is_summary_request,
 )
 from tests.fakes.slack_api import FakeSlack
+from tests.harness.discord import W, make_settings, posted, running
+from tests.harness.discord import mention as discord_mention
 from tests.harness.hostile import cpu_burning_pdf, png
 from tests.harness.postgres import PG, fresh_schema, reachable
 from tests.harness.process import bot_process, slack_env
@@ -143,6 +146,27 @@ async def test_an_image_refused_while_being_described_is_never_sent_with_a_reply
         (reply,) = replies(model)
         assert image_parts(reply.json) == []
         assert len(model.refused) == 1
+
+
+async def test_on_discord_a_refused_image_is_answered_without_and_never_sent_again(
+    tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI
+) -> None:
+    discord_llm.refuse_image = lambda data: data == POISON
+    att = discord_fake.attachment("broken.png", POISON, "image/png")
+    settings = make_settings(tmp_path, discord_llm, VISION="on")
+    async with running(settings) as (rt, _, _watch):
+        rt.service.attachments.describe = None  # the reply is the call that carries it
+        await discord_fake.send_message(W.general, W.alice, discord_mention("what is this?"),
+                                        mentions=[W.bot_user], attachments=[att])
+        (answer,) = await posted(discord_fake, W.general)
+        assert "[image: broken.png, 8×8, could not be read]" in answer.json["content"]
+        await discord_fake.send_message(W.general, W.bob, discord_mention("and now?"),
+                                        mentions=[W.bot_user])
+        second = (await posted(discord_fake, W.general, 2))[1]
+        assert "and now?" in second.json["content"]
+    first, retry, later = replies(discord_llm)
+    assert discord_llm.refused == [first]
+    assert image_parts(retry.json) == image_parts(later.json) == []
 
 
 HOSTILE_FILE = "\n".join([
