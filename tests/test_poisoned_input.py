@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import signal
 import time
@@ -277,6 +278,12 @@ def _workers_of(pid: int) -> list[int]:
     return found
 
 
+def _cpu_seconds(pid: int) -> float:
+    """CPU seconds process ``pid`` has used (its own threads, not its children)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -305,10 +312,14 @@ async def test_sigterm_while_files_burn_the_cpu_ends_the_process_and_its_workers
                 url, data=body, headers={"Content-Type": "application/json"} | sign(body)
             ) as r:
                 assert r.status == 200
-            await poll(lambda: len(_workers_of(bot.proc.pid)) == 2, 30,
-                       f"no workers reading the files:\n{bot.log}")
+            await poll(lambda: len(slack.files.fetched) == 2, 30, f"not fetched:\n{bot.log}")
+            before = _cpu_seconds(bot.proc.pid)
+            await poll(lambda: len(_workers_of(bot.proc.pid)) == 2
+                       or _cpu_seconds(bot.proc.pid) > before + 2, 60,
+                       f"the files are not being read:\n{bot.log}")
             workers = _workers_of(bot.proc.pid)
             bot.send(signal.SIGTERM)
             code = await bot.wait(within=30)
+        print(f"stopped {bot.stop_seconds:.2f} s after SIGTERM; workers {workers}")
         assert code == 0, bot.log
         await poll(lambda: not any(map(_alive, workers)), 10, "a worker outlived the bot")
