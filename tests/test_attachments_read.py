@@ -143,3 +143,21 @@ async def test_a_file_declared_too_large_or_elsewhere_is_refused_before_any_conn
         await fetch(source, Attachment("a", "https://files.slack.com/a", 101), limits)
     with pytest.raises(Refused, match="not on slack's file host"):
         await fetch(source, Attachment("a", "https://evil.example/a", 10), limits)
+
+
+@pytest.mark.slow  # starts a worker process
+async def test_a_worker_parsing_files_has_none_of_the_bots_secrets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-not-for-parsers")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-for-parsers")
+    workers = Extractor(AttachmentSettings())
+    try:
+        assert (await read_bytes(b"notes\n", "text/plain", workers)).text == "notes\n"
+        (pid,) = workers.pids
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            environ = f.read()
+    finally:
+        await workers.close()
+    assert b"PYTHONPATH=" in environ
+    assert b"not-for-parsers" not in environ

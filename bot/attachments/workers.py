@@ -11,6 +11,8 @@ bot kills it at ``ATTACHMENT_TIMEOUT`` seconds of wall-clock time, when the task
 the file is cancelled, and on ``close`` (shutdown); a killed worker is replaced by the next
 file that needs one. The event loop only writes and reads pipes, so no thread is held.
 
+Workers get only the environment variables starting Python needs, never the bot's tokens.
+
 A pool rather than a process per file: starting a worker (interpreter, pypdf, Pillow)
 costs about a third of a second of CPU, far more than reading a normal text file
 (docs/decisions/0034).
@@ -39,6 +41,8 @@ _LENGTH = struct.Struct(">I")
 _KINDS = frozenset({"text", "image", "unreadable"})
 _ROOT = str(Path(__file__).resolve().parent.parent.parent)  # where ``bot`` is importable
 TOOK_TOO_LONG = "unreadable (took too long)"
+_ENV = frozenset({"PATH", "PYTHONPATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR",
+                  "VIRTUAL_ENV", "SYSTEMROOT"})
 
 
 class _Died(Exception):
@@ -170,7 +174,8 @@ class Extractor:
         return Reading("unreadable", reason="unreadable")
 
     async def _spawn(self) -> _Worker | None:
-        env = dict(os.environ)
+        # Only what starting Python needs: no token or key is within a parser's reach.
+        env = {k: v for k, v in os.environ.items() if k in _ENV}
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
         try:
             proc = await asyncio.create_subprocess_exec(
