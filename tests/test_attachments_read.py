@@ -5,6 +5,7 @@ images fit a budget and join a request, and which URLs a platform's files may co
 from __future__ import annotations
 
 import codecs
+from pathlib import Path
 
 import pytest
 
@@ -155,8 +156,7 @@ async def test_a_worker_parsing_files_has_none_of_the_bots_secrets(
     try:
         assert (await read_bytes(b"notes\n", "text/plain", workers)).text == "notes\n"
         (pid,) = workers.pids
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            environ = f.read()
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
     finally:
         await workers.close()
     assert b"PYTHONPATH=" in environ
