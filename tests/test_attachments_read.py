@@ -146,6 +146,10 @@ async def test_a_file_declared_too_large_or_elsewhere_is_refused_before_any_conn
         await fetch(source, Attachment("a", "https://evil.example/a", 10), limits)
 
 
+def _environ(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/environ").read_bytes()
+
+
 @pytest.mark.slow  # starts a worker process
 async def test_a_worker_parsing_files_has_none_of_the_bots_secrets(
     monkeypatch: pytest.MonkeyPatch,
@@ -156,7 +160,7 @@ async def test_a_worker_parsing_files_has_none_of_the_bots_secrets(
     try:
         assert (await read_bytes(b"notes\n", "text/plain", workers)).text == "notes\n"
         (pid,) = workers.pids
-        environ = Path(f"/proc/{pid}/environ").read_bytes()
+        environ = _environ(pid)
     finally:
         await workers.close()
     assert b"PYTHONPATH=" in environ
