@@ -2,7 +2,8 @@
 SQLite file): two replicas answering the same person at once never take the person past
 their limit, and both count into the same daily total; the same for ``/catchup`` under a
 server's limit (every kind of call is metered at the one gateway, by reservations made in
-the database)."""
+the database). A replica killed between reserving and settling holds its reservation until
+it expires; then the next reservation reclaims it."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ import pytest
 from bot.channels.quota import RESERVATION_TTL, utc_day
 from bot.stores.usage import UsageKey
 from tests.fakes.openai_server import FakeOpenAI, default_responder
+from tests.harness.children import ended
+from tests.harness.deadlines import scaled
 from tests.harness.postgres import fresh_schema
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,15 +50,24 @@ async def replica(url: str, base_url: str, channel: str, kind: str,
     )
     started.append(proc)
     assert proc.stdout is not None
-    line = await asyncio.wait_for(proc.stdout.readline(), 60)
+    line = await asyncio.wait_for(proc.stdout.readline(), scaled(60))
     if line.strip() != b"ready":
+        proc.kill()
         _, err = await proc.communicate()
         raise AssertionError(f"replica did not start: {line!r} {err.decode()[-2000:]}")
     return proc
 
 
+async def go(procs: list[asyncio.subprocess.Process]) -> None:
+    """Tell every replica to make its calls."""
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write(b"go\n")
+        await proc.stdin.drain()
+
+
 async def result(proc: asyncio.subprocess.Process) -> dict[str, Any]:
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    out, err = await asyncio.wait_for(proc.communicate(), scaled(120))
     assert proc.returncode == 0, err.decode()[-2000:]
     data: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
     return data
@@ -69,29 +81,22 @@ async def result(proc: asyncio.subprocess.Process) -> dict[str, Any]:
 async def test_two_replicas_never_take_a_quota_past_its_limit(
     database: str, kind: str, account: UsageKey
 ) -> None:
-    url = database
     # Every answer takes a moment, so the replicas' requests overlap.
     procs: list[asyncio.subprocess.Process] = []
     async with FakeOpenAI(responder=default_responder, latency=lambda _: 0.05) as fake:
         try:
             for channel in ("ca", "cb"):
-                await replica(url, fake.base_url, channel, kind, procs)
-            for proc in procs:
-                assert proc.stdin is not None
-                proc.stdin.write(b"go\n")
-                await proc.stdin.drain()
+                await replica(database, fake.base_url, channel, kind, procs)
+            await go(procs)
             results = [await result(proc) for proc in procs]
-        finally:  # reaped, pass or fail
-            for proc in procs:
-                if proc.returncode is None:
-                    proc.kill()
-                    await proc.wait()
+        finally:
+            await ended(*procs)
     usages = [u for r in results for u in r["usages"]]
     assert sum(r["answered"] for r in results) == len(usages)
 
     from bot.app import storage_for_url
 
-    storage = storage_for_url(url, pool_size=2)
+    storage = storage_for_url(database, pool_size=2)
     await storage.open()
     try:
         used = (await storage.usage.tokens_used(utc_day(time.time()), [account]))[account]
@@ -111,21 +116,14 @@ async def test_a_replica_killed_mid_call_holds_its_reservation_until_it_expires(
     procs: list[asyncio.subprocess.Process] = []
     async with FakeOpenAI(responder=default_responder, latency=lambda _: 60.0) as fake:
         try:
-            proc = await replica(database, fake.base_url, "ca", "reply", procs, requests=1)
-            assert proc.stdin is not None
-            proc.stdin.write(b"go\n")
-            await proc.stdin.drain()
-            deadline = time.monotonic() + 30
+            await replica(database, fake.base_url, "ca", "reply", procs, requests=1)
+            await go(procs)
+            deadline = time.monotonic() + scaled(30)
             while not fake.chat_requests:  # reserved, and the call is on the wire
                 assert time.monotonic() < deadline, "the replica never called the model"
                 await asyncio.sleep(0.05)
-            proc.kill()  # between reserving and settling
-            await proc.wait()
         finally:
-            for p in procs:
-                if p.returncode is None:
-                    p.kill()
-                    await p.wait()
+            await ended(*procs)  # SIGKILL: between reserving and settling
 
     from bot.app import storage_for_url
 

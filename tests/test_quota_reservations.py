@@ -25,6 +25,7 @@ from bot.stores.usage import UsageKey
 from memory.errors import StoreUnavailableError
 from tests.fakes.discord_server import FakeDiscord, user
 from tests.fakes.openai_server import Error, FakeOpenAI, Hang, Text, default_responder
+from tests.harness.deadlines import scaled
 from tests.harness.discord import W, make_settings, mention, running
 from tests.harness.postgres import fresh_schema
 from tests.harness.service import KEY, msg, runtime
@@ -92,7 +93,7 @@ async def test_27_discord_mentions_at_once_stay_within_the_servers_limit(
         async def all_handled() -> bool:
             return len(delivered) == 27
 
-        await watch.until(all_handled, within=120)
+        await watch.until(all_handled, within=scaled(120))
         server = UsageKey("discord", str(W.guild_id))
         used = await used_today(rt, server)
         answered = [r for r in rt.meter.records if r.purpose == "reply" and r.ok]
@@ -160,7 +161,7 @@ async def test_a_reply_cancelled_mid_call_gives_its_reservation_back(tmp_path: P
             tmp_path, fake, DAILY_TOKENS_PER_SERVER=str(LIMIT)) as rt:
         fake.push(Hang(30))
         task = asyncio.ensure_future(rt.service.on_message(msg(1, "slow one", mention=True)))
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + scaled(10)
         while not fake.chat_requests:  # the call is admitted and on the wire
             assert time.monotonic() < deadline, "the reply never reached the model"
             await asyncio.sleep(0.02)
