@@ -43,6 +43,7 @@ async def test_model_params_reach_the_reply_request_through_the_sdk(
     ('{"model": "gpt-4o", "temperature": 1}', "model, which gistbot sets itself"),
     ('{"stream": true}', "stream, which gistbot sets itself"),
     ('{"max_tokens": 50}', "max_tokens, which gistbot sets itself"),
+    ('{"temperature": "hot"}', "temperature must be a number"),
 ])
 @pytest.mark.parametrize("variable", ["MODEL_PARAMS", "SUMMARY_MODEL_PARAMS"])
 def test_bad_model_params_stop_the_start_naming_the_variable(
@@ -97,6 +98,7 @@ async def test_a_channels_params_go_over_model_params_within_the_allowlist(
      "may not set repetition_penalty here"),
     ("set params max_tokens=9000", "max_tokens, which gistbot sets itself"),
     ("set params temperature", "JSON or as key=value pairs"),
+    ("set params temperature=warm", "temperature must be a number"),
 ])
 async def test_a_channel_may_not_set_params_outside_the_allowlist(
     tmp_path: Path, words: str, says: str

@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["NAMED", "RESERVED", "merged", "parse_params", "split_params"]
+__all__ = ["NAMED", "NUMERIC", "RESERVED", "merged", "parse_params", "split_params"]
 
 # Set by the client on every request, or turning the answer into something that is not
 # one text (tool calls, audio, several choices).
@@ -30,6 +30,12 @@ NAMED = frozenset({
     "logit_bias", "logprobs", "top_logprobs", "reasoning_effort", "verbosity",
     "service_tier", "user", "metadata", "store", "response_format", "prediction",
     "prompt_cache_key", "safety_identifier", "web_search_options",
+})
+# Sampling fields that are numbers on every server: a word here would make each reply fail
+# with a 400, so it is refused where it is set.
+NUMERIC = frozenset({
+    "temperature", "top_p", "frequency_penalty", "presence_penalty", "seed", "top_k",
+    "min_p", "repetition_penalty", "repeat_penalty",
 })
 
 
@@ -60,6 +66,10 @@ def parse_params(text: str | Mapping[str, Any], *, allowed: Iterable[str] | None
             f"sets {', '.join(reserved)}, which gistbot sets itself (the messages, model, "
             "streaming and REPLY_TOKENS); remove them"
         )
+    words = sorted(k for k, v in params.items()
+                   if k in NUMERIC and (isinstance(v, bool) or not isinstance(v, int | float)))
+    if words:
+        raise ValueError(f"{', '.join(words)} must be a number, such as 0.7")
     if allowed is not None:
         wanted = set(allowed)
         refused = sorted(k for k in params if k not in wanted)
