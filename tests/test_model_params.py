@@ -5,12 +5,14 @@ not allow; summaries get ``SUMMARY_MODEL_PARAMS``, never the reply's."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
 
 from bot.channels.config_command import Caller, parse_config
 from bot.errors import ConfigError
+from bot.ops.doctor import doctor
 from bot.settings import load_settings
 from memory.models import ChannelKey
 from tests.fakes.openai_server import FakeOpenAI, default_responder
@@ -124,3 +126,15 @@ async def test_model_params_allowed_widens_what_a_channel_may_set(tmp_path: Path
     assert answer.ok, answer.text
     [body] = bodies(fake, summary=False)
     assert body["seed"] == 7
+
+
+async def test_doctors_test_answer_carries_model_params(tmp_path: Path) -> None:
+    """So a field the endpoint refuses shows in ``gistbot doctor``, not first in a reply."""
+    async with FakeOpenAI(responder=lambda _: "OK") as fake:
+        settings = load_settings({"OPENAI_BASE_URL": fake.base_url, "MODEL_NAME": "gpt-test",
+                                  "DATABASE_URL": f"sqlite:///{tmp_path}/t.db",
+                                  "MODEL_PARAMS": PARAMS})
+        status = await doctor(settings, io.StringIO())
+    assert status == 0
+    [body] = [r.json for r in fake.chat_requests if r.json is not None]
+    assert (body["temperature"], body["repetition_penalty"]) == (0.7, 1.1)
