@@ -16,9 +16,20 @@ from bot.attachments.model import Attachment
 from memory.models import ChannelKey
 
 __all__ = ["CommandResult", "DeltaSink", "IncomingMessage", "Outcome", "PendingReply",
-           "Received", "Reply"]
+           "Received", "Reply", "Viewing"]
 
 DeltaSink = Callable[[str], Awaitable[None]]  # called with a streamed reply's text so far
+
+
+@dataclass(frozen=True, slots=True)
+class Viewing:
+    """The channel a person is looking at while they ask (Slack's assistant pane shows the
+    bot beside a channel). ``readable`` is the read check's answer for the author, asked by
+    the adapter (``bot.read_check.refusal``): only then may the reply's prompt draw on what
+    the bot remembers of ``key``."""
+
+    key: ChannelKey
+    readable: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +48,8 @@ class IncomingMessage:
     route: str = ""  # what the adapter needs to answer it later (Slack: the thread's ts)
     # files shared with it, from the platform's event (bot.attachments reads them)
     attachments: tuple[Attachment, ...] = ()
+    # another channel whose memory the reply may draw on (the one the person is viewing)
+    viewing: Viewing | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,13 +21,13 @@ from bot.conversation.outbox import Outbox, Post, digest_id
 from bot.conversation.reply_flow import ReplyFlow
 from bot.conversation.service import ChatService
 from bot.errors import ConfigError, GistbotError, PlatformUnreachable, user_text
-from bot.messages import CommandResult, IncomingMessage
+from bot.messages import CommandResult, IncomingMessage, PendingReply, Viewing
 from bot.missed.sweep import answer_missed_mentions, stop_answering_missed
 from bot.ops.extras import Extra, require
 from bot.ops.logs import LiveLine
 from bot.ops.shutdown import SHUTDOWN_APOLOGY, reply_grace
 from bot.plugins import Launch, Platform
-from bot.read_check import OPEN, Access
+from bot.read_check import OPEN, Access, refusal
 from bot.settings import Settings
 from bot.settings.sections import ChatSettings, DiscordSettings, SlackSettings
 from bot.wording import plural
@@ -36,8 +36,9 @@ __all__ = [
     "COMMANDS", "OPEN", "SHUTDOWN_APOLOGY", "Access", "Argument", "Attachment", "ChatService",
     "ChatSettings", "Command", "CommandResult", "ConfigError", "DiscordSettings", "Extra",
     "FileSource", "GistbotError", "IncomingMessage", "Launch", "Linker", "LiveLine", "Outbox",
-    "Permission", "Platform", "PlatformUnreachable", "Post", "Registry", "ReplyFlow",
-    "Settings", "SlackSettings", "Usage", "Where", "answer_missed_mentions", "digest_id",
-    "discord_link", "plain_links", "plural", "posix_locale", "reply_grace", "require",
-    "stop_answering_missed", "user_text",
+    "PendingReply", "Permission", "Platform", "PlatformUnreachable", "Post", "Registry",
+    "ReplyFlow",
+    "Settings", "SlackSettings", "Usage", "Viewing", "Where", "answer_missed_mentions",
+    "digest_id", "discord_link", "plain_links", "plural", "posix_locale", "refusal",
+    "reply_grace", "require", "stop_answering_missed", "user_text",
 ]

@@ -40,6 +40,7 @@ from bot.conversation.prompts import (
     strip_echoed_label,
 )
 from bot.conversation.rate_limit import RateLimiter
+from bot.conversation.viewing import viewed_memory, with_refusal
 from bot.errors import ContextLengthExceeded, LLMError, LLMInputRejected, OverQuota
 from bot.llm.client import LLM
 from bot.memory_commands.feature import MemoryCommands
@@ -324,6 +325,8 @@ class ChatService:
         seer = "" if self.llm.is_offline else model or _model_name(self.llm)
         images = self.attachments.images_for(files, seer, budget // 2)
         budget -= sum(p.tokens for p in images)
+        viewed, cost = await viewed_memory(self.memory, msg, budget)  # the channel in view
+        budget -= cost
         if seq is None:
             lone = Turn(msg.key, 0, msg.message_id, "user", msg.author_id, msg.author_name,
                         files.text if files else stored, 0, msg.sent_at)
@@ -335,12 +338,14 @@ class ChatService:
             view.turns, seer, budget - view.tokens)
         try:
             try:
-                text = await self._generate(view, on_delta, persona, model, shown, params)
+                text = await self._generate(view, on_delta, persona, model, shown, params,
+                                            viewed)
             except LLMInputRejected:
                 if not any(shown.values()):
                     raise
                 view = await self._without_parts(view, shown, stored=seq is not None)
-                text = await self._generate(view, on_delta, persona, model, params=params)
+                text = await self._generate(view, on_delta, persona, model, params=params,
+                                            viewed=viewed)
         except ContextLengthExceeded:
             if seq is None:
                 return Reply(TOO_LONG.format(length=len(msg.text), limit=len(msg.text) // 2),
@@ -352,7 +357,8 @@ class ChatService:
                 log.warning("forced compaction of %s failed", msg.key, exc_info=True)
             view = await self.memory.view(msg.key, budget // 2, through_seq=seq, recall=True)
             try:
-                text = await self._generate(view, on_delta, persona, model, params=params)
+                text = await self._generate(view, on_delta, persona, model, params=params,
+                                            viewed=viewed)
             except LLMError as e:
                 self.observer.replied(msg.key, time.monotonic() - started, view.tokens,
                                       seq or 0, True)
@@ -368,7 +374,7 @@ class ChatService:
         bot_id, bot_name = self.identity(msg.key.platform)
         reply_id = f"reply:{msg.message_id}"
         if seq is None:
-            return Reply(text)
+            return Reply(with_refusal(msg, text))
         try:  # answered before a crash: the stored text is repeated
             text = (await self.memory.record(NewTurn(
                 msg.key, reply_id, "assistant", bot_id, bot_name, text, 0, time.time()))).turn.text
@@ -377,7 +383,7 @@ class ChatService:
             self.observer.store_error(type(e).__name__)
             log.error("could not record the reply to %s in %s: %s", msg.message_id, msg.key,
                       e, exc_info=e)
-        return Reply(text)
+        return Reply(with_refusal(msg, text))
 
     async def _without_parts(self, view: MemoryView, shown: Mapping[int, Sequence[ImagePart]],
                              *, stored: bool) -> MemoryView:
@@ -401,8 +407,9 @@ class ChatService:
     async def _generate(self, view: MemoryView, on_delta: DeltaSink | None, persona: str,
                         model: str | None,
                         images: Mapping[int, Sequence[ImagePart]] | None = None,
-                        params: str | None = None) -> str:
-        messages: list[ChatMessage] = with_images(build_messages(persona, view), images or {})
+                        params: str | None = None, viewed: MemoryView | None = None) -> str:
+        messages: list[ChatMessage] = with_images(build_messages(persona, view, viewed),
+                                                  images or {})
         extra: dict[str, Any] = {"model": model} if model else {}  # only when a channel chose
         if params:  # a channel's request fields, over MODEL_PARAMS
             extra["params"] = json.loads(params)

@@ -9,7 +9,9 @@ app over the wire:
   ``conversations.replies`` (what :meth:`FakeSlack.post` put in a channel and what the
   bot posted, paged by cursor), ``conversations.members`` (``members``: a channel's member
   ids when set, else everyone in the directory and the bot; paged by cursor),
-  ``chat.getPermalink`` and ``apps.connections.open`` like
+  ``chat.getPermalink``, ``apps.connections.open`` and the assistant threads' decoration
+  (``assistant.threads.setStatus``, ``.setSuggestedPrompts``, ``.setTitle``: each needs
+  ``channel_id`` and ``thread_ts``, and its ``status``, ``prompts`` or ``title``) like
   Slack does. The bot's messages keep their ``metadata`` (``chat.postMessage``, changed by
   ``chat.update``) and are read back with it only when ``include_all_metadata`` is set;
   ``chat.update`` and ``chat.delete`` change the stored message (see :meth:`bot_messages`),
@@ -54,7 +56,11 @@ KNOWN = (
     "auth.test", "chat.postMessage", "chat.update", "chat.delete", "chat.postEphemeral",
     "users.info", "conversations.info", "apps.connections.open", "chat.getPermalink",
     "conversations.history", "conversations.replies", "conversations.members",
+    *(f"assistant.threads.{m}" for m in ("setStatus", "setSuggestedPrompts", "setTitle")),
 )  # fmt: skip
+_ASSISTANT_FIELD = {"assistant.threads.setStatus": "status",
+                    "assistant.threads.setSuggestedPrompts": "prompts",
+                    "assistant.threads.setTitle": "title"}
 
 
 @dataclass(frozen=True)
@@ -423,6 +429,10 @@ class FakeSlack:
             return self._members(p)
         if call.method == "chat.getPermalink":
             return permalink(p)
+        if field_ := _ASSISTANT_FIELD.get(call.method):
+            if not p.get("channel_id") or not p.get("thread_ts") or p.get(field_) is None:
+                return {"ok": False, "error": "invalid_arguments"}
+            return {"ok": True}
         if call.method == "apps.connections.open":
             return {"ok": True, "url": self.base_url.replace("http://", "ws://") + "/socket"}
         return {"ok": False, "error": "unknown_method"}

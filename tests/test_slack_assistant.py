@@ -1,0 +1,227 @@
+"""Slack's assistant threads through the real slack-bolt app over HTTP
+(``tests/harness/slack.py``): suggested prompts when a thread starts, the "thinking" status
+instead of a placeholder, a title from the first question, and answers that draw on the
+memory of the channel the person is viewing — only when they may read it (one read check:
+``conversations.members``) — and follow the person to the next channel they view.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.slack.app import build_app
+from adapters.slack.assistant import CONTEXT_EVENT, GREETING, STATUS
+from adapters.slack.transport import serve_http
+from bot.conversation.viewing import CANNOT_READ_VIEWED
+from memory.models import ChannelKey
+from tests.fakes.openai_server import FakeOpenAI, Request, content_text, default_responder
+from tests.fakes.slack_api import Answer, api_error
+from tests.harness.slack import (
+    PLACEHOLDER,
+    TEAM,
+    Harness,
+    event_body,
+    make_adapter,
+    mention,
+    open_harness,
+    sign,
+)
+
+DM = "D1"
+THREAD = "1729999327.187299"
+DM_KEY = ChannelKey("slack", TEAM, DM)
+
+
+def started(channel: str = "C1", *, user: str = "U1") -> dict[str, Any]:
+    """``assistant_thread_started``: the person opened the assistant beside ``channel``."""
+    return {"type": "assistant_thread_started", "event_ts": "1729999327.187300",
+            "assistant_thread": {"user_id": user, "channel_id": DM, "thread_ts": THREAD,
+                                 "context": {"channel_id": channel, "team_id": TEAM,
+                                             "enterprise_id": None}}}
+
+
+def context_changed(channel: str, *, user: str = "U1") -> dict[str, Any]:
+    """``assistant_thread_context_changed``: the person now views ``channel``."""
+    event = started(channel, user=user)
+    return {**event, "type": "assistant_thread_context_changed"}
+
+
+def asked(text: str, ts: str, *, user: str = "U1") -> dict[str, Any]:
+    """A person's message in the assistant thread (a DM thread message event)."""
+    return mention(text, ts=ts, user=user, channel=DM, kind="message", thread_ts=THREAD)
+
+
+def said(text: str, ts: str, channel: str = "C1", user: str = "U2") -> dict[str, Any]:
+    """Someone talking in a channel the bot is in (recorded, not answered)."""
+    return mention(text, ts=ts, user=user, channel=channel, kind="message")
+
+
+@pytest.fixture
+async def model() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI(responder=default_responder) as fake:
+        yield fake
+
+
+@pytest.fixture
+async def hm(tmp_path: Path, model: FakeOpenAI) -> AsyncIterator[Harness]:
+    """The Slack harness answering with the real openai SDK against the OpenAI fake."""
+    env = {"OPENAI_BASE_URL": model.base_url, "MODEL_NAME": "gpt-test", "LLM_MAX_RETRIES": "0"}
+    async with open_harness(tmp_path, None, env) as harness:
+        yield harness
+
+
+def prompts(model: FakeOpenAI) -> list[str]:
+    """Each reply request's messages as one text."""
+    return ["\n".join(content_text(m["content"]) for m in r.json["messages"])
+            for r in _replies(model)]
+
+
+def _replies(model: FakeOpenAI) -> list[Request]:
+    return [r for r in model.chat_requests
+            if "keep the memory of a group chat" not in str(r.json["messages"][0]["content"])]
+
+
+def thread_posts(h: Harness) -> list[dict[str, Any]]:
+    return [c.params for c in h.fake.calls_to("chat.postMessage") if c.params["channel"] == DM]
+
+
+# ---------------------------------------------------------------------- thread started
+
+
+async def test_a_new_thread_gets_suggested_prompts_and_a_greeting(h: Harness) -> None:
+    assert await h.event(started(), event_id="EvStart") == 200
+    ((call),) = await h.fake.wait_for("assistant.threads.setSuggestedPrompts")
+    assert call.params["channel_id"] == DM and call.params["thread_ts"] == THREAD
+    titles = [p["title"] for p in call.params["prompts"]]
+    assert titles == ["Catch me up", "Summarize this channel", "Ask my memory"]
+    assert all(p["message"] for p in call.params["prompts"])
+    (greeting,) = h.fake.bot_messages(DM)
+    assert greeting["text"] == GREETING and greeting["thread_ts"] == THREAD
+    assert greeting["metadata"]["event_type"] == CONTEXT_EVENT
+    assert greeting["metadata"]["event_payload"]["channel_id"] == "C1"
+    assert await h.event(started(), event_id="EvStart", retry=1) == 200  # delivered again
+    await h.fake.wait_for("assistant.threads.setSuggestedPrompts", 2)
+    assert len(h.fake.bot_messages(DM)) == 1  # greeted once
+
+
+# ---------------------------------------------------------------------- a question
+
+
+async def test_a_question_gets_status_title_and_answer_without_placeholder(h: Harness) -> None:
+    assert await h.event(started(), event_id="EvStart") == 200
+    assert await h.event(asked("What did we decide about the launch?", "1729999400.000100"),
+                         event_id="EvQ1") == 200
+    await h.settle()
+    (status,) = h.fake.calls_to("assistant.threads.setStatus")
+    assert status.params == {"channel_id": DM, "thread_ts": THREAD, "status": STATUS}
+    answer = thread_posts(h)[-1]
+    assert answer["thread_ts"] == THREAD and answer["text"] == "Hello from the model."
+    assert all(p["text"] != PLACEHOLDER for p in thread_posts(h))
+    assert [m["text"] for m in h.fake.bot_messages(DM)] == [GREETING, "Hello from the model."]
+    (title,) = h.fake.calls_to("assistant.threads.setTitle")
+    assert title.params["title"] == "What did we decide about the launch?"
+    assert title.params["channel_id"] == DM and title.params["thread_ts"] == THREAD
+    # the thread's own memory is the DM's: the question and the answer
+    assert [t.role for t in await h.turns(DM_KEY)] == ["user", "assistant"]
+
+    assert await h.event(asked("And who owns it?", "1729999500.000100"), event_id="EvQ2") == 200
+    await h.settle()
+    assert len(h.fake.calls_to("assistant.threads.setTitle")) == 1  # the first question only
+    assert len(h.fake.calls_to("assistant.threads.setStatus")) == 2
+
+
+async def test_a_refused_status_still_gets_the_answer(h: Harness) -> None:
+    h.fake.script("assistant.threads.setStatus", api_error("not_allowed_token_type"))
+    h.fake.script("assistant.threads.setTitle", Answer(500), Answer(500))  # retried once
+    assert await h.event(asked("Is anybody there?", "1729999400.000100")) == 200
+    await h.settle()
+    assert [p["text"] for p in thread_posts(h)] == ["Hello from the model."]
+    assert [t.role for t in await h.turns(DM_KEY)] == ["user", "assistant"]
+
+
+# ---------------------------------------------------------------------- the channel in view
+
+
+async def test_the_answer_draws_on_the_viewed_channel_and_the_thread(
+    hm: Harness, model: FakeOpenAI
+) -> None:
+    assert await hm.event(said("The launch code name is BLUEFINCH, set by Bob.",
+                               "1729990000.000100"), event_id="EvC1") == 200
+    assert await hm.event(started("C1"), event_id="EvStart") == 200
+    assert await hm.event(asked("remember that I prefer short answers", "1729999400.000100"),
+                          event_id="EvQ1") == 200
+    await hm.settle()
+    assert await hm.event(asked("Catch me up on the channel I'm viewing.",
+                                "1729999500.000100"), event_id="EvQ2") == 200
+    await hm.settle()
+    prompt = prompts(model)[-1]
+    assert "BLUEFINCH" in prompt  # the viewed channel's memory
+    assert "I prefer short answers" in prompt  # the thread's own
+    members = hm.fake.calls_to("conversations.members")
+    assert members and all(c.params["channel"] == "C1" for c in members)
+    # read, never written: the viewed channel keeps only what was said there
+    assert [t.text for t in await hm.turns(ChannelKey("slack", TEAM, "C1"))] == [
+        "The launch code name is BLUEFINCH, set by Bob."]
+
+
+async def test_a_channel_the_person_cannot_read_stays_out(
+    hm: Harness, model: FakeOpenAI
+) -> None:
+    hm.fake.members["C2"] = ["U2", "UBOT"]  # Alice (U1) is not a member
+    assert await hm.event(said("Salary bands: OSPREY-4 is the top band.", "1729990000.000100",
+                               channel="C2"), event_id="EvC2") == 200
+    assert await hm.event(started("C2"), event_id="EvStart") == 200
+    assert await hm.event(asked("Summarize the channel I'm viewing.", "1729999400.000100"),
+                          event_id="EvQ1") == 200
+    await hm.settle()
+    (prompt,) = prompts(model)
+    assert "OSPREY-4" not in prompt
+    answer = thread_posts(hm)[-1]["text"]
+    assert answer.startswith(CANNOT_READ_VIEWED)
+    assert "OSPREY-4" not in answer
+
+
+async def test_a_changed_context_is_used_by_the_next_answer(
+    hm: Harness, model: FakeOpenAI
+) -> None:
+    assert await hm.event(said("Alpha team ships KESTREL on Monday.", "1729990000.000100"),
+                          event_id="EvC1") == 200
+    assert await hm.event(said("Beta team ships MERLIN on Friday.", "1729990001.000100",
+                               channel="C2"), event_id="EvC2") == 200
+    assert await hm.event(started("C1"), event_id="EvStart") == 200
+    assert await hm.event(context_changed("C2"), event_id="EvMove") == 200
+    assert await hm.event(asked("What ships this week?", "1729999400.000100"),
+                          event_id="EvQ1") == 200
+    await hm.settle()
+    (prompt,) = prompts(model)
+    assert "MERLIN" in prompt and "KESTREL" not in prompt
+    # the new context is kept on the greeting too, where another replica reads it
+    (greeting,) = [m for m in hm.fake.bot_messages(DM) if m["text"] == GREETING]
+    assert greeting["metadata"]["event_payload"]["channel_id"] == "C2"
+
+
+async def test_another_replica_finds_the_context_on_the_greeting(
+    hm: Harness, model: FakeOpenAI
+) -> None:
+    """HTTP mode behind a load balancer: the thread started on one replica, the question
+    reaches another, which never saw the context and reads it from the greeting."""
+    assert await hm.event(said("Gamma team ships PLOVER soon.", "1729990000.000100"),
+                          event_id="EvC1") == 200
+    assert await hm.event(started("C1"), event_id="EvStart") == 200
+    other = make_adapter(hm.rt, hm.fake.api_url)
+    async with serve_http(build_app(other), "127.0.0.1", 0) as url:
+        body = json.dumps(event_body(asked("What ships soon?", "1729999400.000100"),
+                                     event_id="EvQ1"))
+        async with hm.http.post(
+            url, data=body, headers={"Content-Type": "application/json", **sign(body)}
+        ) as r:
+            assert r.status == 200
+        assert await other.drain(within=10)
+    await other.close()
+    (prompt,) = prompts(model)
+    assert "PLOVER" in prompt
