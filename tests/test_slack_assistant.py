@@ -225,3 +225,22 @@ async def test_another_replica_finds_the_context_on_the_greeting(
     await other.close()
     (prompt,) = prompts(model)
     assert "PLOVER" in prompt
+
+
+async def test_an_edit_in_an_assistant_thread_reaches_memory(h: Harness) -> None:
+    """bolt's ``Assistant`` acknowledges edits in DM threads without passing them on; the
+    edit still changes the stored message."""
+    ts = "1729999400.000100"
+    assert await h.event(asked("ship order 1234 on Monday", ts), event_id="EvQ1") == 200
+    await h.settle()
+    edited = {
+        "type": "message", "subtype": "message_changed", "hidden": True, "channel": DM,
+        "channel_type": "im", "ts": "1729999401.000100",
+        "message": {"type": "message", "user": "U1", "text": "ship order 1234 on Tuesday",
+                    "ts": ts, "thread_ts": THREAD},
+        "previous_message": {"type": "message", "user": "U1",
+                             "text": "ship order 1234 on Monday", "ts": ts, "thread_ts": THREAD},
+    }  # fmt: skip
+    assert await h.event(edited, event_id="EvEdit") == 200
+    await h.settle()
+    assert [t.text for t in await h.turns(DM_KEY)][0] == "ship order 1234 on Tuesday"
