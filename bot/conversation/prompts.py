@@ -4,7 +4,8 @@ The summary is *data*, not instructions. It sits in the system message between
 ``<<<MEMORY`` and ``MEMORY>>>`` lines, introduced as a record of earlier conversation
 written from users' messages; fence markers inside remembered text are defused so user
 text can never close the fence and speak as the system. Recalled facts, episodes and
-stored messages (verbatim, grouped by day) go inside the same fence under their headings.
+stored messages (verbatim, grouped by day) go inside the same fence under their headings,
+and so does the channel a person is viewing as they ask (``viewed_lines``).
 
 Users' turns carry a ``[Name]: `` label (``memory.speakers``) and small models imitate
 it, so a reply's leading labels (``[Name]:``, ``"Name:``, ``NAME:``, and ``Name:`` for a
@@ -13,10 +14,6 @@ name the prompt shows as a speaker: ``speaker_names``) are stripped
 nothing until its start is known not to be one (``settled_reply``). The chat message's
 ``name`` field is no alternative: OpenAI accepts only ``[A-Za-z0-9_-]{1,64}`` there and
 most open models' templates drop it (docs/decisions/0008).
-
-A person may be looking at another channel while they ask (``IncomingMessage.viewing``,
-read check passed): what the bot remembers of that channel — its summary, facts and newest
-messages — goes inside the same fence under its own heading (``VIEWED_HEADING``).
 
 The system message is the persona (``SYSTEM_PROMPT`` or the channel's ``persona``, fence
 markers defused), the fenced memory, then ``RULES``, last so no operator or channel text
