@@ -243,4 +243,5 @@ async def test_an_edit_in_an_assistant_thread_reaches_memory(h: Harness) -> None
     }  # fmt: skip
     assert await h.event(edited, event_id="EvEdit") == 200
     await h.settle()
-    assert [t.text for t in await h.turns(DM_KEY)][0] == "ship order 1234 on Tuesday"
+    question, _answer = await h.turns(DM_KEY)
+    assert question.text == "ship order 1234 on Tuesday"

@@ -40,6 +40,7 @@ from slack_bolt.context.set_suggested_prompts.async_set_suggested_prompts import
 )
 from slack_bolt.middleware.assistant.async_assistant import AsyncAssistant
 from slack_bolt.request.payload_utils import is_other_message_sub_event_in_assistant_thread
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.access import SlackMember
@@ -59,6 +60,7 @@ __all__ = [
     "AssistantReplies",
     "SlackAssistant",
     "ThreadContexts",
+    "decorate",
 ]
 
 log = logging.getLogger(__name__)
@@ -79,6 +81,17 @@ PROMPTS: tuple[Json, ...] = (
 TITLE_CHARS = 60  # Slack shows a short title; the question is cut to this
 CONTEXT_WITHIN = 1.0  # seconds the acknowledgement waits for the context and read check
 KEEP = 10_000  # threads remembered in this process (contexts, titles, greetings)
+
+
+async def decorate(what: str, request: Awaitable[Any]) -> None:
+    """Set a thread's status, title or prompts; a refusal (a DM thread that is no assistant
+    thread, a plan without AI apps) is logged in one line, never raised."""
+    try:
+        await request
+    except SlackApiError as e:
+        log.info("Slack refused %s: %s", what, e.response.get("error"))
+    except Exception:
+        log.warning("Slack %s failed", what, exc_info=True)
 
 
 class _Bounded(OrderedDict[Thread, Any]):
@@ -128,9 +141,16 @@ class ThreadContexts(AsyncAssistantThreadContextStore):
     async def _greeting(self, channel_id: str, thread_ts: str) -> Json | None:
         """The bot's greeting in the thread (the first messages are read), if any."""
         me = await self.identify()
-        r = await call(f"conversations.replies in {channel_id}", self.client.conversations_replies(
-            channel=channel_id, ts=thread_ts, include_all_metadata=True, limit=4))
-        for m in (r.get("messages") if r is not None else None) or []:
+        try:
+            r = await self.client.conversations_replies(
+                channel=channel_id, ts=thread_ts, include_all_metadata=True, limit=4)
+        except SlackApiError as e:  # e.g. thread_not_found: a DM thread with no greeting
+            log.debug("no greeting in %s: %s", thread_ts, e.response.get("error"))
+            return None
+        except Exception:
+            log.warning("reading the greeting in %s failed", channel_id, exc_info=True)
+            return None
+        for m in r.get("messages") or []:
             meta = m.get("metadata") or {}
             if m.get("user") == me.user_id and meta.get("event_type") == CONTEXT_EVENT:
                 return dict(m)
@@ -156,9 +176,9 @@ class AssistantReplies(SlackReplies):
 
     async def status(self, text: str) -> None:
         """Set the thread's status ("": clear it); a refusal is logged, never raised."""
-        await call(f"assistant.threads.setStatus in {self.channel}",
-                   self.client.assistant_threads_setStatus(
-                       channel_id=self.channel, thread_ts=self.thread_ts, status=text))
+        await decorate(f"assistant.threads.setStatus in {self.channel}",
+                       self.client.assistant_threads_setStatus(
+                           channel_id=self.channel, thread_ts=self.thread_ts, status=text))
 
     @contextlib.asynccontextmanager
     async def working(self, key: ChannelKey) -> AsyncIterator[None]:
@@ -199,8 +219,8 @@ class SlackAssistant:
         channel, thread_ts = str(thread.get("channel_id") or ""), str(thread.get("thread_ts") or "")
         context: Json = thread.get("context") or {}
         self.contexts.remember(channel, thread_ts, context)
-        await call(f"assistant.threads.setSuggestedPrompts in {channel}",
-                   set_suggested_prompts(list(PROMPTS), title=PROMPTS_TITLE))
+        await decorate(f"assistant.threads.setSuggestedPrompts in {channel}",
+                       set_suggested_prompts(list(PROMPTS), title=PROMPTS_TITLE))
         if (channel, thread_ts) in self._greeted:  # Slack delivered the event again
             return
         self._greeted.keep((channel, thread_ts), True)
@@ -258,6 +278,6 @@ class SlackAssistant:
         if len(title) > TITLE_CHARS:
             title = title[:TITLE_CHARS - 1].rstrip() + "…"
         if title:
-            await call(f"assistant.threads.setTitle in {thread[0]}",
-                       self.client.assistant_threads_setTitle(
-                           channel_id=thread[0], thread_ts=thread[1], title=title))
+            await decorate(f"assistant.threads.setTitle in {thread[0]}",
+                           self.client.assistant_threads_setTitle(
+                               channel_id=thread[0], thread_ts=thread[1], title=title))
