@@ -7,6 +7,7 @@ memory of the channel the person is viewing — only when they may read it (one 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,22 +15,30 @@ from typing import Any
 
 import pytest
 
+from adapters.slack import run_slack
 from adapters.slack.app import build_app
 from adapters.slack.assistant import CONTEXT_EVENT, GREETING, STATUS
 from adapters.slack.transport import serve_http
+from bot.app import Runtime
 from bot.conversation.viewing import CANNOT_READ_VIEWED
-from memory.models import ChannelKey
+from bot.settings import load_settings
+from memory.errors import StoreUnavailableError
+from memory.models import ChannelKey, NewTurn, RecordResult
 from tests.fakes.openai_server import FakeOpenAI, Request, content_text, default_responder
-from tests.fakes.slack_api import Answer, api_error
+from tests.fakes.slack_api import Answer, FakeSlack, api_error
 from tests.harness.slack import (
     PLACEHOLDER,
     TEAM,
+    FakeLLM,
     Harness,
+    directory,
+    environ,
     event_body,
     make_adapter,
     mention,
     open_harness,
     sign,
+    web_client,
 )
 
 DM = "D1"
@@ -245,3 +254,60 @@ async def test_an_edit_in_an_assistant_thread_reaches_memory(h: Harness) -> None
     await h.settle()
     question, _answer = await h.turns(DM_KEY)
     assert question.text == "ship order 1234 on Tuesday"
+
+
+# ---------------------------------------------------------------------- delivery
+
+
+async def test_an_unstored_question_is_not_acknowledged_and_answered_once_later(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real, down = h.rt.store.record, {"now": True}
+
+    async def record(turn: NewTurn) -> RecordResult:
+        if turn.role == "user" and down["now"]:
+            raise StoreUnavailableError("read-only", "attempt to write a readonly database")
+        return await real(turn)
+
+    monkeypatch.setattr(h.rt.store, "record", record)
+    question = asked("What did we decide?", "1729999400.000100")
+    assert await h.event(question, event_id="EvQ1") == 503  # Slack delivers it again
+    await h.settle()
+    assert await h.turns(DM_KEY) == []
+    down["now"] = False
+    assert await h.event(question, event_id="EvQ1", retry=1) == 200
+    assert await h.event(question, event_id="EvQ1", retry=2) == 200
+    await h.settle()
+    assert [t.role for t in await h.turns(DM_KEY)] == ["user", "assistant"]
+    answers = [p for p in thread_posts(h) if p["text"] == "Hello from the model."]
+    assert len(answers) == 1
+    assert len(h.fake.calls_to("assistant.threads.setTitle")) == 1
+
+
+async def test_socket_mode_thread_prompts_and_answer(tmp_path: Path, llm: FakeLLM) -> None:
+    """The default connection: the same listeners behind Socket Mode's envelope acks."""
+    async with FakeSlack() as fake:
+        directory(fake)
+        env = environ(tmp_path, SLACK_APP_TOKEN=fake.app_token)
+        del env["SLACK_SIGNING_SECRET"]
+        settings = load_settings(environ=env, env_file=None)
+        async with Runtime.open(settings, llm=llm) as rt:
+            stop = asyncio.Event()
+            task = asyncio.create_task(run_slack(
+                rt.service, rt.settings, client=web_client(settings, fake.api_url), stop=stop))
+            try:
+                for eid, event in (("env-1", started()), ("env-2", asked("Hi?", "1729999400.1"))):
+                    await fake.socket_send({
+                        "envelope_id": eid, "type": "events_api", "retry_attempt": 0,
+                        "accepts_response_payload": False, "retry_reason": "",
+                        "payload": event_body(event, event_id=f"Ev-{eid}")})  # fmt: skip
+                    await fake.wait_socket_ack(eid)
+                await fake.wait_for("assistant.threads.setSuggestedPrompts")
+                await fake.wait_until(lambda: any(
+                    m["text"] == "Hello from the model." for m in fake.bot_messages(DM)),
+                    what="the answer in the thread")
+                assert fake.calls_to("assistant.threads.setStatus")
+                assert fake.calls_to("assistant.threads.setTitle")
+            finally:
+                stop.set()
+                await asyncio.wait_for(task, 10)
