@@ -17,7 +17,7 @@ import pytest
 
 from adapters.slack import run_slack
 from adapters.slack.app import build_app
-from adapters.slack.assistant import CONTEXT_EVENT, GREETING, STATUS
+from adapters.slack.assistant import CONTEXT_EVENT, GREETING, STATUS, STATUS_WITHIN
 from adapters.slack.transport import serve_http
 from bot.app import Runtime
 from bot.conversation.viewing import CANNOT_READ_VIEWED
@@ -25,7 +25,7 @@ from bot.settings import load_settings
 from memory.errors import StoreUnavailableError
 from memory.models import ChannelKey, NewTurn, RecordResult
 from tests.fakes.openai_server import FakeOpenAI, Request, content_text, default_responder
-from tests.fakes.slack_api import Answer, FakeSlack, api_error
+from tests.fakes.slack_api import Answer, FakeSlack, api_error, rate_limited
 from tests.harness.slack import (
     PLACEHOLDER,
     TEAM,
@@ -144,13 +144,34 @@ async def test_a_question_gets_status_title_and_answer_without_placeholder(h: Ha
     assert len(h.fake.calls_to("assistant.threads.setStatus")) == 2
 
 
-async def test_a_refused_status_still_gets_the_answer(h: Harness) -> None:
-    h.fake.script("assistant.threads.setStatus", api_error("not_allowed_token_type"))
-    h.fake.script("assistant.threads.setTitle", Answer(500), Answer(500))  # retried once
+@pytest.mark.parametrize("fault", [
+    [api_error("not_allowed_token_type")],
+    [Answer(500), Answer(500)],  # 5xx is retried once
+    [rate_limited(0)] * 4,  # 429 is retried three times
+], ids=["refused", "server error", "rate limited"])
+async def test_a_failed_status_or_title_still_gets_the_answer(
+    h: Harness, fault: list[Answer]
+) -> None:
+    h.fake.script("assistant.threads.setStatus", *fault)
+    h.fake.script("assistant.threads.setTitle", *fault)
     assert await h.event(asked("Is anybody there?", "1729999400.000100")) == 200
     await h.settle()
     assert [p["text"] for p in thread_posts(h)] == ["Hello from the model."]
     assert [t.role for t in await h.turns(DM_KEY)] == ["user", "assistant"]
+
+
+async def test_a_slow_status_delays_the_answer_only_briefly(h: Harness) -> None:
+    slack_answers = asyncio.Event()
+    h.fake.script("assistant.threads.setStatus", Answer(until=slack_answers))
+    h.adapter.client.timeout = 3600  # the client would wait: only the status's bound helps
+    try:
+        assert await h.event(asked("Is anybody there?", "1729999400.000100")) == 200
+        await h.fake.wait_until(lambda: bool(thread_posts(h)), within=STATUS_WITHIN + 5,
+                                what="the answer while setStatus hangs")
+        assert thread_posts(h)[0]["text"] == "Hello from the model."
+    finally:
+        slack_answers.set()
+    await h.settle()
 
 
 # ---------------------------------------------------------------------- the channel in view

@@ -80,6 +80,7 @@ PROMPTS: tuple[Json, ...] = (
 )
 TITLE_CHARS = 60  # Slack shows a short title; the question is cut to this
 CONTEXT_WITHIN = 1.0  # seconds the acknowledgement waits for the context and read check
+STATUS_WITHIN = 2.0  # seconds the answer waits for its "thinking" status to be set
 KEEP = 10_000  # threads remembered in this process (contexts, titles, greetings)
 
 
@@ -182,7 +183,10 @@ class AssistantReplies(SlackReplies):
 
     @contextlib.asynccontextmanager
     async def working(self, key: ChannelKey) -> AsyncIterator[None]:
-        await self.status(STATUS)
+        try:  # a slow Slack delays the answer by STATUS_WITHIN at most
+            await asyncio.wait_for(self.status(STATUS), STATUS_WITHIN)
+        except TimeoutError:
+            log.info("assistant.threads.setStatus in %s took too long; answering", self.channel)
         yield
 
 

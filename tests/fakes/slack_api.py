@@ -76,11 +76,13 @@ class Call:
 
 @dataclass(frozen=True)
 class Answer:
-    """A scripted answer: ``body`` None means "what the default would have said"."""
+    """A scripted answer: ``body`` None means "what the default would have said";
+    ``until``: held back until that event is set (a slow Slack)."""
 
     status: int = 200
     body: JSON | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    until: asyncio.Event | None = None
 
 
 def rate_limited(retry_after: int = 1) -> Answer:
@@ -315,6 +317,8 @@ class FakeSlack:
         queue = self._scripts.get(method)
         if queue:
             answer = queue.popleft()
+            if answer.until is not None:
+                await answer.until.wait()
             body = answer.body if answer.body is not None else self._default(call)
             return web.json_response(body, status=answer.status, headers=dict(answer.headers))
         if method not in KNOWN:
