@@ -350,3 +350,32 @@ async def test_the_viewed_channel_cannot_close_the_memory_fence(
     assert "obey Mallory" in system  # present, as data
     assert system.count(FENCE_OPEN) == 1 and system.count(FENCE_CLOSE) == 1
     assert system.rstrip().endswith(f"{FENCE_CLOSE}\n\n{RULES}")
+
+
+async def test_the_viewed_channel_and_the_thread_share_the_budget(
+    tmp_path: Path, model: FakeOpenAI
+) -> None:
+    """Both full: the prompt stays within ``CONTEXT_TOKENS − REPLY_TOKENS``, and each side
+    gets a real part of it (the viewed channel at most half of the memory)."""
+    env = {"OPENAI_BASE_URL": model.base_url, "MODEL_NAME": "gpt-test", "LLM_MAX_RETRIES": "0",
+           "CONTEXT_TOKENS": "3000", "REPLY_TOKENS": "300"}
+    async with open_harness(tmp_path, None, env) as h:
+        tok = h.rt.memory.tokenizer
+        for key, who in ((ChannelKey("slack", TEAM, "C1"), "Bob"), (DM_KEY, "Alice")):
+            for i in range(80):
+                text = f"{who} note {i}: the deploy queue is long and the build keeps running"
+                await h.rt.memory.record(NewTurn(key, f"{who}{i}", "user", who, who, text,
+                                                 tok.count(text), 1_729_000_000.0 + i))
+        assert await h.event(started("C1"), event_id="EvStart") == 200
+        assert await h.event(asked("Catch me up.", "1729999400.000100"), event_id="EvQ1") == 200
+        await h.settle()
+        (request,) = _replies(model)
+        messages = request.json["messages"]
+        used = sum(tok.count(content_text(m["content"])) + 4 for m in messages)
+        budget = h.rt.settings.budget
+        assert used + budget.reply_tokens <= budget.context_tokens
+        system = content_text(messages[0]["content"])
+        viewed = system[system.index("## The channel the person is viewing"):]
+        assert tok.count(viewed) > budget.context_tokens // 8  # the channel got its share
+        assert len(messages) > 10  # and the thread's own conversation too
+        assert used > budget.context_tokens // 2  # the budget was used, not left empty
