@@ -136,3 +136,39 @@ async def test_a_direct_message_gets_no_reply_when_dms_are_off(
         await discord_fake.send_message(W.general, W.alice, mention("hi"), mentions=[W.bot_user])
         await posted(discord_fake, W.general)
         assert [role for role, _, _ in await turns(rt, GENERAL)] == ["user", "assistant"]
+
+
+async def test_a_server_blocks_a_user_with_config_and_cannot_unblock_the_operators(
+    tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI
+) -> None:
+    manage_guild = 1 << 5
+    settings = make_settings(tmp_path, discord_llm, BLOCKED_USERS=CAROL)
+    async with running(settings) as (rt, _, watch):
+        async def config(**options: str) -> str:
+            inter = await discord_fake.interaction("config", invoker=W.bob, channel_id=W.general,
+                                                   permissions=manage_guild, options=options)
+            return str((await followup_to(discord_fake, inter)).json["content"])
+
+        assert await config(action="set", key="blocked_users", value="alice") == (
+            "'alice' is not a user id: list ids, not names or mentions, separated by commas "
+            "(Discord: Developer Mode, then a person's Copy User ID; Slack: a profile's ⋮ → "
+            "Copy member ID).")
+        alice = W.alice["id"]
+        assert await config(action="set", key="blocked_users", value=alice,
+                            scope="server") == f"Set blocked_users for this server to {alice}."
+        assert await config(action="set", key="allowed_users", value=CAROL,
+                            scope="server") == f"Set allowed_users for this server to {CAROL}."
+        for who in (W.alice, W.carol):
+            await discord_fake.send_message(W.general, who, mention("hi"), mentions=[W.bot_user])
+        await watch.handled(2)
+        assert discord_fake.sent_to(W.general) == []
+        await _refused_command(discord_fake, W.alice, W.general)
+        assert [name for _, name, _ in await turns(rt)] == ["Alice", "Carol"]  # RECORD_BLOCKED
+
+        # Bob is outside the server's allow list now, but may still undo it
+        assert await config(action="unset", key="blocked_users", scope="server") == (
+            "Unset blocked_users for this server; the default applies.")
+        await config(action="unset", key="allowed_users", scope="server")
+        await discord_fake.send_message(W.general, W.alice, mention("back?"),
+                                        mentions=[W.bot_user])
+        await posted(discord_fake, W.general)

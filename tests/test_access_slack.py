@@ -88,3 +88,13 @@ async def test_a_direct_message_gets_no_reply_when_dms_are_off(h: Harness) -> No
     assert posts(h.fake, besides_placeholder=False) == []
     assert await h.turns(ChannelKey("slack", TEAM, "D1")) == []
     await _refused_command(h, "U1", channel="D1")
+
+
+async def test_a_workspace_blocks_a_channel_with_config(h: Harness) -> None:
+    await h.command("/config", user="U2", text="set server blocked_channels C1")
+    [call] = await h.fake.wait_for("response_url:config")
+    assert call.params["text"] == "Set blocked_channels for this server to C1."
+    assert await h.event(mention("<@UBOT> anyone?", kind="message")) == 200
+    await h.settle()
+    assert posts(h.fake, besides_placeholder=False) == []
+    assert await h.turns(KEY) == []

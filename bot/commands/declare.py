@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
-from bot.access import REFUSED, AccessRules, Verdict
+from bot.access import NO_LISTS, REFUSED, AccessRules, Verdict
 from bot.commands.args import CommandSpec, Usage
 from bot.messages import CommandResult
 from bot.read_check import Access, refusal
@@ -201,6 +201,8 @@ class Command(Generic[A]):
     hides a command whose whole use needs one (``hidden``). ``shows``: its answer shows what
     is stored of the channel, so only a caller who may read the channel's history gets it
     (and, posted publicly, only if everyone who can see the post may: ``bot.read_check``).
+    ``manages_access``: it changes a server's own access lists, so those never refuse it
+    (its managers can always undo them); the operator's lists still do.
     ``answer``: who sees the answer, for ``/help``; which answers go to the channel is
     ``spec.public``. ``waits``: the answer may take a while (a model call), so the console
     shows its spinner. ``from_options``:
@@ -220,6 +222,7 @@ class Command(Generic[A]):
     waits: bool = False
     from_options: Callable[[Mapping[str, Any]], A | Usage] | None = None
     shows: bool = False
+    manages_access: bool = False
 
     @property
     def name(self) -> str:
@@ -236,8 +239,11 @@ class Command(Generic[A]):
         for everyone there): the read check first when it ``shows`` stored content. Every
         platform runs commands through here, never through ``run`` directly. A caller the
         access lists (``bot.access``) refuse gets one short sentence, whatever the command."""
+        here = NO_LISTS if self.manages_access else (
+            await ctx.service.channels.get(ctx.key)).access  # a server's own lists
         verdict = ctx.service.access.verdict(ctx.key, ctx.user_id, ctx.roles,
-                                             direct=ctx.is_direct, parent=ctx.parent)
+                                             direct=ctx.is_direct, parent=ctx.parent,
+                                             server=here)
         if verdict is not Verdict.ADMITTED:
             return CommandResult(REFUSED, ok=False)
         if self.shows:

@@ -157,7 +157,7 @@ class ChatService:
         # Cached and nobody waiting: no suspension. Else ChannelConfig queues callers per
         # channel in order, so messages reach record() in arrival order.
         settings = await self.channels.get(msg.key)
-        admitted = self._admitted(msg)
+        admitted = self._admitted(msg, settings)
         if admitted is None:  # a channel the bot stays out of, or a person not recorded
             return Received(Outcome.NOT_RECORDED)
         addressed = admitted and answers(msg, settings)
@@ -211,11 +211,12 @@ class ChatService:
         return Received(Outcome.RECORDED, self._pending(
             msg, Outcome.RECORDED, self._composer(msg, result.turn.seq, settings)))
 
-    def _admitted(self, msg: IncomingMessage) -> bool | None:
-        """The access lists on ``msg`` (``bot.access``): True, may be answered; False, may
-        be stored but never answered (a blocked person); None, neither."""
-        verdict = self.access.verdict(msg.key, msg.author_id, msg.roles,
-                                      direct=msg.is_direct, parent=msg.parent)
+    def _admitted(self, msg: IncomingMessage, settings: ChannelSettings) -> bool | None:
+        """The access lists on ``msg`` (``bot.access``; the server's own in ``settings``):
+        True, may be answered; False, may be stored but never answered (a blocked person);
+        None, neither."""
+        verdict = self.access.verdict(msg.key, msg.author_id, msg.roles, direct=msg.is_direct,
+                                      parent=msg.parent, server=settings.access)
         if verdict is Verdict.ADMITTED:
             return True
         log.debug("message %s in %s by %s: %s not admitted", msg.message_id, msg.key,
@@ -305,7 +306,7 @@ class ChatService:
         True when it was new.
         """
         settings = await self.channels.get(msg.key)
-        admitted = self._admitted(msg)
+        admitted = self._admitted(msg, settings)
         if admitted is None:
             return False
         addressed = admitted and answers(msg, settings)

@@ -24,7 +24,7 @@ __all__ = [
     "DEFAULT_SYSTEM_PROMPT", "AccessSettings", "AdminSettings", "AttachmentSettings",
     "BudgetSettings", "CatchupSettings", "ChatSettings", "DatabaseSettings", "DiscordSettings",
     "LLMSettings", "LogSettings", "QuotaSettings", "RestartSettings", "SlackSettings",
-    "looks_like_placeholder",
+    "check_ids", "looks_like_placeholder",
 ]
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -265,16 +265,22 @@ _ID_HELP = {
 }
 
 
-def _ids(what: str) -> Any:
-    """A validator of a comma-separated list of ``what`` ids (names and mentions are not)."""
+def check_ids(values: list[str], what: Literal["user", "role", "channel"]) -> list[str]:
+    """``values`` without repeats, or ``ValueError`` naming the first that is not a
+    ``what`` id (a name or a mention, say) and where to copy the id."""
+    bad = [v for v in values if not _ID.match(v)]
+    if bad:
+        raise ValueError(
+            f"{bad[0][:40]!r} is not a {what} id: list ids, not names or mentions, "
+            f"separated by commas ({_ID_HELP[what]})")
+    return list(dict.fromkeys(values))
+
+
+def _ids(what: Literal["user", "role", "channel"]) -> Any:
+    """A validator of a comma-separated list of ``what`` ids."""
 
     def check(values: list[str]) -> list[str]:
-        bad = [v for v in values if not _ID.match(v)]
-        if bad:
-            raise ValueError(
-                f"{bad[0][:40]!r} is not a {what} id: list ids, not names or mentions, "
-                f"separated by commas ({_ID_HELP[what]})")
-        return list(dict.fromkeys(values))
+        return check_ids(values, what)
 
     return check
 
