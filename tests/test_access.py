@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.access import AccessRules, Verdict
+from bot.access import AccessRules, Lists, Verdict
 from bot.errors import ConfigError
 from bot.settings import load_settings
 from memory.models import ChannelKey
@@ -88,3 +88,13 @@ def test_a_bad_list_is_refused_naming_the_variable(variable: str, value: str, sa
 def test_ids_are_read_with_spaces_and_duplicates_dropped() -> None:
     access = load_settings({"BLOCKED_USERS": " 123 , U0ABC,123,, "}, env_file=None).access
     assert access.blocked_users == ["123", "U0ABC"]
+
+
+def test_a_servers_lists_only_narrow_the_operators() -> None:
+    r = rules(BLOCKED_USERS="7", ALLOWED_CHANNELS="500,501")
+    server = Lists.of({"allowed_users": ["7", "8"], "blocked_channels": ["501"]})
+    assert r.verdict(GUILD, "7", (), direct=False, server=server) is Verdict.PERSON
+    assert r.verdict(GUILD, "8", (), direct=False, server=server) is Verdict.ADMITTED
+    assert r.verdict(GUILD, "9", (), direct=False, server=server) is Verdict.PERSON
+    assert r.verdict(THREAD, "8", (), direct=False, server=server) is Verdict.CHANNEL
+    assert r.verdict(THREAD, "8", (), direct=False) is Verdict.ADMITTED

@@ -38,6 +38,17 @@ async def _refused_command(fake: FakeDiscord, invoker: dict[str, str], channel: 
     assert followup.json["flags"] & 64  # only the caller sees it
 
 
+async def _answered_only(fake: FakeDiscord, llm: FakeOpenAI, channel: int,
+                         who: dict[str, str]) -> None:
+    """``who`` mentions the bot in ``channel`` and is answered; that answer is the only bot
+    message there and the only model call of the test, so nothing refused earlier was
+    answered (or is being answered: it was sent first)."""
+    sent = await fake.send_message(channel, who, mention("hello"), mentions=[W.bot_user])
+    (reply,) = await posted(fake, channel)
+    assert str(reply.json["message_reference"]["message_id"]) == sent["id"]
+    assert len(llm.chat_requests) == 1
+
+
 async def test_a_blocked_user_gets_no_reply_and_no_command_output_but_is_remembered(
     tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI
 ) -> None:
@@ -51,9 +62,7 @@ async def test_a_blocked_user_gets_no_reply_and_no_command_output_but_is_remembe
         assert await turns(rt) == [("user", "Carol", "@gistbot tell me a secret")]
         await _refused_command(discord_fake, W.carol, W.general)
 
-        await discord_fake.send_message(W.general, W.alice, mention("hello"),
-                                        mentions=[W.bot_user])
-        await posted(discord_fake, W.general)  # everyone else is answered as before
+        await _answered_only(discord_fake, discord_llm, W.general, W.alice)  # others as before
 
 
 async def test_record_blocked_false_keeps_nothing_of_a_blocked_user(
@@ -65,8 +74,8 @@ async def test_record_blocked_false_keeps_nothing_of_a_blocked_user(
                                         mentions=[W.bot_user])
         await discord_fake.send_message(W.general, W.alice, "and mine is private")
         await watch.handled(2)
-        assert discord_fake.sent_to(W.general) == []
         assert await turns(rt) == [("user", "Alice", "and mine is private")]
+        await _answered_only(discord_fake, discord_llm, W.general, W.alice)
 
 
 async def test_a_user_outside_a_non_empty_allow_list_is_ignored(
@@ -79,10 +88,7 @@ async def test_a_user_outside_a_non_empty_allow_list_is_ignored(
         await watch.handled(1)
         assert discord_fake.sent_to(W.general) == []
         await _refused_command(discord_fake, W.bob, W.general)
-
-        await discord_fake.send_message(W.general, W.alice, mention("and me?"),
-                                        mentions=[W.bot_user])
-        await posted(discord_fake, W.general)
+        await _answered_only(discord_fake, discord_llm, W.general, W.alice)
 
 
 async def test_a_blocked_role_is_ignored_and_an_allowed_role_admits(
@@ -97,10 +103,7 @@ async def test_a_blocked_role_is_ignored_and_an_allowed_role_admits(
         await watch.handled(2)
         assert discord_fake.sent_to(W.general) == []
         await _refused_command(discord_fake, W.carol, W.general)
-
-        await discord_fake.send_message(W.general, W.bob, mention("hi"), mentions=[W.bot_user])
-        (reply,) = await posted(discord_fake, W.general)
-        assert reply.json["message_reference"]["message_id"]
+        await _answered_only(discord_fake, discord_llm, W.general, W.bob)
 
 
 async def test_a_blocked_channel_and_its_threads_get_no_reply_and_nothing_is_stored(
@@ -116,10 +119,8 @@ async def test_a_blocked_channel_and_its_threads_get_no_reply_and_nothing_is_sto
         assert discord_fake.sent_to(W.general) == [] and discord_fake.sent_to(W.thread) == []
         assert await turns(rt) == [] and await turns(rt, THREAD) == []
         await _refused_command(discord_fake, W.alice, W.general)
-
-        await discord_fake.send_message(W.lobby, W.alice, mention("here?"),
-                                        mentions=[W.bot_user])
-        await posted(discord_fake, W.lobby)  # other channels as before
+        await _answered_only(discord_fake, discord_llm, W.lobby, W.alice)  # others as before
+        assert discord_fake.sent_to(W.general) == [] and discord_fake.sent_to(W.thread) == []
 
 
 async def test_a_direct_message_gets_no_reply_when_dms_are_off(
@@ -132,9 +133,8 @@ async def test_a_direct_message_gets_no_reply_when_dms_are_off(
         assert discord_fake.sent_to(W.dm_channel) == []
         assert await turns(rt, DM) == []
         await _refused_command(discord_fake, W.alice, W.dm_channel)
-
-        await discord_fake.send_message(W.general, W.alice, mention("hi"), mentions=[W.bot_user])
-        await posted(discord_fake, W.general)
+        await _answered_only(discord_fake, discord_llm, W.general, W.alice)
+        assert discord_fake.sent_to(W.dm_channel) == []
         assert [role for role, _, _ in await turns(rt, GENERAL)] == ["user", "assistant"]
 
 
@@ -169,6 +169,4 @@ async def test_a_server_blocks_a_user_with_config_and_cannot_unblock_the_operato
         assert await config(action="unset", key="blocked_users", scope="server") == (
             "Unset blocked_users for this server; the default applies.")
         await config(action="unset", key="allowed_users", scope="server")
-        await discord_fake.send_message(W.general, W.alice, mention("back?"),
-                                        mentions=[W.bot_user])
-        await posted(discord_fake, W.general)
+        await _answered_only(discord_fake, discord_llm, W.general, W.alice)
