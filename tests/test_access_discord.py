@@ -119,6 +119,7 @@ async def test_a_blocked_channel_and_its_threads_get_no_reply_and_nothing_is_sto
         assert discord_fake.sent_to(W.general) == [] and discord_fake.sent_to(W.thread) == []
         assert await turns(rt) == [] and await turns(rt, THREAD) == []
         await _refused_command(discord_fake, W.alice, W.general)
+        await _refused_command(discord_fake, W.alice, W.thread)
         await _answered_only(discord_fake, discord_llm, W.lobby, W.alice)  # others as before
         assert discord_fake.sent_to(W.general) == [] and discord_fake.sent_to(W.thread) == []
 
