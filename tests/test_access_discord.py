@@ -8,12 +8,14 @@ no message in the channel, and storage as the settings say.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from bot.access import REFUSED
 from memory.models import ChannelKey
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
+from tests.harness.deadlines import scaled
 from tests.harness.discord import (
     GENERAL,
     W,
@@ -171,3 +173,21 @@ async def test_a_server_blocks_a_user_with_config_and_cannot_unblock_the_operato
             "Unset blocked_users for this server; the default applies.")
         await config(action="unset", key="allowed_users", scope="server")
         await _answered_only(discord_fake, discord_llm, W.general, W.alice)
+
+
+async def test_backfill_after_downtime_keeps_the_lists_too(
+    tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI
+) -> None:
+    async with running(make_settings(tmp_path, discord_llm)) as (rt, _, watch):
+        await discord_fake.send_message(W.general, W.alice, "before")
+        await watch.handled(1)
+    # the bot is down: only the history has these
+    await discord_fake.send_message(W.general, W.carol, "missed, by Carol", deliver=False)
+    await discord_fake.send_message(W.general, W.alice, "missed, by Alice", deliver=False)
+
+    settings = make_settings(tmp_path, discord_llm, BLOCKED_USERS=CAROL, RECORD_BLOCKED="false")
+    async with running(settings, backfill=True) as (rt, client, _):
+        assert client.backfill is not None
+        async with asyncio.timeout(scaled(10)):
+            await client.backfill.wait_runs(1)
+        assert [text for _, _, text in await turns(rt)] == ["before", "missed, by Alice"]
