@@ -347,6 +347,8 @@ class ConsoleContext:
     def __init__(self, chat: ConsoleChat) -> None:
         self.service, self.commands = chat.service, chat.commands
         self.key, self.user_id, self.is_direct = chat.key, chat.user, False
+        self.roles: tuple[str, ...] | None = None
+        self.parent = ""
         self.locale = chat.locale
 
     async def user_name(self) -> str:

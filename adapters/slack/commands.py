@@ -68,6 +68,8 @@ class SlackContext:
         self.key = ChannelKey("slack", str(command["team_id"]), str(command["channel_id"]))
         self.user_id = str(command.get("user_id") or "")
         self.is_direct = self.key.channel.startswith("D")
+        self.roles: tuple[str, ...] | None = None  # Slack has no roles (user groups aren't)
+        self.parent = ""  # a Slack thread is in its channel already
         self._admin: bool | None = None  # asked once per command, fresh each command
         self._reader = SlackMember(slack.users.client, self.user_id)
 

@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from bot.access import AccessRules, Verdict
 from bot.attachments.intake import AttachmentIntake
 from bot.attachments.vision import ImagePart, with_images
 from bot.catchup.wiring import CatchupCommands
@@ -104,7 +105,8 @@ class ChatService:
                  budget: Budget, *, clock: Callable[[], float] = time.monotonic,
                  owed: OwedReplies | None = None, channels: ChannelConfig | None = None,
                  quota: Quota | None = None, outbox: Outbox | None = None,
-                 catchup: CatchupCommands | None = None) -> None:
+                 catchup: CatchupCommands | None = None,
+                 access: AccessRules | None = None) -> None:
         self.memory = memory
         self.llm = llm
         self.config = config
@@ -119,6 +121,7 @@ class ChatService:
         self.memory_commands = MemoryCommands(memory, self.channels, self.quota)
         self.catchup_commands = catchup or CatchupCommands(self.quota)
         self.config_command = ConfigCommand(self.channels, self.quota)
+        self.access = access or AccessRules()  # who may talk to the bot (bot.access)
         self._identities: dict[str, tuple[str, str]] = {}
         # USER_RATE_LIMIT; reads self.clock when asked (tests replace the clock)
         self._rate = RateLimiter(config.user_rate_limit, lambda: self.clock())
@@ -155,7 +158,10 @@ class ChatService:
         # Cached and nobody waiting: no suspension. Else ChannelConfig queues callers per
         # channel in order, so messages reach record() in arrival order.
         settings = await self.channels.get(msg.key)
-        addressed = answers(msg, settings)
+        admitted = self._admitted(msg, settings)
+        if admitted is None:  # a channel the bot stays out of, or a person not recorded
+            return Received(Outcome.NOT_RECORDED)
+        addressed = admitted and answers(msg, settings)
         if settings.record == "off":  # privacy: nothing of this channel is stored
             return Received(Outcome.NOT_RECORDED, self._pending(
                 msg, Outcome.NOT_RECORDED, self._composer(msg, None, settings))
@@ -205,6 +211,18 @@ class ChatService:
                 RATE_LIMITED.format(limit=self.config.user_rate_limit)))
         return Received(Outcome.RECORDED, self._pending(
             msg, Outcome.RECORDED, self._composer(msg, result.turn.seq, settings)))
+
+    def _admitted(self, msg: IncomingMessage, settings: ChannelSettings) -> bool | None:
+        """The access lists on ``msg`` (``bot.access``; the server's own in ``settings``):
+        True, may be answered; False, may be stored but never answered (a blocked person);
+        None, neither."""
+        verdict = self.access.verdict(msg.key, msg.author_id, msg.roles, direct=msg.is_direct,
+                                      parent=msg.parent, server=settings.access)
+        if verdict is Verdict.ADMITTED:
+            return True
+        log.debug("message %s in %s by %s: %s not admitted", msg.message_id, msg.key,
+                  msg.author_id, verdict.value)
+        return False if self.access.records(verdict) else None
 
     async def on_message(self, msg: IncomingMessage, *,
                          on_delta: DeltaSink | None = None) -> Reply | None:
@@ -289,7 +307,10 @@ class ChatService:
         True when it was new.
         """
         settings = await self.channels.get(msg.key)
-        addressed = answers(msg, settings)
+        admitted = self._admitted(msg, settings)
+        if admitted is None:
+            return False
+        addressed = admitted and answers(msg, settings)
         if settings.record == "off" or (settings.record == "addressed" and not addressed):
             return False
         due = None

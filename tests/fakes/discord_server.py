@@ -308,6 +308,13 @@ def interaction_payload(
         data["channel"] = {"id": str(channel_id), "type": 0, "guild_id": str(guild_id),
                            "name": "general", "position": 0,
                            "permission_overwrites": world.overwrites(channel_id)}
+        if channel_id in (world.thread, world.private_thread):  # as Discord sends a thread
+            data["channel"] = {
+                "id": str(channel_id), "guild_id": str(guild_id), "name": "thread",
+                "type": 11 if channel_id == world.thread else 12,
+                "parent_id": str(world.general), "owner_id": world.alice["id"],
+                "thread_metadata": {"archived": False, "auto_archive_duration": 1440,
+                                    "archive_timestamp": iso_now(), "locked": False}}
         if permissions is None:
             permissions = resolve_permissions(world, channel_id, invoker)
         data["member"] = world.member_of(invoker) | {"permissions": str(permissions)}
