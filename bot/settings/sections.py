@@ -309,8 +309,13 @@ class AttachmentSettings(Section):
         "Largest attachment fetched, in bytes (checked before and during the download); a "
         "larger one is noted by name only."))
     attachment_timeout: float = Field(default=15.0, gt=0, le=600, description=(
-        "Seconds one attachment may take to download and read; a reply waits at most this "
-        "long for its message's files."))
+        "Seconds one attachment may take to download, and again to read (a PDF); how long "
+        "a reply waits for files is ATTACHMENT_WAIT_SECONDS."))
+    attachment_wait_seconds: float = Field(default=15.0, ge=0, le=600, description=(
+        "Seconds a reply waits at most for files still being read on the messages its "
+        "prompt shows (its own and earlier ones); past it the reply is made without them "
+        "and its prompt says they are still being read. Their text joins their messages in "
+        "memory whenever it arrives. 0: never wait."))
     vision: Literal["auto", "on", "off"] = Field(default="auto", description=(
         "Send images to the model: auto (models known to accept images: gpt-4o, gpt-4.1 and "
         "VISION_MODELS), on or off. Without it an image is noted with its size."))
