@@ -103,8 +103,9 @@ class StoreContract(HistoryContract, CatchupContract, SearchContract, EmbeddingC
                     AmendContract):
     """The memory store's contract suite (summary history: ``HistoryContract``; turns by
     time: ``CatchupContract``; what the turn search matches: ``SearchContract``; turn
-    vectors: ``EmbeddingContract``; text that arrives for a turn later: ``AmendContract``). The roles that are not memory have their own
-    (``roles_contract``). Subclasses override ``make_store``; see the module docstring."""
+    vectors: ``EmbeddingContract``; text that arrives for a turn later: ``AmendContract``).
+    The roles that are not memory have their own (``roles_contract``). Subclasses override
+    ``make_store``; see the module docstring."""
 
     @pytest.fixture
     async def make_store(self) -> AsyncIterator[MakeStore]:
