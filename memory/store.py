@@ -14,9 +14,6 @@ Semantics every backend keeps (``tests/harness/store_contract.py`` runs on both)
 * ``commit_summary`` is atomic and conditional on the channel's ``version``; it may store
   the folded range as an ``Episode`` (never rewritten) and new ``LongTermFact``s with it.
 * Compaction never deletes turns; only ``reset`` and ``purge_folded_before`` do.
-* Text that arrives for a turn later (its files read, ``amend``) is stored with the turn
-  whether or not compaction folded it first; a folded one is queued (``amended``) until
-  a commit that folds it in clears the mark.
 * Hot queries (``record``, ``snapshot``, ``pending``) cost the same at 100 or 100,000
   turns; ``search`` and ``search_turns`` rank one channel's archive and turns by full-text
   relevance on ``memory.search_text``'s terms, at a cost that follows the matches, not
