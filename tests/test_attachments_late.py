@@ -8,6 +8,7 @@ openai SDK against the OpenAI fake.
 * A question sent right after its file waits for the file (``ATTACHMENT_WAIT_SECONDS``).
 * A file host that never answers holds a reply no longer than that: the answer comes, and
   its prompt says the files are still being read.
+* A read cut short by shutdown leaves its message whole, with the file named.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from typing import Any
 import pytest
 
 from bot.attachments.intake import STILL_READING
-from memory.models import ChannelKey
 from memory.search_text import query_terms
 from tests.fakes.openai_server import (
     FakeOpenAI,
@@ -197,5 +197,23 @@ async def test_a_file_host_that_never_answers_holds_a_reply_only_as_long_as_the_
             never.set()
         # the files still join their messages once they arrive
         await asyncio.wait_for(h.rt.service.attachments.idle(), 60)
-        assert any(TOKEN in t.text for t in await h.turns(ChannelKey("slack", KEY.workspace,
-                                                                      KEY.channel)))
+        assert any(TOKEN in t.text for t in await h.turns())
+
+
+async def test_a_read_cut_short_by_shutdown_leaves_its_message_with_the_file_named(
+    tmp_path: Path, model: FakeOpenAI
+) -> None:
+    env = {"OPENAI_BASE_URL": model.base_url, "MODEL_NAME": "gpt-test",
+           "LLM_MAX_RETRIES": "0", "ATTACHMENT_TIMEOUT": "300"}
+    async with open_harness(tmp_path, None, env) as h:
+        held = asyncio.Event()
+        try:
+            f = h.fake.file("handover.txt", NOTES, "text/plain", release=held)
+            assert await h.event(shared("the handover notes", "1700000001.000100", f)) == 200
+            await until(lambda: h.fake.files.fetched, "the download to start")
+            await h.rt.service.attachments.close()  # what shutdown does with reads in flight
+        finally:
+            held.set()
+        (turn,) = await h.turns()
+        assert turn.text == "the handover notes [file: handover.txt]"  # whole, file named
+        assert await h.rt.store.amended(KEY) == []
