@@ -131,6 +131,15 @@ async def test_a_file_read_after_compaction_folded_its_message_joins_its_turn(
             await h.settle()
             assert TOKEN in prompt_of(replies(model)[-1])
 
+            # /summary is told it too (it stores nothing, so the turn stays queued)
+            asked = len(model.chat_requests)
+            status, _ = await h.command("/summary", user="U2")
+            assert status == 200
+            await h.settle()
+            digests = [r for r in model.chat_requests[asked:] if is_summary_request(r.json or {})]
+            assert digests and all(TOKEN in prompt_of(r) for r in digests)
+            assert [t.seq for t in await h.rt.store.amended(KEY)] == [first.seq]
+
             # the next summary round is told the late text, and takes it off the queue
             await chatter(h, 100, 12)
             await h.settle()
