@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from tests.harness.slack import KEY, Harness, mention, open_harness
 
 NOTES = b"handover for the night shift\ndeploy_token: QX-7741-ZB\nrollback window 02:00\n"
 TOKEN = "QX-7741-ZB"
+EMBEDDER = "embed-test"
 
 
 @pytest.fixture
@@ -61,7 +63,7 @@ def replies(fake: FakeOpenAI) -> list[Request]:
 
 
 def prompt_of(request: Request) -> str:
-    return "\n".join(content_text(m["content"]) for m in request.json["messages"])
+    return "\n".join(content_text(m["content"]) for m in (request.json or {})["messages"])
 
 
 def shown(h: Harness) -> list[str]:
@@ -76,11 +78,12 @@ def shared(text: str, ts: str, *files: dict[str, Any]) -> dict[str, Any]:
 
 
 async def until(check: Callable[[], object], what: str, within: float = 30.0) -> None:
-    """Poll ``check`` until it is true; fail after ``within`` seconds (a deadline, not a
-    timing: the condition is what the test waits for)."""
+    """Poll ``check`` (its result awaited if it is a coroutine) until it is true; fail
+    after ``within`` seconds (a deadline, not a timing: the condition is what the test
+    waits for)."""
     loop = asyncio.get_running_loop()
     end = loop.time() + within
-    while not check():
+    while not (await got if inspect.isawaitable(got := check()) else got):
         assert loop.time() < end, f"timed out waiting for {what}"
         await asyncio.sleep(0.02)
 
@@ -100,7 +103,8 @@ async def test_a_file_read_after_compaction_folded_its_message_joins_its_turn(
     async with database(backend, tmp_path) as url:
         env = {"DATABASE_URL": url, "OPENAI_BASE_URL": model.base_url,
                "MODEL_NAME": "gpt-test", "LLM_MAX_RETRIES": "0", "MAX_HISTORY_MESSAGES": "10",
-               "KEEP_RECENT_MESSAGES": "4", "ATTACHMENT_TIMEOUT": "300"}
+               "KEEP_RECENT_MESSAGES": "4", "ATTACHMENT_TIMEOUT": "300",
+               "EMBEDDING_MODEL": EMBEDDER}
         async with open_harness(tmp_path, None, env) as h:
             held = asyncio.Event()
             try:
@@ -123,6 +127,15 @@ async def test_a_file_read_after_compaction_folded_its_message_joins_its_turn(
                                                   before_seq=10_000)
             assert first.seq in [t.seq for t in found]
             assert [t.seq for t in await h.rt.store.amended(KEY)] == [first.seq]
+
+            # and the embedding index gets the new text (the old vector went with it)
+            async def embedded() -> bool:
+                missing, _ = await h.rt.store.unembedded_turns(
+                    KEY, EMBEDDER, below=None, span=10_000, limit=1_000)
+                return first.seq not in [t.seq for t in missing]
+
+            await until(embedded, "the late text to be embedded")
+            assert any(TOKEN in t for t in model.embedded_texts())
 
             # a later question recalls it into the reply's prompt
             ask = mention("<@UBOT> what was the deploy_token in the handover notes?",
@@ -196,7 +209,7 @@ async def test_a_file_host_that_never_answers_holds_a_reply_only_as_long_as_the_
             assert await h.event(ask, event_id="Ev2") == 200
             await h.settle()  # the reply was delivered while both downloads hang
             (reply,) = replies(model)
-            last = content_text(reply.json["messages"][-1]["content"])
+            last = content_text((reply.json or {})["messages"][-1]["content"])
             assert f"[attachment: config.yaml, {STILL_READING}]" in last
             assert f"[attachment: handover.txt, {STILL_READING}]" in prompt_of(reply)
             assert TOKEN not in prompt_of(reply)
