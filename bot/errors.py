@@ -14,6 +14,8 @@
         ├── LLMUnavailable         5xx or connection refused/reset (after retries)
         ├── LLMBadResponse         200 but unusable: malformed JSON, no choices, empty text
         ├── ContextLengthExceeded  the prompt is larger than the model's context window
+        ├── LLMInputRejected       400/413/415/422 otherwise: the endpoint refused something in
+        │                          the request itself (an image it cannot read)
         └── LLMAuthError           401/403: the key is wrong or lacks access
 
 Adapters catch ``GistbotError`` at the edge, log it with the stack and show ``user_message``
@@ -35,6 +37,7 @@ __all__ = [
     "LLMAuthError",
     "LLMBadResponse",
     "LLMError",
+    "LLMInputRejected",
     "LLMRateLimited",
     "LLMTimeout",
     "LLMUnavailable",
@@ -139,6 +142,15 @@ class ContextLengthExceeded(LLMError):
     user_message = "That conversation is too long for my language model to read at once."
 
 
+class LLMInputRejected(LLMError):
+    """The endpoint refused the request for something in it (HTTP 400, 413, 415 or 422 that
+    is not about the context length), such as an image it cannot decode. Sent again
+    unchanged it fails again, so a caller that sent images or files retries once without
+    them and marks them so they are never sent again."""
+
+    user_message = "The language model refused my request. Please try again in other words."
+
+
 class ModelNotServed(LLMError):
     """The endpoint answers but does not list ``MODEL_NAME`` (or ``SUMMARY_MODEL_NAME``)."""
 
@@ -236,4 +248,6 @@ def llm_error_from(exc: Exception) -> LLMError:
         return ContextLengthExceeded(f"the prompt exceeds the model's context ({detail})")
     if status is None or status >= 500:
         return LLMUnavailable(f"the model endpoint failed ({detail})")
+    if status in (400, 413, 415, 422):
+        return LLMInputRejected(f"the model endpoint rejected the request's input ({detail})")
     return LLMError(f"the model endpoint refused the request ({detail})")

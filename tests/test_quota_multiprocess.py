@@ -20,6 +20,8 @@ import pytest
 from bot.channels.quota import utc_day
 from bot.stores.usage import UsageKey
 from tests.fakes.openai_server import FakeOpenAI, default_responder
+from tests.harness.children import ended
+from tests.harness.deadlines import scaled
 
 asyncpg = pytest.importorskip("asyncpg")
 
@@ -46,15 +48,20 @@ async def replica(url: str, base_url: str, channel: str,
         stderr=asyncio.subprocess.PIPE,
     )
     assert proc.stdout is not None
-    line = await asyncio.wait_for(proc.stdout.readline(), 60)
+    try:
+        line = await asyncio.wait_for(proc.stdout.readline(), scaled(60))
+    except BaseException:
+        await ended(proc)
+        raise
     if line.strip() != b"ready":
+        proc.kill()
         _, err = await proc.communicate()
         raise AssertionError(f"replica did not start: {line!r} {err.decode()[-2000:]}")
     return proc
 
 
 async def result(proc: asyncio.subprocess.Process) -> dict[str, Any]:
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    out, err = await asyncio.wait_for(proc.communicate(), scaled(120))
     assert proc.returncode == 0, err.decode()[-2000:]
     data: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
     return data
@@ -71,12 +78,17 @@ async def test_two_replicas_overshoot_a_quota_by_at_most_one_request_each(
     url = f"{PG}#{schema}"
     # Every answer takes a moment, so the replicas' requests overlap.
     async with FakeOpenAI(responder=default_responder, latency=lambda _: 0.05) as fake:
-        procs = [await replica(url, fake.base_url, channel, kind) for channel in ("ca", "cb")]
-        for proc in procs:
-            assert proc.stdin is not None
-            proc.stdin.write(b"go\n")
-            await proc.stdin.drain()
-        results = [await result(proc) for proc in procs]
+        procs: list[asyncio.subprocess.Process] = []
+        try:
+            for channel in ("ca", "cb"):
+                procs.append(await replica(url, fake.base_url, channel, kind))
+            for proc in procs:
+                assert proc.stdin is not None
+                proc.stdin.write(b"go\n")
+                await proc.stdin.drain()
+            results = [await result(proc) for proc in procs]
+        finally:
+            await ended(*procs)
     usages = [u for r in results for u in r["usages"]]
     assert sum(r["answered"] for r in results) == len(usages)
 
