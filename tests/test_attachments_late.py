@@ -9,6 +9,7 @@ openai SDK against the OpenAI fake.
 * A file host that never answers holds a reply no longer than that: the answer comes, and
   its prompt says the files are still being read.
 * A read cut short by shutdown leaves its message whole, with the file named.
+* An image the model refused is marked in its turn even when compaction folded it.
 """
 
 from __future__ import annotations
@@ -22,8 +23,15 @@ from typing import Any
 
 import pytest
 
-from bot.attachments.intake import STILL_READING
+from bot.attachments.intake import STILL_READING, AttachmentIntake
+from bot.attachments.vision import ImagePart
+from memory.manager import MemoryManager
+from memory.models import NewTurn
 from memory.search_text import query_terms
+from memory.stores.sqlite.store import SqliteStore
+from memory.summarizer import Summarizer
+from memory.tokens import TokenCounter
+from tests.fakes.models import ScriptedModel
 from tests.fakes.openai_server import (
     FakeOpenAI,
     Request,
@@ -239,3 +247,26 @@ async def test_a_read_cut_short_by_shutdown_leaves_its_message_with_the_file_nam
         (turn,) = await h.turns()
         assert turn.text == "the handover notes [file: handover.txt]"  # whole, file named
         assert await h.rt.store.amended(KEY) == []
+
+
+async def test_a_refused_image_is_marked_in_its_turn_even_after_compaction_folded_it(
+    tmp_path: Path, tok: TokenCounter
+) -> None:
+    store = SqliteStore(tmp_path / "memory.db")
+    await store.open()
+    memory = MemoryManager(store, Summarizer(ScriptedModel(), tok), tok)  # never summarizes
+    try:
+        shot = "look [image: screen.png, 300×200: a terminal]"
+        for i, text in enumerate([shot, "one", "two"]):
+            await memory.record(NewTurn(KEY, f"m{i}", "user", "U1", "Alice", text, 0, 1.0 + i))
+        state = await store.state(KEY)
+        assert await store.commit_summary(KEY, expected_version=state.version, text="S",
+                                          folded_through=2, facts=(), now=1.0)
+        intake = AttachmentIntake(memory)
+        part = ImagePart("image/png", b"", "low", 85, line="[image: screen.png, 300×200")
+        marked = await intake.refused(KEY, "m0", shot, [part])
+        (turn,) = await store.turns_at(KEY, [1])
+        assert turn.text == marked == "look [image: screen.png, 300×200, could not be read]"
+    finally:
+        await memory.close(grace=0)
+        await store.close()
