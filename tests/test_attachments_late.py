@@ -123,7 +123,6 @@ async def test_a_file_read_after_compaction_folded_its_message_joins_its_turn(
                 await h.rt.memory.wait_idle()
                 (first,) = [t for t in await h.turns() if t.message_id == "1700000001.000100"]
                 assert (await h.rt.store.state(KEY)).folded_through >= first.seq  # folded first
-                summaries_before = len(model.chat_requests)
             finally:
                 held.set()  # the download finishes only now
             await asyncio.wait_for(h.rt.service.attachments.idle(), 60)
@@ -145,13 +144,6 @@ async def test_a_file_read_after_compaction_folded_its_message_joins_its_turn(
             await until(embedded, "the late text to be embedded")
             assert any(TOKEN in t for t in model.embedded_texts())
 
-            # a later question recalls it into the reply's prompt
-            ask = mention("<@UBOT> what was the deploy_token in the handover notes?",
-                          ts="1700000300.000100", user="U2")
-            assert await h.event(ask, event_id="EvAsk") == 200
-            await h.settle()
-            assert TOKEN in prompt_of(replies(model)[-1])
-
             # /summary is told it too (it stores nothing, so the turn stays queued)
             asked = len(model.chat_requests)
             status, _ = await h.command("/summary", user="U2")
@@ -160,12 +152,21 @@ async def test_a_file_read_after_compaction_folded_its_message_joins_its_turn(
             digests = [r for r in model.chat_requests[asked:] if is_summary_request(r.json or {})]
             assert digests and all(TOKEN in prompt_of(r) for r in digests)
             assert [t.seq for t in await h.rt.store.amended(KEY)] == [first.seq]
+            after_digest = len(model.chat_requests)
 
-            # the next summary round is told the late text, and takes it off the queue
+            # a later question recalls it into the reply's prompt
+            ask = mention("<@UBOT> what was the deploy_token in the handover notes?",
+                          ts="1700000300.000100", user="U2")
+            assert await h.event(ask, event_id="EvAsk") == 200
+            await h.settle()
+            assert TOKEN in prompt_of(replies(model)[-1])
+
+            # the next summary round (this question's turns may start it) is told the late
+            # text, and takes it off the queue
             await chatter(h, 100, 12)
             await h.settle()
             await h.rt.memory.wait_idle()
-            later = [r for r in model.chat_requests[summaries_before:]
+            later = [r for r in model.chat_requests[after_digest:]
                      if is_summary_request(r.json or {})]
             assert any(TOKEN in prompt_of(r) for r in later)
             assert await h.rt.store.amended(KEY) == []
