@@ -6,16 +6,14 @@
     ├── ConfigError                a setting is missing or wrong; the message names the fix
     ├── PermissionDenied           the caller may not do this (e.g. ``/reset``)
     ├── PlatformUnreachable        Discord or Slack could not be reached at start
-    ├── OverQuota                  a model call was refused before it started: whoever pays
-    │                              is over a daily token limit (a ``memory.errors.CallRefused``)
+    ├── OverQuota                  refused before it started: a daily token limit is reached
     └── LLMError                   the language model call failed; nothing was stored
         ├── LLMTimeout             no answer within the timeout (after the SDK's retries)
         ├── LLMRateLimited         429 after the SDK's retries; ``retry_after`` if known
         ├── LLMUnavailable         5xx or connection refused/reset (after retries)
         ├── LLMBadResponse         200 but unusable: malformed JSON, no choices, empty text
         ├── ContextLengthExceeded  the prompt is larger than the model's context window
-        ├── LLMInputRejected       400/413/415/422 otherwise: the endpoint refused something in
-        │                          the request itself (an image it cannot read)
+        ├── LLMInputRejected       400/413/415/422 otherwise: a part refused (an unreadable image)
         └── LLMAuthError           401/403: the key is wrong or lacks access
 
 Adapters catch ``GistbotError`` at the edge, log it with the stack and show ``user_message``
