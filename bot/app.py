@@ -30,6 +30,7 @@ from bot.llm.client import LLM, OpenAILLM, UsageMeter
 from bot.llm.embeddings import OpenAIEmbedder
 from bot.llm.gate import LLMGate
 from bot.llm.offline import OfflineLLM
+from bot.llm.providers import DEFAULT, ProviderRouter
 from bot.missed.owed import OwedReplies
 from bot.ops.extras import POSTGRES, require
 from bot.ops.shutdown import compaction_grace
@@ -80,23 +81,66 @@ def _memory_store(url: str, *, synchronous: str, pool_size: int) -> Store:
 
 
 def make_llm(settings: Settings, tokenizer: TokenCounter, meter: UsageMeter) -> LLM:
-    """``OpenAILLM`` for a configured provider; ``OfflineLLM`` only when none was asked for."""
+    """``OpenAILLM`` for a configured endpoint, a ``ProviderRouter`` over several when
+    ``PROVIDERS`` names some; ``OfflineLLM`` only when none was asked for."""
     llm = settings.llm
-    if llm.provider == "offline":
+    if settings.model_provider == "offline":
         return OfflineLLM(tokenizer, meter=meter, summary_concurrency=llm.summary_concurrency)
     key = llm.openai_api_key.get_secret_value() if llm.openai_api_key else None
+    named = settings.providers.providers
+    if not named:
+        return _endpoint(settings, meter, tokenizer, key, llm.openai_base_url, llm.model_name,
+                         llm.summary_model_name, llm.llm_concurrency)
+    endpoints, wanted = {}, make_wanted(settings)
+    if llm.openai_api_key or llm.openai_base_url:
+        endpoints[DEFAULT] = _endpoint(settings, meter, tokenizer, key, llm.openai_base_url,
+                                       llm.model_name, llm.summary_model_name,
+                                       llm.llm_concurrency)
+    for name, p in named.items():
+        endpoints[name] = _endpoint(
+            settings, meter, tokenizer, p.api_key.get_secret_value() if p.api_key else None,
+            p.base_url, p.models[0], None, p.concurrency or llm.llm_concurrency)
+    served = {m: name for name, p in named.items() for m in p.models}
+    return ProviderRouter(endpoints, served, model=llm.model_name,
+                          summary_model=llm.summary_model_name, wanted=wanted)
+
+
+def make_wanted(settings: Settings) -> dict[str, list[tuple[str, str]]]:
+    """Per endpoint, the (setting, model) pairs it must serve: ``MODEL_NAME`` and
+    ``SUMMARY_MODEL_NAME`` where they are routed, and each provider's own models."""
+    llm, named = settings.llm, settings.providers
+    wanted: dict[str, list[tuple[str, str]]] = {}
+    for var, model in (("MODEL_NAME", llm.model_name),
+                       ("SUMMARY_MODEL_NAME", llm.summary_model_name or llm.model_name)):
+        pair = (var, model)
+        bucket = wanted.setdefault(named.provider_of(model) or DEFAULT, [])
+        if model not in {m for _, m in bucket}:
+            bucket.append(pair)
+    for name, p in named.providers.items():
+        bucket = wanted.setdefault(name, [])
+        bucket += [(f"PROVIDERS {name}", m) for m in p.models if m not in {m for _, m in bucket}]
+    return wanted
+
+
+def _endpoint(settings: Settings, meter: UsageMeter, tokenizer: TokenCounter, key: str | None,
+              base_url: str | None, model: str, summary_model: str | None,
+              concurrency: int) -> OpenAILLM:
+    """One endpoint's client with the settings every endpoint shares."""
+    llm, named = settings.llm, settings.providers
     return OpenAILLM(
         api_key=key,
-        base_url=llm.openai_base_url,
-        model=llm.model_name,
-        summary_model=llm.summary_model_name,
+        base_url=base_url,
+        model=model,
+        summary_model=summary_model,
         timeout=llm.llm_timeout,
         max_retries=llm.llm_max_retries,
         meter=meter,
-        concurrency=llm.llm_concurrency,
+        concurrency=concurrency,
         summary_concurrency=llm.summary_concurrency,
         summary_timeout=llm.summary_timeout,
         tokenizer=tokenizer,
+        params=named.model_params,
+        summary_params=named.summary_model_params,
     )
 
 

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from bot.llm.params import parse_params
 from bot.messages import IncomingMessage
 from bot.settings import Settings
 from bot.stores.settings import SERVER, Setting, SettingsStore, server_scope
@@ -75,6 +77,8 @@ KEYS: dict[str, Key] = {k.name: k for k in (
     Key("record", "all: remember every message; addressed: only those to me and my replies; "
         "off: remember nothing", ("all", "addressed", "off")),
     Key("language", "the language summaries are written in (default: the conversation's)"),
+    Key("params", "request fields of replies over MODEL_PARAMS, as JSON or key=value "
+        "pairs, e.g. temperature=0.2 (only MODEL_PARAMS_ALLOWED)"),
     Key("daily_tokens_per_user", "tokens one person may use a day here (0 = the default)",
         server_only=True),
     Key("daily_tokens_per_server", "tokens this server may use a day (0 = the default)",
@@ -95,17 +99,22 @@ class Defaults:
     daily_tokens_per_user: int = 0
     daily_tokens_per_server: int = 0
     offline: bool = False  # no model configured: the offline model answers, whatever is set
+    params: str = "{}"  # MODEL_PARAMS, as JSON
+    params_allowed: tuple[str, ...] = ()  # MODEL_PARAMS_ALLOWED
 
     @classmethod
     def from_settings(cls, s: Settings) -> Defaults:
         """The defaults ``s`` implies (``ALWAYS_REPLY_CHANNELS`` become ``reply_mode all``;
-        ``ALLOWED_MODELS`` unset allows just ``MODEL_NAME``)."""
-        llm, chat, quotas = s.llm, s.chat, s.quotas
-        allowed = tuple(dict.fromkeys(quotas.allowed_models)) or (llm.model_name,)
+        ``ALLOWED_MODELS`` unset allows ``MODEL_NAME`` and the models of ``PROVIDERS``)."""
+        llm, chat, quotas, named = s.llm, s.chat, s.quotas, s.providers
+        served = [m for p in named.providers.values() for m in p.models]
+        allowed = tuple(dict.fromkeys(quotas.allowed_models or [llm.model_name, *served]))
         return cls(chat.system_prompt, llm.model_name, llm.summary_model_name or llm.model_name,
                    allowed, chat.record_mode, frozenset(chat.always_reply_channels),
                    quotas.daily_tokens_per_user, quotas.daily_tokens_per_server,
-                   offline=llm.provider == "offline")
+                   offline=s.model_provider == "offline",
+                   params=json.dumps(named.model_params, sort_keys=True),
+                   params_allowed=tuple(named.model_params_allowed))
 
     def value(self, name: str, key: ChannelKey) -> str:
         """The environment's value of ``name`` for channel ``key``, as text."""
@@ -127,6 +136,7 @@ class ChannelSettings:
     reply_mode: str
     record: str
     language: str
+    params: str  # JSON object: request fields over MODEL_PARAMS ("{}": none)
     daily_tokens_per_user: int
     daily_tokens_per_server: int
     sources: Mapping[str, str] = field(default_factory=dict)  # "channel" | "server" | "default"
@@ -163,7 +173,8 @@ def resolve(key: ChannelKey, rows: Sequence[Setting], defaults: Defaults) -> Cha
             sources[name] = "default"
     return ChannelSettings(
         key, values["persona"], values["model"], values["summary_model"], values["reply_mode"],
-        values["record"], values["language"], int(values["daily_tokens_per_user"]),
+        values["record"], values["language"], values["params"],
+        int(values["daily_tokens_per_user"]),
         int(values["daily_tokens_per_server"]), sources,
     )
 
@@ -193,12 +204,41 @@ def validate(name: str, value: str, defaults: Defaults, *, server: bool) -> str:
             raise Invalid(f"{value!r} is not an allowed model here; allowed models: "
                           f"{', '.join(defaults.allowed_models)}.")
         return value
+    if name == "params":
+        return _params(value, defaults)
     if name == "language":
         if not _LANGUAGE.match(value):
             raise Invalid("A language is a name such as English, Korean or Brazilian "
                           "Portuguese (letters and spaces, at most 40 characters).")
         return value
     return _quota(name, value, defaults)
+
+
+def _params(value: str, defaults: Defaults) -> str:
+    """Request fields as canonical JSON, only those ``MODEL_PARAMS_ALLOWED`` names."""
+    if not value.startswith("{"):  # key=value pairs; each value read as JSON if it is
+        pairs = {}
+        for word in value.split():
+            name, eq, raw = word.partition("=")
+            if not eq or not name:
+                raise Invalid("Write params as JSON or as key=value pairs, such as "
+                              "temperature=0.2 top_p=0.9.")
+            pairs[name] = _json_or_text(raw)
+        value = json.dumps(pairs)
+    try:
+        params = parse_params(value, allowed=defaults.params_allowed)
+    except ValueError as e:
+        raise Invalid(f"params {e}.") from None
+    if not params:
+        raise Invalid("params needs at least one field (use unset to go back to the default).")
+    return json.dumps(params, sort_keys=True)
+
+
+def _json_or_text(raw: str) -> object:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
 
 
 def _quota(name: str, value: str, defaults: Defaults) -> str:

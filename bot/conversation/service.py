@@ -18,11 +18,12 @@ told briefly; an over-long model answer is cut with a marker. Channel settings
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bot.attachments.intake import AttachmentIntake
 from bot.attachments.vision import ImagePart, with_images
@@ -310,6 +311,7 @@ class ChatService:
         the answer sees that message alone and is not stored either."""
         started = time.monotonic()
         persona, model = settings.persona, settings.chosen("model")
+        params = settings.chosen("params")
         budget, floor = self._memory_budget(persona), self._memory_budget() // 2
         if budget < floor:  # a channel's long persona may not crowd out the conversation
             tok = self.memory.tokenizer
@@ -338,12 +340,12 @@ class ChatService:
             view.turns, seer, budget - view.tokens)
         try:
             try:
-                text = await self._generate(view, on_delta, persona, model, shown)
+                text = await self._generate(view, on_delta, persona, model, shown, params)
             except LLMInputRejected:
                 if not any(shown.values()):
                     raise
                 view = await self._without_parts(view, shown, stored=seq is not None)
-                text = await self._generate(view, on_delta, persona, model)
+                text = await self._generate(view, on_delta, persona, model, params=params)
         except ContextLengthExceeded:
             if seq is None:
                 return Reply(TOO_LONG.format(length=len(msg.text), limit=len(msg.text) // 2),
@@ -356,7 +358,7 @@ class ChatService:
             view = self.attachments.mark_unread(
                 await self.memory.view(msg.key, budget // 2, through_seq=seq, recall=True))
             try:
-                text = await self._generate(view, on_delta, persona, model)
+                text = await self._generate(view, on_delta, persona, model, params=params)
             except LLMError as e:
                 self.observer.replied(msg.key, time.monotonic() - started, view.tokens,
                                       seq or 0, True)
@@ -404,9 +406,12 @@ class ChatService:
 
     async def _generate(self, view: MemoryView, on_delta: DeltaSink | None, persona: str,
                         model: str | None,
-                        images: Mapping[int, Sequence[ImagePart]] | None = None) -> str:
+                        images: Mapping[int, Sequence[ImagePart]] | None = None,
+                        params: str | None = None) -> str:
         messages: list[ChatMessage] = with_images(build_messages(persona, view), images or {})
-        extra = {"model": model} if model else {}  # only when the channel chose one
+        extra: dict[str, Any] = {"model": model} if model else {}  # only when a channel chose
+        if params:  # a channel's request fields, over MODEL_PARAMS
+            extra["params"] = json.loads(params)
         names = speaker_names(view)
         if on_delta is None:
             completion = await self.llm.complete(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 from bot.channels.config import ChannelConfig
 from bot.channels.quota import Quota
@@ -37,7 +38,7 @@ class ChannelModel:
         self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str
     ) -> Completion:
         """One summary call, metered on the right bill."""
-        extra = {"model": self.model} if self.model else {}
+        extra: dict[str, Any] = {"model": self.model} if self.model else {}
         payer = current_payer() if purpose != "summary" else None
         if payer is None:
             payer = self.quota.bill(self.key, "compaction" if purpose == "summary" else "summary")

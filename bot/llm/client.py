@@ -26,9 +26,16 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field, replace
-from typing import Protocol, TypedDict, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypedDict, TypeVar, runtime_checkable
 from urllib.parse import urlsplit
 
 import openai
@@ -39,6 +46,7 @@ from bot.channels.usage_tab import UsageTab, metered, metered_hold, note_usage
 from bot.errors import LLMBadResponse, LLMError, LLMTimeout, ModelNotServed, llm_error_from
 from bot.llm.cost import chat_cost
 from bot.llm.gate import LLMGate
+from bot.llm.params import merged, split_params
 from bot.llm.thinking import ThinkFilter, strip_think
 from bot.wording import plural
 from memory.completion import ChatMessage
@@ -96,20 +104,21 @@ class Completion:
 class LLM(Protocol):
     """What the bot needs from a language model. ``purpose`` is ``"reply"``, ``"summary"``
     (compaction) or ``"digest"`` (``/summary``); implementations may route by it. ``model``
-    overrides the configured model for this one request (a channel's setting); callers
-    pass it only when a channel chose one."""
+    overrides the configured model for this one request (a channel's setting), and
+    ``params`` adds request fields over the configured ones (a channel's ``params``,
+    ``bot.llm.params``); callers pass them only when a channel chose them."""
 
     name: str
     is_offline: bool
 
     async def complete(
         self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str,
-        model: str | None = None,
+        model: str | None = None, params: Mapping[str, Any] | None = None,
     ) -> Completion: ...
 
     def stream(
         self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str,
-        model: str | None = None,
+        model: str | None = None, params: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[str]:
         """Text deltas, reasoning removed. Raises ``LLMError`` like ``complete``."""
         ...
@@ -222,9 +231,14 @@ class OpenAILLM:
         summary_concurrency: int = 8,
         summary_timeout: float | None = None,
         tokenizer: Tokenizer | None = None,
+        params: Mapping[str, Any] | None = None,
+        summary_params: Mapping[str, Any] | None = None,
     ) -> None:
         self.model, self.summary_model = model, summary_model or model
         self.tokenizer = tokenizer  # prices a call's prompt for its quota reservation
+        # Request fields added to replies (MODEL_PARAMS) and to summaries and /summary
+        # (SUMMARY_MODEL_PARAMS); a call's own ``params`` go over them (bot.llm.params).
+        self.params, self.summary_params = dict(params or {}), dict(summary_params or {})
         # Per request, from when the call holds its slot: a summary that waited behind
         # replies still gets its whole time (``SUMMARY_TIMEOUT``).
         self.summary_timeout = summary_timeout
@@ -250,24 +264,33 @@ class OpenAILLM:
             return model
         return self.summary_model if purpose in _SUMMARY_PURPOSES else self.model
 
+    def params_for(self, purpose: str, params: Mapping[str, Any] | None = None
+                   ) -> dict[str, Any]:
+        """The request fields a ``purpose`` call carries: the configured ones for it, with
+        the call's own ``params`` (a channel's choice) over them."""
+        return merged(self.params if purpose == "reply" else self.summary_params, params)
+
     async def complete(
         self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str,
-        model: str | None = None,
+        model: str | None = None, params: Mapping[str, Any] | None = None,
     ) -> Completion:
         """One chat completion, reasoning removed. Raises ``LLMError`` subclasses, and
         ``Preempted`` for a summary that gave its slot to a reply."""
         model = self.model_for(purpose, model)
+        fields = self.params_for(purpose, params)
+
         def cost() -> int:
             return chat_cost(messages, max_tokens, self.tokenizer)
 
         if purpose not in _STREAMED:
             return await metered(purpose, lambda: self.gate.run(
-                purpose, lambda: self._complete(messages, max_tokens, purpose, model)
+                purpose, lambda: self._complete(messages, max_tokens, purpose, model, fields)
             ), cost=cost)
         got = _Progress()
         try:
             return await metered(purpose, lambda: self.gate.run(
-                purpose, lambda: self._collect(messages, max_tokens, purpose, model, got)
+                purpose,
+                lambda: self._collect(messages, max_tokens, purpose, model, got, fields),
             ), cost=cost)
         except Preempted as e:  # say how far it got
             elapsed = None if got.started is None else time.monotonic() - got.started
@@ -275,14 +298,15 @@ class OpenAILLM:
 
     async def _collect(
         self, messages: Sequence[ChatMessage], max_tokens: int, purpose: str, model: str,
-        got: _Progress,
+        got: _Progress, fields: Mapping[str, Any],
     ) -> Completion:
         """A completion read from a stream, so that cancelling it (preemption) closes the
         connection and the server stops generating; ``SUMMARY_TIMEOUT`` bounds it whole."""
         got.started = time.monotonic()
         limit = self._timeout_for(purpose)
         pieces: list[str] = []
-        stream = self._stream(messages, max_tokens, purpose, model, got=got, limit=limit)
+        stream = self._stream(messages, max_tokens, purpose, model, fields, got=got,
+                              limit=limit)
         try:
             async with contextlib.aclosing(stream), asyncio.timeout(
                 limit if isinstance(limit, float | int) else None
@@ -295,7 +319,8 @@ class OpenAILLM:
         return Completion("".join(pieces).strip(), got.usage, got.model or model)
 
     async def _complete(
-        self, messages: Sequence[ChatMessage], max_tokens: int, purpose: str, model: str
+        self, messages: Sequence[ChatMessage], max_tokens: int, purpose: str, model: str,
+        fields: Mapping[str, Any],
     ) -> Completion:
         started = time.monotonic()  # once the slot is held: queueing is not latency
         try:
@@ -303,7 +328,7 @@ class OpenAILLM:
                 response = await self._call(
                     lambda mt, mct: self._client.chat.completions.create(
                         model=model,
-                        **_messages(messages),
+                        **_body(messages, fields),
                         max_tokens=mt,
                         max_completion_tokens=mct,
                         timeout=self._timeout_for(purpose),
@@ -322,23 +347,25 @@ class OpenAILLM:
 
     async def stream(
         self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str,
-        model: str | None = None,
-    ) -> AsyncIterator[str]:
+        model: str | None = None, params: Mapping[str, Any] | None = None,
+    ) -> AsyncGenerator[str, None]:
         """Text deltas as they arrive, reasoning removed even when a tag spans chunks. The
         stream holds its gate slot until it ends (or is closed)."""
         model = self.model_for(purpose, model)
+        fields = self.params_for(purpose, params)
+
         def cost() -> int:
             return chat_cost(messages, max_tokens, self.tokenizer)
 
         async with metered_hold(purpose, cost=cost) as tab, self.gate.hold(purpose):
-            pieces = self._stream(messages, max_tokens, purpose, model, tab)
+            pieces = self._stream(messages, max_tokens, purpose, model, fields, tab)
             async with contextlib.aclosing(pieces):
                 async for piece in pieces:
                     yield piece
 
     async def _stream(
         self, messages: Sequence[ChatMessage], max_tokens: int, purpose: str, model: str,
-        tab: UsageTab | None = None, got: _Progress | None = None,
+        fields: Mapping[str, Any], tab: UsageTab | None = None, got: _Progress | None = None,
         limit: float | NotGiven = NOT_GIVEN,
     ) -> AsyncGenerator[str, None]:
         started = time.monotonic()
@@ -349,7 +376,7 @@ class OpenAILLM:
                 chunks: AsyncStream[ChatCompletionChunk] = await self._call(
                     lambda mt, mct: self._client.chat.completions.create(
                         model=model,
-                        **_messages(messages),
+                        **_body(messages, fields),
                         stream=True,
                         stream_options={"include_usage": True},
                         max_tokens=mt,
@@ -392,11 +419,14 @@ class OpenAILLM:
         (tab.add if tab is not None else note_usage)(
             chat_cost(messages, 0, self.tokenizer), pieces)
 
-    async def probe(self) -> str:
-        """One line about the endpoint for ``gistbot doctor``; raises ``LLMError``."""
+    async def probe(self, models: Sequence[tuple[str, str]] | None = None) -> str:
+        """One line about the endpoint for ``gistbot doctor``; raises ``LLMError``.
+        ``models``: the (setting, model) pairs it must serve (default: the reply and
+        summary models); the first is the one a tiny completion tries."""
         url = urlsplit(self.base_url)  # shown without user info or query
         where = f"{url.scheme}://{url.hostname}{f':{url.port}' if url.port else ''}{url.path}"
-        wanted = sorted({self.model, self.summary_model})
+        pairs = list(models) if models else self._model_settings()
+        wanted = sorted({m for _, m in pairs})
         try:
             ids = {m.id async for m in self._client.models.list()}
         except (openai.NotFoundError, openai.APIResponseValidationError, ValueError):
@@ -404,9 +434,9 @@ class OpenAILLM:
         except openai.OpenAIError as exc:
             raise llm_error_from(exc) from exc
         if not ids:
-            took = await self._tiny_completion()
-            return f"{where}: answered with model {self.model} in {took:.2f} s"
-        missing = [(var, m) for var, m in self._model_settings() if m not in ids]
+            took = await self._tiny_completion(pairs[0][1])
+            return f"{where}: answered with model {pairs[0][1]} in {took:.2f} s"
+        missing = [(var, m) for var, m in pairs if m not in ids]
         if missing:
             served = ", ".join(sorted(ids)[:10]) + (", …" if len(ids) > 10 else "")
             names = " and ".join(f"{var}={m}" for var, m in missing)
@@ -414,16 +444,16 @@ class OpenAILLM:
                 f"{where} does not serve {names}; it serves {served}. "
                 "Set the model name to one it serves."
             )
-        took = await self._tiny_completion()
+        took = await self._tiny_completion(pairs[0][1])
         return (f"{where}: reachable, {plural(len(ids), 'model')}, using {', '.join(wanted)}; "
                 f"a tiny completion took {took:.2f} s")
 
-    async def _tiny_completion(self) -> float:
-        """Seconds one tiny completion of the reply model takes (a slow or cold model shows
+    async def _tiny_completion(self, model: str) -> float:
+        """Seconds one tiny completion of ``model`` takes (a slow or cold model shows
         here, before the first reply waits for it); raises ``LLMError``."""
         started = time.monotonic()
         await self.complete([{"role": "user", "content": "Say OK."}], max_tokens=8,
-                            purpose="reply")
+                            purpose="reply", model=model)
         return time.monotonic() - started
 
     def _model_settings(self) -> list[tuple[str, str]]:
@@ -488,6 +518,16 @@ class _Progress:
 class _MessagesArgs(TypedDict):
     messages: list[ChatCompletionMessageParam]
     extra_body: dict[str, object]
+
+
+def _body(messages: Sequence[ChatMessage], fields: Mapping[str, Any]) -> dict[str, Any]:
+    """``create()``'s messages and request ``fields``: the fields ``create()`` names as
+    arguments (``temperature``, ``top_p`` …) as those, any other merged into the body with
+    the messages through ``extra_body`` (``bot.llm.params``)."""
+    named, extra = split_params(fields)
+    args = _messages(messages)
+    return {**named, "messages": args["messages"],
+            "extra_body": {**extra, **args["extra_body"]}}
 
 
 def _messages(messages: Sequence[ChatMessage]) -> _MessagesArgs:

@@ -16,7 +16,8 @@ import asyncio
 import itertools
 import re
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
 
 from bot.errors import LLMBadResponse
 from bot.llm.client import Completion, Usage, UsageMeter, _check_purpose
@@ -61,7 +62,7 @@ class OfflineLLM:
 
     async def complete(
         self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str,
-        model: str | None = None,
+        model: str | None = None, params: Mapping[str, Any] | None = None,
     ) -> Completion:
         """An extractive summary (``summary``/``digest``) or the no-model reply, within
         ``max_tokens``."""
@@ -95,7 +96,7 @@ class OfflineLLM:
 
     async def stream(
         self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str,
-        model: str | None = None,
+        model: str | None = None, params: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[str]:
         """The same text as ``complete``, in three chunks (so streaming paths get exercised)."""
         text = (await self.complete(messages, max_tokens=max_tokens, purpose=purpose)).text

@@ -13,9 +13,10 @@ their user name and host but no password, in the user info or in a query paramet
 
 from __future__ import annotations
 
+import functools
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -25,6 +26,7 @@ from bot.app import make_llm, make_storage
 from bot.channels.config import Defaults
 from bot.errors import ModelNotServed
 from bot.llm.client import UsageMeter
+from bot.llm.providers import ProviderRouter
 from bot.ops.extras import POSTGRES, Extra, describe, missing, needed
 from bot.ops.logs import scrub
 from bot.ops.redact import mask_url
@@ -58,6 +60,10 @@ def mask(secret: str) -> str:
     return f"{secret[:3]}…{secret[-2:]}"
 
 
+def _key(secret: SecretStr | None) -> str:
+    return mask(secret.get_secret_value()) if secret is not None else "(none)"
+
+
 def _describe(settings: Settings) -> list[tuple[str, str]]:
     rows = []
     for name, value in settings.flat().items():
@@ -65,6 +71,9 @@ def _describe(settings: Settings) -> list[tuple[str, str]]:
             shown = mask(value.get_secret_value())
         elif name == "SYSTEM_PROMPT":
             shown = (value[:60] + "…") if len(value) > 60 else value
+        elif name == "PROVIDERS" and value:  # keys masked, URLs without their secrets
+            shown = "; ".join(f"{n}: {mask_url(p.base_url)} key {_key(p.api_key)} models "
+                              f"{','.join(p.models)}" for n, p in value.items())
         elif isinstance(value, str) and "://" in value:
             shown = mask_url(value)  # a password in the user info or the query string
         else:
@@ -104,19 +113,27 @@ async def _database(settings: Settings) -> Check:
         await storage.close()
 
 
-async def _llm(settings: Settings) -> Check:
+async def _llm(settings: Settings) -> list[Check]:
+    """One check per model endpoint: the default one, and each of ``PROVIDERS``."""
     llm = make_llm(settings, TokenCounter(settings.llm.model_name), UsageMeter())
     try:
-        described = await llm.probe()  # type: ignore[attr-defined]
-        return Check("llm", True, described)
+        if isinstance(llm, ProviderRouter):
+            return [await _probe(settings, f"llm {name}", functools.partial(
+                llm.probe_endpoint, name)) for name in llm.endpoints]
+        return [await _probe(settings, "llm", llm.probe)]  # type: ignore[attr-defined]
+    finally:
+        await llm.aclose()  # type: ignore[attr-defined]
+
+
+async def _probe(settings: Settings, name: str, probe: Callable[[], Awaitable[str]]) -> Check:
+    try:
+        return Check(name, True, await probe())
     except ModelNotServed as e:
-        return Check("llm", False, scrub(str(e), settings.secrets()))
+        return Check(name, False, scrub(str(e), settings.secrets()))
     except Exception as e:
         # Endpoints quote the rejected key in their 401 body; never print it.
         text = _RUN_DOCTOR.sub("", scrub(str(e), settings.secrets()))
-        return Check("llm", False, f"{type(e).__name__}: {text}")
-    finally:
-        await llm.aclose()  # type: ignore[attr-defined]
+        return Check(name, False, f"{type(e).__name__}: {text}")
 
 
 async def doctor(settings: Settings, out: TextIO,
@@ -127,7 +144,7 @@ async def doctor(settings: Settings, out: TextIO,
     checks = [installed]
     if database_testable:
         checks.append(await _database(settings))
-    checks.append(await _llm(settings))
+    checks += await _llm(settings)
     failed = [c for c in checks if not c.ok]
     verdict = "All checks passed." if not failed else f"{plural(len(failed), 'check')} failed:"
     out.write(f"gistbot doctor: {verdict}\n")
@@ -136,7 +153,7 @@ async def doctor(settings: Settings, out: TextIO,
 
     adapters = settings.adapters or ["console (no platform tokens set)"]
     out.write(f"\nAdapters that would start: {', '.join(adapters)}\n")
-    out.write(f"LLM provider: {settings.llm.provider}\n")
+    out.write(f"LLM provider: {settings.model_provider}\n")
     allowed = ", ".join(Defaults.from_settings(settings).allowed_models)
     out.write(f"Models /config may choose (ALLOWED_MODELS): {allowed}\n")
     out.write("\nConfiguration:\n")

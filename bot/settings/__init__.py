@@ -40,6 +40,7 @@ from bot.settings.sections import (
     DiscordSettings,
     LLMSettings,
     LogSettings,
+    ProviderSettings,
     QuotaSettings,
     RestartSettings,
     SlackSettings,
@@ -115,6 +116,7 @@ class Settings(BaseSettings):
                                       frozen=True)
 
     llm: LLMSettings = LLMSettings()
+    providers: ProviderSettings = ProviderSettings()
     database: DatabaseSettings = DatabaseSettings()
     budget: BudgetSettings = BudgetSettings()
     memory: MemoryConfig = MemoryConfig()
@@ -162,7 +164,9 @@ class Settings(BaseSettings):
                 "raise CONTEXT_TOKENS or lower the others"
             )
         llm = self.llm
-        if llm.llm_provider == "openai" and not (llm.openai_api_key or llm.openai_base_url):
+        problems += self._provider_problems()
+        if (llm.llm_provider == "openai" and not (llm.openai_api_key or llm.openai_base_url)
+                and not self.providers.providers):
             problems.append(
                 "LLM_PROVIDER=openai needs OPENAI_API_KEY (for api.openai.com) or "
                 "OPENAI_BASE_URL (for Ollama, vLLM, LM Studio, …)"
@@ -191,7 +195,28 @@ class Settings(BaseSettings):
             raise ValueError("; ".join(problems))
         return self
 
+    def _provider_problems(self) -> list[str]:
+        """Without a default endpoint, every model named must be one a provider serves."""
+        llm, named = self.llm, self.providers
+        if not named.providers or llm.openai_api_key or llm.openai_base_url:
+            return []
+        wanted = {"MODEL_NAME": [llm.model_name],
+                  "SUMMARY_MODEL_NAME": [llm.summary_model_name or llm.model_name],
+                  "ALLOWED_MODELS": list(self.quotas.allowed_models)}
+        return [f"{var}={model} is served by no provider: list it in a PROVIDERS entry's "
+                "models, or set OPENAI_BASE_URL / OPENAI_API_KEY for it"
+                for var, models in wanted.items() for model in models
+                if named.provider_of(model) is None]
+
     # ------------------------------------------------------------------ derived
+
+    @property
+    def model_provider(self) -> str:
+        """``openai`` or ``offline``: ``LLM_PROVIDER``, or by default ``openai`` when an
+        endpoint is configured (``OPENAI_*`` or ``PROVIDERS``), else ``offline``."""
+        if self.llm.llm_provider is None and self.providers.providers:
+            return "openai"
+        return self.llm.provider
 
     @property
     def adapters(self) -> list[str]:
@@ -219,6 +244,9 @@ class Settings(BaseSettings):
             self.admin.admin_token,
         ]
         urls = url_secrets(self.database.database_url) + url_secrets(self.llm.openai_base_url)
+        for provider in self.providers.providers.values():
+            values.append(provider.api_key)
+            urls += url_secrets(provider.base_url)
         return [v.get_secret_value() for v in values if v is not None] + urls
 
 

@@ -91,6 +91,8 @@ def _values(annotation: Any, info: FieldInfo) -> str:
         return ", ".join(f"`{v}`" for v in typing.get_args(annotation))
     if typing.get_origin(annotation) is list:
         return "comma-separated list"
+    if typing.get_origin(annotation) is dict:
+        return "JSON object"
     names = {bool: "true or false", int: "integer", float: "number", str: "text",
              SecretStr: "secret"}
     kind = names.get(annotation, getattr(annotation, "__name__", str(annotation)))

@@ -24,9 +24,10 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 from memory.completion import ChatMessage
 from memory.extractive import extractive_summary
@@ -165,7 +166,7 @@ class ScriptedModel:
 
     async def complete(
         self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str,
-        model: str | None = None,
+        model: str | None = None, params: Mapping[str, Any] | None = None,
     ) -> Answer:
         """Answer with the next step (after waiting, when the step or the options say so)."""
         call = Call(list(messages), max_tokens, purpose)
@@ -301,7 +302,7 @@ class ArchiveModel(ScriptedModel):
 
     async def stream(
         self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str,
-        model: str | None = None,
+        model: str | None = None, params: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[str]:
         """The whole answer as one delta."""
         yield (await self.complete(messages, max_tokens=max_tokens, purpose=purpose)).text

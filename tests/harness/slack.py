@@ -16,7 +16,7 @@ import hmac
 import json
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,7 +98,7 @@ class FakeLLM:
 
     async def complete(
         self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str,
-        model: str | None = None,
+        model: str | None = None, params: Mapping[str, Any] | None = None,
     ) -> Completion:
         self.purposes.append(purpose)
         text = await self._reply_text(messages) if purpose == "reply" else self.digest
@@ -106,7 +106,7 @@ class FakeLLM:
 
     async def stream(
         self, messages: Sequence[ChatMessage], *, max_tokens: int, purpose: str,
-        model: str | None = None,
+        model: str | None = None, params: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[str]:
         self.purposes.append(purpose)
         text = await self._reply_text(messages)
