@@ -338,19 +338,24 @@ class ChatService:
             tok = self.memory.tokenizer
             persona = tok.truncate(persona, max(0, tok.count(persona) - (floor - budget)))
             budget = floor
-        # attachments: the files read (waiting a bounded time) and the images a vision
-        # model gets, paid for out of the memory budget
+        # attachments: the files read, this message's and those of the messages the
+        # prompt shows (waiting until one deadline), and the images a vision model gets,
+        # paid for out of the memory budget
         stored = cut(msg.text, self.config.max_input_chars)
-        files = await self.attachments.settle(msg, stored, store=seq is not None)
+        until = self.attachments.deadline()
+        files = await self.attachments.settle(msg, stored, store=seq is not None, until=until)
         seer = "" if self.llm.is_offline else model or _model_name(self.llm)
         images = self.attachments.images_for(files, seer, budget // 2)
-        budget -= sum(p.tokens for p in images)
+        budget -= sum(p.tokens for p in images) + self.attachments.note_tokens(msg.key)
         if seq is None:
             lone = Turn(msg.key, 0, msg.message_id, "user", msg.author_id, msg.author_name,
                         files.text if files else stored, 0, msg.sent_at)
             view = MemoryView(msg.key, "", 0, (), 0, (lone,), 0)
         else:
             view = await self.memory.view(msg.key, budget, through_seq=seq, recall=True)
+            if await self.attachments.wait_for(view, until):  # earlier messages' files
+                view = await self.memory.view(msg.key, budget, through_seq=seq, recall=True)
+        view = self.attachments.mark_unread(view)  # files still on their way say so
         self.observer.recalled(msg.key, time.monotonic() - started)
         shown = {len(view.turns): images} | self.attachments.earlier_images(  # attachments
             view.turns, seer, budget - view.tokens)
@@ -371,7 +376,8 @@ class ChatService:
                 await self.memory.compact_now(msg.key, force=True)
             except Exception:
                 log.warning("forced compaction of %s failed", msg.key, exc_info=True)
-            view = await self.memory.view(msg.key, budget // 2, through_seq=seq, recall=True)
+            view = self.attachments.mark_unread(
+                await self.memory.view(msg.key, budget // 2, through_seq=seq, recall=True))
             try:
                 text = await self._generate(view, on_delta, persona, model, params=params)
             except LLMError as e:

@@ -492,8 +492,13 @@ class AttachmentSettings(Section):
         "Largest attachment fetched, in bytes (checked before and during the download); a "
         "larger one is noted by name only."))
     attachment_timeout: float = Field(default=15.0, gt=0, le=600, description=(
-        "Seconds one attachment may take to download and read; a reply waits at most this "
-        "long for its message's files."))
+        "Seconds one attachment may take to download, and again to read; how long a reply "
+        "waits for files is ATTACHMENT_WAIT_SECONDS."))
+    attachment_wait_seconds: float = Field(default=15.0, ge=0, le=600, description=(
+        "Seconds a reply waits at most for files still being read on the messages its "
+        "prompt shows (its own and earlier ones); past it the reply is made without them "
+        "and its prompt says they are still being read. Their text joins their messages in "
+        "memory whenever it arrives. 0: never wait."))
     attachment_cpu_seconds: int = Field(default=10, ge=1, le=600, description=(
         "CPU seconds reading one file (its text, a PDF's text, an image's size) may use; the "
         "worker process reading it is killed at this limit, and at ATTACHMENT_TIMEOUT seconds "
