@@ -20,7 +20,10 @@ app over the wire:
 
 Every request is recorded as a :class:`Call` (method name, merged parameters, token, time).
 A test can queue answers per method with :meth:`FakeSlack.script` (``rate_limited()``,
-``api_error("invalid_auth")``, …); queued answers are used before the defaults.
+``api_error("invalid_auth")``, ``faulty(Fault.AFTER_500)``, ``Answer()`` for a normal one…);
+queued answers are used before the defaults. ``faulty`` is the switch of
+``tests.fakes.faults``: any method can be made to fail before it takes effect, or to take
+effect and then answer 500, reset the connection, hang, or answer 429.
 
 It fails loudly: a call to a method it does not know is answered ``unknown_method`` and, like
 a scripted answer never used, makes leaving ``async with`` raise ``AssertionError``.
@@ -42,9 +45,10 @@ from urllib.parse import parse_qsl
 
 from aiohttp import WSMsgType, web
 
+from tests.fakes.faults import Fault, cut
 from tests.fakes.file_host import FileHost
 
-__all__ = ["Answer", "Call", "FakeSlack", "api_error", "rate_limited"]
+__all__ = ["Answer", "Call", "FakeSlack", "api_error", "faulty", "rate_limited"]
 
 JSON = dict[str, Any]
 KNOWN = (
@@ -67,16 +71,28 @@ class Call:
 
 @dataclass(frozen=True)
 class Answer:
-    """A scripted answer: ``body`` None means "what the default would have said"."""
+    """A scripted answer: ``body`` None means "what the default would have said" (and did:
+    the call takes effect); ``perform`` makes a call with a scripted ``body`` take effect
+    too; ``fault`` AFTER_RESET or AFTER_HANG cuts the request after that, unanswered."""
 
     status: int = 200
     body: JSON | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    perform: bool = False
+    fault: Fault | None = None
 
 
 def rate_limited(retry_after: int = 1) -> Answer:
     """HTTP 429 with ``Retry-After``, as Slack sends it."""
     return Answer(429, {"ok": False, "error": "ratelimited"}, {"Retry-After": str(retry_after)})
+
+
+def faulty(fault: Fault, *, retry_after: int = 0) -> Answer:
+    """The answer of ``fault`` (``tests.fakes.faults``) to any method."""
+    if fault is Fault.RATE_LIMITED:
+        return rate_limited(retry_after)
+    return Answer(500, {"ok": False, "error": "fatal_error"}, perform=fault.performs,
+                  fault=fault if fault.cuts else None)
 
 
 def api_error(error: str) -> Answer:
@@ -109,6 +125,7 @@ class FakeSlack:
         self._scripts: defaultdict[str, deque[Answer]] = defaultdict(deque)
         self._ts = itertools.count(1)
         self._changed = asyncio.Condition()
+        self._closing = asyncio.Event()  # set on leaving: hung requests end
         self._sockets: list[web.WebSocketResponse] = []
         self._runner: web.AppRunner | None = None
         self.base_url = ""
@@ -192,6 +209,7 @@ class FakeSlack:
 
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._closing.set()
         for ws in list(self._sockets):
             with contextlib.suppress(Exception):
                 await ws.close()
@@ -305,7 +323,11 @@ class FakeSlack:
         queue = self._scripts.get(method)
         if queue:
             answer = queue.popleft()
-            body = answer.body if answer.body is not None else self._default(call)
+            done = self._default(call) if answer.body is None or answer.perform else None
+            await self._notify()
+            if answer.fault is not None:
+                return await cut(request, answer.fault, self._closing)
+            body = answer.body if answer.body is not None else done
             return web.json_response(body, status=answer.status, headers=dict(answer.headers))
         if method not in KNOWN:
             self.unexpected.append(call)
