@@ -6,6 +6,8 @@
     ├── ConfigError                a setting is missing or wrong; the message names the fix
     ├── PermissionDenied           the caller may not do this (e.g. ``/reset``)
     ├── PlatformUnreachable        Discord or Slack could not be reached at start
+    ├── OutcomeUnknown             a post, edit or delete may or may not have taken effect
+    │                              (5xx, connection reset, timeout): look it up, then retry
     ├── OverQuota                  a model call was refused before it started: whoever pays
     │                              is over a daily token limit (a ``memory.errors.CallRefused``)
     └── LLMError                   the language model call failed; nothing was stored
@@ -39,6 +41,7 @@ __all__ = [
     "LLMTimeout",
     "LLMUnavailable",
     "ModelNotServed",
+    "OutcomeUnknown",
     "OverQuota",
     "PermissionDenied",
     "PlatformUnreachable",
@@ -79,6 +82,15 @@ class PlatformUnreachable(GistbotError):
     """
 
     user_message = "I can't reach the chat platform right now."
+
+
+class OutcomeUnknown(GistbotError):
+    """A post, edit or delete was sent, but whether it took effect is unknown: the platform
+    answered 5xx, the connection was reset, or no answer came in time.
+
+    An outlet raises it instead of answering "failed", so the caller looks the effect up
+    by its outbox identity before doing it again (``bot.conversation.lookup``).
+    """
 
 
 OVER_QUOTA = (

@@ -12,6 +12,10 @@ message, so a crash leaves either both or neither. A late answer goes **into** t
 placeholder the first attempt showed (``OwedReply.placeholder``): an edit is idempotent,
 so the placeholder is replaced, never left beside a second answer.
 
+A post, edit or delete whose outcome is unknown (5xx, reset, timeout) is looked up by its
+outbox id before it is done again (``bot.conversation.lookup``): ``send`` and the reply
+flow put every outlet under that rule.
+
 What is guaranteed: one post per outbox id while the outbox row lives (a week) and the
 platform can find it (Slack: in the thread or among the channel's last 200 messages;
 Discord: within its nonce window of a few minutes). A store that cannot be written does
@@ -25,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from bot.conversation.lookup import looked_up
 from bot.stores.outbox import OutboxStore
 from memory.errors import StoreUnavailableError
 from memory.models import ChannelKey
@@ -62,7 +67,9 @@ class Post:
 
 
 class PostOutlet(Protocol):
-    """A platform's small outlet: post, edit, delete, and find an earlier post."""
+    """A platform's small outlet: post, edit, delete, and find an earlier post. Each of the
+    first three raises ``bot.errors.OutcomeUnknown`` when it cannot tell whether it took
+    effect (``bot.conversation.lookup`` decides what then)."""
 
     async def post(self, post: Post) -> str | None:
         """Post it carrying its outbox id; the platform's message id, None if refused."""
@@ -71,7 +78,7 @@ class PostOutlet(Protocol):
         """Put the post's text (and outbox id) into message ``message_id``."""
 
     async def delete(self, key: ChannelKey, message_id: str) -> bool:
-        """Delete message ``message_id``."""
+        """Delete message ``message_id`` (True when it is gone already)."""
 
     async def find(self, post: Post) -> str | None:
         """The id of an earlier post carrying this outbox id, None if there is none."""
@@ -108,6 +115,7 @@ class Outbox:
         """Deliver ``post`` once (into message ``into`` when given, e.g. a placeholder);
         its platform id, None if the platform refused it. ``settle``: see
         ``OutboxStore.outbox_posted``."""
+        outlet = looked_up(outlet)
         earlier = await self._intent(post)
         if earlier:  # posted and recorded by an earlier attempt
             if settle:

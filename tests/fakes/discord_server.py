@@ -22,9 +22,9 @@ like Discord does. Unknown routes answer 404 and are kept in ``unexpected``; lea
 with`` fails on them. ``script`` is the fault switch (``tests.fakes.faults``): the next calls
 of any endpoint (named like ``POST /channels/{id}/messages``) can fail before they take
 effect, or take effect and then answer 500, reset the connection, hang, or answer 429; a
-scripted fault never used also fails leaving ``async with``. Tests drive it with ``send_message`` (``deliver=False``: only the
-history has it), ``edit_message``, ``delete_message`` and ``interaction``, and wait with
-``wait_for``.
+scripted fault never used also fails leaving ``async with``. Tests drive it with
+``send_message`` (``deliver=False``: only the history has it), ``edit_message``,
+``delete_message`` and ``interaction``, and wait with ``wait_for``.
 
 The payload builders (``user``, ``guild_create``, ``message``…) are plain functions so unit
 tests can build the same objects without a server.
