@@ -1,13 +1,10 @@
-"""gistbot's application errors, in one place.
-
-::
+"""gistbot's application errors, in one place::
 
     GistbotError (base: anything the bot raises on purpose)
     ├── ConfigError                a setting is missing or wrong; the message names the fix
     ├── PermissionDenied           the caller may not do this (e.g. ``/reset``)
     ├── PlatformUnreachable        Discord or Slack could not be reached at start
-    ├── OutcomeUnknown             a post, edit or delete may or may not have taken effect
-    │                              (5xx, connection reset, timeout): look it up, then retry
+    ├── OutcomeUnknown             a post, edit or delete may have taken effect: look it up
     ├── OverQuota                  a model call was refused before it started: whoever pays
     │                              is over a daily token limit (a ``memory.errors.CallRefused``)
     └── LLMError                   the language model call failed; nothing was stored

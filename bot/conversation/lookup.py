@@ -22,13 +22,10 @@ repeated. The platform clients' own retries of these calls are off or behave the
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
+from bot.conversation.posts import Post, PostOutlet
 from bot.errors import OutcomeUnknown
 from memory.models import ChannelKey
-
-if TYPE_CHECKING:  # the outbox applies this rule to every outlet it is given
-    from bot.conversation.outbox import Post, PostOutlet
 
 __all__ = ["ATTEMPTS", "LookedUp", "looked_up"]
 

@@ -10,11 +10,9 @@ earlier post before posting again; one with a recorded id posts nothing.
 Replies settle their debt (``bot.missed.owed``) in the transaction that records their last
 message, so a crash leaves either both or neither. A late answer goes **into** the
 placeholder the first attempt showed (``OwedReply.placeholder``): an edit is idempotent,
-so the placeholder is replaced, never left beside a second answer.
-
-A post, edit or delete whose outcome is unknown (5xx, reset, timeout) is looked up by its
-outbox id before it is done again (``bot.conversation.lookup``): ``send`` and the reply
-flow put every outlet under that rule.
+so the placeholder is replaced, never left beside a second answer. A post whose outcome
+is unknown (5xx, reset, timeout) is looked up before it is posted again (``send`` puts
+every outlet under the rule of ``bot.conversation.lookup``).
 
 What is guaranteed: one post per outbox id while the outbox row lives (a week) and the
 platform can find it (Slack: in the thread or among the channel's last 200 messages;
@@ -26,10 +24,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
 
 from bot.conversation.lookup import looked_up
+from bot.conversation.posts import Post, PostOutlet
 from bot.stores.outbox import OutboxStore
 from memory.errors import StoreUnavailableError
 from memory.models import ChannelKey
@@ -47,41 +44,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 PLACEHOLDER, APOLOGY = -1, -2  # reply parts that are not the answer: "thinking…", a sorry
-
-
-@dataclass(frozen=True, slots=True)
-class Post:
-    """One outgoing message: where, its outbox id, the text as the platform takes it.
-
-    ``reply_to`` is the platform id of the message it answers (Slack: the thread's ts);
-    ``first`` says whether it is a reply's first message (Discord quotes the trigger only
-    there); ``attachment`` is text sent as a file with it (Discord, when over the limit).
-    """
-
-    key: ChannelKey
-    outbox_id: str
-    text: str
-    reply_to: str = ""
-    first: bool = True
-    attachment: str = ""
-
-
-class PostOutlet(Protocol):
-    """A platform's small outlet: post, edit, delete, and find an earlier post. Each of the
-    first three raises ``bot.errors.OutcomeUnknown`` when it cannot tell whether it took
-    effect (``bot.conversation.lookup`` decides what then)."""
-
-    async def post(self, post: Post) -> str | None:
-        """Post it carrying its outbox id; the platform's message id, None if refused."""
-
-    async def edit(self, post: Post, message_id: str) -> bool:
-        """Put the post's text (and outbox id) into message ``message_id``."""
-
-    async def delete(self, key: ChannelKey, message_id: str) -> bool:
-        """Delete message ``message_id`` (True when it is gone already)."""
-
-    async def find(self, post: Post) -> str | None:
-        """The id of an earlier post carrying this outbox id, None if there is none."""
 
 
 def reply_id(key: ChannelKey, message_id: str, part: int, *, notice: bool = False) -> str:
