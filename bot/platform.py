@@ -18,7 +18,7 @@ from bot.catchup.visibility import Access
 from bot.commands.args import Usage
 from bot.commands.declare import Argument, Command, Permission, Registry
 from bot.commands.registry import COMMANDS
-from bot.conversation.outbox import Outbox, Post, digest_id
+from bot.conversation.outbox import Outbox, Post, answer_id, digest_id
 from bot.conversation.reply_flow import ReplyFlow
 from bot.conversation.service import ChatService
 from bot.errors import ConfigError, GistbotError, OutcomeUnknown, PlatformUnreachable, user_text
@@ -37,7 +37,7 @@ __all__ = [
     "ChatSettings", "Command", "CommandResult", "ConfigError", "DiscordSettings", "Extra",
     "FileSource", "GistbotError", "IncomingMessage", "Launch", "Linker", "LiveLine", "Outbox",
     "OutcomeUnknown", "Permission", "Platform", "PlatformUnreachable", "Post", "Registry",
-    "ReplyFlow", "Settings", "SlackSettings", "Usage", "Where", "answer_missed_mentions",
-    "digest_id", "discord_link", "plain_links", "plural", "posix_locale", "reply_grace", "require",
-    "stop_answering_missed", "user_text",
+    "ReplyFlow", "Settings", "SlackSettings", "Usage", "Where", "answer_id",
+    "answer_missed_mentions", "digest_id", "discord_link", "plain_links", "plural",
+    "posix_locale", "reply_grace", "require", "stop_answering_missed", "user_text",
 ]

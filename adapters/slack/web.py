@@ -28,12 +28,13 @@ from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.slack.options import bot_token
 from bot.platform import OutcomeUnknown
 from bot.settings.sections import SlackSettings
 
-__all__ = ["WRITES", "call", "make_web_client", "write"]
+__all__ = ["WRITES", "call", "make_web_client", "respond_once", "webhook_client", "write"]
 
 log = logging.getLogger(__name__)
 WRITES = frozenset({"chat.postMessage", "chat.update", "chat.delete", "chat.postEphemeral"})
@@ -100,6 +101,28 @@ def make_web_client(section: SlackSettings, *, base_url: str | None = None,
             _RateLimitRetry(max_retry_count=3),
         ],
     )
+
+
+def webhook_client(url: str, *, timeout: float = 30.0) -> AsyncWebhookClient:
+    """A client for a command's ``response_url``: a post is repeated only after a 429, never
+    blind after a connection error (bolt's own ``respond`` would repeat it)."""
+    return AsyncWebhookClient(url=url, timeout=timeout,  # type: ignore[arg-type]
+                              retry_handlers=[_RateLimitRetry(max_retry_count=3)])
+
+
+async def respond_once(what: str, request: Awaitable[Any]) -> bool:
+    """Send a ``response_url`` post; whether Slack took it. Raises ``OutcomeUnknown`` when
+    it may or may not have (5xx, reset, timeout)."""
+    try:
+        r = await request
+    except UNKNOWN as e:
+        raise OutcomeUnknown(f"Slack {what}: {type(e).__name__}") from e
+    if r.status_code >= 500:
+        raise OutcomeUnknown(f"Slack {what}: HTTP {r.status_code}")
+    if r.status_code >= 400:
+        log.error("Slack %s refused: HTTP %s %r", what, r.status_code, r.body)
+        return False
+    return True
 
 
 async def call(what: str, request: Awaitable[Any]) -> Any | None:

@@ -37,6 +37,7 @@ __all__ = [
     "Outbox",
     "Post",
     "PostOutlet",
+    "answer_id",
     "digest_id",
     "placeholder_id",
     "reply_id",
@@ -58,6 +59,12 @@ def placeholder_id(key: ChannelKey, message_id: str) -> str:
     """The outbox id the placeholder ("thinking…") of the reply to ``message_id`` carries,
     so a late answer finds it even when it was never remembered on the debt."""
     return reply_id(key, message_id, PLACEHOLDER)
+
+
+def answer_id(key: ChannelKey, invocation: str, part: int) -> str:
+    """The outbox id of part ``part`` of a command's public answer; ``invocation`` names the
+    one use of the command (Slack: its ``trigger_id``)."""
+    return f"answer:{key.platform}:{key.workspace}:{key.channel}:{invocation}#{part}"
 
 
 def digest_id(key: ChannelKey, slot_at: float, part: int) -> str:

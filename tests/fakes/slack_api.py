@@ -13,7 +13,9 @@ app over the wire:
   ``chat.update`` and ``chat.delete`` change the stored message (see :meth:`bot_messages`),
   and checks the token (bot token for the Web API, app token for ``apps.connections.open``;
   a wrong one gets ``invalid_auth``).
-- ``/response/<name>`` accepts ``response_url`` posts (see :meth:`FakeSlack.response_url`).
+- ``/response/<name>`` accepts ``response_url`` posts (see :meth:`FakeSlack.response_url`);
+  one ``in_channel`` is a message of the bot in the channel the URL names, with its
+  ``metadata``. Scripted answers apply to it as method ``response_url:<name>``.
 - ``/socket`` is the websocket ``apps.connections.open`` points at: it sends ``hello`` on
   connect, then whatever the test sends with :meth:`FakeSlack.socket_send`, and records
   what the client sends back (the acks).
@@ -179,9 +181,11 @@ class FakeSlack:
         """The Web API base URL for ``AsyncWebClient(base_url=...)``."""
         return f"{self.base_url}/api/"
 
-    def response_url(self, name: str = "command") -> str:
-        """A ``response_url`` to put into a slash command payload."""
-        return f"{self.base_url}/response/{name}"
+    def response_url(self, name: str = "command", channel: str | None = None) -> str:
+        """A ``response_url`` to put into a slash command payload (``channel``: where an
+        ``in_channel`` answer to it shows)."""
+        where = f"?channel={channel}" if channel else ""
+        return f"{self.base_url}/response/{name}{where}"
 
     async def __aenter__(self) -> FakeSlack:
         app = web.Application()
@@ -335,8 +339,30 @@ class FakeSlack:
         return web.json_response(self._default(call))
 
     async def _response_url(self, request: web.Request) -> web.Response:
-        await self._record(f"response_url:{request.match_info['name']}", request)
+        method = f"response_url:{request.match_info['name']}"
+        call = await self._record(method, request)
+        queue = self._scripts.get(method)
+        answer = queue.popleft() if queue else Answer(body={})
+        if answer.status == 200 or answer.perform:
+            self._answered(call, request.query.get("channel"))
+        await self._notify()
+        if answer.fault is not None:
+            return await cut(request, answer.fault, self._closing)
+        if answer.status != 200:
+            return web.json_response(answer.body, status=answer.status,
+                                     headers=dict(answer.headers))
         return web.Response(text="ok")
+
+    def _answered(self, call: Call, channel: str | None) -> None:
+        """An ``in_channel`` answer to a command is the bot's message in ``channel``."""
+        p = call.params
+        if channel is None or p.get("response_type") != "in_channel":
+            return
+        message: JSON = {"type": "message", "text": p.get("text"), "ts": self._next_ts(),
+                         "user": self.bot_user_id, "bot_id": self.bot_id, "team": self.team_id}
+        if meta := _metadata(p):
+            message["metadata"] = meta
+        self.channels[channel].append(message)
 
     def _next_ts(self) -> str:
         return f"1800000000.{next(self._ts):06d}"

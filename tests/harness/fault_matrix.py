@@ -83,6 +83,7 @@ ROWS = (
     Row("slack", "placeholder delete", "chat.delete", "refused",
         env=(("DAILY_TOKENS_PER_USER", "100"),)),
     Row("slack", "digest post", "chat.postMessage", "digest"),
+    Row("slack", "public catch-up", "response_url:catchup", "public catch-up"),
     Row("discord", "reply post", POST, "reply"),
     Row("discord", "chunk post", POST, "long reply", before=1),
     Row("discord", "streamed first post", POST, "reply", env=STREAMED),
@@ -130,20 +131,35 @@ async def _slack_refused(h: Harness, model: FakeOpenAI) -> list[str]:
     return []  # over the daily limit: a private notice, and "thinking…" taken away
 
 
-async def _slack_digest(h: Harness, model: FakeOpenAI) -> list[str]:
+async def _slack_conversation(h: Harness) -> float:
+    """Two messages a minute ago (nobody mentions the bot); now."""
     now = time.time()
     for i, text in enumerate(("release v2.4.0 is tagged", "rollback plan RB-7 ready")):
         event = slack_mention(text, kind="message", ts=f"{now - 60 + i:.6f}", user=f"U{i + 1}")
         assert await h.event(event, event_id=f"E{i}") == 200
     await h.settle()
+    return now
+
+
+async def _slack_digest(h: Harness, model: FakeOpenAI) -> list[str]:
+    now = await _slack_conversation(h)
     model.responder = lambda body: "- Release v2.4.0 [1]"
     await _tick(h.rt, KEY, now)
     return ["Daily digest"]
 
 
+async def _slack_public(h: Harness, model: FakeOpenAI) -> list[str]:
+    await _slack_conversation(h)
+    model.responder = lambda body: "- Release v2.4.0 is tagged [1]"
+    status, _ = await h.command("/catchup", user="U2", text="1d public")
+    assert status == 200
+    await h.settle()
+    return ["Release v2.4.0 is tagged"]
+
+
 SLACK_SCENES: dict[str, Callable[[Harness, FakeOpenAI], Awaitable[list[str]]]] = {
     "reply": _slack_reply, "long reply": _slack_long, "refused": _slack_refused,
-    "digest": _slack_digest,
+    "digest": _slack_digest, "public catch-up": _slack_public,
 }
 
 

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
+import itertools
 import json
 import time
 from collections import deque
@@ -58,6 +59,7 @@ __all__ = [
 ]
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
+_TRIGGERS = itertools.count(1)
 TEAM = "T0TEAM"
 KEY = ChannelKey("slack", TEAM, "C1")
 TS = "1700000000.000100"
@@ -177,8 +179,9 @@ class Harness:
             "token": "legacy", "team_id": TEAM, "team_domain": "fake", "channel_id": channel,
             "channel_name": "general", "user_id": user, "user_name": user.lower(),
             "command": name, "text": text, "api_app_id": "A0APP",
-            "is_enterprise_install": "false", "response_url": self.fake.response_url(name[1:]),
-            "trigger_id": "1.2.3",
+            "is_enterprise_install": "false",
+            "response_url": self.fake.response_url(name[1:], channel),
+            "trigger_id": f"{next(_TRIGGERS)}.{time.time_ns()}",  # one per use, as Slack
         })  # fmt: skip
         return await self.post(body, "application/x-www-form-urlencoded", sign(body))
 
