@@ -140,17 +140,26 @@ class SlackCommands:
         """Post the answer's chunks to the ``response_url``: in the channel through the
         outbox, named by the command's ``trigger_id``; to the caller only once each."""
         chunks = format_reply(text, self.users.known())[:RESPONSE_URL_LIMIT]
-        url, trigger = respond.response_url, str(command.get("trigger_id") or "")
-        if url is None:
-            log.error("a slash command without a response_url cannot be answered")
-            return
+        url = str(command.get("response_url") or "")
+        trigger = str(command.get("trigger_id") or "")
         try:
-            if public and trigger:
+            if not url:  # nothing to post to but what bolt offers
+                await self._through(respond, chunks, public=public)
+            elif public and trigger:
                 await self._in_channel(url, trigger, command, chunks)
             else:
                 await self._to_caller(url, chunks, public=public)
         except Exception:
             log.exception("posting to response_url failed")
+
+    async def _through(self, respond: AsyncRespond, chunks: list[str], *,
+                       public: bool) -> None:
+        kind = "in_channel" if public else "ephemeral"
+        for chunk in chunks:
+            r = await respond(text=chunk, response_type=kind)
+            if getattr(r, "status_code", 200) >= 400:
+                log.error("posting to response_url failed: %r", getattr(r, "body", r))
+                return
 
     async def _in_channel(self, url: str, trigger: str, command: Command,
                           chunks: list[str]) -> None:
