@@ -5,14 +5,14 @@
     ├── PermissionDenied           the caller may not do this (e.g. ``/reset``)
     ├── PlatformUnreachable        Discord or Slack could not be reached at start
     ├── OutcomeUnknown             a post, edit or delete may have taken effect: look it up
-    ├── OverQuota                  a model call was refused before it started: whoever pays
-    │                              is over a daily token limit (a ``memory.errors.CallRefused``)
+    ├── OverQuota                  refused before it started: a daily token limit is reached
     └── LLMError                   the language model call failed; nothing was stored
         ├── LLMTimeout             no answer within the timeout (after the SDK's retries)
         ├── LLMRateLimited         429 after the SDK's retries; ``retry_after`` if known
         ├── LLMUnavailable         5xx or connection refused/reset (after retries)
         ├── LLMBadResponse         200 but unusable: malformed JSON, no choices, empty text
         ├── ContextLengthExceeded  the prompt is larger than the model's context window
+        ├── LLMInputRejected       400/413/415/422 otherwise: a part refused (an unreadable image)
         └── LLMAuthError           401/403: the key is wrong or lacks access
 
 Adapters catch ``GistbotError`` at the edge, log it with the stack and show ``user_message``
@@ -34,6 +34,7 @@ __all__ = [
     "LLMAuthError",
     "LLMBadResponse",
     "LLMError",
+    "LLMInputRejected",
     "LLMRateLimited",
     "LLMTimeout",
     "LLMUnavailable",
@@ -148,6 +149,15 @@ class ContextLengthExceeded(LLMError):
     user_message = "That conversation is too long for my language model to read at once."
 
 
+class LLMInputRejected(LLMError):
+    """The endpoint refused the request for something in it (HTTP 400, 413, 415 or 422 that
+    is not about the context length), such as an image it cannot decode. Sent again
+    unchanged it fails again, so a caller that sent images or files retries once without
+    them and marks them so they are never sent again."""
+
+    user_message = "The language model refused my request. Please try again in other words."
+
+
 class ModelNotServed(LLMError):
     """The endpoint answers but does not list ``MODEL_NAME`` (or ``SUMMARY_MODEL_NAME``)."""
 
@@ -245,4 +255,6 @@ def llm_error_from(exc: Exception) -> LLMError:
         return ContextLengthExceeded(f"the prompt exceeds the model's context ({detail})")
     if status is None or status >= 500:
         return LLMUnavailable(f"the model endpoint failed ({detail})")
+    if status in (400, 413, 415, 422):
+        return LLMInputRejected(f"the model endpoint rejected the request's input ({detail})")
     return LLMError(f"the model endpoint refused the request ({detail})")

@@ -8,9 +8,10 @@ sentence. The answer goes to the command's ``response_url``, only to the caller 
 arguments ask for the channel (``/summary public``, ``/catchup … public``, ``/digest now``)
 and the command did its work; an answer in the channel goes through the outbox (its
 ``trigger_id`` names it), so one whose outcome is unknown is looked up before it is sent
-again, and no answer is repeated blind. Every permission a command needs (``/reset``, ``/forget``,
-changing ``/digest`` or ``/config``) is for workspace admins/owners and
-``SLACK_ADMIN_USER_IDS``.
+again, and no answer is repeated blind. A command that shows the channel's memory answers
+only a member of the conversation (``adapters.slack.access``). Every permission a command
+needs (``/reset``, ``/forget``, changing ``/digest`` or ``/config``) is for workspace
+admins/owners and ``SLACK_ADMIN_USER_IDS``.
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ from slack_bolt.async_app import AsyncRespond
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.replies import user_text
+from adapters.slack.access import ConversationAudience, SlackMember
 from adapters.slack.outlet import AnswerPosts
 from adapters.slack.text import format_reply, readable
 from adapters.slack.users import UserDirectory
 from adapters.slack.web import respond_once, webhook_client
 from bot.platform import COMMANDS as REGISTRY
 from bot.platform import (
+    Access,
     ChatService,
     Linker,
     OutcomeUnknown,
@@ -73,16 +76,24 @@ class SlackContext:
         self.user_id = str(command.get("user_id") or "")
         self.is_direct = self.key.channel.startswith("D")
         self._admin: bool | None = None  # asked once per command, fresh each command
+        self._reader = SlackMember(slack.users.client, self.user_id)
 
     async def user_name(self) -> str:
         users = self.slack.users
         return (await users.names([self.user_id]))[self.user_id] if self.user_id else ""
 
+    def reader(self) -> Access:
+        return self._reader
+
+    def everyone(self) -> Access:
+        return ConversationAudience(self.key)
+
     async def where(self) -> Where:
         info = await self.slack.users.info(self.user_id) if self.user_id else None
         locale = info.get("locale") if info else None  # how they write dates (en-US, de-DE)
-        return Where(self.key, {}, self.slack.links,
-                     locale=locale if isinstance(locale, str) else None)
+        return Where(self.key, {}, self.slack.links, reader=self.reader(),
+                     locale=locale if isinstance(locale, str) else None,
+                     everyone=self.everyone())
 
     async def may(self, permission: Permission) -> bool:
         if permission is Permission.EVERYONE:
@@ -123,7 +134,7 @@ class SlackCommands:
                                 command=command)
             return
         try:
-            result = await declared.run(SlackContext(self, command), args)
+            result = await declared.respond(SlackContext(self, command), args, public=public)
             text, public = result.text, public and result.ok
         except Exception as e:
             log.exception("%s failed", name)
