@@ -18,7 +18,7 @@ import contextlib
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ from tests.harness.discord import GENERAL, W, has_turns, make_settings, mention,
 from tests.harness.slack import KEY, Harness, open_harness
 from tests.harness.slack import mention as slack_mention
 
-__all__ = ["ANSWER", "LONG", "POST_TIMEOUT", "ROWS", "Row", "Seen", "run_row"]
+__all__ = ["ANSWER", "CONTAINING", "LONG", "POST_TIMEOUT", "ROWS", "Row", "Seen", "run_row"]
 
 POST_TIMEOUT = 0.5  # seconds a platform call may take in the matrix (a hang ends there)
 ANSWER = "The deploy window is 14:00-15:00 UTC."
@@ -48,13 +48,12 @@ class Seen:
     """What a person sees after the scene, and what the scene expected."""
 
     texts: list[str]  # the bot's messages in the channel as they stand now
-    expected: list[str]  # exactly these (or, for a digest, one message containing it)
+    expected: list[str]  # exactly these (for a ``CONTAINING`` scene: one message with it)
     owed: int = 0  # replies still owed in the database
     whispers: int = 0  # private notices (Slack ephemeral)
-    notes: list[str] = field(default_factory=list)
 
 
-Scene = Callable[[Any], Awaitable[list[str]]]  # returns the texts it expects to see
+CONTAINING = frozenset({"digest", "public catch-up"})  # one message, its text made elsewhere
 
 
 @dataclass(frozen=True)
