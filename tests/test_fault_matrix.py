@@ -18,7 +18,9 @@ import pytest
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.faults import FAULTS, Fault
 from tests.fakes.openai_server import FakeOpenAI
-from tests.harness.fault_matrix import CONTAINING, ROWS, Row, run_row
+from tests.fakes.slack_api import Answer
+from tests.harness.fault_matrix import ANSWER, CONTAINING, POST_TIMEOUT, ROWS, Row, run_row
+from tests.harness.slack import KEY, mention, open_harness
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.value for f in FAULTS])
@@ -35,3 +37,18 @@ async def test_each_call_under_each_fault_is_seen_once(
     if row.scene == "refused":
         assert seen.whispers == 1  # told privately, once
     assert seen.owed == 0
+
+
+async def test_slacks_fatal_error_after_a_post_is_an_unknown_outcome_and_looked_up(
+    tmp_path: Path, discord_llm: FakeOpenAI
+) -> None:
+    """Slack's ``fatal_error`` says part of the call may have succeeded: the placeholder it
+    was answered to is found, not posted again and left behind."""
+    discord_llm.responder = lambda body: ANSWER
+    env = {"OPENAI_BASE_URL": discord_llm.base_url, "MODEL_NAME": "gpt-test"}
+    async with open_harness(tmp_path, None, env, post_timeout=POST_TIMEOUT) as h:
+        h.fake.script("chat.postMessage", Answer(200, {"ok": False, "error": "fatal_error"},
+                                                 perform=True))
+        assert await h.event(mention("<@UBOT> when is the deploy window?")) == 200
+        await h.settle()
+        assert [m.get("text") for m in h.fake.bot_messages(KEY.channel)] == [ANSWER]

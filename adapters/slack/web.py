@@ -41,6 +41,8 @@ WRITES = frozenset({"chat.postMessage", "chat.update", "chat.delete", "chat.post
 """Methods that change what people see: never repeated by the client itself."""
 UNKNOWN = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, TimeoutError)
 """Failures after which a call may or may not have taken effect (reset, timeout…)."""
+UNKNOWN_ERRORS = frozenset({"fatal_error", "internal_error"})
+"""Slack's errors that say part of the operation may have succeeded before it failed."""
 
 
 def _method(request: HttpRequest) -> str:
@@ -142,12 +144,12 @@ async def write(what: str, request: Awaitable[Any], *, gone: str = "") -> Any | 
     try:
         return await request
     except SlackApiError as e:
-        status = e.response.status_code
-        if status >= 500:
-            raise OutcomeUnknown(f"Slack {what}: HTTP {status}") from e
-        if gone and e.response.get("error") == gone:
+        status, error = e.response.status_code, e.response.get("error")
+        if status >= 500 or error in UNKNOWN_ERRORS:
+            raise OutcomeUnknown(f"Slack {what}: HTTP {status} {error}") from e
+        if gone and error == gone:
             return {}
-        log.error("Slack %s refused: %s (HTTP %s)", what, e.response.get("error"), status)
+        log.error("Slack %s refused: %s (HTTP %s)", what, error, status)
         return None
     except UNKNOWN as e:
         raise OutcomeUnknown(f"Slack {what}: {type(e).__name__}") from e
