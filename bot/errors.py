@@ -1,11 +1,10 @@
-"""gistbot's application errors, in one place.
-
-::
+"""gistbot's application errors, in one place::
 
     GistbotError (base: anything the bot raises on purpose)
     ├── ConfigError                a setting is missing or wrong; the message names the fix
     ├── PermissionDenied           the caller may not do this (e.g. ``/reset``)
     ├── PlatformUnreachable        Discord or Slack could not be reached at start
+    ├── OutcomeUnknown             a post, edit or delete may have taken effect: look it up
     ├── OverQuota                  refused before it started: a daily token limit is reached
     └── LLMError                   the language model call failed; nothing was stored
         ├── LLMTimeout             no answer within the timeout (after the SDK's retries)
@@ -40,6 +39,7 @@ __all__ = [
     "LLMTimeout",
     "LLMUnavailable",
     "ModelNotServed",
+    "OutcomeUnknown",
     "OverQuota",
     "PermissionDenied",
     "PlatformUnreachable",
@@ -80,6 +80,15 @@ class PlatformUnreachable(GistbotError):
     """
 
     user_message = "I can't reach the chat platform right now."
+
+
+class OutcomeUnknown(GistbotError):
+    """A post, edit or delete was sent, but whether it took effect is unknown: the platform
+    answered 5xx, the connection was reset, or no answer came in time.
+
+    An outlet raises it instead of answering "failed", so the caller looks the effect up
+    by its outbox identity before doing it again (``bot.conversation.lookup``).
+    """
 
 
 OVER_QUOTA = (

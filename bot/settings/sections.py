@@ -213,6 +213,7 @@ class ChatSettings(Section):
     bot_id: str = tunable("gistbot")  # who the bot is until a platform says (login)
     bot_name: str = tunable("gistbot")
     stream_interval: float = tunable(1.0)  # seconds between edits of a streamed reply
+    post_timeout: float = tunable(30.0)  # seconds a platform call may take; then: unknown
 
     _csv = field_validator("always_reply_channels", mode="before")(split_csv)
 
