@@ -159,7 +159,7 @@ def test_batch_mode_from_a_file(tmp_path: Path) -> None:
     assert len(answers) == 3 and "gistbot> " not in done.stdout
     assert "Remembering 4 messages" in answers[2] and "\\n" in answers[2]
     assert "\x1b" not in done.stdout and "thinking" not in done.stdout
-    assert done.stderr == ""
+    assert done.stderr.startswith("gistbot: skipped 1 blank line (line 2)")
     assert stored_texts(tmp_path, env) == ["first question", "second question"]
 
 
