@@ -11,10 +11,9 @@ memory as on Discord or Slack; a line starting with a registry command
   Log records print above the prompt and the spinner (``bot.ops.logs.LiveLine``).
 - **Batch** (a file, a pipe or ``/dev/null``): one message per line in, one bare answer per
   line out (``\n`` and ``\\`` escaped), or JSON Lines with ``json_lines``; status 130 on
-  SIGINT. A message of several lines (blank ones included) goes between two lines that are
-  only three double quotes (:data:`FENCE`), and is always a message, never a command. Blank lines
-  outside are skipped, and said so on stderr at the end. A daemon thread reads lines as they
-  are wanted, so any stdin works and a blocked read never holds the process open.
+  SIGINT. Lines between two :data:`FENCE` lines are one message (never a command); blank
+  lines outside are skipped and said on stderr. A daemon thread reads lines as they are
+  wanted, so any stdin works and a blocked read never holds the process open.
 
 SIGINT reaches :meth:`ConsoleChat.interrupt`; :data:`PLATFORM` (the ``console`` entry point)
 starts a chat for the command line.

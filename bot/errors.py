@@ -1,6 +1,4 @@
-"""gistbot's application errors, in one place.
-
-::
+"""gistbot's application errors, in one place::
 
     GistbotError (base: anything the bot raises on purpose)
     ├── ConfigError                a setting is missing or wrong; the message names the fix
