@@ -38,7 +38,9 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from bot.platform import (
     COMMANDS,
+    OPEN,
     SHUTDOWN_APOLOGY,
+    Access,
     ChatService,
     IncomingMessage,
     Launch,
@@ -322,7 +324,7 @@ class ConsoleChat:
         terminal may reset, forget, manage digests and change every setting."""
         command = self.commands.get(name)
         assert command is not None  # read_line found it
-        work = command.run(ConsoleContext(self), args)
+        work = command.respond(ConsoleContext(self), args)
         result = await (self._busy(work) if command.waits else work)
         if name == "help" and not args.name:
             return f"{result.text}\n{QUIT}"
@@ -423,6 +425,12 @@ class ConsoleContext:
 
     async def user_name(self) -> str:
         return self.user_id
+
+    def reader(self) -> Access:
+        return OPEN
+
+    def everyone(self) -> Access:
+        return OPEN
 
     async def where(self) -> Where:
         return Where(self.key, locale=self.locale)

@@ -96,6 +96,7 @@ def make_llm(settings: Settings, tokenizer: TokenCounter, meter: UsageMeter) -> 
         concurrency=llm.llm_concurrency,
         summary_concurrency=llm.summary_concurrency,
         summary_timeout=llm.summary_timeout,
+        tokenizer=tokenizer,
     )
 
 
@@ -117,6 +118,7 @@ def make_embedder(settings: Settings, model: LLM, quota: Quota, meter: UsageMete
         meter=meter,
         timeout=llm.llm_timeout,
         max_retries=llm.llm_max_retries,
+        tokenizer=TokenCounter(llm.embedding_model),
     )
 
 

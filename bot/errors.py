@@ -4,8 +4,7 @@
     ├── ConfigError                a setting is missing or wrong; the message names the fix
     ├── PermissionDenied           the caller may not do this (e.g. ``/reset``)
     ├── PlatformUnreachable        Discord or Slack could not be reached at start
-    ├── OverQuota                  a model call was refused before it started: whoever pays
-    │                              is over a daily token limit (a ``memory.errors.CallRefused``)
+    ├── OverQuota                  refused before it started: a daily token limit is reached
     └── LLMError                   the language model call failed; nothing was stored
         ├── LLMTimeout             no answer within the timeout (after the SDK's retries)
         ├── LLMRateLimited         429 after the SDK's retries; ``retry_after`` if known
@@ -13,6 +12,7 @@
         ├── LLMBadResponse         200 but unusable: malformed JSON, no choices, empty text
         ├── ContextLengthExceeded  the prompt is larger than the model's context window
         ├── EndpointNotFound       404 from a base URL without its API version (``/v1``)
+        ├── LLMInputRejected       400/413/415/422 otherwise: a part refused (an unreadable image)
         └── LLMAuthError           401/403: the key is wrong or lacks access
 
 Adapters catch ``GistbotError`` at the edge, log it with the stack and show ``user_message``
@@ -35,6 +35,7 @@ __all__ = [
     "LLMAuthError",
     "LLMBadResponse",
     "LLMError",
+    "LLMInputRejected",
     "LLMRateLimited",
     "LLMTimeout",
     "LLMUnavailable",
@@ -149,6 +150,15 @@ class EndpointNotFound(LLMError):
     )
 
 
+class LLMInputRejected(LLMError):
+    """The endpoint refused the request for something in it (HTTP 400, 413, 415 or 422 that
+    is not about the context length), such as an image it cannot decode. Sent again
+    unchanged it fails again, so a caller that sent images or files retries once without
+    them and marks them so they are never sent again."""
+
+    user_message = "The language model refused my request. Please try again in other words."
+
+
 class ModelNotServed(LLMError):
     """The endpoint answers but does not list ``MODEL_NAME`` (or ``SUMMARY_MODEL_NAME``)."""
 
@@ -256,4 +266,6 @@ def llm_error_from(exc: Exception) -> LLMError:
             f"the model endpoint {base} answers HTTP 404 (not found): OpenAI-compatible "
             f"servers serve the API under /v1, so add it: OPENAI_BASE_URL={base}/v1"
         )
+    if status in (400, 413, 415, 422):
+        return LLMInputRejected(f"the model endpoint rejected the request's input ({detail})")
     return LLMError(f"the model endpoint refused the request ({detail})")

@@ -14,7 +14,6 @@ from bot.attachments import Attachment, FileSource
 from bot.catchup.citations import Linker, discord_link, plain_links
 from bot.catchup.command import Where
 from bot.catchup.phrases import posix_locale
-from bot.catchup.visibility import Access
 from bot.commands.args import Usage
 from bot.commands.declare import Argument, Command, Permission, Registry
 from bot.commands.registry import COMMANDS
@@ -28,12 +27,13 @@ from bot.ops.extras import Extra, require
 from bot.ops.logs import LiveLine
 from bot.ops.shutdown import SHUTDOWN_APOLOGY, reply_grace
 from bot.plugins import Launch, Platform
+from bot.read_check import OPEN, Access
 from bot.settings import Settings
 from bot.settings.sections import ChatSettings, DiscordSettings, SlackSettings
 from bot.wording import plural
 
 __all__ = [
-    "COMMANDS", "SHUTDOWN_APOLOGY", "Access", "Argument", "Attachment", "ChatService",
+    "COMMANDS", "OPEN", "SHUTDOWN_APOLOGY", "Access", "Argument", "Attachment", "ChatService",
     "ChatSettings", "Command", "CommandResult", "ConfigError", "DiscordSettings", "Extra",
     "FileSource", "GistbotError", "IncomingMessage", "Launch", "Linker", "LiveLine", "Outbox",
     "Permission", "Platform", "PlatformUnreachable", "Post", "Registry", "ReplyFlow",

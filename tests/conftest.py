@@ -1,13 +1,64 @@
-"""Shared fixtures: a scripted summary model that must be used up, and one tokenizer."""
+"""Shared fixtures: a scripted summary model that must be used up, and one tokenizer; and
+the suite's rules for processes and time: every child a test starts is reaped
+(``tests.harness.children``), and every per-test timeout scales with the machine's load
+(``tests.harness.deadlines``)."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from memory.tokens import TokenCounter
 from tests.fakes.models import ScriptedModel, Step
+from tests.harness import children as _children
+from tests.harness.deadlines import FACTOR, scaled
+
+_AT_START = pytest.StashKey[dict[int, float]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Adopt orphaned grandchildren, and note the children that are not the tests' (an
+    xdist controller's workers start later and are never reaped: see ``_controller``)."""
+    _children.become_subreaper()
+    config.stash[_AT_START] = _children.children()
+
+
+def _controller(config: pytest.Config) -> bool:
+    """Whether this process only hands tests to xdist workers (its children)."""
+    workers = getattr(config.option, "numprocesses", None)
+    return not hasattr(config, "workerinput") and workers not in (None, 0)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Scale each test's timeout (its mark's, else the configured one) by the deadline
+    factor; a test without any keeps none."""
+    configured = config.getvalue("timeout") or config.getini("timeout")
+    for item in items:
+        mark = item.get_closest_marker("timeout")
+        base = (mark.args[0] if mark is not None and mark.args
+                else mark.kwargs.get("timeout") if mark is not None else None) or configured
+        if base and float(base) > 0 and FACTOR != 1.0:
+            kwargs = dict(mark.kwargs) if mark is not None else {}
+            kwargs["timeout"] = scaled(float(base))
+            item.add_marker(pytest.mark.timeout(**kwargs), append=False)
+
+
+@pytest.fixture(autouse=True)
+def _reap_children() -> Iterator[None]:
+    """Kill and wait whatever child process the test left behind, pass or fail; one still
+    running is a warning (the test should have ended it)."""
+    before = _children.children()
+    yield
+    for left in _children.reap(before):
+        warnings.warn(f"a test left a child process running, killed: {left}", stacklevel=1)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Nothing a test started outlives the session."""
+    if not _controller(session.config):
+        _children.reap(session.config.stash.get(_AT_START, {}))
 
 
 @pytest.fixture(scope="session")

@@ -30,7 +30,7 @@ from tests.fakes.openai_server import (
     is_summary_request,
 )
 from tests.harness.discord import GENERAL, W, make_settings, mention, posted, running, turns
-from tests.harness.hostile import png
+from tests.harness.hostile import png, untagged
 
 CONFIG = b"region: eu-west-3\ndeploy_token: QX-7741-ZB\nreplicas: 3\n"
 
@@ -57,10 +57,11 @@ async def test_a_text_attachment_is_read_into_its_turn_before_the_reply(
         await posted(discord_fake, W.general)
         (request,) = discord_llm.chat_requests
         assert "deploy_token: QX-7741-ZB" in content_text(request.json["messages"][-1]["content"])
-        user_turn = (await turns(rt))[0]
-        assert user_turn == ("user", "Alice", "@gistbot check this config\n"
-                             "[attachment: deploy.yaml]\n" + CONFIG.decode().strip()
-                             + "\n[end of attachment: deploy.yaml]")
+        role, name, text = (await turns(rt))[0]
+        gutter = "".join(f"│ {line}\n" for line in CONFIG.decode().strip().split("\n"))
+        assert (role, name, untagged(text)) == ("user", "Alice", "@gistbot check this config\n"
+                                                "[attachment: deploy.yaml]\n" + gutter
+                                                + "[end of attachment: deploy.yaml]")
         (fetched, _), = discord_fake.files.fetched  # from the fake's CDN, once
         assert fetched.endswith("/deploy.yaml")
 
@@ -75,7 +76,7 @@ async def test_the_turn_is_stored_at_once_and_a_late_file_edits_it_in(
         await watch.until(lambda: _has(rt, "here is the log"))
         assert await turns(rt) == [("user", "Bob", "here is the log\n[attachment: boot.log]")]
         release.set()
-        stored = await until_stored(rt, "E-5521")
+        stored = [(r, n, untagged(t)) for r, n, t in await until_stored(rt, "E-5521")]
         assert stored == [("user", "Bob", "here is the log\n[attachment: boot.log]\n"
                                           "boot failed with E-5521\n[end of attachment: boot.log]")]
 
@@ -194,7 +195,7 @@ async def test_an_edited_message_keeps_its_files_text_and_long_files_are_cut_wit
         await until_stored(rt, "more characters not kept")
         ((_, _, text),) = await turns(rt)
         kept = body.decode()[:200]
-        assert text == (f"the log\n[attachment: build.log]\n{kept}\n[…attachment cut: "
+        assert untagged(text) == (f"the log\n[attachment: build.log]\n{kept}\n[…attachment cut: "
                         f"{len(body.decode().strip()) - 200:,} more characters not kept]\n"
                         "[end of attachment: build.log]")
         await discord_fake.edit_message(sent, "the boot log")
@@ -249,8 +250,10 @@ async def test_a_file_posted_while_the_connection_was_down_is_read_when_backfill
                                         deliver=False)
         await discord_fake.request_reconnect()
         stored = await until_stored(rt, "7.2.9")
-        assert stored[-1] == ("user", "Bob", "the plan\n[attachment: notes.md]\n# Plan\nship "
-                                             "build 7.2.9 on Friday\n[end of attachment: notes.md]")
+        role, name, text = stored[-1]
+        assert (role, name, untagged(text)) == (
+            "user", "Bob", "the plan\n[attachment: notes.md]\n# Plan\nship build 7.2.9 on "
+            "Friday\n[end of attachment: notes.md]")
         assert client.backfill is not None
 
 

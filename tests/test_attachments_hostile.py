@@ -15,7 +15,7 @@ import pytest
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, content_text
 from tests.harness.discord import W, make_settings, mention, posted, running, turns
-from tests.harness.hostile import hostile_files
+from tests.harness.hostile import hostile_files, untagged
 
 MAX_BYTES = 1 << 20
 NOTE = re.compile(r"^\[attachment: [^\n\[\]]+, [^\n\[\]]+\]$")
@@ -49,7 +49,7 @@ async def test_fifty_hostile_files_each_become_one_line_and_nothing_else_is_lost
         assert "declared too large" in {h.why for h in hostile}
         big = next(h for h in hostile if h.why == "declared too large")
         assert not any(path.endswith(f"/{big.name}") for path, _ in discord_fake.files.fetched)
-        assert by_text["@gistbot still there?"].endswith(
+        assert untagged(by_text["@gistbot still there?"]).endswith(
             "[attachment: ok.txt]\nthe good file says PK-2210\n[end of attachment: ok.txt]")
         (reply,) = [r for r in discord_llm.chat_requests
                     if "still there?" in content_text(r.json["messages"][-1]["content"])]

@@ -23,7 +23,7 @@ from tests.fakes.openai_server import (
     image_parts,
     is_summary_request,
 )
-from tests.harness.hostile import pdf_with_text, png
+from tests.harness.hostile import pdf_with_text, png, untagged
 from tests.harness.slack import KEY, Harness, mention, open_harness
 
 CONFIG = b"region: eu-west-3\ndeploy_token: QX-7741-ZB\n"
@@ -60,8 +60,10 @@ async def test_a_shared_file_is_read_with_the_bot_token_and_kept_a_thousand_turn
         assert await h.event(shared("our deploy settings", "1700000001.000100", f)) == 200
         await h.settle()
         await asyncio.wait_for(h.rt.service.attachments.idle(), 10)
-        assert await texts(h) == ["our deploy settings\n[attachment: deploy.yaml]\n"
-                                  + CONFIG.decode().strip() + "\n[end of attachment: deploy.yaml]"]
+        gutter = "".join(f"│ {line}\n" for line in CONFIG.decode().strip().split("\n"))
+        assert [untagged(t) for t in await texts(h)] == [
+            "our deploy settings\n[attachment: deploy.yaml]\n" + gutter
+            + "[end of attachment: deploy.yaml]"]
         ((_, headers),) = h.fake.files.fetched
         assert headers["Authorization"] == "Bearer xoxb-test-token"
         tok = h.rt.memory.tokenizer

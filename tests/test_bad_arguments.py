@@ -14,7 +14,7 @@ import pytest
 from adapters.console_adapter import ConsoleChat, console_key
 from bot.app import Runtime
 from bot.settings import load_settings
-from tests.fakes.discord_server import FakeDiscord
+from tests.fakes.discord_server import EVERYONE_PERMISSIONS, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 from tests.harness.discord import GENERAL, W, followup_to, make_settings, running
 from tests.harness.slack import KEY, Harness
@@ -63,7 +63,8 @@ async def test_discord_answers_unreadable_arguments_with_the_usage(
         {"since": text, "public": True} if command == "catchup" else {"schedule": text})
     async with running(make_settings(tmp_path, discord_llm)) as (rt, _, _watch):
         inter = await discord_fake.interaction(command, invoker=W.bob, channel_id=W.general,
-                                               permissions=1 << 4, options=options)
+                                               permissions=EVERYONE_PERMISSIONS | 1 << 4,
+                                               options=options)
         answer = await followup_to(discord_fake, inter)
         assert says in answer.json["content"] and "Sorry" not in answer.json["content"]
         assert answer.json["flags"] & EPHEMERAL

@@ -178,13 +178,16 @@ async def test_summary_language_and_model_and_their_tokens_count_for_the_server(
 async def test_daily_user_quota_refuses_tells_once_privately_and_still_remembers(
     tmp_path: Path, fake: FakeOpenAI
 ) -> None:
-    async with runtime(tmp_path, fake, DAILY_TOKENS_PER_USER="50") as rt:
-        first = await rt.service.on_message(msg(1, "tell me something long", mention=True))
-        assert first is not None and not first.failed
+    async with runtime(tmp_path, fake, DAILY_TOKENS_PER_USER="2000") as rt:
         alice = UsageKey("test", "w1", "alice")
         day = rt.service.quota.day()
+        # What is left fits one reply's largest cost (~1,100: prompt + REPLY_TOKENS), not
+        # that plus what the reply used.
+        await rt.storage.usage.add_tokens(day, [alice], 800)
+        first = await rt.service.on_message(msg(1, "tell me something long", mention=True))
+        assert first is not None and not first.failed
         spent = (await rt.storage.usage.tokens_used(day, [alice]))[alice]
-        assert spent >= 50  # the fake reports over 50 tokens for one reply
+        assert 800 < spent <= 2000
         told = await rt.service.on_message(msg(2, "and again", mention=True))
         assert told is not None and told.private and "00:00 UTC" in told.text
         assert await rt.service.on_message(msg(3, "and again?", mention=True)) is None
@@ -195,7 +198,7 @@ async def test_daily_user_quota_refuses_tells_once_privately_and_still_remembers
         assert bob is not None and not bob.private  # another person has their own quota
         usage = await rt.service.config_command.configure(KEY, setting("usage"), Caller("alice",
                                                                                         "Alice"))
-        assert f"you: {spent:,} of 50" in usage.text and "this server:" in usage.text
+        assert f"you: {spent:,} of 2,000" in usage.text and "this server:" in usage.text
 
         rt.service.quota.clock = lambda: time.time() + 86_400  # tomorrow, after 00:00 UTC
         again = await rt.service.on_message(msg(5, "new day", mention=True))

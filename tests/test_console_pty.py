@@ -14,8 +14,9 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pexpect
 import pytest
@@ -59,9 +60,29 @@ def stored_texts(tmp_path: Path, env: dict[str, str]) -> list[str]:
     return [r["text"] for r in rows if r["type"] == "turn" and r["role"] == "user"]
 
 
-async def test_left_arrow_edits_the_line_and_up_arrow_recalls_it(tmp_path: Path) -> None:
+Opens = Callable[..., Terminal]
+
+
+@pytest.fixture
+def terminal() -> Iterator[Opens]:
+    """Opens terminals (``Terminal``'s arguments); each one's process is ended and waited at
+    teardown, whatever the test did."""
+    opened: list[Terminal] = []
+
+    def open_terminal(*args: Any, **kwargs: Any) -> Terminal:
+        opened.append(Terminal(*args, **kwargs))
+        return opened[-1]
+
+    yield open_terminal
+    for term in opened:
+        term.close()
+
+
+async def test_left_arrow_edits_the_line_and_up_arrow_recalls_it(
+    tmp_path: Path, terminal: Opens
+) -> None:
     env = console_env(tmp_path)
-    term = Terminal(tmp_path, "console", env=env)
+    term = terminal(tmp_path, "console", env=env)
     await term.prompt()
     term.type("hello world")
     term.type("\x1b[D" * 3)
@@ -76,8 +97,10 @@ async def test_left_arrow_edits_the_line_and_up_arrow_recalls_it(tmp_path: Path)
     assert "^[[" not in plain(term.transcript)
 
 
-async def test_offline_model_chat_shows_no_log_line(tmp_path: Path) -> None:
-    term = Terminal(tmp_path, "console", env=console_env(tmp_path, LOG_LEVEL="INFO"))
+async def test_offline_model_chat_shows_no_log_line(
+    tmp_path: Path, terminal: Opens
+) -> None:
+    term = terminal(tmp_path, "console", env=console_env(tmp_path, LOG_LEVEL="INFO"))
     for text in ("hello", "what do you remember?", "/summary"):
         await term.prompt()
         term.type(text + "\r")
@@ -89,11 +112,13 @@ async def test_offline_model_chat_shows_no_log_line(tmp_path: Path) -> None:
     assert "Remembering 4 messages" in shown
 
 
-async def test_real_sdk_chat_with_compaction_shows_no_log_line(tmp_path: Path) -> None:
+async def test_real_sdk_chat_with_compaction_shows_no_log_line(
+    tmp_path: Path, terminal: Opens
+) -> None:
     async with FakeOpenAI(responder=default_responder) as fake:
         env = console_env(tmp_path, OPENAI_BASE_URL=fake.base_url, MODEL_NAME="gpt-test",
                           LOG_LEVEL="INFO", MAX_HISTORY_MESSAGES="4", KEEP_RECENT_MESSAGES="2")
-        term = Terminal(tmp_path, "console", env=env)
+        term = terminal(tmp_path, "console", env=env)
         for i in range(6):
             await term.say(f"note {i}: ticket TCK-{i} belongs to Mina")
         assert await term.quit() == 0
@@ -104,7 +129,9 @@ async def test_real_sdk_chat_with_compaction_shows_no_log_line(tmp_path: Path) -
     assert "httpx" not in shown and "HTTP Request" not in shown
 
 
-async def test_a_warning_while_thinking_is_printed_above_the_spinner(tmp_path: Path) -> None:
+async def test_a_warning_while_thinking_is_printed_above_the_spinner(
+    tmp_path: Path, terminal: Opens
+) -> None:
     # The first answer is "prompt too long": the service logs a WARNING while the spinner
     # turns, compacts and asks again. The record must start on a cleared line, and the
     # spinner must never have text written after it on its line.
@@ -112,7 +139,7 @@ async def test_a_warning_while_thinking_is_printed_above_the_spinner(tmp_path: P
         fake.push(context_length_error(), Text("second try worked"))
         env = console_env(tmp_path, OPENAI_BASE_URL=fake.base_url, MODEL_NAME="gpt-test",
                           LLM_MAX_RETRIES="0")
-        term = Terminal(tmp_path, "console", env=env)
+        term = terminal(tmp_path, "console", env=env)
         await term.say("a message that is too long, the model says")
         await term.expect("second try worked")
         assert await term.quit() == 0
@@ -125,10 +152,12 @@ async def test_a_warning_while_thinking_is_printed_above_the_spinner(tmp_path: P
     assert "thinking…" not in out[line_start : out.index("\n", line_start)]
 
 
-async def test_unreachable_model_is_one_line_naming_the_fix(tmp_path: Path) -> None:
+async def test_unreachable_model_is_one_line_naming_the_fix(
+    tmp_path: Path, terminal: Opens
+) -> None:
     url = f"http://127.0.0.1:{closed_port()}/v1"
     env = console_env(tmp_path, OPENAI_BASE_URL=url, LLM_MAX_RETRIES="0")
-    term = Terminal(tmp_path, "console", env=env)
+    term = terminal(tmp_path, "console", env=env)
     await term.say("is anyone there?")
     assert await term.quit() == 0
     shown = plain(term.transcript)
@@ -139,10 +168,12 @@ async def test_unreachable_model_is_one_line_naming_the_fix(tmp_path: Path) -> N
     assert "Traceback" not in shown
 
 
-async def test_unreachable_model_traceback_at_debug(tmp_path: Path) -> None:
+async def test_unreachable_model_traceback_at_debug(
+    tmp_path: Path, terminal: Opens
+) -> None:
     url = f"http://127.0.0.1:{closed_port()}/v1"
     env = console_env(tmp_path, OPENAI_BASE_URL=url, LLM_MAX_RETRIES="0", LOG_LEVEL="DEBUG")
-    term = Terminal(tmp_path, "console", env=env)
+    term = terminal(tmp_path, "console", env=env)
     await term.say("is anyone there?")
     assert await term.quit() == 0
     shown = plain(term.transcript)
@@ -182,10 +213,10 @@ def test_verbose_shows_info_lines(tmp_path: Path) -> None:
 
 
 async def test_ctrl_c_clears_the_line_and_a_second_on_an_empty_line_quits(
-    tmp_path: Path,
+    tmp_path: Path, terminal: Opens,
 ) -> None:
     env = console_env(tmp_path)
-    term = Terminal(tmp_path, "console", env=env)
+    term = terminal(tmp_path, "console", env=env)
     await term.prompt()
     term.type("half a thought")
     term.type("\x03")  # Ctrl-C: the line is dropped, a fresh prompt
@@ -203,12 +234,14 @@ async def test_ctrl_c_clears_the_line_and_a_second_on_an_empty_line_quits(
     assert stored_texts(tmp_path, env) == ["the real question"]
 
 
-async def test_ctrl_c_during_a_request_cancels_it_and_the_chat_goes_on(tmp_path: Path) -> None:
+async def test_ctrl_c_during_a_request_cancels_it_and_the_chat_goes_on(
+    tmp_path: Path, terminal: Opens
+) -> None:
     async with FakeOpenAI(responder=default_responder) as fake:
         fake.push(Hang(60))
         env = console_env(tmp_path, OPENAI_BASE_URL=fake.base_url, MODEL_NAME="gpt-test",
                           LLM_MAX_RETRIES="0")
-        term = Terminal(tmp_path, "console", env=env)
+        term = terminal(tmp_path, "console", env=env)
         await term.prompt()
         term.type("a question the model thinks about forever\r")
         await term.expect("thinking…")
@@ -222,12 +255,14 @@ async def test_ctrl_c_during_a_request_cancels_it_and_the_chat_goes_on(tmp_path:
     assert "Traceback" not in term.transcript
 
 
-async def test_history_is_kept_across_runs_in_xdg_state_home(tmp_path: Path) -> None:
+async def test_history_is_kept_across_runs_in_xdg_state_home(
+    tmp_path: Path, terminal: Opens
+) -> None:
     env = console_env(tmp_path, XDG_STATE_HOME=str(tmp_path / "state"))
-    first = Terminal(tmp_path, "console", env=env)
+    first = terminal(tmp_path, "console", env=env)
     await first.say("remember this line")
     assert await first.quit() == 0
-    second = Terminal(tmp_path, "console", env=env)
+    second = terminal(tmp_path, "console", env=env)
     await second.prompt()
     second.type("\x1b[A\r")  # ↑ brings back the last run's line
     await second.expect("gistbot> ")

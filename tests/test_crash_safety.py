@@ -25,6 +25,7 @@ import pytest
 from memory.identifiers import contains_identifier, extract_identifiers
 from memory.models import ChannelKey
 from memory.stores.sqlite.store import SqliteStore
+from tests.harness.children import ended_sync
 from tests.harness.turn_index import assert_turn_index_matches_turns
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,25 +64,26 @@ def run_and_kill(db: Path, run: int, kill_after: int) -> Trial:
         elif kind == "K":
             open_calls.discard(rest[0])
 
-    # A resumed compaction may report (S/K lines) before the store says READY.
-    while (early := proc.stdout.readline()) != b"READY\n":
-        if not early.startswith((b"S ", b"K ")):
-            proc.kill()
-            raise AssertionError(f"child did not start: {early!r} {proc.stderr.read()!r}")
-        take(early)
-    trial.lines = 0
-    while trial.lines < kill_after:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        take(line)
-    proc.send_signal(signal.SIGKILL)
-    for line in proc.stdout:  # printed before it died: acknowledged as well
-        take(line)
-    proc.wait()
-    err = proc.stderr.read().decode()
-    proc.stdout.close()
-    proc.stderr.close()
+    try:
+        # A resumed compaction may report (S/K lines) before the store says READY.
+        while (early := proc.stdout.readline()) != b"READY\n":
+            if not early.startswith((b"S ", b"K ")):
+                proc.kill()
+                raise AssertionError(f"child did not start: {early!r} {proc.stderr.read()!r}")
+            take(early)
+        trial.lines = 0
+        while trial.lines < kill_after:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            take(line)
+        proc.send_signal(signal.SIGKILL)
+        for line in proc.stdout:  # printed before it died: acknowledged as well
+            take(line)
+        proc.wait()
+        err = proc.stderr.read().decode()
+    finally:  # killed and waited whatever happened (a timeout raises inside a read)
+        ended_sync(proc)
     assert proc.returncode == -signal.SIGKILL, err
     assert "Traceback" not in err, err
     trial.mid_compaction = bool(open_calls)
@@ -136,6 +138,7 @@ def check_file(db: Path, acked: dict[tuple[str, str], int]) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(360)  # sixty child starts; a hang guard, scaled further under load
 def test_sigkill_at_random_moments_loses_nothing(tmp_path: Path) -> None:
     rng = random.Random(int(os.environ.get("GISTBOT_CRASH_SEED", "20240611")))
     db = tmp_path / "crash.db"

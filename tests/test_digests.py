@@ -20,6 +20,8 @@ from bot.catchup.since import SinceError
 from bot.stores.digests import DigestSchedule
 from memory.models import ChannelKey, NewTurn
 from tests.compaction_child import open_storage
+from tests.harness.children import ended
+from tests.harness.deadlines import scaled
 from tests.harness.postgres import fresh_schema
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,15 +99,20 @@ async def seed(spec: str) -> None:
 async def run_children(spec: str, tmp_path: Path, clock: float, n: int,
                        ticks: int = 3) -> list[str]:
     posts, go = tmp_path / "posts.txt", tmp_path / f"go-{uuid.uuid4().hex}"
-    procs = [await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tests.digest_child", spec, str(posts), str(clock), str(go),
-        str(ticks), cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        for _ in range(n)]
-    go.touch()
-    for proc in procs:
-        out, err = await asyncio.wait_for(proc.communicate(), 60)
-        assert proc.returncode == 0, err.decode()
-        assert out.decode().strip() == "done"
+    procs: list[asyncio.subprocess.Process] = []
+    try:
+        for _ in range(n):
+            procs.append(await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "tests.digest_child", spec, str(posts), str(clock),
+                str(go), str(ticks), cwd=ROOT, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE))
+        go.touch()
+        for proc in procs:
+            out, err = await asyncio.wait_for(proc.communicate(), scaled(60))
+            assert proc.returncode == 0, err.decode()
+            assert out.decode().strip() == "done"
+    finally:
+        await ended(*procs)
     return posts.read_text().splitlines() if posts.exists() else []
 
 

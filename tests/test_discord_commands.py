@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.fakes.discord_server import MANAGE_MESSAGES, FakeDiscord
+from tests.fakes.discord_server import EVERYONE_PERMISSIONS, MANAGE_MESSAGES, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 from tests.harness.discord import (
     GENERAL,
@@ -110,7 +110,8 @@ async def test_remember_memory_forget_commands_with_forget_needing_permission(
         assert len(await rt.memory.facts(GENERAL)) == 1
 
         done = await followup_to(discord_fake, await discord_fake.interaction(
-            "forget", invoker=W.bob, channel_id=W.general, permissions=MANAGE_MESSAGES,
+            "forget", invoker=W.bob, channel_id=W.general,
+            permissions=EVERYONE_PERMISSIONS | MANAGE_MESSAGES,
             options={"fact": "demo"}))
         assert done.json["content"] == f"Forgot fact #{fact.id}: the demo is on Thursday"
         assert await rt.memory.facts(GENERAL) == []
@@ -125,7 +126,7 @@ async def test_forget_with_a_superscript_or_huge_number_answers_no_such_fact(
             "remember", invoker=W.alice, channel_id=W.general, options={"text": "keep me"}))
         for ref in ("²", "99999999999999999999999"):
             answer = await followup_to(discord_fake, await discord_fake.interaction(
-                "forget", invoker=W.bob, channel_id=W.general, permissions=MANAGE_MESSAGES,
-                options={"fact": ref}))
+                "forget", invoker=W.bob, channel_id=W.general,
+                permissions=EVERYONE_PERMISSIONS | MANAGE_MESSAGES, options={"fact": ref}))
             assert answer.json["content"] == f"I have no fact matching {ref!r} here."
         assert len(await rt.memory.facts(GENERAL)) == 1

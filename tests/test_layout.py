@@ -134,8 +134,8 @@ def memory_importing_outward(root: Path) -> list[str]:
 
 OTHER_ROLES_TABLES = (
     "channel_settings", "settings_changes", "settings_version", "token_usage",
-    "token_usage_kinds", "digest_schedules", "digest_slots", "owed_replies", "outbox",
-    "backfill_marks",
+    "token_usage_kinds", "token_reservations", "digest_schedules", "digest_slots", "owed_replies",
+    "outbox", "backfill_marks",
 )
 """The tables of the storage roles that are not memory (``bot/stores``)."""
 OTHER_ROLES_NAMES = re.compile(

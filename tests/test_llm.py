@@ -23,6 +23,7 @@ from bot.errors import (
     LLMAuthError,
     LLMBadResponse,
     LLMError,
+    LLMInputRejected,
     LLMRateLimited,
     LLMTimeout,
     LLMUnavailable,
@@ -330,11 +331,11 @@ async def test_other_servers_context_length_phrasings(
         await ask(make_llm(), "complete")
 
 
-async def test_other_400_is_plain_llm_error(fake: FakeOpenAI, make_llm: MakeLLM) -> None:
+async def test_other_400_is_a_rejected_input(fake: FakeOpenAI, make_llm: MakeLLM) -> None:
     fake.push(Error(400, {"error": {"message": "Invalid value for 'temperature'."}}))
     with pytest.raises(LLMError) as caught:
         await ask(make_llm(), "complete")
-    assert type(caught.value) is LLMError
+    assert type(caught.value) is LLMInputRejected  # the caller may retry without its parts
 
 
 @both

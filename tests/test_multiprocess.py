@@ -16,6 +16,7 @@ import pytest
 from memory.models import ChannelKey
 from memory.store import Store
 from tests.compaction_child import open_store
+from tests.harness.children import ended
 from tests.harness.postgres import fresh_schema
 from tests.harness.store_contract import new_turn
 
@@ -69,8 +70,10 @@ def calls(log: Path) -> list[str]:
 async def test_two_processes_racing_make_one_summarizer_call(spec: str, tmp_path: Path) -> None:
     store = await seed(spec, 11)  # one over the default window of 10
     log = tmp_path / "calls.log"
+    procs: list[asyncio.subprocess.Process] = []
     try:
-        procs = [await child(spec, log, "normal", 30.0) for _ in range(2)]
+        for _ in range(2):
+            procs.append(await child(spec, log, "normal", 30.0))
         for proc in procs:
             await finish(proc)
         assert len(calls(log)) == 1, calls(log)
@@ -78,6 +81,7 @@ async def test_two_processes_racing_make_one_summarizer_call(spec: str, tmp_path
         assert state.folded_through == 7 and state.compactions == 1
         assert [t.message_id for t in await store.turns(KEY)] == [f"m{i}" for i in range(11)]
     finally:
+        await ended(*procs)
         await store.close()
 
 
@@ -85,8 +89,10 @@ async def test_two_processes_racing_make_one_summarizer_call(spec: str, tmp_path
 async def test_a_killed_lease_holder_blocks_only_until_expiry(spec: str, tmp_path: Path) -> None:
     store = await seed(spec, 11)
     log = tmp_path / "calls.log"
+    procs: list[asyncio.subprocess.Process] = []
     try:
         hung = await child(spec, log, "hang", 1.5)
+        procs.append(hung)
         deadline = time.monotonic() + 30
         while not calls(log):  # wait until it holds the lease and is mid-summary
             assert time.monotonic() < deadline, "the child never started compacting"
@@ -96,11 +102,13 @@ async def test_a_killed_lease_holder_blocks_only_until_expiry(spec: str, tmp_pat
         assert (await store.state(KEY)).compactions == 0  # it died before committing
 
         taker = await child(spec, log, "normal", 30.0)
+        procs.append(taker)
         await finish(taker)
         assert len(calls(log)) == 2  # the dead one's call, then the take-over's
         state = await store.state(KEY)
         assert state.compactions == 1 and state.folded_through == 7
     finally:
+        await ended(*procs)
         await store.close()
 
 

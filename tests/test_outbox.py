@@ -31,6 +31,8 @@ from memory.models import ChannelKey, NewTurn
 from memory.stores.sqlite.store import SqliteStore
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.slack_api import FakeSlack
+from tests.harness.children import ended
+from tests.harness.deadlines import scaled
 from tests.harness.discord import W, mention
 from tests.harness.kill_points import ENV
 from tests.harness.slack import KEY, directory, event_body, sign
@@ -64,18 +66,13 @@ async def deliver_to_dying(url: str, event: dict[str, Any], event_id: str) -> in
 async def killed(child: Child) -> int:
     """The exit status of a child that kills itself (fails if it never does)."""
     assert child.proc is not None
-    return await asyncio.wait_for(child.proc.wait(), 60)
+    return await asyncio.wait_for(child.proc.wait(), scaled(60))
 
 
 async def restart_until_settled(db: Path, fake: FakeSlack) -> None:
     """Start the bot again and let its missed-mention sweep settle every debt."""
-    again = Child(db, fake.api_url)
-    await again.start()
-    try:
-        assert await owed_drained(db, within=60) == 0
-    finally:
-        again.kill()
-        await again.wait()
+    async with Child(db, fake.api_url):
+        assert await owed_drained(db, within=scaled(60)) == 0
 
 
 def slack_texts(fake: FakeSlack) -> list[str]:
@@ -88,12 +85,12 @@ async def test_slack_killed_between_delivery_and_settle_answers_once(tmp_path: P
     ts = f"{int(time.time())}.000100"
     async with FakeSlack() as fake:
         directory(fake)
-        dying = Child(db, fake.api_url, env={ENV: "outbox_posted,settle_owed"})
-        url = await dying.start()
-        asked = slack_mention("<@UBOT> question?", ts=ts, kind="message")
-        assert await deliver(url, asked, "Ev1") == 200
-        assert await killed(dying) == -signal.SIGKILL
-        assert slack_texts(fake) == [ANSWER]  # delivered; the kill came before the record
+        async with Child(db, fake.api_url, env={ENV: "outbox_posted,settle_owed"}) as dying:
+            url = dying.url
+            asked = slack_mention("<@UBOT> question?", ts=ts, kind="message")
+            assert await deliver(url, asked, "Ev1") == 200
+            assert await killed(dying) == -signal.SIGKILL
+            assert slack_texts(fake) == [ANSWER]  # delivered; the kill came before the record
         await restart_until_settled(db, fake)
     assert slack_texts(fake) == [ANSWER]  # found again, not posted a second time
 
@@ -103,12 +100,12 @@ async def test_slack_late_answer_replaces_the_placeholder(tmp_path: Path) -> Non
     ts = f"{int(time.time())}.000200"
     async with FakeSlack() as fake:
         directory(fake)
-        dying = Child(db, fake.api_url, env={ENV: "placeholder"})
-        url = await dying.start()
-        asked = slack_mention("<@UBOT> question?", ts=ts, kind="message")
-        assert await deliver(url, asked, "Ev2") == 200
-        assert await killed(dying) == -signal.SIGKILL
-        assert slack_texts(fake) == [PLACEHOLDER]  # killed mid-reply
+        async with Child(db, fake.api_url, env={ENV: "placeholder"}) as dying:
+            url = dying.url
+            asked = slack_mention("<@UBOT> question?", ts=ts, kind="message")
+            assert await deliver(url, asked, "Ev2") == 200
+            assert await killed(dying) == -signal.SIGKILL
+            assert slack_texts(fake) == [PLACEHOLDER]  # killed mid-reply
         await restart_until_settled(db, fake)
         [answer] = fake.bot_messages(KEY.channel)
     assert answer["text"] == ANSWER and answer["thread_ts"] == ts  # in place of "thinking…"
@@ -121,12 +118,12 @@ async def test_slack_late_answer_finds_a_placeholder_it_never_remembered(
     ts = f"{int(time.time())}.000300"
     async with FakeSlack() as fake:
         directory(fake)
-        dying = Child(db, fake.api_url, env={ENV: "placeholder_posted"})
-        url = await dying.start()
-        asked = slack_mention("<@UBOT> question?", ts=ts, kind="message")
-        assert await deliver_to_dying(url, asked, "Ev3") in (200, None)
-        assert await killed(dying) == -signal.SIGKILL
-        assert slack_texts(fake) == [PLACEHOLDER]  # shown; killed before it was remembered
+        async with Child(db, fake.api_url, env={ENV: "placeholder_posted"}) as dying:
+            url = dying.url
+            asked = slack_mention("<@UBOT> question?", ts=ts, kind="message")
+            assert await deliver_to_dying(url, asked, "Ev3") in (200, None)
+            assert await killed(dying) == -signal.SIGKILL
+            assert slack_texts(fake) == [PLACEHOLDER]  # shown; killed before it was remembered
         await restart_until_settled(db, fake)
     assert slack_texts(fake) == [ANSWER]  # found by its outbox id, and replaced
 
@@ -156,7 +153,7 @@ async def test_discord_killed_between_delivery_and_settle_answers_once(
         await fake.wait_for(lambda f: f.connected, within=30)
         await fake.send_message(W.general, W.alice, mention("what about order 1234?"),
                                 mentions=[W.bot_user])
-        assert await asyncio.wait_for(dying.wait(), 60) == -signal.SIGKILL
+        assert await asyncio.wait_for(dying.wait(), scaled(60)) == -signal.SIGKILL
     finally:
         if dying.returncode is None:
             dying.kill()
@@ -165,10 +162,9 @@ async def test_discord_killed_between_delivery_and_settle_answers_once(
     await fake.wait_for(lambda f: not f.connected, within=10)
     again = await start_discord_child(db, fake, {})
     try:
-        assert await owed_drained(db, within=60) == 0
+        assert await owed_drained(db, within=scaled(60)) == 0
     finally:
-        again.kill()
-        await again.wait()
+        await ended(again)
     [answer] = bot_messages(fake, W.general)  # the retry got the first message back
     assert len(fake.sent_to(W.general)) == 2  # it was sent again, with the same nonce
     assert answer["message_reference"]["message_id"] is not None
@@ -211,7 +207,10 @@ async def run_digest_child(db: Path, fake: FakeSlack, tmp_path: Path,
         str(SLOT + 60), str(go), "1", fake.api_url, "0.5", cwd=ROOT,
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": str(ROOT), **env})
-    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    try:
+        _, err = await asyncio.wait_for(proc.communicate(), scaled(60))
+    finally:
+        await ended(proc)
     assert b"Traceback" not in err, err.decode()
     assert proc.returncode is not None
     return proc.returncode

@@ -41,15 +41,16 @@ async def test_slack_summary_of_a_person_over_their_limit_is_refused_and_others_
     tmp_path: Path, discord_llm: FakeOpenAI
 ) -> None:
     async with open_harness(tmp_path, None, slack_env(
-            discord_llm, DAILY_TOKENS_PER_USER="500")) as h:
+            discord_llm, DAILY_TOKENS_PER_USER="50000")) as h:
         await h.event(mention("order ORD-5521 waits", kind="message",
                               ts=f"{time.time() - 30:.6f}"), event_id="E1")
         await h.settle()
         day = h.rt.service.quota.day()
-        await h.rt.storage.usage.add_tokens(day, [UsageKey("slack", KEY.workspace, "U1")], 500)
+        await h.rt.storage.usage.add_tokens(day, [UsageKey("slack", KEY.workspace, "U1")],
+                                            50000)
         await h.command("/summary", user="U1")
         [refused] = await h.fake.wait_for("response_url:summary")
-        assert "your daily allowance of tokens (500)" in refused.params["text"]
+        assert "your daily allowance of tokens (50,000)" in refused.params["text"]
         assert discord_llm.chat_requests == []
         await h.command("/summary", user="U2")
         [_, answered] = await h.fake.wait_for("response_url:summary", 2)

@@ -172,7 +172,7 @@ async def test_background_batches_are_metered_as_embeddings_of_the_server(
 async def test_over_its_daily_limit_the_server_stops_embedding(tmp_path: Path) -> None:
     async with FakeOpenAI(responder=lambda body: "ok", concepts=CONCEPTS) as fake:
         async with runtime(tmp_path, fake, EMBEDDING_MODEL=MODEL,
-                           DAILY_TOKENS_PER_SERVER="100") as rt:
+                           DAILY_TOKENS_PER_SERVER="1000") as rt:
             await converse(rt, 120)
             await wait_embedded(rt)
             requests = len(fake.embedding_requests)

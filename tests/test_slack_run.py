@@ -135,6 +135,10 @@ def test_manifest_declares_what_the_adapter_uses() -> None:
         "- groups:history",
         "- im:history",
         "- mpim:history",
+        "- channels:read",
+        "- groups:read",
+        "- im:read",
+        "- mpim:read",
         "messages_tab_enabled: true",
     ):
         assert needed in lines, needed

@@ -60,3 +60,12 @@ async def test_what_the_person_cannot_read_is_left_out_channel_included() -> Non
 async def test_the_channel_itself_is_never_held_back_as_private() -> None:
     keys = await visible(Audience(public=True), CLOSED, [], {CLOSED})
     assert keys == {CLOSED}  # a post in a private thread is read by its members only
+
+
+async def test_a_public_post_includes_only_what_everyone_who_sees_it_may_read() -> None:
+    asker = Person(member_of={CLOSED})
+    everyone = Person(readable={CHANNEL})  # a thread's history some viewers may not read
+    assert await shown(Audience(asker, public=True, everyone=everyone)) == {CHANNEL}
+    assert await shown(Audience(asker, everyone=everyone)) == {CHANNEL, OPEN, CLOSED}
+    nobody = Person(readable=set())
+    assert await shown(Audience(asker, public=True, everyone=nobody)) == set()

@@ -18,6 +18,7 @@ from dataclasses import replace
 
 import discord
 
+from adapters.discord.access import ChannelAudience
 from adapters.discord.outlet import DiscordPosts
 from adapters.discord.text import channel_key, plan_reply
 from bot.platform import Access, ChatService, Outbox, Post, Where, digest_id, discord_link
@@ -37,7 +38,8 @@ async def jump_links(turns: Sequence[Turn]) -> Mapping[Turn, str]:
 def where(client: discord.Client, guild_id: int | None, channel_id: int,
           reader: Access | None = None, locale: str | None = None) -> Where:
     """The channel and its known threads (the private ones marked), with jump-URL links;
-    ``reader``: the access of the member asking, if one is; ``locale``: their client's."""
+    ``reader``: the access of the member asking, if one is; ``locale``: their client's;
+    what everyone who can see a post there may read (``ChannelAudience``)."""
     threads: dict[ChannelKey, str] = {}
     private: set[ChannelKey] = set()
     guild = client.get_guild(guild_id) if guild_id else None
@@ -49,7 +51,7 @@ def where(client: discord.Client, guild_id: int | None, channel_id: int,
                 if thread.type not in OPEN_THREADS:
                     private.add(key)  # private (or of an unknown kind): members only
     return Where(channel_key(guild_id, channel_id), threads, jump_links, frozenset(private),
-                 reader, locale)
+                 reader, locale, ChannelAudience(client, guild_id, channel_id))
 
 
 class DiscordOutlet:

@@ -131,7 +131,8 @@ def add_commands(tree: app_commands.CommandTree[Any], service: ChatService,
             return await answer_usage(interaction, command.name, args)
         ctx = DiscordContext(interaction, service, commands, moderate)
         public = command.spec.public(args) and await ctx.may(command.permission)
-        await run_command(interaction, command.name, lambda _key: command.run(ctx, args),
+        await run_command(interaction, command.name,
+                          lambda _key: command.respond(ctx, args, public=public),
                           ephemeral=not public)
 
     for command in commands:

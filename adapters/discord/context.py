@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import discord
 
-from adapters.discord.access import MemberAccess
+from adapters.discord.access import ChannelAudience, MemberAccess
 from adapters.discord.catchup import where
 from adapters.discord.text import channel_key
-from bot.platform import ChatService, Permission, Registry, Where
+from bot.platform import Access, ChatService, Permission, Registry, Where
 
 __all__ = ["DiscordContext", "discord_permission", "rights"]
 
@@ -53,9 +53,16 @@ class DiscordContext:
     async def user_name(self) -> str:
         return self.interaction.user.display_name
 
+    def reader(self) -> Access:
+        return MemberAccess(self.interaction)
+
+    def everyone(self) -> Access:
+        i = self.interaction
+        return ChannelAudience(i.client, i.guild_id, i.channel_id or 0)
+
     async def where(self) -> Where:
         i = self.interaction
-        return where(i.client, i.guild_id, i.channel_id or 0, MemberAccess(i), i.locale.value)
+        return where(i.client, i.guild_id, i.channel_id or 0, self.reader(), i.locale.value)
 
     async def may(self, permission: Permission) -> bool:
         flag = discord_permission(permission, self.moderate)

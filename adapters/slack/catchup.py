@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.slack.access import ConversationAudience
 from adapters.slack.outlet import SlackPosts
 from adapters.slack.text import format_reply
 from adapters.slack.users import UserDirectory
@@ -81,7 +82,7 @@ class SlackOutlet:
         self.outbox = outbox or Outbox(None)
 
     async def where(self, key: ChannelKey) -> Where:
-        return Where(key, {}, self.links)
+        return Where(key, {}, self.links, everyone=ConversationAudience(key))
 
     async def post(self, key: ChannelKey, text: str, *, slot_at: float,
                    in_thread: bool = False) -> None:

@@ -6,9 +6,10 @@ Each is acknowledged before it runs (see ``SlackAdapter.register``); its text is
 command's parser before anything else, and what it can't read is answered with the usage
 sentence. The answer goes to the command's ``response_url``, only to the caller unless the
 arguments ask for the channel (``/summary public``, ``/catchup … public``, ``/digest now``)
-and the command did its work. Every permission a command needs (``/reset``, ``/forget``,
-changing ``/digest`` or ``/config``) is for workspace admins/owners and
-``SLACK_ADMIN_USER_IDS``.
+and the command did its work. A command that shows the channel's memory answers only a
+member of the conversation (``adapters.slack.access``). Every permission a command needs
+(``/reset``, ``/forget``, changing ``/digest`` or ``/config``) is for workspace
+admins/owners and ``SLACK_ADMIN_USER_IDS``.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from typing import Any
 from slack_bolt.async_app import AsyncRespond
 
 from adapters.replies import user_text
+from adapters.slack.access import ConversationAudience, SlackMember
 from adapters.slack.text import format_reply, readable
 from adapters.slack.users import UserDirectory
 from adapters.slack.web import call
 from bot.platform import COMMANDS as REGISTRY
 from bot.platform import (
+    Access,
     ChatService,
     Linker,
     Permission,
@@ -66,16 +69,24 @@ class SlackContext:
         self.user_id = str(command.get("user_id") or "")
         self.is_direct = self.key.channel.startswith("D")
         self._admin: bool | None = None  # asked once per command, fresh each command
+        self._reader = SlackMember(slack.users.client, self.user_id)
 
     async def user_name(self) -> str:
         users = self.slack.users
         return (await users.names([self.user_id]))[self.user_id] if self.user_id else ""
 
+    def reader(self) -> Access:
+        return self._reader
+
+    def everyone(self) -> Access:
+        return ConversationAudience(self.key)
+
     async def where(self) -> Where:
         info = await self.slack.users.info(self.user_id) if self.user_id else None
         locale = info.get("locale") if info else None  # how they write dates (en-US, de-DE)
-        return Where(self.key, {}, self.slack.links,
-                     locale=locale if isinstance(locale, str) else None)
+        return Where(self.key, {}, self.slack.links, reader=self.reader(),
+                     locale=locale if isinstance(locale, str) else None,
+                     everyone=self.everyone())
 
     async def may(self, permission: Permission) -> bool:
         if permission is Permission.EVERYONE:
@@ -112,7 +123,7 @@ class SlackCommands:
             await self._respond(respond, getattr(args, "text", ""), public=False)
             return
         try:
-            result = await declared.run(SlackContext(self, command), args)
+            result = await declared.respond(SlackContext(self, command), args, public=public)
             text, public = result.text, public and result.ok
         except Exception as e:
             log.exception("%s failed", name)

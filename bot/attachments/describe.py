@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from bot.attachments.model import Reading
 from bot.attachments.vision import ImagePart, image_tokens, with_images
-from bot.errors import GistbotError
+from bot.errors import GistbotError, LLMInputRejected
 from memory.completion import ChatMessage
 from memory.models import ChannelKey
 
@@ -43,7 +43,8 @@ class ImageDescriber:
         self.llm, self.quota, self.model, self.max_tokens = llm, quota, model, max_tokens
 
     async def __call__(self, key: ChannelKey, image: Reading) -> str | None:
-        """One line about ``image``, or None (over quota, the model failed or said nothing)."""
+        """One line about ``image``, or None (over quota, the model failed or said nothing);
+        ``LLMInputRejected`` when the endpoint refused the image itself."""
         detail = "high" if image_tokens(image.width, image.height) <= 1105 else "low"
         part = ImagePart(image.mime, image.data, detail, image_tokens(image.width, image.height,
                                                                       detail))
@@ -54,6 +55,8 @@ class ImageDescriber:
                 done = await self.llm.complete(with_images(messages, {1: [part]}),
                                                max_tokens=self.max_tokens, purpose="summary",
                                                model=self.model)
+        except LLMInputRejected:
+            raise
         except GistbotError as e:  # over quota, or the model failed: the line stays as it is
             log.info("no description of an image in %s: %s", key, type(e).__name__)
             return None

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from bot.attachments.model import Attachment
-from bot.settings.sections import AttachmentSettings
+
+if TYPE_CHECKING:
+    from bot.settings.sections import AttachmentSettings
 
 __all__ = ["DownloadFailed", "FileSource", "Refused", "fetch", "origin", "size_text"]
 

@@ -18,10 +18,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
 from bot.attachments.fetch import DownloadFailed, FileSource, Refused, fetch
-from bot.attachments.model import Attachment, Reading
+from bot.attachments.model import UNREADABLE_IMAGE, Attachment, Reading
 from bot.attachments.read import read_bytes
-from bot.attachments.render import compose, render_all
+from bot.attachments.refusal import is_refused, mark_refused
+from bot.attachments.render import compose, image_line, render_all
 from bot.attachments.vision import ImagePart, fit_images, sees_images
+from bot.attachments.workers import Extractor
+from bot.errors import LLMInputRejected
 from bot.messages import IncomingMessage
 from bot.settings.sections import AttachmentSettings
 from memory.errors import StoreError
@@ -65,6 +68,8 @@ class AttachmentIntake:
         self._tasks: dict[Key, asyncio.Task[Settled]] = {}
         self._settled: OrderedDict[Key, Settled] = OrderedDict()
         self._slots: asyncio.Semaphore | None = None
+        # the worker processes that parse files (bot.attachments.workers)
+        self.extractor = Extractor(self.limits)
         # one line about each new image, by a vision model (bot.attachments.describe); set
         # by Runtime when the reply model sees images
         self.describe: Describer | None = None
@@ -147,13 +152,39 @@ class AttachmentIntake:
             settled = self._settled.get((turn.key, turn.message_id))
             if turn.role != "user" or settled is None or not settled.images:
                 continue
-            parts = fit_images(settled.images, budget, self.limits.max_pixels)
+            usable = [r for r in settled.images  # the stored line says whether it was refused
+                      if not is_refused(turn.text, image_line(r.name, r.width, r.height))]
+            parts = fit_images(usable, budget, self.limits.max_pixels)
             if parts:
                 out[i + 1] = parts
                 budget -= sum(p.tokens for p in parts)
             if len(out) >= EARLIER_MESSAGES:
                 break
         return out
+
+    async def refused(self, key: ChannelKey, message_id: str, text: str,
+                      parts: Sequence[ImagePart], *, store: bool = True) -> str:
+        """The model endpoint refused a request carrying ``parts`` of message
+        ``message_id`` (whose turn reads ``text``): never send them again, and say so in
+        the turn (``bot.attachments.refusal``). The turn's new text; stored when ``store``
+        (a turn compaction folded already keeps its old line; this process still never
+        sends the image again)."""
+        lines = [p.line for p in parts if p.line]
+        marked = mark_refused(text, lines)
+        held = self._settled.get((key, message_id))
+        if held is not None:
+            self._settled[(key, message_id)] = replace(
+                held, text=mark_refused(held.text, lines),
+                images=tuple(replace(r, reason=UNREADABLE_IMAGE)
+                             if image_line(r.name, r.width, r.height) in lines else r
+                             for r in held.images),
+                blocks=tuple((p, mark_refused(b, lines)) for p, b in held.blocks))
+        if store and self.memory is not None and marked != text:
+            try:
+                await self.memory.edit(key, message_id, marked)
+            except StoreError as e:
+                log.error("could not mark a refused image of %s in %s: %s", message_id, key, e)
+        return marked
 
     async def idle(self) -> None:
         """Return once no files are being read (those started meanwhile included)."""
@@ -167,6 +198,7 @@ class AttachmentIntake:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.extractor.close()
 
     # ------------------------------------------------------------------ the work
 
@@ -179,7 +211,8 @@ class AttachmentIntake:
 
     async def _read_all(self, msg: IncomingMessage, stored: str, store: bool) -> Settled:
         files: Sequence[Attachment] = msg.attachments[:MAX_FILES]
-        readings = await asyncio.gather(*(self._read(msg.key.platform, a) for a in files))
+        readings = [replace(r, name=a.name) for a, r in zip(files, await asyncio.gather(
+            *(self._read(msg.key.platform, a) for a in files)), strict=True)]
         blocks = render_all(list(zip(files, readings, strict=True)),
                             self.limits.attachment_max_chars)
         text = compose(stored, files, blocks)
@@ -223,6 +256,11 @@ class AttachmentIntake:
                 except TimeoutError:
                     log.info("describing an image of %s in %s took too long",
                              msg.message_id, msg.key)
+                except LLMInputRejected:  # the model cannot read it: never sent again
+                    log.warning("the model endpoint refused an image of %s in %s; it is not "
+                                "sent again", msg.message_id, msg.key)
+                    described.append(replace(r, reason=UNREADABLE_IMAGE))
+                    continue
             described.append(replace(r, text=line) if line else r)
         if described == list(readings) or self.memory is None:
             return
@@ -235,7 +273,7 @@ class AttachmentIntake:
             log.error("could not add image descriptions to %s in %s: %s", msg.message_id,
                       msg.key, e)
             return
-        self._keep(msg, Settled(text, tuple(r for r in readings if r.kind == "image"),
+        self._keep(msg, Settled(text, tuple(r for r in described if r.kind == "image"),
                                 tuple((a.placeholder, b) for a, b in zip(files, blocks,
                                                                           strict=True))))
 
@@ -249,7 +287,7 @@ class AttachmentIntake:
         try:
             async with self._slots:
                 data, declared = await fetch(source, att, self.limits)
-            return await read_bytes(data, declared or att.content_type, self.limits)
+            return await read_bytes(data, declared or att.content_type, self.extractor)
         except Refused as e:
             return Reading("refused", reason=f"not fetched: {e}")
         except TimeoutError:

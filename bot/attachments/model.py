@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Attachment", "Reading", "ReadingKind"]
+__all__ = ["UNREADABLE_IMAGE", "Attachment", "Reading", "ReadingKind"]
 
 ReadingKind = Literal["text", "image", "unreadable", "refused"]
 
@@ -31,7 +31,9 @@ class Attachment:
 class Reading:
     """What a file turned out to be. ``text`` for text and PDFs; ``width``/``height`` and
     the original ``data`` (``mime``) for an image; ``reason`` says why a file was not read
-    (``refused``: not fetched; ``unreadable``: fetched but broken or not text)."""
+    (``refused``: not fetched; ``unreadable``: fetched but broken or not text), or for an
+    image that the model endpoint refused, ``UNREADABLE_IMAGE``. ``name`` is the file's
+    name as the platform gave it (set once the file is read)."""
 
     kind: ReadingKind
     text: str = ""
@@ -40,3 +42,9 @@ class Reading:
     mime: str = ""
     data: bytes = b""
     reason: str = ""
+    name: str = ""
+
+
+UNREADABLE_IMAGE = "could not be read"
+"""What an image's line says once the model endpoint refused it (HTTP 400): it is never
+sent again, and the model is told it could not be read."""

@@ -14,7 +14,7 @@ logging.getLogger("pypdf").setLevel(logging.ERROR)  # a broken file is noted, no
 
 def pdf_text(data: bytes, *, max_chars: int, pages: int) -> str | None:
     """The text of the PDF ``data`` (pages separated by blank lines), cut a little past
-    ``max_chars``; None when it cannot be read. Runs in a worker thread."""
+    ``max_chars``; None when it cannot be read (a worker process runs it)."""
     from pypdf import PdfReader  # imported here: only a PDF needs it
 
     try:

@@ -17,7 +17,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from bot.attachments.model import Reading
+from bot.attachments.model import UNREADABLE_IMAGE, Reading
+from bot.attachments.render import image_line
 from memory.completion import ChatMessage
 
 __all__ = ["ImagePart", "fit_images", "image_tokens", "sees_images", "with_images"]
@@ -54,26 +55,32 @@ def image_tokens(width: int, height: int, detail: str = "high") -> int:
 
 @dataclass(frozen=True, slots=True)
 class ImagePart:
-    """One image as sent, with the detail level its counted cost assumed."""
+    """One image as sent, with the detail level its counted cost assumed; ``line`` is the
+    start of its line in the turn (``[image: name, W×H``), by which a refused image is
+    marked (``bot.attachments.refusal``)."""
 
     mime: str
     data: bytes
     detail: str
     tokens: int
+    line: str = ""
 
 
 def fit_images(images: Sequence[Reading], budget: int, max_pixels: int) -> list[ImagePart]:
     """The images that fit in ``budget`` tokens, in order: at ``high`` detail, else at
-    ``low``, else left out (its ``[image: …]`` line is still in the text)."""
+    ``low``, else left out (its ``[image: …]`` line is still in the text). An image the
+    model endpoint refused is never sent again."""
     parts: list[ImagePart] = []
     left = budget
     for img in images:
-        if img.kind != "image" or img.width * img.height > max_pixels:
+        if (img.kind != "image" or img.width * img.height > max_pixels
+                or img.reason == UNREADABLE_IMAGE):
             continue
         for detail in ("high", "low"):
             cost = image_tokens(img.width, img.height, detail)
             if cost <= left:
-                parts.append(ImagePart(img.mime, img.data, detail, cost))
+                parts.append(ImagePart(img.mime, img.data, detail, cost,
+                                       image_line(img.name, img.width, img.height)))
                 left -= cost
                 break
     return parts

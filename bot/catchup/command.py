@@ -25,21 +25,22 @@ from bot.catchup.visibility import Access, Audience, visible
 from bot.commands.args import Usage
 from bot.commands.catchup import CATCHUP
 from bot.messages import CommandResult
+from bot.read_check import CANNOT_READ, NOT_FOR_EVERYONE
 from memory.catchup_store import CatchupStore
 from memory.models import ChannelKey
 
 __all__ = ["CANNOT_READ", "DEFAULT_HOURS", "Catchups", "Where"]
 
 DEFAULT_HOURS = 24
-CANNOT_READ = "You can't read this channel's history, so I can't catch you up on it."
 
 
 @dataclass(frozen=True, slots=True)
 class Where:
     """A channel as an adapter sees it: its key, its threads (key → name), its links, the
     threads only their members may read (``private``), the person asking (``reader``;
-    ``None`` when nobody asked or the platform cannot say) and their ``locale`` (``en-US``,
-    ``de``: how they write numeric dates; ``None`` when unknown)."""
+    ``None`` when nobody asked or the platform cannot say), their ``locale`` (``en-US``,
+    ``de``: how they write numeric dates; ``None`` when unknown) and what everyone who can
+    see a post here may read (``everyone``; ``None`` when the platform cannot say)."""
 
     key: ChannelKey
     threads: Mapping[ChannelKey, str] = field(default_factory=dict)
@@ -47,6 +48,7 @@ class Where:
     private: frozenset[ChannelKey] = frozenset()
     reader: Access | None = None
     locale: str | None = None
+    everyone: Access | None = None
 
     @property
     def scope(self) -> Scope:
@@ -57,7 +59,8 @@ class Where:
         """This place cut to what its answer's audience may read (``bot.catchup.visibility``):
         the reader alone, or everyone here when ``public``; ``None`` when the reader
         cannot read the channel itself."""
-        keys = await visible(Audience(self.reader, public), self.key, self.threads, self.private)
+        audience = Audience(self.reader, public, self.everyone)
+        keys = await visible(audience, self.key, self.threads, self.private)
         if self.key not in keys:
             return None
         threads = {k: name for k, name in self.threads.items() if k in keys}
@@ -117,5 +120,5 @@ class Catchups:
         channel when ``public`` (a digest), else the reader (see ``Where.seen_by``)."""
         seen = await where.seen_by(public)
         if seen is None:
-            return CatchupResult(CANNOT_READ, 0, refused=True)
+            return CatchupResult(NOT_FOR_EVERYONE if public else CANNOT_READ, 0, refused=True)
         return await self.engine.run(seen.scope, period, seen.linker, zone=zone, title=title)

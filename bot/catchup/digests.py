@@ -193,6 +193,9 @@ class DigestScheduler:
         title = "Daily digest" if s.every == "daily" else "Weekly digest"
         period = Period(previous_slot(s, slot), slot, "period")
         result = await self.catchups.run(where, period, ZoneInfo(s.tz), title=title, public=True)
+        if result.refused:
+            log.warning("digest of %s not posted: not everyone who can see the channel may "
+                        "read its history", s.key)
         if result.empty:
             await self.store.finish_digest_slot(s.key, slot, self.owner, "skipped")
             return 0

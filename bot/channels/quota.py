@@ -1,22 +1,22 @@
 """Daily token quotas: ``DAILY_TOKENS_PER_USER`` and ``DAILY_TOKENS_PER_SERVER`` (0 = no
 limit; a server may set lower ones with ``/config``), counted per UTC day in the database.
 
-Every model call is metered at the LLM gateway (``bot.channels.usage_tab``): the caller opens a
-``Bill`` naming who pays and the kind of call (``KINDS``); the gateway asks it to admit
-each call and charges the usage the provider reported. A reply, ``/summary`` and
-``/catchup`` are paid by the person and their server; a digest and a background summary
-by the server; in a direct message only the person; the console never. The offline
-model costs nothing.
+Every model call is metered at the LLM gateway (``bot.channels.usage_tab``) on a ``Bill``
+naming who pays and the kind of call (``KINDS``): a reply, ``/summary`` and ``/catchup``
+the person and their server; a digest and a background summary the server; in a direct
+message only the person; the console never. The offline model costs nothing.
 
-Across replicas the counts are read from the database before each call, which is refused
-(``OverQuota``) at or over a limit. Within a process the check, call and charge hold the
-account's one-slot ``LLMGate``, so the overshoot is at most one request per replica; the
-cost is one call at a time per limited account. Limited accounts' counts are written
-before their next call; others are added up in memory and written every ``FLUSH_EVERY``
-seconds and at close.
-
-A person past their quota is told once a day, privately (claimed in the database, so once
-across replicas); their messages are still remembered.
+A call on a limited account is admitted by a *reservation* of its largest cost
+(``bot.llm.cost``), made atomically in the database for the person and the server together
+(``UsageStore.reserve_tokens``), and settled to what the provider reported when it ends:
+the day's count never passes a limit, across callers and replicas. A call is refused
+(``OverQuota``) when its largest cost does not fit in what the settled count leaves; when
+running calls' reservations are in the way, it waits up to ``WAIT_AT_MOST`` seconds for
+them. An unsettled reservation (its process was killed) expires after ``RESERVATION_TTL``
+seconds. Unlimited accounts reserve nothing: their counts are written every
+``FLUSH_EVERY`` seconds and at close. A person past their quota is told once a day,
+privately (claimed in the database, so once across replicas); their messages are still
+remembered.
 """
 
 from __future__ import annotations
@@ -25,30 +25,37 @@ import asyncio
 import contextlib
 import logging
 import time
-import weakref
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TypeVar
 
 from bot.channels.config import ChannelSettings
-from bot.channels.usage_tab import UsageTab, open_tab, paying
+from bot.channels.usage_tab import Cost, UsageTab, open_tab, paying
 from bot.errors import OVER_QUOTA, OverQuota
-from bot.llm.gate import LLMGate
 from bot.messages import Reply
 from bot.stores.settings import SERVER
-from bot.stores.usage import UsageKey, UsageStore
+from bot.stores.usage import Refusal, UsageKey, UsageStore
 from memory.errors import StoreError
 from memory.models import ChannelKey
 
 __all__ = [
-    "FLUSH_EVERY", "KINDS", "OVER_QUOTA", "PERSONAL_KINDS", "Bill", "Quota", "is_direct",
-    "utc_day",
+    "FLUSH_EVERY", "KINDS", "OVER_QUOTA", "PERSONAL_KINDS", "RESERVATION_TTL", "WAIT_AT_MOST",
+    "Bill", "Quota", "Reservation", "is_direct", "utc_day",
 ]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 FLUSH_EVERY = 1.0  # seconds between writes of counts no limit is waiting for
+RESERVATION_TTL = 900.0
+"""Seconds a reservation holds budget if it is never settled (its process died): longer
+than any call runs (``LLM_TIMEOUT`` times its retries, a whole reply stream)."""
+WAIT_AT_MOST = 120.0
+"""Seconds a call waits for other calls' reservations to settle before it is refused."""
+RETRY_EVERY = (0.05, 0.1, 0.2, 0.4, 0.8)
+"""Seconds between tries while waiting (sooner when a call of this process settles)."""
 KINDS = {
     "reply": "replies",
     "summary": "/summary",
@@ -83,7 +90,8 @@ class Quota:
     def __init__(self, store: UsageStore | None, *, settings_of: SettingsOf | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.store, self.settings_of, self.clock = store, settings_of, clock
-        self._gates = weakref.WeakValueDictionary[UsageKey, LLMGate]()
+        self._settled = asyncio.Event()  # set (and replaced) whenever a call settles
+        self._cleanups: set[asyncio.Future[None]] = set()
         # unwritten counts of accounts without a limit: (day, account, kind) -> tokens
         self._pending: dict[tuple[str, UsageKey, str], int] = {}
         self._flusher: asyncio.Task[None] | None = None
@@ -131,38 +139,72 @@ class Quota:
 
     # ------------------------------------------------------------------ the bill's steps
 
-    def gates(self, limited: dict[UsageKey, int]) -> list[LLMGate]:
-        """The gates of the limited accounts, in one order (so two calls never deadlock)."""
-        out = []
-        for account in sorted(limited, key=lambda a: a.user):
-            gate = self._gates.get(account)
-            if gate is None:
-                gate = self._gates[account] = LLMGate(1)
-            out.append(gate)
-        return out
-
-    async def check(self, limited: dict[UsageKey, int], user_id: str) -> None:
-        """Raise ``OverQuota`` when an account is at or over its limit today."""
-        if not limited or self.store is None:
-            return
-        try:
-            used = await self.store.tokens_used(self.day(), list(limited))
-        except StoreError:
-            log.warning("could not read token usage; allowing the call", exc_info=True)
-            return
-        for account, limit in limited.items():
-            if used.get(account, 0) >= limit:
+    async def reserve(self, limited: dict[UsageKey, int], cost: int, user_id: str
+                      ) -> Reservation | None:
+        """Hold ``cost`` tokens on every limited account, waiting while other calls'
+        reservations are in the way; raise ``OverQuota`` when the call cannot fit today.
+        None: the database could not be reached, and the call goes ahead unreserved."""
+        if self.store is None:
+            return None
+        held = Reservation(uuid.uuid4().hex, self.day(), cost)
+        waited, tries = time.monotonic(), 0
+        while True:
+            now = self.clock()
+            try:
+                refusal = await self._reserve_once(held, limited, now)
+            except StoreError:
+                log.warning("could not reserve tokens; allowing the call", exc_info=True)
+                return None
+            if refusal is None:
+                return held
+            if refusal.full or time.monotonic() - waited > WAIT_AT_MOST:
+                account = refusal.account
                 whose = "this server's" if account.user == SERVER else "your"
-                raise OverQuota(whose, limit, user_id)
+                raise OverQuota(whose, limited[account], user_id)
+            settled = self._settled
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(settled.wait(), RETRY_EVERY[min(tries,
+                                                                       len(RETRY_EVERY) - 1)])
+            tries += 1
 
-    async def add(self, accounts: list[UsageKey], kind: str, tokens: int) -> None:
-        """Count ``tokens`` now (the accounts have a limit that waits for it)."""
-        if self.store is None or tokens <= 0:
+    async def _reserve_once(self, held: Reservation, limited: dict[UsageKey, int],
+                            now: float) -> Refusal | None:
+        """One try; a reservation made for a caller cancelled meanwhile is settled to zero
+        when it commits, instead of holding budget until it expires."""
+        assert self.store is not None
+        attempt = asyncio.ensure_future(self.store.reserve_tokens(
+            held.day, limited, held.cost, rid=held.rid, now=now,
+            expires_at=now + RESERVATION_TTL))
+        try:
+            return await asyncio.shield(attempt)
+        except asyncio.CancelledError:
+            attempt.add_done_callback(lambda done: self._abandoned(done, held, list(limited)))
+            raise
+
+    def _abandoned(self, done: asyncio.Future[Refusal | None], held: Reservation,
+                   accounts: list[UsageKey]) -> None:
+        if not done.cancelled() and done.exception() is None and done.result() is None:
+            self._cleanups.add(task := asyncio.ensure_future(
+                self.settle(held, accounts, "", 0)))
+            task.add_done_callback(self._cleanups.discard)
+
+    async def settle(self, held: Reservation | None, accounts: list[UsageKey], kind: str,
+                     tokens: int) -> None:
+        """End ``held`` with the ``tokens`` the call used (counted on ``accounts``); with
+        no reservation, just count them."""
+        if self.store is None:
             return
         try:
-            await self.store.add_tokens(self.day(), accounts, tokens, kind=kind)
-        except StoreError:
+            if held is None:
+                if tokens > 0:
+                    await self.store.add_tokens(self.day(), accounts, tokens, kind=kind)
+            else:
+                await self.store.settle_tokens(held.rid, held.day, accounts, tokens, kind=kind)
+        except StoreError:  # the reservation expires; the tokens go uncounted
             log.error("could not count %d tokens for %s", tokens, accounts, exc_info=True)
+        finally:
+            self._settled.set()  # wake calls waiting for room
+            self._settled = asyncio.Event()
 
     def later(self, accounts: list[UsageKey], kind: str, tokens: int) -> None:
         """Count ``tokens`` for accounts without a limit at the next flush."""
@@ -190,7 +232,10 @@ class Quota:
                     log.error("could not count %d tokens for %s", tokens, account, exc_info=True)
 
     async def close(self) -> None:
-        """Stop the flush timer and write what is pending."""
+        """Stop the flush timer, write what is pending, and finish settling reservations
+        made for callers cancelled meanwhile."""
+        if self._cleanups:
+            await asyncio.gather(*self._cleanups, return_exceptions=True)
         if self._flusher is not None and not self._flusher.done():
             self._flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -253,29 +298,26 @@ class Bill:
             settings = await self.quota.settings_of(self.key)
         return Quota.limits(settings, self.accounts)
 
-    async def run(self, purpose: str, call: Callable[[], Awaitable[T]]) -> T:
-        """``await call()`` admitted and charged (see the module docstring); a background
-        summary waiting on an account's gate gives way to interactive calls."""
+    async def run(self, purpose: str, call: Callable[[], Awaitable[T]], *, cost: Cost) -> T:
+        """``await call()`` admitted by a reservation of ``cost()`` tokens and settled to
+        what it used (see the module docstring)."""
         limited = await self.limited()
-        if not limited:  # the cheap path: no lock, no read, the count written later
+        if not limited:  # the cheap path: no reservation, the count written later
             with open_tab() as tab:
                 try:
                     return await call()
                 finally:
                     self.quota.later(self.accounts, self.kind, tab.total)
-
-        async def checked() -> T:
-            await self.quota.check(limited, self.user)
-            with open_tab() as tab:
-                try:
-                    return await call()
-                finally:  # counted even if the caller is cancelled (preempted) meanwhile
-                    await asyncio.shield(self.quota.add(self.accounts, self.kind, tab.total))
-
-        return await _through(self.quota.gates(limited), purpose, checked)
+        held = await self.quota.reserve(limited, cost(), self.user)
+        with open_tab() as tab:
+            try:
+                return await call()
+            finally:  # settled even if the caller is cancelled (preempted) meanwhile
+                await asyncio.shield(self.quota.settle(held, self.accounts, self.kind,
+                                                       tab.total))
 
     @contextlib.asynccontextmanager
-    async def hold(self, purpose: str) -> AsyncIterator[UsageTab]:
+    async def hold(self, purpose: str, *, cost: Cost) -> AsyncIterator[UsageTab]:
         """The same around a stream: yields the tab the stream notes its usage on."""
         limited = await self.limited()
         tab = UsageTab()
@@ -285,18 +327,17 @@ class Bill:
             finally:
                 self.quota.later(self.accounts, self.kind, tab.total)
             return
-        async with contextlib.AsyncExitStack() as stack:
-            for gate in self.quota.gates(limited):
-                await stack.enter_async_context(gate.hold(purpose))
-            await self.quota.check(limited, self.user)
-            try:
-                yield tab
-            finally:
-                await asyncio.shield(self.quota.add(self.accounts, self.kind, tab.total))
+        held = await self.quota.reserve(limited, cost(), self.user)
+        try:
+            yield tab
+        finally:
+            await asyncio.shield(self.quota.settle(held, self.accounts, self.kind, tab.total))
 
 
-async def _through(gates: list[LLMGate], purpose: str, call: Callable[[], Awaitable[T]]) -> T:
-    """``call()`` holding every gate in ``gates``, taken in order."""
-    if not gates:
-        return await call()
-    return await gates[0].run(purpose, lambda: _through(gates[1:], purpose, call))
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """``cost`` tokens held for one call on ``day`` under id ``rid`` until it settles."""
+
+    rid: str
+    day: str
+    cost: int

@@ -4,11 +4,12 @@ LLM gateway.
 Every call to the model endpoint (``OpenAILLM.complete`` and ``stream``) goes through
 :func:`metered` or :func:`metered_hold`. They ask the *payer* open in the caller's context
 (a context variable, so concurrent replies in one process never mix, and tasks a caller
-starts inherit it) to admit the call: the payer may refuse it before it starts
-(``bot.errors.OverQuota``), and charges it afterwards with the usage the provider
-reported. The payer is ``bot.channels.quota``'s ``Bill``: a reply, ``/summary``, ``/catchup``, a
-digest or a background summary opens one with :func:`paying` where it knows whose call it
-is; a call made with none open (``gistbot doctor``'s probe, the console) is not metered.
+starts inherit it) to admit the call, given its largest cost (``bot.llm.cost``): the payer
+reserves that much or refuses the call before it starts (``bot.errors.OverQuota``), and
+settles it afterwards with the usage the provider reported. The payer is
+``bot.channels.quota``'s ``Bill``: a reply, ``/summary``, ``/catchup``, a digest or a
+background summary opens one with :func:`paying` where it knows whose call it is; a call
+made with none open (``gistbot doctor``'s probe, the console) is not metered.
 
 The reported usage reaches the payer through a tab: ``OpenAILLM`` notes each call's usage
 on the tab open in its context (a stream's, which arrives in its last chunk, on the tab
@@ -25,6 +26,7 @@ from contextvars import ContextVar
 from typing import Protocol, TypeVar
 
 __all__ = [
+    "Cost",
     "Payer",
     "UsageTab",
     "current_payer",
@@ -36,6 +38,8 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+Cost = Callable[[], int]
+"""A call's largest cost in tokens, worked out only when a limit needs it."""
 
 
 class UsageTab:
@@ -61,11 +65,12 @@ class UsageTab:
 class Payer(Protocol):
     """Admits model calls for someone and charges them (``bot.channels.quota.Bill``)."""
 
-    async def run(self, purpose: str, call: Callable[[], Awaitable[T]]) -> T:
-        """``await call()`` if allowed (else raise), charging what it reported."""
+    async def run(self, purpose: str, call: Callable[[], Awaitable[T]], *, cost: Cost) -> T:
+        """``await call()`` if ``cost()`` tokens may be spent (else raise), charging what it
+        reported."""
         ...
 
-    def hold(self, purpose: str) -> AbstractAsyncContextManager[UsageTab]:
+    def hold(self, purpose: str, *, cost: Cost) -> AbstractAsyncContextManager[UsageTab]:
         """The same around a body (a stream), which notes its usage on the tab yielded."""
         ...
 
@@ -109,21 +114,22 @@ def current_payer() -> Payer | None:
     return _PAYER.get()
 
 
-async def metered(purpose: str, call: Callable[[], Awaitable[T]]) -> T:
-    """``await call()`` admitted and charged by the open payer (directly when none is)."""
+async def metered(purpose: str, call: Callable[[], Awaitable[T]], *, cost: Cost) -> T:
+    """``await call()``, which may spend up to ``cost()`` tokens, admitted and charged by
+    the open payer (directly when none is)."""
     payer = _PAYER.get()
     if payer is None:
         return await call()
-    return await payer.run(purpose, call)
+    return await payer.run(purpose, call, cost=cost)
 
 
 @contextlib.asynccontextmanager
-async def metered_hold(purpose: str) -> AsyncIterator[UsageTab | None]:
+async def metered_hold(purpose: str, *, cost: Cost) -> AsyncIterator[UsageTab | None]:
     """:func:`metered` around a body (a stream's whole life), which notes its usage on the
     tab yielded (None: no payer; note it on the open tab as usual)."""
     payer = _PAYER.get()
     if payer is None:
         yield None
         return
-    async with payer.hold(purpose) as tab:
+    async with payer.hold(purpose, cost=cost) as tab:
         yield tab

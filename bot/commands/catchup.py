@@ -28,7 +28,7 @@ CATCHUP_COMMAND: Command[CatchupArgs] = Command(
               examples=("2h", "3 days ago", "yesterday", "last friday", "since noon", "3 dec",
                         "2026-03-08 14:30", "yesterday Europe/Berlin", "a message link")),
      Argument("public", "Show it to everyone here (default: only you)", "flag")),
-    answer="only you, unless you add public", waits=True)
+    answer="only you, unless you add public", waits=True, shows=True)
 
 ORDER = 30  # where the registry lists it
 COMMANDS = (CATCHUP_COMMAND,)

@@ -7,6 +7,8 @@ per ``Argument``), Slack slash commands and their manifest entries (the text for
 ``CommandSpec.arguments``) and the console's commands. A command's ``run`` is the one place
 that calls the service; the platform answers what it returns, privately unless the parsed
 arguments ask for the channel (``CommandSpec.public``) and the command did its work.
+Platforms call a command through ``Command.respond``, the door where a command whose answer
+shows stored channel content (``shows``) asks the read check (``bot.read_check``) first.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 from bot.commands.args import CommandSpec, Usage
 from bot.messages import CommandResult
+from bot.read_check import Access, refusal
 
 if TYPE_CHECKING:
     from bot.catchup.since import CatchupArgs
@@ -141,6 +144,14 @@ class Context(Protocol):
         """The caller's display name."""
         ...
 
+    def reader(self) -> Access:
+        """What the caller may read (the platform's half of ``bot.read_check``)."""
+        ...
+
+    def everyone(self) -> Access:
+        """What everyone who can see a post in this channel may read."""
+        ...
+
     async def where(self) -> Any:
         """The channel as a catch-up reads it (``bot.catchup.command.Where``: its threads,
         its links, the caller's access)."""
@@ -172,9 +183,12 @@ class Command(Generic[A]):
     """One command on every platform.
 
     ``permission``: what running it (or its changing part: ``needed_for``) takes; Discord
-    hides a command whose whole use needs one (``hidden``). ``answer``: who sees the answer,
-    for ``/help``; which answers go to the channel is ``spec.public``. ``waits``: the answer
-    may take a while (a model call), so the console shows its spinner. ``from_options``:
+    hides a command whose whole use needs one (``hidden``). ``shows``: its answer shows what
+    is stored of the channel, so only a caller who may read the channel's history gets it
+    (and, posted publicly, only if everyone who can see the post may: ``bot.read_check``).
+    ``answer``: who sees the answer, for ``/help``; which answers go to the channel is
+    ``spec.public``. ``waits``: the answer may take a while (a model call), so the console
+    shows its spinner. ``from_options``:
     Discord's options read into arguments; by default the text options and the names of
     the flags that are on, joined, go through the command's grammar.
     """
@@ -190,6 +204,7 @@ class Command(Generic[A]):
     note: str = ""
     waits: bool = False
     from_options: Callable[[Mapping[str, Any]], A | Usage] | None = None
+    shows: bool = False
 
     @property
     def name(self) -> str:
@@ -200,6 +215,16 @@ class Command(Generic[A]):
     def usage(self) -> str:
         """``/name arguments``, as typed on Slack and at the console."""
         return f"/{self.name} {self.spec.arguments}".rstrip()
+
+    async def respond(self, ctx: Context, args: A, *, public: bool = False) -> CommandResult:
+        """Run the command for the caller in ``ctx`` (``public``: its answer is to be posted
+        for everyone there): the read check first when it ``shows`` stored content. Every
+        platform runs commands through here, never through ``run`` directly."""
+        if self.shows:
+            refused = await refusal(ctx.key, ctx.reader(), ctx.everyone(), public=public)
+            if refused is not None:
+                return CommandResult(refused, ok=False)
+        return await self.run(ctx, args)
 
     def read_options(self, options: Mapping[str, Any]) -> A | Usage:
         """Discord's option values as this command's arguments (or a ``Usage``)."""

@@ -97,7 +97,8 @@ DIGEST_COMMAND: Command[DigestRequest] = Command(
                         "off", "now")),),
     permission=Permission.MANAGE_CHANNEL, needed_for="changing the schedule", hidden=True,
     answer="only you; /digest now posts the digest in the channel",
-    note="anyone may see the schedule (/digest alone)", waits=True)
+    note="anyone who can read the channel may see the schedule (/digest alone)", waits=True,
+    shows=True)
 
 ORDER = 40  # where the registry lists it
 COMMANDS = (DIGEST_COMMAND,)

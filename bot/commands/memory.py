@@ -113,15 +113,16 @@ PUBLIC = Argument("public", "Show it to everyone here (default: only you)", "fla
 ORDER = 10  # where the registry lists them: first
 COMMANDS: tuple[Command[Any], ...] = (
     Command(SUMMARY, "What this channel has talked about, as I remember it", _run_summary,
-            (PUBLIC,), answer="only you, unless you add public", waits=True),
+            (PUBLIC,), answer="only you, unless you add public", waits=True, shows=True),
     Command(RESET, "Forget this channel's conversation", _run_reset,
             permission=Permission.MODERATE, hidden=True),
     Command(REMEMBER, "Pin a fact for this channel", _run_remember,
             (Argument("text", "What to remember", required=True,
                       examples=("the demo is on Thursday",)),)),
-    Command(MEMORY, "The facts I keep for this channel (only you see it)", _run_memory),
+    Command(MEMORY, "The facts I keep for this channel (only you see it)", _run_memory,
+            shows=True),
     Command(FORGET, "Forget one fact of this channel", _run_forget,
             (Argument("fact", "The fact's id (see /memory) or its text", required=True,
                       examples=("12", "#12", "demo")),),
-            permission=Permission.MODERATE, hidden=True),
+            permission=Permission.MODERATE, hidden=True, shows=True),
 )

@@ -39,7 +39,7 @@ from bot.conversation.prompts import (
     strip_echoed_label,
 )
 from bot.conversation.rate_limit import RateLimiter
-from bot.errors import ContextLengthExceeded, LLMError, OverQuota
+from bot.errors import ContextLengthExceeded, LLMError, LLMInputRejected, OverQuota
 from bot.llm.client import LLM
 from bot.memory_commands.feature import MemoryCommands
 from bot.messages import DeltaSink, IncomingMessage, Outcome, PendingReply, Received, Reply
@@ -332,7 +332,13 @@ class ChatService:
         shown = {len(view.turns): images} | self.attachments.earlier_images(  # attachments
             view.turns, seer, budget - view.tokens)
         try:
-            text = await self._generate(view, on_delta, persona, model, shown)
+            try:
+                text = await self._generate(view, on_delta, persona, model, shown)
+            except LLMInputRejected:
+                if not any(shown.values()):
+                    raise
+                view = await self._without_parts(view, shown, stored=seq is not None)
+                text = await self._generate(view, on_delta, persona, model)
         except ContextLengthExceeded:
             if seq is None:
                 return Reply(TOO_LONG.format(length=len(msg.text), limit=len(msg.text) // 2),
@@ -370,6 +376,25 @@ class ChatService:
             log.error("could not record the reply to %s in %s: %s", msg.message_id, msg.key,
                       e, exc_info=e)
         return Reply(text)
+
+    async def _without_parts(self, view: MemoryView, shown: Mapping[int, Sequence[ImagePart]],
+                             *, stored: bool) -> MemoryView:
+        """``view`` for a retry after the endpoint refused a request with the images
+        ``shown`` (by request message index): each of them marked refused in its turn (and
+        in storage, when ``stored``), so this retry and every later request go without
+        them and the model reads that they could not be read."""
+        turns = list(view.turns)
+        for at, parts in shown.items():
+            if not parts or not 0 < at <= len(turns):
+                continue
+            turn = turns[at - 1]
+            text = await self.attachments.refused(turn.key, turn.message_id, turn.text, parts,
+                                                  store=stored)
+            turns[at - 1] = replace(turn, text=text)
+        log.warning("the model endpoint refused a request with %d image(s) in %s; answering "
+                    "without them, and they are not sent again", sum(map(len, shown.values())),
+                    view.key)
+        return replace(view, turns=tuple(turns))
 
     async def _generate(self, view: MemoryView, on_delta: DeltaSink | None, persona: str,
                         model: str | None,

@@ -37,11 +37,13 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletio
 
 from bot.channels.usage_tab import UsageTab, metered, metered_hold, note_usage
 from bot.errors import LLMBadResponse, LLMError, LLMTimeout, ModelNotServed, llm_error_from
+from bot.llm.cost import chat_cost
 from bot.llm.gate import LLMGate
 from bot.llm.thinking import ThinkFilter, strip_think
 from bot.wording import plural
 from memory.completion import ChatMessage
 from memory.errors import Preempted
+from memory.tokens import Tokenizer
 
 __all__ = [
     "LLM",
@@ -201,7 +203,8 @@ class OpenAILLM:
     """``LLM`` over any OpenAI-compatible Chat Completions endpoint. ``summary_model``
     (default: ``model``) serves ``summary`` and ``digest``. ``concurrency`` calls at once
     (``LLM_CONCURRENCY``), of which at most ``summary_concurrency`` summaries
-    (``SUMMARY_CONCURRENCY``); see ``bot.llm.gate``. Reads no environment variables."""
+    (``SUMMARY_CONCURRENCY``); see ``bot.llm.gate``. ``tokenizer`` prices a call for its
+    quota reservation (``bot.llm.cost``). Reads no environment variables."""
 
     is_offline = False
 
@@ -218,8 +221,10 @@ class OpenAILLM:
         concurrency: int = 4,
         summary_concurrency: int = 8,
         summary_timeout: float | None = None,
+        tokenizer: Tokenizer | None = None,
     ) -> None:
         self.model, self.summary_model = model, summary_model or model
+        self.tokenizer = tokenizer  # prices a call's prompt for its quota reservation
         # Per request, from when the call holds its slot: a summary that waited behind
         # replies still gets its whole time (``SUMMARY_TIMEOUT``).
         self.summary_timeout = summary_timeout
@@ -252,15 +257,18 @@ class OpenAILLM:
         """One chat completion, reasoning removed. Raises ``LLMError`` subclasses, and
         ``Preempted`` for a summary that gave its slot to a reply."""
         model = self.model_for(purpose, model)
+        def cost() -> int:
+            return chat_cost(messages, max_tokens, self.tokenizer)
+
         if purpose not in _STREAMED:
             return await metered(purpose, lambda: self.gate.run(
                 purpose, lambda: self._complete(messages, max_tokens, purpose, model)
-            ))
+            ), cost=cost)
         got = _Progress()
         try:
             return await metered(purpose, lambda: self.gate.run(
                 purpose, lambda: self._collect(messages, max_tokens, purpose, model, got)
-            ))
+            ), cost=cost)
         except Preempted as e:  # say how far it got
             elapsed = None if got.started is None else time.monotonic() - got.started
             raise Preempted(str(e), elapsed=elapsed, received=got.pieces) from None
@@ -319,7 +327,10 @@ class OpenAILLM:
         """Text deltas as they arrive, reasoning removed even when a tag spans chunks. The
         stream holds its gate slot until it ends (or is closed)."""
         model = self.model_for(purpose, model)
-        async with metered_hold(purpose) as tab, self.gate.hold(purpose):
+        def cost() -> int:
+            return chat_cost(messages, max_tokens, self.tokenizer)
+
+        async with metered_hold(purpose, cost=cost) as tab, self.gate.hold(purpose):
             pieces = self._stream(messages, max_tokens, purpose, model, tab)
             async with contextlib.aclosing(pieces):
                 async for piece in pieces:
@@ -331,7 +342,7 @@ class OpenAILLM:
         limit: float | NotGiven = NOT_GIVEN,
     ) -> AsyncGenerator[str, None]:
         started = time.monotonic()
-        think, usage, sent = ThinkFilter(), Usage(), False
+        think, usage, sent, reported = ThinkFilter(), Usage(), False, False
         got = got or _Progress()
         try:
             try:
@@ -349,7 +360,8 @@ class OpenAILLM:
                 )
                 async with chunks:
                     async for chunk in chunks:
-                        usage = _usage(chunk.usage) if chunk.usage is not None else usage
+                        if chunk.usage is not None:
+                            usage, reported = _usage(chunk.usage), True
                         delta = chunk.choices[0].delta.content if chunk.choices else None
                         got.pieces += bool(delta)
                         got.model = chunk.model or got.model
@@ -366,8 +378,19 @@ class OpenAILLM:
         except LLMError as e:
             self._record(purpose, model, started, None, type(e).__name__)
             raise
+        finally:
+            if not reported and got.pieces:  # cut short, or a server that reports none
+                self._unreported(messages, got.pieces, tab)
         got.usage = usage
         self._record(purpose, got.model or model, started, usage, tab=tab)
+
+    def _unreported(self, messages: Sequence[ChatMessage], pieces: int,
+                    tab: UsageTab | None) -> None:
+        """A stream that answered without reporting its usage (cut short before its last
+        chunk) still spent its prompt and the pieces it sent: the quotas count those,
+        estimated (``bot.llm.cost``); the meter keeps only what providers report."""
+        (tab.add if tab is not None else note_usage)(
+            chat_cost(messages, 0, self.tokenizer), pieces)
 
     async def probe(self) -> str:
         """One line about the endpoint for ``gistbot doctor``; raises ``LLMError``."""

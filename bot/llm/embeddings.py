@@ -23,8 +23,10 @@ from bot.channels.quota import Quota
 from bot.channels.usage_tab import metered, note_usage, paying
 from bot.errors import LLMBadResponse, LLMError, llm_error_from
 from bot.llm.client import Usage, UsageMeter
+from bot.llm.cost import text_cost
 from bot.llm.gate import LLMGate
 from memory.models import ChannelKey
+from memory.tokens import Tokenizer
 
 __all__ = ["OpenAIEmbedder"]
 
@@ -47,8 +49,10 @@ class OpenAIEmbedder:
         meter: UsageMeter | None = None,
         timeout: float = 60.0,
         max_retries: int = 2,
+        tokenizer: Tokenizer | None = None,
     ) -> None:
         self.model, self.gate, self.quota, self.meter = model, gate, quota, meter
+        self.tokenizer = tokenizer  # prices a batch for its quota reservation
         self._client = AsyncOpenAI(api_key=api_key or _NO_KEY, base_url=base_url or _OPENAI_URL,
                                    timeout=timeout, max_retries=max_retries)
 
@@ -60,10 +64,13 @@ class OpenAIEmbedder:
         batch = list(texts)
         payer = self.quota.bill(key, "embedding") if self.quota is not None else None
         with paying(payer):
+            def cost() -> int:
+                return text_cost(batch, self.tokenizer)
+
             if purpose == "query":
-                return await metered("query", lambda: self._create(batch))
+                return await metered("query", lambda: self._create(batch), cost=cost)
             return await metered("embedding", lambda: self.gate.run(
-                "embedding", lambda: self._create(batch)))
+                "embedding", lambda: self._create(batch)), cost=cost)
 
     async def _create(self, texts: list[str]) -> list[list[float]]:
         started = time.monotonic()

@@ -17,7 +17,7 @@ preemptible. ``LLMGate(slots, summary_slots=...)`` sits in front of one endpoint
   the oldest waiting summary once a reply takes the slot it waited for (else never run).
 
 Waiting is not part of ``LLM_TIMEOUT`` (``SUMMARY_TIMEOUT`` includes it). ``OfflineLLM`` gates
-summaries alike; ``bot.channels.quota`` puts a one-slot gate per limited account first (0005).
+summaries alike; ``bot.channels.quota`` admits a call on a limited account before it waits here.
 """
 
 from __future__ import annotations

@@ -311,6 +311,16 @@ class AttachmentSettings(Section):
     attachment_timeout: float = Field(default=15.0, gt=0, le=600, description=(
         "Seconds one attachment may take to download and read; a reply waits at most this "
         "long for its message's files."))
+    attachment_cpu_seconds: int = Field(default=10, ge=1, le=600, description=(
+        "CPU seconds reading one file (its text, a PDF's text, an image's size) may use; the "
+        "worker process reading it is killed at this limit, and at ATTACHMENT_TIMEOUT seconds "
+        "of wall-clock time, and the file is noted as unreadable."))
+    attachment_memory_mb: int = Field(default=512, ge=128, le=65_536, description=(
+        "Memory (address space, MiB) of a worker process reading files; a file needing more "
+        "is noted as unreadable."))
+    attachment_workers: int = Field(default=2, ge=1, le=32, description=(
+        "Worker processes that read files, started when the first file arrives; more files "
+        "wait for a free one. The bot's own process never parses a file."))
     vision: Literal["auto", "on", "off"] = Field(default="auto", description=(
         "Send images to the model: auto (models known to accept images: gpt-4o, gpt-4.1 and "
         "VISION_MODELS), on or off. Without it an image is noted with its size."))

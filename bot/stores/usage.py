@@ -4,31 +4,68 @@ Usage is counted per UTC day and ``UsageKey`` (a user of a server, or the server
 ``user == SERVER``); ``add_tokens`` is an atomic increment, so replicas sharing one database
 count together. Each count is also kept per *kind* (what the tokens were spent on, a short
 name the application chooses); the total is what limits apply to.
+
+A limited call is admitted by a *reservation* of its largest cost (``reserve_tokens``): one
+transaction reclaims the account's expired reservations, checks each limit against the
+settled count plus what is already reserved, and adds the reservation to ``reserved`` (and
+a row per account to ``token_reservations``, with an expiry). ``settle_tokens`` replaces it
+by what the call used. So the counts plus the reservations never pass a limit, whatever
+the number of callers and replicas (``bot.stores.reservations`` holds the statements).
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from bot.stores.reservations import (
+    EXPIRY_INDEX,
+    Account,
+    Plan,
+    Refused,
+    reserve,
+    run_postgres,
+    run_sqlite,
+    settle,
+)
 from bot.stores.schema import Ladder, Step
 from bot.stores.settings import SERVER
 from bot.stores.sql import numbered
 from memory.stores.sqlite.store import SqliteStore
 from memory.stores.sqlite.writer import WriteTx
 
-__all__ = ["LADDER", "PostgresUsage", "SqliteUsage", "UsageKey", "UsageStore"]
+__all__ = ["LADDER", "PostgresUsage", "Refusal", "SqliteUsage", "UsageKey", "UsageStore"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, order=True)
 class UsageKey:
-    """Whose tokens: ``user`` of (``platform``, ``workspace``), or the server (``SERVER``)."""
+    """Whose tokens: ``user`` of (``platform``, ``workspace``), or the server (``SERVER``).
+    Ordered, so that transactions touching several accounts lock them in one order."""
 
     platform: str
     workspace: str
     user: str = SERVER
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a reservation was refused: ``account`` has no room. ``full``: its settled count
+    alone leaves none (the call cannot run today); otherwise reservations of calls still
+    running are in the way, and it may fit once they settle."""
+
+    account: UsageKey
+    full: bool
+
+    @classmethod
+    def of(cls, refused: Refused | None) -> Refusal | None:
+        """From what ``bot.stores.reservations`` returns."""
+        if refused is None:
+            return None
+        account, full = refused
+        assert isinstance(account, UsageKey)
+        return cls(account, full)
 
 
 class UsageStore(Protocol):
@@ -51,6 +88,21 @@ class UsageStore(Protocol):
 
     async def claim_quota_notice(self, day: str, account: UsageKey) -> bool:
         """True once per account and day: the caller tells the person they are over."""
+        ...
+
+    async def reserve_tokens(self, day: str, limits: Mapping[UsageKey, int], tokens: int, *,
+                             rid: str, now: float, expires_at: float) -> Refusal | None:
+        """Reserve ``tokens`` on every account of ``limits`` for ``day``, or on none: None
+        when each account's count plus its reservations plus ``tokens`` stays within its
+        limit, else the ``Refusal`` of the first account that has no room. One transaction,
+        which first reclaims the accounts' reservations expired at ``now``. Reserving the
+        same ``rid`` again (a retry after a lost answer) admits without a second hold."""
+        ...
+
+    async def settle_tokens(self, rid: str, day: str, accounts: Sequence[UsageKey],
+                            tokens: int, *, kind: str = "") -> None:
+        """End reservation ``rid`` (released where it still holds) and count the
+        ``tokens`` the call used on each of ``accounts`` for ``day``, in one transaction."""
         ...
 
 
@@ -93,6 +145,30 @@ LADDER = Ladder("usage", (
         """,
         marker=("token_usage_kinds", "kind"),
     ),
+    # Reservations: a limited call's largest cost held until it is settled (or expires).
+    Step(
+        sqlite=f"""
+        ALTER TABLE token_usage ADD COLUMN reserved INTEGER NOT NULL DEFAULT 0;
+        CREATE TABLE IF NOT EXISTS token_reservations (
+            id TEXT NOT NULL, day TEXT NOT NULL, platform TEXT NOT NULL,
+            workspace TEXT NOT NULL, user_id TEXT NOT NULL, tokens INTEGER NOT NULL,
+            expires_at REAL NOT NULL,
+            PRIMARY KEY (id, platform, workspace, user_id)
+        ) WITHOUT ROWID;
+        {EXPIRY_INDEX}
+        """,
+        postgres=f"""
+        ALTER TABLE token_usage ADD COLUMN IF NOT EXISTS reserved bigint NOT NULL DEFAULT 0;
+        CREATE TABLE IF NOT EXISTS token_reservations (
+            id text NOT NULL, day text NOT NULL, platform text NOT NULL,
+            workspace text NOT NULL, user_id text NOT NULL, tokens bigint NOT NULL,
+            expires_at double precision NOT NULL,
+            PRIMARY KEY (id, platform, workspace, user_id)
+        );
+        {EXPIRY_INDEX}
+        """,
+        marker=("token_reservations", "expires_at"),
+    ),
 ))
 
 ADD = (
@@ -123,6 +199,10 @@ _PG_BY_KIND = (
     f"SELECT platform, workspace, user_id, kind, tokens FROM token_usage_kinds {_PG_ACCOUNTS} "
     "ORDER BY kind"
 )
+
+
+def _limits(limits: Mapping[UsageKey, int]) -> dict[Account, int]:
+    return {account: limit for account, limit in limits.items()}
 
 
 def _rows(day: str, accounts: Sequence[UsageKey], tokens: int) -> list[tuple[Any, ...]]:
@@ -188,6 +268,20 @@ class SqliteUsage:
         """See ``UsageStore.claim_quota_notice``."""
         return await self.db.write(_claim_notice, day, account)
 
+    async def reserve_tokens(self, day: str, limits: Mapping[UsageKey, int], tokens: int, *,
+                             rid: str, now: float, expires_at: float) -> Refusal | None:
+        """See ``UsageStore.reserve_tokens``."""
+        plan = Plan(rid, day, _limits(limits), tokens, now, expires_at)
+        if (early := plan.too_big()) is not None:
+            return Refusal.of(early)
+        return Refusal.of(await self.db.write(lambda tx: run_sqlite(tx.conn, reserve(plan))))
+
+    async def settle_tokens(self, rid: str, day: str, accounts: Sequence[UsageKey],
+                            tokens: int, *, kind: str = "") -> None:
+        """See ``UsageStore.settle_tokens``."""
+        await self.db.write(lambda tx: run_sqlite(
+            tx.conn, settle(rid, day, tuple(accounts), tokens, kind)))
+
 
 # ---------------------------------------------------------------------------- PostgreSQL
 
@@ -208,7 +302,7 @@ class PostgresUsage:
         """See ``UsageStore.add_tokens``."""
         if tokens <= 0 or not accounts:
             return
-        rows = _rows(day, accounts, tokens)
+        rows = _rows(day, sorted(accounts), tokens)  # rows locked in one order (reservations)
 
         async def run(conn: Any) -> None:
             await conn.executemany(numbered(ADD), rows)
@@ -238,3 +332,17 @@ class PostgresUsage:
         """See ``UsageStore.claim_quota_notice``."""
         return bool(await self.db.fetch(numbered(CLAIM_NOTICE), day, account.platform,
                                         account.workspace, account.user))
+
+    async def reserve_tokens(self, day: str, limits: Mapping[UsageKey, int], tokens: int, *,
+                             rid: str, now: float, expires_at: float) -> Refusal | None:
+        """See ``UsageStore.reserve_tokens``."""
+        plan = Plan(rid, day, _limits(limits), tokens, now, expires_at)
+        if (early := plan.too_big()) is not None:
+            return Refusal.of(early)
+        return Refusal.of(await self.db.tx(lambda conn: run_postgres(conn, reserve(plan))))
+
+    async def settle_tokens(self, rid: str, day: str, accounts: Sequence[UsageKey],
+                            tokens: int, *, kind: str = "") -> None:
+        """See ``UsageStore.settle_tokens``."""
+        await self.db.tx(lambda conn: run_postgres(
+            conn, settle(rid, day, tuple(accounts), tokens, kind)))

@@ -43,10 +43,11 @@ import yarl
 from aiohttp import WSMsgType, web
 
 from tests.fakes.file_host import FileHost
+from tests.harness.deadlines import scaled
 
 __all__ = [
-    "FakeDiscord", "Request", "World", "interaction_payload", "message", "thread_from_message",
-    "user",
+    "FakeDiscord", "Request", "World", "interaction_payload", "message", "resolve_permissions",
+    "thread_from_message", "user",
 ]
 
 JSON = dict[str, Any]
@@ -61,6 +62,7 @@ MANAGE_MESSAGES = 1 << 13
 EMBED_LINKS = 1 << 14
 ATTACH_FILES = 1 << 15
 READ_MESSAGE_HISTORY = 1 << 16
+ADMINISTRATOR = 1 << 3
 USE_APPLICATION_COMMANDS = 1 << 31
 SEND_MESSAGES_IN_THREADS = 1 << 38
 NONCE_SECONDS = 300.0  # Discord: "the past few minutes" for an enforced nonce
@@ -92,10 +94,11 @@ def member(u: JSON, *, roles: Iterable[int] = (), nick: str | None = None) -> JS
 
 @dataclass
 class World:
-    """The fixed little Discord the fake serves: one server with two text channels (one
-    where @everyone may not send), a public thread and a private thread (type 12, Alice and
-    the bot its members, not Bob) under #general, a moderator role, the bot's managed role,
-    two people, another bot, and a DM channel with Alice. Ids are 18 digits like real ones
+    """The fixed little Discord the fake serves: one server with three text channels (one
+    where @everyone may not send; #lobby, where the Newcomers role may not read the
+    history), a public thread and a private thread (type 12, Alice and the bot its members,
+    not Bob) under #general, a moderator role, the bot's managed role, three people (Carol
+    a newcomer), another bot, and a DM channel with Alice. Ids are 18 digits like real ones
     (discord.py only parses mentions of 15-20 digit ids)."""
 
     bot_id: int = 100_000_000_000_000_001
@@ -106,14 +109,18 @@ class World:
     readonly: int = 200_000_000_000_000_002
     thread: int = 200_000_000_000_000_003
     private_thread: int = 200_000_000_000_000_004
+    lobby: int = 200_000_000_000_000_005
     mod_role: int = 210_000_000_000_000_000
     bot_role: int = 210_000_000_000_000_001
+    newcomer_role: int = 210_000_000_000_000_002
     alice: JSON = field(
         default_factory=lambda: user(300_000_000_000_000_001, "alice", global_name="Alice"))
     bob: JSON = field(
         default_factory=lambda: user(300_000_000_000_000_002, "bob", global_name="Bob"))
     other_bot: JSON = field(
         default_factory=lambda: user(300_000_000_000_000_003, "otherbot", bot=True))
+    carol: JSON = field(
+        default_factory=lambda: user(300_000_000_000_000_004, "carol", global_name="Carol"))
     dm_channel: int = 400_000_000_000_000_001
 
     @property
@@ -122,9 +129,32 @@ class World:
         return user(self.bot_id, self.bot_name, bot=True)
 
     def member_of(self, u: JSON) -> JSON:
-        """The member object of ``u`` in the guild (Bob is a moderator)."""
-        roles = {self.bob["id"]: [self.mod_role], str(self.bot_id): [self.bot_role]}
+        """The member object of ``u`` in the guild (Bob is a moderator, Carol a newcomer)."""
+        roles = {self.bob["id"]: [self.mod_role], str(self.bot_id): [self.bot_role],
+                 self.carol["id"]: [self.newcomer_role]}
         return member(u, roles=roles.get(u["id"], []))
+
+    def roles(self) -> list[JSON]:
+        """The guild's roles, @everyone first."""
+        g = self.guild_id
+        return [
+            _role(g, "@everyone", EVERYONE_PERMISSIONS, 0),
+            _role(self.mod_role, "Moderators", MANAGE_MESSAGES, 1),
+            _role(self.bot_role, self.bot_name, 0, 2, tags={"bot_id": str(self.bot_id)}),
+            _role(self.newcomer_role, "Newcomers", 0, 3),
+        ]
+
+    def overwrites(self, channel_id: int) -> list[JSON]:
+        """The permission overwrites of a text channel (a thread: its parent's)."""
+        if channel_id in (self.thread, self.private_thread):
+            channel_id = self.general
+        if channel_id == self.readonly:
+            return [{"id": str(self.guild_id), "type": 0, "allow": "0",
+                     "deny": str(SEND_MESSAGES)}]
+        if channel_id == self.lobby:
+            return [{"id": str(self.newcomer_role), "type": 0, "allow": "0",
+                     "deny": str(READ_MESSAGE_HISTORY)}]
+        return []
 
     def channel_of(self, channel_id: int) -> int | None:
         """The guild a channel belongs to (``None`` for the DM channel)."""
@@ -139,22 +169,18 @@ class World:
         g = self.guild_id
         text = {"type": 0, "guild_id": str(g), "topic": None, "nsfw": False,
                 "parent_id": None, "rate_limit_per_user": 0, "last_message_id": None}
-        deny_send = [{"id": str(g), "type": 0, "allow": "0", "deny": str(SEND_MESSAGES)}]
         return {
             "id": str(g), "name": "Test Server", "owner_id": self.alice["id"],
             "member_count": 4, "large": False, "unavailable": False, "features": [],
             "emojis": [], "stickers": [], "voice_states": [], "presences": [],
             "stage_instances": [], "guild_scheduled_events": [], "soundboard_sounds": [],
-            "roles": [
-                _role(g, "@everyone", EVERYONE_PERMISSIONS, 0),
-                _role(self.mod_role, "Moderators", MANAGE_MESSAGES, 1),
-                _role(self.bot_role, self.bot_name, 0, 2, tags={"bot_id": str(self.bot_id)}),
-            ],
+            "roles": self.roles(),
             "channels": [
-                text | {"id": str(self.general), "name": "general", "position": 0,
-                        "permission_overwrites": []},
-                text | {"id": str(self.readonly), "name": "announcements", "position": 1,
-                        "permission_overwrites": deny_send},
+                text | {"id": str(c), "name": name, "position": i,
+                        "permission_overwrites": self.overwrites(c)}
+                for i, (c, name) in enumerate([(self.general, "general"),
+                                               (self.readonly, "announcements"),
+                                               (self.lobby, "lobby")])
             ],
             "threads": [{
                 "id": str(self.thread), "guild_id": str(g), "parent_id": str(self.general),
@@ -171,9 +197,37 @@ class World:
                                     "archive_timestamp": iso_now(), "locked": False,
                                     "invitable": False},
             }],
-            "members": [self.member_of(u) for u in (self.alice, self.bob, self.other_bot,
-                                                      self.bot_user)],
+            "members": [self.member_of(u) for u in (self.alice, self.bob, self.carol,
+                                                      self.other_bot, self.bot_user)],
         }
+
+
+def resolve_permissions(world: World, channel_id: int, u: JSON) -> int:
+    """``u``'s permissions in a guild channel as Discord resolves them for an interaction's
+    ``member.permissions``: the owner has all; else @everyone's and the member's roles'
+    permissions OR'd (Administrator: all), then the channel's @everyone overwrite, the
+    roles' overwrites (denies, then allows) and the member's own; without View Channel,
+    none."""
+    if u["id"] == world.alice["id"]:  # the owner
+        return (1 << 53) - 1
+    roles = {int(r) for r in world.member_of(u)["roles"]}
+    base = 0
+    for role in world.roles():
+        if int(role["id"]) in roles | {world.guild_id}:
+            base |= int(role["permissions"])
+    if base & ADMINISTRATOR:
+        return (1 << 53) - 1
+    overwrites = {int(o["id"]): o for o in world.overwrites(channel_id)}
+    if (everyone := overwrites.get(world.guild_id)) is not None:
+        base = (base & ~int(everyone["deny"])) | int(everyone["allow"])
+    deny = allow = 0
+    for role_id in roles:
+        if (o := overwrites.get(role_id)) is not None and o["type"] == 0:
+            deny, allow = deny | int(o["deny"]), allow | int(o["allow"])
+    base = (base & ~deny) | allow
+    if (own := overwrites.get(int(u["id"]))) is not None and own["type"] == 1:
+        base = (base & ~int(own["deny"])) | int(own["allow"])
+    return base if base & VIEW_CHANNEL else 0
 
 
 def _role(role_id: int, name: str, permissions: int, position: int, **extra: Any) -> JSON:
@@ -229,10 +283,12 @@ def message(
 
 
 def interaction_payload(
-    world: World, name: str, *, invoker: JSON, channel_id: int, permissions: int,
+    world: World, name: str, *, invoker: JSON, channel_id: int, permissions: int | None,
     options: Mapping[str, Any] | None = None, locale: str = "en-US",
 ) -> JSON:
-    """An INTERACTION_CREATE payload for slash command ``name`` from a client in ``locale``."""
+    """An INTERACTION_CREATE payload for slash command ``name`` from a client in ``locale``;
+    ``permissions`` None: the invoker's, resolved from the world's roles and overwrites as
+    Discord does (``resolve_permissions``)."""
     guild_id = world.channel_of(channel_id)
     data: JSON = {
         "id": str(snowflake()), "application_id": str(world.app_id), "type": 2,
@@ -250,7 +306,10 @@ def interaction_payload(
         data["guild_locale"] = "en-US"
         data["context"] = 0
         data["channel"] = {"id": str(channel_id), "type": 0, "guild_id": str(guild_id),
-                           "name": "general", "position": 0, "permission_overwrites": []}
+                           "name": "general", "position": 0,
+                           "permission_overwrites": world.overwrites(channel_id)}
+        if permissions is None:
+            permissions = resolve_permissions(world, channel_id, invoker)
         data["member"] = world.member_of(invoker) | {"permissions": str(permissions)}
     else:
         data["context"] = 1
@@ -345,7 +404,7 @@ class FakeDiscord:
     async def wait_for(self, predicate: Callable[[FakeDiscord], Any], within: float = 10.0) -> Any:
         """Wait until ``predicate(self)`` is truthy (checked on every request and socket
         event) and return its value; ``TimeoutError`` after ``within`` seconds."""
-        async with asyncio.timeout(within), self._changed:
+        async with asyncio.timeout(scaled(within)), self._changed:
             while not (value := predicate(self)):
                 await self._changed.wait()
             return value
@@ -438,10 +497,11 @@ class FakeDiscord:
         return data
 
     async def interaction(self, name: str, *, invoker: JSON, channel_id: int,
-                          permissions: int = EVERYONE_PERMISSIONS,
+                          permissions: int | None = EVERYONE_PERMISSIONS,
                           options: Mapping[str, Any] | None = None,
                           locale: str = "en-US") -> JSON:
-        """Someone runs a slash command; the clients get INTERACTION_CREATE."""
+        """Someone runs a slash command; the clients get INTERACTION_CREATE (``permissions``
+        None: the invoker's, resolved as Discord does)."""
         data = interaction_payload(self.world, name, invoker=invoker, channel_id=channel_id,
                                    permissions=permissions, options=options, locale=locale)
         await self.dispatch("INTERACTION_CREATE", data)

@@ -25,6 +25,10 @@ makes a text about Rio close to one about Brazil), so paraphrase tests are contr
 ``embedding_delay`` (seconds) and ``embedding_error`` (an :class:`Error`, or ``Hang``)
 make the endpoint slow or failing; ``embedding_requests`` lists what it was asked.
 
+``refuse_image(data) -> bool`` makes it answer a request carrying an image whose decoded
+bytes it refuses with OpenAI's 400 for an image it cannot read (``refused`` lists those
+requests), before any script step is taken.
+
 ``python -m tests.fakes.openai_server --port 0`` prints its base URL as the first line of
 stdout and answers with :func:`default_responder` until SIGINT/SIGTERM.
 """
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import json
 import re
@@ -47,9 +52,12 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.harness.deadlines import scaled
+
 __all__ = [
     "EmptyChoices", "Error", "FakeOpenAI", "Hang", "Malformed", "Request", "Text",
-    "content_text", "context_length_error", "default_responder", "embedding", "image_parts",
+    "content_text", "context_length_error", "default_responder", "embedding", "image_bytes",
+    "image_parts",
     "is_summary_request", "rate_limited",
 ]  # fmt: skip
 
@@ -170,6 +178,12 @@ def image_parts(body: JSON) -> list[JSON]:
             for p in m["content"] if isinstance(p, dict) and p.get("type") == "image_url"]
 
 
+def image_bytes(part: JSON) -> bytes:
+    """The decoded bytes of an ``image_url`` part's data URL (b"" for another URL)."""
+    url = str((part.get("image_url") or {}).get("url", ""))
+    return base64.b64decode(url.split(",", 1)[1]) if url.startswith("data:") else b""
+
+
 _DATA_URL = re.compile(r"data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/]+=*\Z")
 
 
@@ -262,6 +276,8 @@ class FakeOpenAI:
         self.concepts = dict(concepts or {})
         self.embedding_delay = 0.0
         self.embedding_error: Error | Hang | None = None
+        self.refuse_image: Callable[[bytes], bool] | None = None
+        self.refused: list[Request] = []
 
     @property
     def chat_requests(self) -> list[Request]:
@@ -337,7 +353,7 @@ class FakeOpenAI:
 
     async def wait_for(self, done: Callable[[FakeOpenAI], bool], within: float = 10.0) -> None:
         """Wait until ``done(self)`` holds, checked as each request arrives."""
-        async with asyncio.timeout(within), self._arrived:
+        async with asyncio.timeout(scaled(within)), self._arrived:
             await self._arrived.wait_for(lambda: done(self))
 
     async def _models(self, request: web.Request) -> web.Response:
@@ -402,6 +418,13 @@ class FakeOpenAI:
         body = seen.json or {}
         if (wrong := part_error(body)) is not None:  # as OpenAI answers a malformed part
             err = {"error": {"message": wrong, "type": "invalid_request_error"}}
+            return web.json_response(err, status=400)
+        if self.refuse_image is not None and any(
+                self.refuse_image(image_bytes(p)) for p in image_parts(body)):
+            self.refused.append(seen)
+            err = {"error": {"message": "You uploaded an unsupported image. Please make sure "
+                             "your image is valid.", "type": "invalid_request_error",
+                             "param": None, "code": "invalid_image_format"}}
             return web.json_response(err, status=400)
         if self._script:
             step = self._script.popleft()

@@ -7,7 +7,9 @@ app over the wire:
   ``chat.postMessage``, ``chat.update``, ``chat.delete``, ``chat.postEphemeral``,
   ``users.info``, ``conversations.info``, ``conversations.history``,
   ``conversations.replies`` (what :meth:`FakeSlack.post` put in a channel and what the
-  bot posted, paged by cursor), ``chat.getPermalink`` and ``apps.connections.open`` like
+  bot posted, paged by cursor), ``conversations.members`` (``members``: a channel's member
+  ids when set, else everyone in the directory and the bot; paged by cursor),
+  ``chat.getPermalink`` and ``apps.connections.open`` like
   Slack does. The bot's messages keep their ``metadata`` (``chat.postMessage``, changed by
   ``chat.update``) and are read back with it only when ``include_all_metadata`` is set;
   ``chat.update`` and ``chat.delete`` change the stored message (see :meth:`bot_messages`),
@@ -43,6 +45,7 @@ from urllib.parse import parse_qsl
 from aiohttp import WSMsgType, web
 
 from tests.fakes.file_host import FileHost
+from tests.harness.deadlines import scaled
 
 __all__ = ["Answer", "Call", "FakeSlack", "api_error", "rate_limited"]
 
@@ -50,7 +53,7 @@ JSON = dict[str, Any]
 KNOWN = (
     "auth.test", "chat.postMessage", "chat.update", "chat.delete", "chat.postEphemeral",
     "users.info", "conversations.info", "apps.connections.open", "chat.getPermalink",
-    "conversations.history", "conversations.replies",
+    "conversations.history", "conversations.replies", "conversations.members",
 )  # fmt: skip
 
 
@@ -102,6 +105,7 @@ class FakeSlack:
             team_id, bot_user_id, bot_id, bot_name)  # fmt: skip
         self.users: dict[str, JSON] = {}
         self.channels: defaultdict[str, list[JSON]] = defaultdict(list)  # history, by channel
+        self.members: dict[str, list[str]] = {}  # member ids of the channels that say
         self.calls: list[Call] = []
         self.unexpected: list[Call] = []
         self.socket_received: list[JSON] = []
@@ -240,7 +244,7 @@ class FakeSlack:
 
     async def _wait(self, done: Callable[[], bool], within: float, what: str) -> None:
         try:
-            async with asyncio.timeout(within):
+            async with asyncio.timeout(scaled(within)):
                 async with self._changed:
                     await self._changed.wait_for(done)
         except TimeoutError:
@@ -351,6 +355,18 @@ class FakeSlack:
         return {"ok": True, "messages": [dict(m) for m in page], "has_more": bool(rest),
                 "response_metadata": {"next_cursor": f"next:{start + limit}" if rest else ""}}
 
+    def _members(self, p: JSON) -> JSON:
+        """A page of a conversation's member ids, as Slack pages them."""
+        channel = str(p.get("channel") or "")
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        every = self.members.get(channel, [*self.users, self.bot_user_id])
+        start = int(str(p.get("cursor") or "next:0").split(":")[1])
+        limit = int(p.get("limit") or 100)
+        page, rest = every[start:start + limit], every[start + limit:]
+        return {"ok": True, "members": page,
+                "response_metadata": {"next_cursor": f"next:{start + limit}" if rest else ""}}
+
     def _default(self, call: Call) -> JSON:
         p = call.params
         expected = self.app_token if call.method == "apps.connections.open" else self.bot_token
@@ -403,6 +419,8 @@ class FakeSlack:
                                             "is_im": cid.startswith("D"), "is_member": True}}
         if call.method in ("conversations.history", "conversations.replies"):
             return self._read(call.method, p)
+        if call.method == "conversations.members":
+            return self._members(p)
         if call.method == "chat.getPermalink":
             return permalink(p)
         if call.method == "apps.connections.open":

@@ -75,6 +75,10 @@ class Terminal:
         )
         self.child.logfile_read = self.log
 
+    def close(self) -> None:
+        """End the process if it still runs (SIGHUP, SIGINT, then SIGKILL) and wait for it."""
+        self.child.close(force=True)
+
     @property
     def transcript(self) -> str:
         """Everything printed so far, control sequences included."""

@@ -30,6 +30,7 @@ from bot.settings import Settings, load_settings
 from memory.models import ChannelKey
 from tests.fakes.discord_server import FakeDiscord, Request, World, message
 from tests.fakes.openai_server import FakeOpenAI
+from tests.harness.deadlines import scaled
 
 __all__ = [
     "GENERAL",
@@ -112,7 +113,7 @@ class Watch:
 
     async def until(self, check: Callable[[], Awaitable[bool]], within: float = 5.0) -> None:
         """Return once ``check()`` holds; ``TimeoutError`` after ``within`` seconds."""
-        async with asyncio.timeout(within), self._changed:
+        async with asyncio.timeout(scaled(within)), self._changed:
             while not await check():
                 await self._changed.wait()
 

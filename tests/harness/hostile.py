@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import io
+import re
 import struct
 import zipfile
 import zlib
@@ -16,7 +17,14 @@ from typing import Any
 
 from PIL import Image
 
-__all__ = ["Hostile", "hostile_files", "pdf", "pdf_with_text", "png", "raw_png"]
+__all__ = ["Hostile", "cpu_burning_pdf", "hostile_files", "pdf", "pdf_with_text", "png",
+           "raw_png", "untagged"]
+
+
+def untagged(text: str) -> str:
+    """``text`` with the random tags of its file fences left out (``[attachment: a.txt
+    #1f2e3d4c]`` reads ``[attachment: a.txt]``), for comparing stored turns."""
+    return re.sub(r" #[0-9a-f]{8}\]", "]", text)
 
 
 def png(width: int, height: int, color: tuple[int, int, int] = (200, 30, 30)) -> bytes:
@@ -67,6 +75,20 @@ def pdf_with_text(text: str) -> bytes:
     content = b"BT /F1 12 Tf 72 700 Td (" + text.encode("latin-1") + b") Tj ET"
     font = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
     return pdf([_CATALOG, _ONE_PAGE, page, _stream(content), font])
+
+
+def cpu_burning_pdf(pages: int = 200, stream_bytes: int = 2_000_000) -> bytes:
+    """A small PDF (about 36 KB) built to burn CPU: ``pages`` pages share one content stream
+    of ``stream_bytes`` bytes of empty text-showing operators, so reading its text parses
+    the whole stream once per page (seconds each) and finds no text to stop at."""
+    content = b"BT /F1 1 Tf " + b"() Tj 1 0 Td " * (stream_bytes // 13) + b"ET"
+    stream, font = 3 + pages, 4 + pages
+    kids = " ".join(f"{3 + i} 0 R" for i in range(pages)).encode()
+    page = (b"<< /Type /Page /Parent 2 0 R /Contents %d 0 R /MediaBox [0 0 612 792] "
+            b"/Resources << /Font << /F1 %d 0 R >> >> >>" % (stream, font))
+    return pdf([_CATALOG, b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, pages),
+                *[page] * pages, _stream(zlib.compress(content, 9), b"/Filter /FlateDecode"),
+                b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"])
 
 
 def _zip_bomb(nested: bool = False) -> bytes:

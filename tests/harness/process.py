@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tests.fakes.openai_server import FakeOpenAI, is_summary_request
 from tests.fakes.slack_api import FakeSlack
+from tests.harness.deadlines import scaled
 
 __all__ = ["ROOT", "BotProcess", "bot_process", "reply_requests", "slack_env", "slow_replies"]
 
@@ -47,7 +48,7 @@ class BotProcess:
     async def wait_log(self, pattern: str, within: float = 20.0) -> re.Match[str]:
         """The first log line matching ``pattern``; fails (with the log) if it never comes."""
         rx = re.compile(pattern)
-        deadline = time.monotonic() + within
+        deadline = time.monotonic() + scaled(within)
         while True:
             for line in self.lines:
                 if m := rx.search(line):
@@ -67,7 +68,7 @@ class BotProcess:
     async def wait(self, within: float) -> int:
         """The exit status; fails (with the log) if the process is still running."""
         try:
-            code = await asyncio.wait_for(self.proc.wait(), within)
+            code = await asyncio.wait_for(self.proc.wait(), scaled(within))
         except TimeoutError:
             self.proc.kill()
             await self.proc.wait()

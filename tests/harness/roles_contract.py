@@ -1,5 +1,5 @@
 """The contract of the storage roles that are not memory (``bot.stores``): settings and
-usage, digests, owed replies and the outbox, backfill marks.
+usage (and its reservations), digests, owed replies and the outbox, backfill marks.
 
 Use it by subclassing ``RolesContract`` and overriding ``make_storage``: an async factory
 that opens a new ``Storage`` on the *same* backing database each time it is called, from
@@ -18,6 +18,7 @@ from bot.stores import Storage
 from memory.models import ChannelKey, NewTurn
 from tests.harness.digest_contract import DigestContract
 from tests.harness.owed_contract import OwedContract
+from tests.harness.reservation_contract import ReservationContract
 from tests.harness.settings_contract import SettingsContract
 
 __all__ = ["MakeStorage", "RolesContract"]
@@ -54,7 +55,8 @@ class BackfillContract:
         assert await marks.newest_message_ids(A) == []  # reset: no turns left
 
 
-class RolesContract(SettingsContract, DigestContract, OwedContract, BackfillContract):
+class RolesContract(SettingsContract, ReservationContract, DigestContract, OwedContract,
+                    BackfillContract):
     """Every role of ``Storage`` but memory; subclasses override ``make_storage``."""
 
     @pytest.fixture

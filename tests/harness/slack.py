@@ -200,9 +200,12 @@ def environ(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def directory(fake: FakeSlack) -> None:
+    """The workspace's people (each a member of every channel unless a test says otherwise,
+    ``FakeSlack.members``); UCONF is no admin, but listed in ``SLACK_ADMIN_USER_IDS``."""
     fake.add_user("U1", "Alice")
     fake.add_user("U2", "Bob", is_admin=True)
     fake.add_user("U3", "Carol", is_owner=True)
+    fake.add_user("UCONF", "Conf")
 
 
 def web_client(settings: Settings, api_url: str) -> AsyncWebClient:

@@ -31,6 +31,7 @@ from pathlib import Path
 import aiohttp
 
 from tests.fakes.slack_api import FakeSlack
+from tests.harness.deadlines import scaled
 from tests.harness.slack import directory, event_body, mention, sign
 
 __all__ = ["Child", "CrashResult", "burst_run", "crash_run", "owed_drained", "percentile"]
@@ -110,12 +111,29 @@ class Child:
             env={**os.environ, "PYTHONPATH": str(ROOT), **self.env},
         )  # fmt: skip
         assert self.proc.stdout is not None
-        line = await asyncio.wait_for(self.proc.stdout.readline(), 60)
+        try:
+            line = await asyncio.wait_for(self.proc.stdout.readline(), scaled(60))
+        except BaseException:
+            await self.end()
+            raise
         if not line.startswith(b"READY "):
-            self.kill()
+            await self.end()
             raise AssertionError(f"the child did not start: {line!r}")
         self.url = line.decode().split()[1]
         return self.url
+
+    async def __aenter__(self) -> Child:
+        """Started; killed and waited on leaving, whatever happened."""
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.end()
+
+    async def end(self) -> None:
+        """Killed if still running, and waited."""
+        self.kill()
+        await self.wait()
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.returncode is None:
@@ -256,38 +274,41 @@ async def crash_run(
         for run in range(kills + 1):
             child = Child(db, fake.api_url, fake.app_token if socket_mode else None)
             url = await child.start()
-            if run < kills:  # a burst at ``rate``, backlog first, until the kill
-                deadline = time.monotonic() + rng.uniform(*kill_window)
-                order, sent_here, started = list(pending), 0, time.monotonic()
-                tasks: dict[int, asyncio.Task[bool]] = {}
-                while time.monotonic() < deadline:
-                    if order:
-                        i = order.pop(0)
-                    else:
-                        i, nxt = nxt, nxt + 1
-                    tasks[i] = deliver(i)
-                    sent_here += 1
-                    await asyncio.sleep(max(0.0, started + sent_here / rate - time.monotonic()))
-                child.kill()
-                result.kills += 1
-                await child.wait()
-                if acks is not None:
-                    await _socket_gone(fake)
-                    acks.fail_all()
-                await asyncio.gather(*tasks.values())
-                pending = order + [i for i, t in tasks.items() if not t.result()]
-            else:  # the last run is not killed: deliver until every event is in
-                for _ in range(10):
-                    if not pending:
-                        break
-                    done = await asyncio.gather(*(deliver(i) for i in pending))
-                    pending = [i for i, ok in zip(pending, done, strict=True) if not ok]
-                # Replies in flight finish, and the mentions a kill left unanswered are
-                # answered by the restarted process's sweep (bot.missed.owed): wait for the debts.
-                await asyncio.sleep(1.0)
-                result.owed_left = await owed_drained(db, within=90.0)
-                child.kill()
-            await child.wait()
+            try:
+                if run < kills:  # a burst at ``rate``, backlog first, until the kill
+                    deadline = time.monotonic() + rng.uniform(*kill_window)
+                    order, sent_here, started = list(pending), 0, time.monotonic()
+                    tasks: dict[int, asyncio.Task[bool]] = {}
+                    while time.monotonic() < deadline:
+                        if order:
+                            i = order.pop(0)
+                        else:
+                            i, nxt = nxt, nxt + 1
+                        tasks[i] = deliver(i)
+                        sent_here += 1
+                        await asyncio.sleep(max(0.0, started + sent_here / rate - time.monotonic()))
+                    child.kill()
+                    result.kills += 1
+                    await child.wait()
+                    if acks is not None:
+                        await _socket_gone(fake)
+                        acks.fail_all()
+                    await asyncio.gather(*tasks.values())
+                    pending = order + [i for i, t in tasks.items() if not t.result()]
+                else:  # the last run is not killed: deliver until every event is in
+                    for _ in range(10):
+                        if not pending:
+                            break
+                        done = await asyncio.gather(*(deliver(i) for i in pending))
+                        pending = [i for i, ok in zip(pending, done, strict=True) if not ok]
+                    # Replies in flight finish, and the mentions a kill left unanswered are
+                    # answered by the restarted process's sweep (bot.missed.owed): wait for
+                    # the debts.
+                    await asyncio.sleep(1.0)
+                    result.owed_left = await owed_drained(db, within=scaled(90.0))
+                    child.kill()
+            finally:
+                await child.end()
         if acks is not None:
             await acks.close()
         assert not pending, f"{len(pending)} events never acknowledged"
