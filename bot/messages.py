@@ -48,6 +48,10 @@ class IncomingMessage:
     route: str = ""  # what the adapter needs to answer it later (Slack: the thread's ts)
     # files shared with it, from the platform's event (bot.attachments reads them)
     attachments: tuple[Attachment, ...] = ()
+    # who may talk to the bot (bot.access): the author's role ids where the platform has
+    # roles (None: it has none), and the channel a thread is in
+    roles: tuple[str, ...] | None = None
+    parent: str = ""
     # another channel whose memory the reply may draw on (the one the person is viewing)
     viewing: Viewing | None = None
 

@@ -17,10 +17,10 @@ from bot.catchup.phrases import posix_locale
 from bot.commands.args import Usage
 from bot.commands.declare import Argument, Command, Permission, Registry
 from bot.commands.registry import COMMANDS
-from bot.conversation.outbox import Outbox, Post, digest_id
+from bot.conversation.outbox import Outbox, Post, answer_id, digest_id
 from bot.conversation.reply_flow import ReplyFlow
 from bot.conversation.service import ChatService
-from bot.errors import ConfigError, GistbotError, PlatformUnreachable, user_text
+from bot.errors import ConfigError, GistbotError, OutcomeUnknown, PlatformUnreachable, user_text
 from bot.messages import CommandResult, IncomingMessage, PendingReply, Viewing
 from bot.missed.sweep import answer_missed_mentions, stop_answering_missed
 from bot.ops.extras import Extra, require
@@ -36,9 +36,9 @@ __all__ = [
     "COMMANDS", "OPEN", "SHUTDOWN_APOLOGY", "Access", "Argument", "Attachment", "ChatService",
     "ChatSettings", "Command", "CommandResult", "ConfigError", "DiscordSettings", "Extra",
     "FileSource", "GistbotError", "IncomingMessage", "Launch", "Linker", "LiveLine", "Outbox",
-    "PendingReply", "Permission", "Platform", "PlatformUnreachable", "Post", "Registry",
-    "ReplyFlow",
-    "Settings", "SlackSettings", "Usage", "Viewing", "Where", "answer_missed_mentions",
-    "digest_id", "discord_link", "plain_links", "plural", "posix_locale", "refusal",
-    "reply_grace", "require", "stop_answering_missed", "user_text",
+    "OutcomeUnknown", "PendingReply", "Permission", "Platform", "PlatformUnreachable", "Post",
+    "Registry", "ReplyFlow", "Settings", "SlackSettings", "Usage", "Viewing", "Where",
+    "answer_id", "answer_missed_mentions", "digest_id", "discord_link", "plain_links",
+    "plural", "posix_locale", "refusal", "reply_grace", "require", "stop_answering_missed",
+    "user_text",
 ]

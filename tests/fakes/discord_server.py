@@ -19,9 +19,12 @@ newest first as Discord pages it; ``rate_limits`` makes the next reads answer 42
 and interaction callbacks and follow-ups. Every REST call is recorded (method, path, query,
 JSON body, files, arrival time) and created or edited messages are echoed over the gateway
 like Discord does. Unknown routes answer 404 and are kept in ``unexpected``; leaving ``async
-with`` fails on them. Tests drive it with ``send_message`` (``deliver=False``: only the
-history has it), ``edit_message``, ``delete_message`` and ``interaction``, and wait with
-``wait_for``.
+with`` fails on them. ``script`` is the fault switch (``tests.fakes.faults``): the next calls
+of any endpoint (named like ``POST /channels/{id}/messages``) can fail before they take
+effect, or take effect and then answer 500, reset the connection, hang, or answer 429; a
+scripted fault never used also fails leaving ``async with``. Tests drive it with
+``send_message`` (``deliver=False``: only the history has it), ``edit_message``,
+``delete_message`` and ``interaction``, and wait with ``wait_for``.
 
 The payload builders (``user``, ``guild_create``, ``message``…) are plain functions so unit
 tests can build the same objects without a server.
@@ -34,6 +37,7 @@ import itertools
 import json
 import secrets
 import time
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -42,11 +46,13 @@ from typing import Any
 import yarl
 from aiohttp import WSMsgType, web
 
+from tests.fakes.faults import Fault, cut
 from tests.fakes.file_host import FileHost
 from tests.harness.deadlines import scaled
 
 __all__ = [
-    "FakeDiscord", "Request", "World", "interaction_payload", "message", "resolve_permissions",
+    "FakeDiscord", "Request", "World", "endpoint", "interaction_payload", "message",
+    "resolve_permissions",
     "thread_from_message", "user",
 ]
 
@@ -308,6 +314,13 @@ def interaction_payload(
         data["channel"] = {"id": str(channel_id), "type": 0, "guild_id": str(guild_id),
                            "name": "general", "position": 0,
                            "permission_overwrites": world.overwrites(channel_id)}
+        if channel_id in (world.thread, world.private_thread):  # as Discord sends a thread
+            data["channel"] = {
+                "id": str(channel_id), "guild_id": str(guild_id), "name": "thread",
+                "type": 11 if channel_id == world.thread else 12,
+                "parent_id": str(world.general), "owner_id": world.alice["id"],
+                "thread_metadata": {"archived": False, "auto_archive_duration": 1440,
+                                    "archive_timestamp": iso_now(), "locked": False}}
         if permissions is None:
             permissions = resolve_permissions(world, channel_id, invoker)
         data["member"] = world.member_of(invoker) | {"permissions": str(permissions)}
@@ -316,6 +329,19 @@ def interaction_payload(
         data["channel"] = {"id": str(channel_id), "type": 1}
         data["user"] = invoker
     return data
+
+
+def endpoint(method: str, path: str) -> str:
+    """The name a call is scripted by: its method and path with ids and tokens as
+    placeholders (``PATCH /webhooks/{id}/{token}/messages/@original``)."""
+    parts = []
+    for part in path.strip("/").split("/"):
+        if part.isdigit():
+            part = "{id}"
+        elif part.startswith("itok-"):
+            part = "{token}"
+        parts.append(part)
+    return f"{method} /{'/'.join(parts)}"
 
 
 @dataclass(frozen=True)
@@ -350,6 +376,8 @@ class FakeDiscord:
         self.rate_limits = 0  # the next this many history reads answer 429 (retry_after)
         self.retry_after = 0.05
         self.accept_resume = False  # True: RESUME gets RESUMED; False: a new session
+        self._scripts: defaultdict[str, deque[Fault | None]] = defaultdict(deque)
+        self._closing = asyncio.Event()  # set on leaving: hung requests end
         self._sockets: list[web.WebSocketResponse] = []
         self._seq = 0
         self._changed = asyncio.Condition()
@@ -381,6 +409,11 @@ class FakeDiscord:
         self.files.base_url = f"http://127.0.0.1:{self.port}"
         return self
 
+    def script(self, name: str, *faults: Fault | None) -> None:
+        """Answer the next calls of endpoint ``name`` (see ``endpoint``) with ``faults``, in
+        order (None: a normal answer)."""
+        self._scripts[name].extend(faults)
+
     def attachment(self, name: str, data: bytes, content_type: str = "text/plain", *,
                    size: int | None = None, url: str | None = None, **how: Any) -> JSON:
         """An attachment object for ``send_message(attachments=[...])``, its file on the
@@ -392,12 +425,15 @@ class FakeDiscord:
 
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._closing.set()
         for ws in list(self._sockets):
             await ws.close()
         if self._runner is not None:
             await self._runner.cleanup()
         if exc is None:
             assert not self.unexpected, f"unexpected Discord API calls: {self.unexpected}"
+            left = {name: len(q) for name, q in self._scripts.items() if q}
+            assert not left, f"scripted faults never requested: {left}"
 
     # ------------------------------------------------------------------ waiting
 
@@ -569,10 +605,18 @@ class FakeDiscord:
             await self._notify()
             return web.Response(status=401, body=b'{"message": "401: Unauthorized", "code": 0}',
                                 headers={"Content-Type": "application/json"})
+        queue = self._scripts.get(endpoint(request.method, path))
+        fault = queue.popleft() if queue else None
+        if fault is Fault.RATE_LIMITED or fault is Fault.BEFORE:
+            await self._notify()
+            return self._fault_answer(fault)
         try:
             status, answer = await self._answer(seen)
         finally:
             await self._notify()
+        if fault is not None:  # it took effect; the answer is lost
+            return await cut(request, fault, self._closing) if fault.cuts else \
+                self._fault_answer(fault)
         if status == 404 and answer.get("code") != UNKNOWN_MEMBER:  # a non-member is no surprise
             self.unexpected.append(seen)
         if answer is None:
@@ -584,6 +628,16 @@ class FakeDiscord:
         # discord.py parses JSON only when the Content-Type is exactly application/json.
         return web.Response(status=status, body=json.dumps(answer).encode(),
                             headers={"Content-Type": "application/json"})
+
+    def _fault_answer(self, fault: Fault) -> web.Response:
+        if fault is Fault.RATE_LIMITED:  # discord.py trusts a 429 only from Discord's proxy
+            return web.Response(status=429, body=json.dumps({
+                "message": "You are being rate limited.", "global": False,
+                "retry_after": self.retry_after}).encode(), headers={
+                "Content-Type": "application/json", "Via": "1.1 google",
+                "Retry-After": str(self.retry_after), "X-RateLimit-Scope": "user"})
+        return web.Response(status=500, body=b'{"message": "500: Internal Server Error", '
+                            b'"code": 0}', headers={"Content-Type": "application/json"})
 
     async def _answer(self, r: Request) -> tuple[int, Any]:
         w = self.world
