@@ -27,6 +27,7 @@ from memory.errors import StoreUnavailableError
 from memory.models import ChannelKey, NewTurn, RecordResult
 from tests.fakes.openai_server import FakeOpenAI, Request, content_text, default_responder
 from tests.fakes.slack_api import Answer, FakeSlack, api_error, rate_limited
+from tests.harness.assistant import DM, DM_KEY, THREAD, asked, context_changed, started
 from tests.harness.slack import (
     PLACEHOLDER,
     TEAM,
@@ -41,29 +42,6 @@ from tests.harness.slack import (
     sign,
     web_client,
 )
-
-DM = "D1"
-THREAD = "1729999327.187299"
-DM_KEY = ChannelKey("slack", TEAM, DM)
-
-
-def started(channel: str = "C1", *, user: str = "U1") -> dict[str, Any]:
-    """``assistant_thread_started``: the person opened the assistant beside ``channel``."""
-    return {"type": "assistant_thread_started", "event_ts": "1729999327.187300",
-            "assistant_thread": {"user_id": user, "channel_id": DM, "thread_ts": THREAD,
-                                 "context": {"channel_id": channel, "team_id": TEAM,
-                                             "enterprise_id": None}}}
-
-
-def context_changed(channel: str, *, user: str = "U1") -> dict[str, Any]:
-    """``assistant_thread_context_changed``: the person now views ``channel``."""
-    event = started(channel, user=user)
-    return {**event, "type": "assistant_thread_context_changed"}
-
-
-def asked(text: str, ts: str, *, user: str = "U1") -> dict[str, Any]:
-    """A person's message in the assistant thread (a DM thread message event)."""
-    return mention(text, ts=ts, user=user, channel=DM, kind="message", thread_ts=THREAD)
 
 
 def said(text: str, ts: str, channel: str = "C1", user: str = "U2") -> dict[str, Any]:
