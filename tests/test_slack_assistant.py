@@ -357,3 +357,15 @@ async def test_the_viewed_channel_and_the_thread_share_the_budget(
         assert tok.count(viewed) > budget.context_tokens // 8  # the channel got its share
         assert len(messages) > 10  # and the thread's own conversation too
         assert used > budget.context_tokens // 2  # the budget was used, not left empty
+
+
+@pytest.mark.parametrize("env_extra", [{"BLOCKED_USERS": "U1"}, {"ALLOW_DMS": "false"}],
+                         ids=["blocked person", "no DMs"])
+async def test_a_person_the_access_lists_keep_out_sees_nothing(h: Harness) -> None:
+    assert await h.event(started(), event_id="EvStart") == 200
+    assert await h.event(asked("What did we decide?", "1729999400.000100"), event_id="EvQ1") == 200
+    await h.settle()
+    assert h.fake.bot_messages(DM) == []  # no greeting, no answer
+    for method in ("setSuggestedPrompts", "setStatus", "setTitle"):
+        assert h.fake.calls_to(f"assistant.threads.{method}") == [], method
+    assert h.llm.reply_calls == 0

@@ -46,7 +46,6 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.slack.access import SlackMember
 from adapters.slack.events import SlackEvents, Spawn
 from adapters.slack.outlet import SlackReplies
-from adapters.slack.text import readable
 from adapters.slack.users import BotIdentity, UserDirectory
 from adapters.slack.web import call
 from bot.platform import ChatSettings, PendingReply, Post, Viewing, refusal
@@ -216,13 +215,17 @@ class SlackAssistant:
             return BoltResponse(status=200, body="")
         return BoltResponse(status=503, body="not stored; deliver again")
 
-    async def started(self, payload: Json, set_suggested_prompts: AsyncSetSuggestedPrompts
-                      ) -> None:
+    async def started(self, body: Json, payload: Json,
+                      set_suggested_prompts: AsyncSetSuggestedPrompts) -> None:
         """``assistant_thread_started``: the greeting (carrying the context) and prompts."""
         thread: Json = payload.get("assistant_thread") or {}
         channel, thread_ts = str(thread.get("channel_id") or ""), str(thread.get("thread_ts") or "")
         context: Json = thread.get("context") or {}
         self.contexts.remember(channel, thread_ts, context)
+        team = str(body.get("team_id") or context.get("team_id") or "")
+        key, user = ChannelKey("slack", team, channel), str(thread.get("user_id") or "")
+        if not await self.events.service.admits(key, user, direct=True):
+            return  # the access lists keep this person out: nothing is shown
         await decorate(f"assistant.threads.setSuggestedPrompts in {channel}",
                        set_suggested_prompts(list(PROMPTS), title=PROMPTS_TITLE))
         if (channel, thread_ts) in self._greeted:  # Slack delivered the event again
@@ -250,6 +253,9 @@ class SlackAssistant:
         flow = self.events.flow.through(outlet)
 
         async def deliver(pending: PendingReply) -> None:
+            if thread not in self._titled:  # the first question answered names the thread
+                self._titled.keep(thread, True)
+                self.spawn(self._title(thread, pending.msg.text))
             await flow.deliver(pending)
             if not outlet.posted:  # an ephemeral notice, or nothing to say: only a post
                 await outlet.status("")  # in the thread clears the status by itself
@@ -257,9 +263,6 @@ class SlackAssistant:
         stored = await self.events.receive(body, self.spawn, viewing=viewing, deliver=deliver)
         if not stored:
             return BoltResponse(status=503, body="not stored; deliver again")
-        if thread not in self._titled:
-            self._titled.keep(thread, True)
-            self.spawn(self._title(thread, str(payload.get("text") or "")))
         return None
 
     async def _viewing(self, team: str, user: str,
@@ -278,7 +281,7 @@ class SlackAssistant:
 
     async def _title(self, thread: Thread, text: str) -> None:
         """The thread's title: its first question, cut short."""
-        title = " ".join(readable(text, self.users.known()).split())
+        title = " ".join(text.split())
         if len(title) > TITLE_CHARS:
             title = title[:TITLE_CHARS - 1].rstrip() + "…"
         if title:
