@@ -10,6 +10,7 @@ and a change behind it does not reach into three adapter packages.
 
 from __future__ import annotations
 
+from bot.access import Verdict
 from bot.attachments import Attachment, FileSource
 from bot.catchup.citations import Linker, discord_link, plain_links
 from bot.catchup.command import Where
@@ -37,7 +38,7 @@ __all__ = [
     "ChatSettings", "Command", "CommandResult", "ConfigError", "DiscordSettings", "Extra",
     "FileSource", "GistbotError", "IncomingMessage", "Launch", "Linker", "LiveLine", "Outbox",
     "OutcomeUnknown", "PendingReply", "Permission", "Platform", "PlatformUnreachable", "Post",
-    "Registry", "ReplyFlow", "Settings", "SlackSettings", "Usage", "Viewing", "Where",
+    "Registry", "ReplyFlow", "Settings", "SlackSettings", "Usage", "Verdict", "Viewing", "Where",
     "answer_id", "answer_missed_mentions", "digest_id", "discord_link", "plain_links",
     "plural", "posix_locale", "refusal", "reply_grace", "require", "stop_answering_missed",
     "user_text",

@@ -48,7 +48,7 @@ from adapters.slack.events import SlackEvents, Spawn
 from adapters.slack.outlet import SlackReplies
 from adapters.slack.users import BotIdentity, UserDirectory
 from adapters.slack.web import call
-from bot.platform import ChatSettings, PendingReply, Post, Viewing, refusal
+from bot.platform import ChatSettings, PendingReply, Post, Verdict, Viewing, refusal
 from memory.models import ChannelKey
 
 __all__ = [
@@ -224,8 +224,11 @@ class SlackAssistant:
         self.contexts.remember(channel, thread_ts, context)
         team = str(body.get("team_id") or context.get("team_id") or "")
         key, user = ChannelKey("slack", team, channel), str(thread.get("user_id") or "")
-        if not await self.events.service.admits(key, user, direct=True):
-            return  # the access lists keep this person out: nothing is shown
+        service = self.events.service  # the access lists, with this DM's server's own
+        lists = (await service.channels.get(key)).access
+        if service.access.verdict(key, user, None, direct=True,
+                                  server=lists) is not Verdict.ADMITTED:
+            return  # kept out: nothing is shown
         await decorate(f"assistant.threads.setSuggestedPrompts in {channel}",
                        set_suggested_prompts(list(PROMPTS), title=PROMPTS_TITLE))
         if (channel, thread_ts) in self._greeted:  # Slack delivered the event again

@@ -213,13 +213,6 @@ class ChatService:
         return Received(Outcome.RECORDED, self._pending(
             msg, Outcome.RECORDED, self._composer(msg, result.turn.seq, settings)))
 
-    async def admits(self, key: ChannelKey, author_id: str, *, direct: bool) -> bool:
-        """Whether the access lists let ``author_id`` talk to the bot in ``key``, for what a
-        platform shows before anyone writes (Slack's assistant greeting and prompts)."""
-        settings = await self.channels.get(key)
-        return self.access.verdict(key, author_id, None, direct=direct,
-                                   server=settings.access) is Verdict.ADMITTED
-
     def _admitted(self, msg: IncomingMessage, settings: ChannelSettings) -> bool | None:
         """The access lists on ``msg`` (``bot.access``; the server's own in ``settings``):
         True, may be answered; False, may be stored but never answered (a blocked person);
