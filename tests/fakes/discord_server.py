@@ -15,7 +15,9 @@ REST answers what the adapter uses: login, application info, the gateway URL and
 messages (create/edit/delete, JSON or multipart with files; an enforced ``nonce`` seen in the
 last few minutes returns the message created for it instead of creating one, as Discord
 does), channel history (``GET /channels/{id}/messages`` with ``after``/``before``/``limit``,
-newest first as Discord pages it; ``rate_limits`` makes the next reads answer 429), typing,
+newest first as Discord pages it; ``rate_limits`` makes the next reads answer 429), one
+message (``GET /channels/{id}/messages/{id}``: 404 Unknown Message when it is not there;
+``message_faults`` makes the next ones answer 429 or hang), typing,
 and interaction callbacks and follow-ups. Every REST call is recorded (method, path, query,
 JSON body, files, arrival time) and created or edited messages are echoed over the gateway
 like Discord does. Unknown routes answer 404 and are kept in ``unexpected``; leaving ``async
@@ -53,6 +55,7 @@ __all__ = [
 JSON = dict[str, Any]
 DISCORD_EPOCH_MS = 1_420_070_400_000
 UNKNOWN_MEMBER = 10007  # Discord's error code for "not a member"
+UNKNOWN_MESSAGE = 10008  # ... for a message that is not there (deleted, or never was)
 _counter = itertools.count(1)
 
 # Permission bits (https://discord.com/developers/docs/topics/permissions).
@@ -278,7 +281,9 @@ def message(
     if reply_to is not None:
         data["message_reference"] = {"message_id": reply_to["id"], "channel_id": str(channel_id),
                                      "type": 0}
-        data["referenced_message"] = reply_to
+        # Discord nests one level only: the referenced message without its own referenced one
+        data["referenced_message"] = {k: v for k, v in reply_to.items()
+                                      if k != "referenced_message"}
     return data
 
 
@@ -348,6 +353,9 @@ class FakeDiscord:
         self.messages: dict[int, JSON] = {}
         self._nonces: dict[tuple[str, str], tuple[int, float]] = {}  # enforced nonces
         self.rate_limits = 0  # the next this many history reads answer 429 (retry_after)
+        # how the next single-message reads (GET /channels/{id}/messages/{id}) fail, one
+        # entry each: "429" (rate limited, ``retry_after``) or "hang" (never answered)
+        self.message_faults: list[str] = []
         self.retry_after = 0.05
         self.accept_resume = False  # True: RESUME gets RESUMED; False: a new session
         self._sockets: list[web.WebSocketResponse] = []
@@ -573,7 +581,9 @@ class FakeDiscord:
             status, answer = await self._answer(seen)
         finally:
             await self._notify()
-        if status == 404 and answer.get("code") != UNKNOWN_MEMBER:  # a non-member is no surprise
+        # a non-member, or a message looked up that is gone, is no surprise
+        if status == 404 and answer.get("code") != UNKNOWN_MEMBER and not (
+                answer.get("code") == UNKNOWN_MESSAGE and reads_one_message(seen)):
             self.unexpected.append(seen)
         if answer is None:
             return web.Response(status=status)
@@ -616,6 +626,8 @@ class FakeDiscord:
                 return 200, await self._create(channel_id, r)
             if route == ("GET", "channels", parts[1], "messages"):
                 return self._history(channel_id, r.query)
+            if route == ("GET", "channels", parts[1], "messages", parts[-1]):
+                return await self._one_message(channel_id, int(parts[3]))
             if route == ("POST", "channels", parts[1], "messages", parts[3], "threads"):
                 return 201, thread_from_message(w, channel_id, int(parts[3]), r.json or {})
             if r.method == "PATCH" and parts[2] == "messages" and len(parts) == 4:
@@ -699,6 +711,21 @@ class FakeDiscord:
             found = found[-limit:]
         return 200, list(reversed(found))
 
+    async def _one_message(self, channel_id: int, message_id: int) -> tuple[int, Any]:
+        """Get Channel Message: the message (with the one it replies to, one level, as
+        Discord sends it), 404 Unknown Message when it is not there, or a ``message_faults``
+        entry's failure."""
+        fault = self.message_faults.pop(0) if self.message_faults else ""
+        if fault == "429":
+            return 429, {"message": "You are being rate limited.", "global": False,
+                         "retry_after": self.retry_after}
+        if fault == "hang":
+            await asyncio.Event().wait()  # answered never; the client gives up
+        found = self.messages.get(message_id)
+        if found is None or int(found["channel_id"]) != channel_id:
+            return 404, {"message": "Unknown Message", "code": UNKNOWN_MESSAGE}
+        return 200, found
+
     def _webhook_message(self, r: Request) -> JSON:
         body = r.json or {}
         data = message(self.world, 0, self.world.bot_user, body.get("content", ""))
@@ -706,6 +733,13 @@ class FakeDiscord:
         data["flags"] = body.get("flags", 0)
         data.pop("guild_id", None)
         return data
+
+
+def reads_one_message(r: Request) -> bool:
+    """Whether ``r`` reads one message (``GET /channels/{id}/messages/{id}``)."""
+    parts = r.path.strip("/").split("/")
+    return r.method == "GET" and len(parts) == 4 and parts[0] == "channels" \
+        and parts[2] == "messages"
 
 
 def thread_from_message(world: World, channel_id: int, message_id: int, body: JSON) -> JSON:
