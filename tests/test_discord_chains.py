@@ -16,7 +16,7 @@ from bot.conversation.chain import CHAIN_HEADING
 from bot.conversation.prompts import FENCE_CLOSE
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, content_text, is_summary_request
-from tests.harness.discord import W, make_settings, mention, posted, running
+from tests.harness.discord import W, has_turns, make_settings, mention, posted, running
 
 JSON = dict[str, Any]
 CONTEXT, REPLY = 2048, 256
@@ -116,6 +116,35 @@ async def test_a_chain_longer_than_its_share_is_cut_at_the_far_end_within_budget
         assert [line.split(": ", 1)[1] for line in shown] == [" ".join(t.split())
                                                               for t in nearest]
         assert prompt_tokens(rt, body) <= CONTEXT - REPLY
+
+
+async def test_links_past_discord_py_s_cache_come_from_storage_without_a_call(
+    tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI
+) -> None:
+    async with running(make_settings(tmp_path, discord_llm, **SMALL)) as (rt, client, watch):
+        chain = await side_discussion(discord_fake, SIDE)
+        await busy(discord_fake, 120)
+        await watch.until(lambda: has_turns(rt, len(SIDE) + 120))
+        client._connection._messages.clear()  # type: ignore[union-attr]  # a busy server's cache moved on
+        await discord_fake.send_message(W.general, W.bob, mention("so which bucket?"),
+                                        mentions=[W.bot_user], reply_to=chain[-1])
+        await posted(discord_fake, W.general)
+        (body,) = reply_requests(discord_llm)
+        assert [line.split(": ", 1)[1] for line in chain_shown(body)] == SIDE
+        assert single_reads(discord_fake) == []
+
+
+async def test_a_chain_never_leaves_its_channel(
+    tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI
+) -> None:
+    async with running(make_settings(tmp_path, discord_llm)) as (_, _, _):
+        elsewhere = await discord_fake.send_message(W.lobby, W.alice, SIDE[0], deliver=False)
+        await discord_fake.send_message(W.general, W.bob, mention("and this?"),
+                                        mentions=[W.bot_user], reply_to=elsewhere)
+        await posted(discord_fake, W.general)
+        (body,) = reply_requests(discord_llm)
+        assert chain_shown(body) == [] and SIDE[0] not in str(body)
+        assert discord_fake.calls("GET", f"/channels/{W.lobby}/messages/") == []
 
 
 async def test_a_link_in_neither_cache_nor_storage_is_fetched_once(

@@ -279,8 +279,8 @@ def message(
     if webhook_id is not None:
         data["webhook_id"] = str(webhook_id)
     if reply_to is not None:
-        data["message_reference"] = {"message_id": reply_to["id"], "channel_id": str(channel_id),
-                                     "type": 0}
+        data["message_reference"] = {"message_id": reply_to["id"], "type": 0,
+                                     "channel_id": reply_to.get("channel_id", str(channel_id))}
         # Discord nests one level only: the referenced message without its own referenced one
         data["referenced_message"] = {k: v for k, v in reply_to.items()
                                       if k != "referenced_message"}
