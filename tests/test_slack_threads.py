@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from adapters.slack import threads
 from bot.conversation.chain import CHAIN_HEADING
 from bot.conversation.prompts import FENCE_CLOSE
+from tests.fakes.slack_api import Answer, api_error, rate_limited
 from tests.harness.slack import FakeLLM, Harness, mention
 
 THREAD = [  # a side discussion in a thread, Alice and Bob in turn
@@ -53,3 +55,23 @@ async def test_a_mention_in_a_thread_of_a_busy_channel_gets_the_thread(
                                    for i, text in enumerate(THREAD)]
     verbatim = " ".join(str(m["content"]) for m in prompt[1:])
     assert THREAD[0] not in verbatim  # it had left the recent turns: only the chain has it
+
+
+@pytest.mark.parametrize("answer", [api_error("thread_not_found"), rate_limited(retry_after=30)],
+                         ids=["refused", "rate-limited"])
+async def test_a_thread_that_cannot_be_read_is_answered_without_it(
+    h: Harness, llm: FakeLLM, answer: Answer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(threads, "THREAD_WITHIN", 0.5)  # a 30 s Retry-After is too slow
+    parent = h.fake.post("C1", "U1", THREAD[0])
+    assert await h.event(mention(THREAD[0], ts=parent["ts"], kind="message")) == 200
+    h.fake.script("conversations.replies", answer)
+    ask = h.fake.post("C1", "U2", "<@UBOT> so which bucket?", thread_ts=parent["ts"])
+    assert await h.event(mention(ask["text"], ts=ask["ts"], user="U2",
+                                 thread_ts=parent["ts"]), event_id="Ev-ask") == 200
+    update = (await h.fake.wait_for("chat.update"))[0].params
+    await h.settle()
+    assert update["text"] == llm.default
+    (prompt,) = llm.prompts
+    assert chain_shown(prompt) == []
+    assert len(h.fake.calls_to("conversations.replies")) == 1
