@@ -98,6 +98,27 @@ async def test_a_reply_in_a_busy_channel_gets_its_whole_chain_in_order(
         assert prompt_tokens(rt, body) <= CONTEXT - REPLY
 
 
+async def test_a_reply_to_the_bot_gets_the_chain_through_the_bot_s_own_message(
+    tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI
+) -> None:
+    discord_llm.push("Reuse the falcon bucket.")
+    async with running(make_settings(tmp_path, discord_llm, **SMALL)) as (rt, client, watch):
+        await discord_fake.send_message(W.general, W.alice, mention(SIDE[0]),
+                                        mentions=[W.bot_user])
+        await posted(discord_fake, W.general)
+        (answer,) = [m for m in discord_fake.messages.values()
+                     if m["author"]["id"] == str(W.bot_id)]
+        await busy(discord_fake, 120)
+        await watch.until(lambda: has_turns(rt, 2 + 120))
+        await discord_fake.send_message(W.general, W.alice, "falcon is read-only though",
+                                        reply_to=answer)
+        await posted(discord_fake, W.general, 2)
+        shown = chain_shown(reply_requests(discord_llm)[-1])
+        assert shown == [f"- Alice: @gistbot {SIDE[0]}",
+                         "- gistbot (bot): Reuse the falcon bucket."]
+        assert single_reads(discord_fake) == []
+
+
 async def test_a_chain_longer_than_its_share_is_cut_at_the_far_end_within_budget(
     tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI
 ) -> None:

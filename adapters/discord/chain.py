@@ -5,7 +5,7 @@ another, and so on. ``ReplyChains.source`` gives the service a ``ChainSource`` t
 that chain when a reply is composed, nearest first, each link found the cheapest way:
 
 1. the message object discord.py already has: the reference's ``resolved`` message (Discord
-   sends it with the reply) or its ``cached_message``;
+   sends it with the reply), else the one in discord.py's message cache;
 2. the links this process has seen (``note``: every message's id and the id it replies
    to): the link is handed over by id, and the service reads its text from storage, where
    every recorded message is;
@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import discord
@@ -66,8 +67,10 @@ def _known(message: discord.Message) -> discord.Message | None:
 class ReplyChains:
     """Reads reply chains for one client (see the module docstring)."""
 
-    def __init__(self, *, depth: int = DEPTH, fetches: int = FETCHES,
+    def __init__(self, cached: Callable[[int], discord.Message | None] = lambda _: None, *,
+                 depth: int = DEPTH, fetches: int = FETCHES,
                  fetch_timeout: float = FETCH_TIMEOUT, links: int = LINKS) -> None:
+        self.cached = cached  # discord.py's message cache, by id
         self.depth = depth
         self.fetches = fetches
         self.fetch_timeout = fetch_timeout
@@ -99,8 +102,8 @@ class ReplyChains:
         parent_id = _reference(message)
         while parent_id is not None and len(links) < self.depth:
             found = _known(child) if child is not None else None
-            if found is not None and found.id != parent_id:
-                found = None
+            if found is None or found.id != parent_id:
+                found = self.cached(parent_id)
             seen = self._parents.get(parent_id)
             if found is None and seen is not None and not seen[1]:
                 # a person's message this process saw: storage has its text

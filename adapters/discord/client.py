@@ -80,7 +80,7 @@ class GistbotClient(discord.AutoShardedClient):
             discord_backfiller(self, service, history, backfill)
             if history is not None and backfill > 0 else None)
         register_outlet(self, service)  # scheduled digests post through this client
-        self.chains = ReplyChains()  # what a reply answers, back up the chain
+        self.chains = ReplyChains(self._cached)  # what a reply answers, up the chain
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -159,6 +159,10 @@ class GistbotClient(discord.AutoShardedClient):
             self.backfill.trigger(reason, on_shard(self, shard_id))
 
     # ------------------------------------------------------------------ messages
+
+    def _cached(self, message_id: int) -> discord.Message | None:
+        """The message with this id in discord.py's message cache, if it is there."""
+        return discord.utils.find(lambda m: m.id == message_id, reversed(self.cached_messages))
 
     def to_incoming(self, message: discord.Message) -> IncomingMessage | None:
         """The service's view of ``message``: not addressed where the bot may not answer."""
