@@ -102,7 +102,7 @@ async def test_a_reply_to_the_bot_gets_the_chain_through_the_bot_s_own_message(
     tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI
 ) -> None:
     discord_llm.push("Reuse the falcon bucket.")
-    async with running(make_settings(tmp_path, discord_llm, **SMALL)) as (rt, client, watch):
+    async with running(make_settings(tmp_path, discord_llm, **SMALL)) as (rt, _, watch):
         await discord_fake.send_message(W.general, W.alice, mention(SIDE[0]),
                                         mentions=[W.bot_user])
         await posted(discord_fake, W.general)
