@@ -69,4 +69,6 @@ HEALTHCHECK --interval=60s --timeout=15s --start-period=30s --retries=3 \
 # 30`, compose's stop_grace_period), then SIGKILLs.
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["tini", "-s", "--"]
+# With no platform token set there is no terminal to chat in: it stops at once with status 2
+# and one line naming DISCORD_TOKEN / SLACK_BOT_TOKEN (no silent restart loop).
 CMD ["gistbot", "run"]

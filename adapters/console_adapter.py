@@ -11,8 +11,9 @@ memory as on Discord or Slack; a line starting with a registry command
   Log records print above the prompt and the spinner (``bot.ops.logs.LiveLine``).
 - **Batch** (a file, a pipe or ``/dev/null``): one message per line in, one bare answer per
   line out (``\n`` and ``\\`` escaped), or JSON Lines with ``json_lines``; status 130 on
-  SIGINT. A daemon thread reads lines as they are wanted, so any stdin works and a blocked
-  read never holds the process open.
+  SIGINT. Lines between two :data:`FENCE` lines are one message (never a command); blank
+  lines outside are skipped and said on stderr. A daemon thread reads lines as they are
+  wanted, so any stdin works and a blocked read never holds the process open.
 
 SIGINT reaches :meth:`ConsoleChat.interrupt`; :data:`PLATFORM` (the ``console`` entry point)
 starts a chat for the command line.
@@ -51,6 +52,7 @@ from bot.platform import (
     ReplyFlow,
     Usage,
     Where,
+    plural,
     posix_locale,
     reply_grace,
 )
@@ -60,8 +62,8 @@ if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.history import History
 
-__all__ = ["CANCELLED", "PLATFORM", "QUIT_HINT", "ConsoleChat", "ConsoleContext", "console_key",
-           "history_path", "read_line", "serve"]
+__all__ = ["CANCELLED", "FENCE", "PLATFORM", "QUIT_HINT", "ConsoleChat", "ConsoleContext",
+           "console_key", "history_path", "read_line", "serve"]
 
 T = TypeVar("T")
 QUIT = "/quit — leave (Ctrl-D too)"
@@ -76,6 +78,7 @@ def banner_help(commands: Registry) -> str:
 
 
 CANCELLED = "cancelled"
+FENCE = '"""'  # batch mode: a line that is only this starts, then ends, a multi-line message
 QUIT_HINT = "(Ctrl-C again or Ctrl-D to quit)"
 INTERRUPTED_STATUS = 128 + 2  # SIGINT, as a shell reports it
 
@@ -127,6 +130,7 @@ class ConsoleChat:
         user: str | None = None,
         stdin: TextIO | None = None,
         stdout: TextIO | None = None,
+        stderr: TextIO | None = None,
         live: LiveLine | None = None,
         json_lines: bool = False,
         commands: Registry = COMMANDS,
@@ -137,6 +141,7 @@ class ConsoleChat:
         self.user = user or _username()
         self.stdin = stdin or sys.stdin
         self.stdout = stdout or sys.stdout
+        self.stderr = stderr or sys.stderr  # batch mode's notices (stdout holds only answers)
         self.live = live or LiveLine()
         self.interactive = _isatty(self.stdin) and _isatty(self.stdout)
         self.json_lines = json_lines  # batch mode: JSON Lines instead of bare answers
@@ -245,25 +250,35 @@ class ConsoleChat:
             name="console-stdin",
         )
         reader.start()
-        while not stopping.done():
-            wanted.release()
-            getting = asyncio.ensure_future(lines.get())
-            await asyncio.wait({getting, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            if not getting.done():
-                getting.cancel()
-                return
-            line = getting.result()
-            if line is None:
-                return
-            line = line.rstrip("\r\n")
-            self._line = line
-            if line.strip() and not await self._handle_until(line, stopping, grace):
-                return
+        read = _BatchInput()
+        try:
+            while not stopping.done():
+                wanted.release()
+                getting = asyncio.ensure_future(lines.get())
+                await asyncio.wait({getting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                if not getting.done():
+                    getting.cancel()
+                    return
+                line = getting.result()
+                message = read.end() if line is None else read.add(line.rstrip("\r\n"))
+                if message is not None:
+                    self._line, whole = message
+                    if not await self._handle_until(self._line, stopping, grace,
+                                                    message=whole):
+                        return
+                if line is None:
+                    return
+        finally:
+            for notice in read.notices():
+                with self.live.above():
+                    self.stderr.write(f"gistbot: {notice}\n")
+                    self.stderr.flush()
 
-    async def _handle_until(self, line: str, stopping: asyncio.Future[Any], grace: float) -> bool:
+    async def _handle_until(self, line: str, stopping: asyncio.Future[Any], grace: float,
+                            *, message: bool = False) -> bool:
         """``handle(line)``; once ``stopping``, it has ``grace`` seconds left to finish
         (none after SIGINT in batch mode). Ctrl-C cancels it (``interrupt``)."""
-        handling = self._inflight = asyncio.ensure_future(self.handle(line))
+        handling = self._inflight = asyncio.ensure_future(self.handle(line, message=message))
         try:
             await asyncio.wait({handling, stopping}, return_when=asyncio.FIRST_COMPLETED)
             if not handling.done():
@@ -283,10 +298,11 @@ class ConsoleChat:
             return not stopping.done()
         return handling.result() and not stopping.done()
 
-    async def handle(self, line: str) -> bool:
-        """Act on one input line; return False to stop."""
-        command = line.strip().lower()
-        read = read_line(line, self.commands)
+    async def handle(self, line: str, *, message: bool = False) -> bool:
+        """Act on one input line (``message``: a multi-line message, never a command);
+        return False to stop."""
+        command = "" if message else line.strip().lower()
+        read = None if message else read_line(line, self.commands)
         if read is not None:  # a command's arguments are read before anything else is done
             name, args = read
             self._print(args.text if isinstance(args, Usage) else await self._command(name, args))
@@ -340,6 +356,64 @@ class ConsoleChat:
             await asyncio.sleep(0.1)
 
 
+class _BatchInput:
+    """Batch mode's lines into messages: one a line; the lines between two :data:`FENCE`
+    lines as one (blank lines kept); blank lines outside skipped and noted."""
+
+    def __init__(self) -> None:
+        self.number = 0  # lines read
+        self.block: list[str] | None = None  # inside a fence: its lines so far
+        self.opened = 0  # the line number of the open fence
+        self.skipped: list[int] = []
+        self.unclosed = 0  # the fence left open at the end of input, if any
+
+    def add(self, line: str) -> tuple[str, bool] | None:
+        """The message ``line`` completes, if any: (text, whether it is a whole message)."""
+        self.number += 1
+        if self.block is not None:
+            if line.strip() != FENCE:
+                self.block.append(line)
+                return None
+            return self._close()
+        if line.strip() == FENCE:
+            self.block, self.opened = [], self.number
+            return None
+        if not line.strip():
+            self.skipped.append(self.number)
+            return None
+        return line, False
+
+    def end(self) -> tuple[str, bool] | None:
+        """End of input: a fence left open still sends what it holds (nothing is lost)."""
+        if self.block is None:
+            return None
+        self.unclosed = self.opened
+        return self._close()
+
+    def _close(self) -> tuple[str, bool] | None:
+        text = "\n".join(self.block or [])
+        self.block = None
+        if not text.strip():
+            self.skipped.append(self.opened)
+            return None
+        return text, True
+
+    def notices(self) -> list[str]:
+        """What the person should know about their input, for stderr."""
+        out = []
+        if self.skipped:
+            shown = ", ".join(map(str, self.skipped[:10])) + (", …" if len(self.skipped) > 10
+                                                              else "")
+            where = "line" if len(self.skipped) == 1 else "lines"
+            out.append(f"skipped {plural(len(self.skipped), 'blank line')} ({where} {shown}): "
+                       f"one message per line; put a message of several lines between two "
+                       f"lines of {FENCE}")
+        if self.unclosed:
+            out.append(f"the {FENCE} of line {self.unclosed} was never closed; what followed "
+                       "it was sent as one message")
+        return out
+
+
 class ConsoleContext:
     """A command at the terminal (``bot.commands.declare.Context``): the operator may do
     everything; there are no threads and no links."""
@@ -347,6 +421,8 @@ class ConsoleContext:
     def __init__(self, chat: ConsoleChat) -> None:
         self.service, self.commands = chat.service, chat.commands
         self.key, self.user_id, self.is_direct = chat.key, chat.user, False
+        self.roles: tuple[str, ...] | None = None
+        self.parent = ""
         self.locale = chat.locale
 
     async def user_name(self) -> str:

@@ -16,6 +16,7 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from bot.access import AccessRules
 from bot.attachments.describe import ImageDescriber
 from bot.attachments.intake import AttachmentIntake
 from bot.catchup.wiring import build_catchup
@@ -234,7 +235,8 @@ class Runtime:
             catchup = build_catchup(settings, budget, storage, model, tokenizer, quota)
             outbox = Outbox(storage.outbox)
             service = ChatService(memory, model, settings.chat, budget, owed=owed,
-                                  channels=channels, quota=quota, outbox=outbox, catchup=catchup)
+                                  channels=channels, quota=quota, outbox=outbox, catchup=catchup,
+                                  access=AccessRules(settings.access))
             service.attachments = AttachmentIntake(memory, settings.attachments)
             model_name = settings.llm.model_name
             if not model.is_offline and service.attachments.sees(model_name):

@@ -88,7 +88,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"gistbot {version()}")
     p.add_argument("--env-file", help="settings file to read (default: .env, if there)")
-    verbose = argparse.ArgumentParser(add_help=False)
+    # Also after the command (``gistbot doctor --env-file prod.env``): SUPPRESS keeps a
+    # subcommand that was not given it from resetting the value given before it.
+    env_file = argparse.ArgumentParser(add_help=False)
+    env_file.add_argument("--env-file", default=argparse.SUPPRESS,
+                          help="settings file to read (default: .env, if there)")
+    verbose = argparse.ArgumentParser(add_help=False, parents=[env_file])
     verbose.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                          help="console chat: show INFO log lines too (default: warnings only)")
     p.add_argument("-v", "--verbose", action="store_true", default=False,
@@ -104,19 +109,23 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--json", action="store_true",
                    help="with stdin not a terminal: answers as JSON Lines "
                    '({"input": …, "output": …}) instead of one bare line each')
-    sub.add_parser("channels", help="list the channels in memory with their counts")
-    s = sub.add_parser("summary", help="print a channel's summary and counts")
+    sub.add_parser("channels", parents=[env_file],
+                   help="list the channels in memory with their counts")
+    s = sub.add_parser("summary", parents=[env_file], help="print a channel's summary and counts")
     s.add_argument("--channel", required=True,
                    help="console channel name, or platform:workspace:channel")
-    e = sub.add_parser("export", help="write a channel's turns and summary as JSON Lines")
+    e = sub.add_parser("export", parents=[env_file],
+                       help="write a channel's messages and summary as JSON Lines")
     e.add_argument("--channel", required=True,
                    help="console channel name, or platform:workspace:channel")
     e.add_argument("--output", "-o", default="-", help="file to write (default: stdout)")
-    sub.add_parser("doctor", help="show the configuration (secrets masked) and test the "
-                   "LLM endpoint and the database")
-    m = sub.add_parser("migrate", help="apply the database schema (DATABASE_URL, or --url)")
+    sub.add_parser("doctor", parents=[env_file], help="show the configuration (secrets masked) "
+                   "and test the LLM endpoint and the database")
+    m = sub.add_parser("migrate", parents=[env_file],
+                       help="apply the database schema (DATABASE_URL, or --url)")
     m.add_argument("--url", help="database to migrate instead of DATABASE_URL")
-    cp = sub.add_parser("copy-db", help="copy all memory between databases (SQLite ⇄ PostgreSQL) "
+    cp = sub.add_parser("copy-db", parents=[env_file],
+                        help="copy all memory between databases (SQLite ⇄ PostgreSQL) "
                         "and verify counts and checksums")
     cp.add_argument("--from", dest="src", required=True, help="source database URL")
     cp.add_argument("--to", dest="dst", required=True, help="target database URL")
@@ -124,7 +133,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="continue an interrupted copy from the same source")
     cp.add_argument("--force", action="store_true",
                     help="replace channels in a non-empty target that differ from the source")
-    d = sub.add_parser("discord-invite", help="print the OAuth2 URL that adds the bot to a server")
+    d = sub.add_parser("discord-invite", parents=[env_file],
+                       help="print the OAuth2 URL that adds the bot to a server")
     d.add_argument("--application-id", required=True,
                    help="from the Developer Portal (General Information → Application ID)")
     return p
@@ -245,9 +255,9 @@ async def _channels(settings: Settings, out: TextIO) -> int:
         print(f"No channels in memory yet ({_where(settings)}).", file=sys.stderr)
         return 0
     width = max(len("CHANNEL"), *(len(r[0]) for r in rows))
-    out.write(f"{'CHANNEL':<{width}}  MESSAGES  SUMMARIZED  CARRIED  LONG-TERM\n")
-    for name, turns, folded, carried, facts in rows:
-        out.write(f"{name:<{width}}  {turns:>8}  {folded:>10}  {carried:>7}  {facts:>9}\n")
+    out.write(f"{'CHANNEL':<{width}}  MESSAGES  SUMMARIZED  KEPT  LONG-TERM\n")
+    for name, turns, folded, kept, facts in rows:
+        out.write(f"{name:<{width}}  {turns:>8}  {folded:>10}  {kept:>4}  {facts:>9}\n")
     out.flush()
     print(f"{plural(len(rows), 'channel')} in {_where(settings)}", file=sys.stderr)
     return len(rows)
@@ -333,7 +343,7 @@ async def _copy(src: str, dst: str, *, force: bool, resume: bool) -> None:
             await target.close()
     finally:
         await source.close()
-    print(f"copied {plural(report.copied_turns, 'turn')} in "
+    print(f"copied {plural(report.copied_turns, 'message')} in "
           f"{plural(report.channels, 'channel')} ({report.skipped_channels} already there); "
           "counts and checksums verified")
 
@@ -367,6 +377,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # closed, or replaced by something without a fd
+        return False
+
+
 def _env_file(given: str | None) -> str:
     """``--env-file``, which must exist when given; ``.env`` (read if it is there) when not."""
     if given is None:
@@ -376,8 +393,20 @@ def _env_file(given: str | None) -> str:
     return given
 
 
+NO_PLATFORM = (
+    "no platform configured and no terminal to chat in: set DISCORD_TOKEN for Discord, or "
+    "SLACK_BOT_TOKEN with SLACK_APP_TOKEN (Socket Mode) or SLACK_SIGNING_SECRET (HTTP mode) "
+    "for Slack, in the environment or .env (`gistbot doctor` checks them); "
+    "`gistbot console < FILE` answers a file"
+)
+
+
 def _dispatch(args: argparse.Namespace, command: str) -> int:
     settings = load_settings(env_file=args.env_file)
+    if command == "run" and not settings.adapters and not _isatty(sys.stdin):
+        # A container or a service with no tokens would otherwise chat with an empty stdin,
+        # exit 0 and be restarted, again and again, without a word.
+        raise ConfigError(NO_PLATFORM)
     if command in ("run", "console"):  # every part it will start, before starting any
         platforms = _extras(settings.adapters) if command == "run" else {}
         require(*needed(settings, platforms), configured=True)
@@ -400,7 +429,7 @@ def _dispatch(args: argparse.Namespace, command: str) -> int:
         else:
             with open(args.output, "w", encoding="utf-8") as fh:
                 n = asyncio.run(_export(settings, key, fh))
-        print(f"exported {plural(n, 'turn')} of {channel_spec(key)}", file=sys.stderr)
+        print(f"exported {plural(n, 'message')} of {channel_spec(key)}", file=sys.stderr)
     elif command == "doctor":
         from bot.ops.doctor import doctor
 

@@ -1,11 +1,10 @@
-"""gistbot's application errors, in one place.
-
-::
+"""gistbot's application errors, in one place::
 
     GistbotError (base: anything the bot raises on purpose)
     ├── ConfigError                a setting is missing or wrong; the message names the fix
     ├── PermissionDenied           the caller may not do this (e.g. ``/reset``)
     ├── PlatformUnreachable        Discord or Slack could not be reached at start
+    ├── OutcomeUnknown             a post, edit or delete may have taken effect: look it up
     ├── OverQuota                  refused before it started: a daily token limit is reached
     └── LLMError                   the language model call failed; nothing was stored
         ├── LLMTimeout             no answer within the timeout (after the SDK's retries)
@@ -13,6 +12,7 @@
         ├── LLMUnavailable         5xx or connection refused/reset (after retries)
         ├── LLMBadResponse         200 but unusable: malformed JSON, no choices, empty text
         ├── ContextLengthExceeded  the prompt is larger than the model's context window
+        ├── EndpointNotFound       404 from a base URL without its API version (``/v1``)
         ├── LLMInputRejected       400/413/415/422 otherwise: a part refused (an unreadable image)
         └── LLMAuthError           401/403: the key is wrong or lacks access
 
@@ -31,6 +31,7 @@ __all__ = [
     "OVER_QUOTA",
     "ConfigError",
     "ContextLengthExceeded",
+    "EndpointNotFound",
     "GistbotError",
     "LLMAuthError",
     "LLMBadResponse",
@@ -40,6 +41,7 @@ __all__ = [
     "LLMTimeout",
     "LLMUnavailable",
     "ModelNotServed",
+    "OutcomeUnknown",
     "OverQuota",
     "PermissionDenied",
     "PlatformUnreachable",
@@ -80,6 +82,15 @@ class PlatformUnreachable(GistbotError):
     """
 
     user_message = "I can't reach the chat platform right now."
+
+
+class OutcomeUnknown(GistbotError):
+    """A post, edit or delete was sent, but whether it took effect is unknown: the platform
+    answered 5xx, the connection was reset, or no answer came in time.
+
+    An outlet raises it instead of answering "failed", so the caller looks the effect up
+    by its outbox identity before doing it again (``bot.conversation.lookup``).
+    """
 
 
 OVER_QUOTA = (
@@ -140,6 +151,16 @@ class ContextLengthExceeded(LLMError):
     user_message = "That conversation is too long for my language model to read at once."
 
 
+class EndpointNotFound(LLMError):
+    """The server answers 404 for the API: ``OPENAI_BASE_URL`` lacks the ``/v1`` the
+    OpenAI-compatible servers (Ollama, vLLM, LM Studio, llama.cpp) serve it under."""
+
+    user_message = (
+        "My language model's address is wrong; an administrator needs to check "
+        "OPENAI_BASE_URL."
+    )
+
+
 class LLMInputRejected(LLMError):
     """The endpoint refused the request for something in it (HTTP 400, 413, 415 or 422 that
     is not about the context length), such as an image it cannot decode. Sent again
@@ -180,6 +201,10 @@ _CONTEXT_TEXT = re.compile(
 def is_context_length_error(code: object, message: str) -> bool:
     """Whether a provider's error code or message says the prompt exceeds the context."""
     return str(code) in _CONTEXT_CODES or bool(_CONTEXT_TEXT.search(message))
+
+
+# An API version in the base URL's path: /v1, /api/v1, /v1beta/openai, /openai/v1.
+_VERSIONED = re.compile(r"://[^/]+/(?:.*/)?v\d+[a-z0-9]*(?:/|$)", re.IGNORECASE)
 
 
 def _retry_after(headers: Mapping[str, str] | None) -> float | None:
@@ -246,6 +271,12 @@ def llm_error_from(exc: Exception) -> LLMError:
         return ContextLengthExceeded(f"the prompt exceeds the model's context ({detail})")
     if status is None or status >= 500:
         return LLMUnavailable(f"the model endpoint failed ({detail})")
+    base = _endpoint(exc)
+    if status == 404 and base.startswith(("http://", "https://")) and not _VERSIONED.search(base):
+        return EndpointNotFound(
+            f"the model endpoint {base} answers HTTP 404 (not found): OpenAI-compatible "
+            f"servers serve the API under /v1, so add it: OPENAI_BASE_URL={base}/v1"
+        )
     if status in (400, 413, 415, 422):
         return LLMInputRejected(f"the model endpoint rejected the request's input ({detail})")
     return LLMError(f"the model endpoint refused the request ({detail})")

@@ -55,6 +55,10 @@ class IncomingMessage:
     route: str = ""  # what the adapter needs to answer it later (Slack: the thread's ts)
     # files shared with it, from the platform's event (bot.attachments reads them)
     attachments: tuple[Attachment, ...] = ()
+    # who may talk to the bot (bot.access): the author's role ids where the platform has
+    # roles (None: it has none), and the channel a thread is in
+    roles: tuple[str, ...] | None = None
+    parent: str = ""
     # the reply chain it belongs to (bot.conversation.chain puts it into the prompt)
     chain: ChainSource | None = None
 

@@ -17,10 +17,10 @@ from bot.catchup.phrases import posix_locale
 from bot.commands.args import Usage
 from bot.commands.declare import Argument, Command, Permission, Registry
 from bot.commands.registry import COMMANDS
-from bot.conversation.outbox import Outbox, Post, digest_id
+from bot.conversation.outbox import Outbox, Post, answer_id, digest_id
 from bot.conversation.reply_flow import ReplyFlow
 from bot.conversation.service import ChatService
-from bot.errors import ConfigError, GistbotError, PlatformUnreachable, user_text
+from bot.errors import ConfigError, GistbotError, OutcomeUnknown, PlatformUnreachable, user_text
 from bot.messages import ChainLink, ChainSource, CommandResult, IncomingMessage
 from bot.missed.sweep import answer_missed_mentions, stop_answering_missed
 from bot.ops.extras import Extra, require
@@ -37,8 +37,8 @@ __all__ = [
     "ChainSource", "ChatService",
     "ChatSettings", "Command", "CommandResult", "ConfigError", "DiscordSettings", "Extra",
     "FileSource", "GistbotError", "IncomingMessage", "Launch", "Linker", "LiveLine", "Outbox",
-    "Permission", "Platform", "PlatformUnreachable", "Post", "Registry", "ReplyFlow",
-    "Settings", "SlackSettings", "Usage", "Where", "answer_missed_mentions", "digest_id",
-    "discord_link", "plain_links", "plural", "posix_locale", "reply_grace", "require",
-    "stop_answering_missed", "user_text",
+    "OutcomeUnknown", "Permission", "Platform", "PlatformUnreachable", "Post", "Registry",
+    "ReplyFlow", "Settings", "SlackSettings", "Usage", "Where", "answer_id",
+    "answer_missed_mentions", "digest_id", "discord_link", "plain_links", "plural",
+    "posix_locale", "reply_grace", "require", "stop_answering_missed", "user_text",
 ]

@@ -8,7 +8,7 @@ __all__ = ["plural"]
 def plural(count: int, noun: str, nouns: str | None = None) -> str:
     """``count`` with ``noun`` in the number it takes (``nouns`` when not just ``noun + s``).
 
-    The noun may be a phrase whose last word changes: ``plural(1, "carried fact")``.
+    The noun may be a phrase whose last word changes: ``plural(1, "kept identifier")``.
     """
     if count == 1:
         return f"{count} {noun}"

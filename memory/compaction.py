@@ -10,7 +10,10 @@ commit is atomic and conditional on the channel's version, so a ``/reset``, edit
 or another compaction in between voids the result; a failed, timed-out or rejected
 summary leaves the old state and is retried with exponential backoff; a summary whose
 model call was refused (``CallRefused``: the server is over its daily token limit) is
-not a failure and is tried again every ``retry_max`` seconds. The lease only
+not a failure and is tried again every ``retry_max`` seconds. Text that arrives for a
+turn after it was folded (its files read late: ``MemoryStore.amend``) is stored with the
+turn at once and queued; the next fold tells the summarizer that turn again
+(``late_turns``) and takes it off the queue in its commit. The lease only
 saves duplicate work: correctness rests on the conditional commit.
 """
 
@@ -43,11 +46,11 @@ from memory.models import (
 )
 from memory.store import LeaseStore, MemoryStore
 from memory.summarizer import Summarizer, SummaryResult
-from memory.window import WindowPolicy
+from memory.window import FOLD_TURN_OVERHEAD, WindowPolicy
 
 __all__ = [
-    "AGE_AFTER", "REPLIES_FIRST", "CompactionStore", "Compactor", "LeaseBusy", "RelatedFacts",
-    "Views",
+    "AGE_AFTER", "LATE_MARK", "REPLIES_FIRST", "CompactionStore", "Compactor", "LeaseBusy",
+    "RelatedFacts", "Views", "fold_cost", "late_turns",
 ]
 
 log = logging.getLogger(__name__)
@@ -381,13 +384,17 @@ class Compactor:
             n = len(pending) // 2
         if n == 0:
             return False
-        fold = pending[:n]
+        # Turns folded before their files were read come along again (``late_turns``),
+        # within the bound of one call's input.
+        late = late_turns(await self.store.amended(key), self.policy.max_fold_tokens // 2)
+        fold = _first_that_fit(pending[:n], self.policy.max_fold_tokens - fold_cost(late))
+        told = [*late, *fold]
         episode: NewEpisode | None = None
         new_facts: tuple[NewLongTermFact, ...] = ()
-        if any(t.text.strip() for t in fold):
+        if any(t.text.strip() for t in told):
             # Current facts that look related, so the model can mark one as replaced.
-            known = await self.facts.related_facts(key, fold)
-            result = await self.summarizer.summarize(state, fold, known_facts=known, key=key)
+            known = await self.facts.related_facts(key, told)
+            result = await self.summarizer.summarize(state, told, known_facts=known, key=key)
             text, facts = result.text, await self._stated_where(key, state, result)
             speakers = dict.fromkeys(t.author_name or t.author_id for t in fold)
             episode = NewEpisode(
@@ -413,16 +420,18 @@ class Compactor:
             now=self.clock(),
             episode=episode,
             channel_facts=new_facts,
+            amended=[t.seq for t in late],
         )
         self._tell("committed" if committed else "discarded")
         if committed:
             self.compactions += 1
             log.info(
-                "compacted %s: folded %s through seq %d (%s carried)",
+                "compacted %s: folded %s through seq %d (%s carried%s)",
                 key,
-                _count(n, "turn"),
+                _count(len(fold), "turn"),
                 fold[-1].seq,
                 _count(len(facts), "fact"),
+                f", {_count(len(late), 'earlier turn')} completed later" if late else "",
             )
         else:
             log.info("compaction of %s discarded: the channel changed meanwhile", key)
@@ -457,6 +466,34 @@ class Compactor:
                                        f"{context_for(fact.value, turn.text)}")
             out.append(fact)
         return tuple(out)
+
+
+LATE_MARK = "(an earlier message, completed after it was summarized) "
+"""Put before a late turn's text in a summary request, so the model adds what it brings
+instead of taking it for a message sent again."""
+
+
+def fold_cost(turns: Sequence[Turn]) -> int:
+    """Tokens ``turns`` take in a summary request (``max_fold_tokens`` counts them)."""
+    return sum(t.tokens + FOLD_TURN_OVERHEAD for t in turns)
+
+
+def _first_that_fit(turns: Sequence[Turn], max_tokens: int) -> list[Turn]:
+    """The oldest of ``turns`` whose cost fits ``max_tokens``; always the first one."""
+    total = 0
+    for i, turn in enumerate(turns):
+        total += turn.tokens + FOLD_TURN_OVERHEAD
+        if total > max_tokens and i > 0:
+            return list(turns[:i])
+    return list(turns)
+
+
+def late_turns(amended: Sequence[Turn], max_tokens: int) -> list[Turn]:
+    """Folded turns whose text was completed after their fold (their files read late,
+    ``MemoryStore.amend``), oldest first, within ``max_tokens`` (always one, if any), each
+    marked (``LATE_MARK``) for the summary request that folds them in again."""
+    return [replace(t, text=LATE_MARK + t.text) for t in _first_that_fit(amended, max_tokens)
+            ] if amended else []
 
 
 def _count(n: int, noun: str) -> str:

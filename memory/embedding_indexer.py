@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 RECENT_SPAN = 1024
 """Seqs below the newest that a notified channel's pass looks at (edits are of unfolded,
-hence recent, turns)."""
+hence recent, turns; a file read late amends a turn as recent as its download)."""
 BACKLOG_SPAN = 4096
 """Seqs one backlog step looks at: its cost follows this, not the channel's length."""
 LINGER = 1.0

@@ -8,7 +8,8 @@ A facade over two parts, each a short read:
   ``/memory``, ``/forget``, retention.
 
 What stays here is the reply path: ``record`` stores a turn durably before it returns and
-then lets compaction look; ``view`` reads the committed state and never awaits a
+then lets compaction look; ``amend`` stores what arrives for it later (its files), folded
+or not; ``view`` reads the committed state and never awaits a
 summarizer call. A view that cannot fit every unfolded turn drops the oldest from the
 *prompt* only. ``digest`` (``/summary``) brings the summary up to date and stores nothing.
 """
@@ -23,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from memory.archive import Archive, ArchiveWithRetention, ForgetOutcome
-from memory.compaction import CompactionStore, Compactor
+from memory.compaction import CompactionStore, Compactor, fold_cost, late_turns
 from memory.config import VIEW_TURN_LIMIT, MemoryConfig
 from memory.embedding_indexer import EmbeddingIndexer
 from memory.errors import CallRefused
@@ -213,9 +214,12 @@ class MemoryManager:
         if not state.text and not turns and not state.facts:
             return Digest("", stats, fresh=True, empty=True)
         cited = await self._archive.episodes(key, limit=episodes)
+        # turns folded before their files were read, which the summary lacks
+        bound = self.policy.max_fold_tokens
+        late = late_turns(await self.store.amended(key), bound // 2)
         try:
             text = await self.summarizer.digest(
-                state, newest_that_fold(turns, self.policy.max_fold_tokens),
+                state, [*late, *newest_that_fold(turns, bound - fold_cost(late))],
                 max_tokens=self.summarizer.summary_tokens, key=key
             )
             return Digest(text, stats, fresh=True, empty=False, episodes=cited)
@@ -251,6 +255,17 @@ class MemoryManager:
         outcome = await self.store.edit(key, message_id, clean, self.tokenizer.count(clean))
         if outcome == "updated" and self.indexer is not None:
             self.indexer.notify(key)  # the edit dropped the turn's vector: embed the new text
+        return outcome
+
+    async def amend(self, key: ChannelKey, message_id: str, text: str) -> ChangeOutcome:
+        """Store text that arrived for a recorded turn later (its files read): the turn's
+        text becomes ``text`` whether or not compaction folded it meanwhile. A folded turn
+        is searchable with it at once and queued for the next summary (``amended``); see
+        ``MemoryStore.amend``."""
+        clean = clean_text(text)
+        outcome = await self.store.amend(key, message_id, clean, self.tokenizer.count(clean))
+        if outcome in ("updated", "amended") and self.indexer is not None:
+            self.indexer.notify(key)  # the new text dropped the turn's vector: embed it
         return outcome
 
     async def delete(self, key: ChannelKey, message_id: str) -> ChangeOutcome:

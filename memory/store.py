@@ -58,8 +58,9 @@ __all__ = [
     "Store",
 ]
 
-ChangeOutcome = Literal["updated", "deleted", "folded", "missing"]
-"""Result of an edit or delete: done, already in the summary (left as is), or unknown."""
+ChangeOutcome = Literal["updated", "deleted", "folded", "amended", "missing"]
+"""Result of an edit, delete or amend: done, already in the summary (left as is), stored
+with a folded turn and queued for the next summary (``amend``), or unknown."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,13 +118,27 @@ class MemoryStore(Protocol):
         now: float,
         episode: NewEpisode | None = None,
         channel_facts: Sequence[NewLongTermFact] = (),
+        amended: Sequence[int] = (),
     ) -> bool:
         """Atomically set summary, fold pointer and facts if ``version`` is unchanged; in
-        the same transaction archive ``episode`` and insert ``channel_facts`` (marking the
-        facts they supersede). Nothing of it is written when the version moved on."""
+        the same transaction archive ``episode``, insert ``channel_facts`` (marking the
+        facts they supersede) and clear the queue mark of the ``amended`` seqs this summary
+        folded in. Nothing of it is written when the version moved on."""
 
     async def edit(self, key: ChannelKey, message_id: str, text: str, tokens: int) -> ChangeOutcome:
         """Replace the text of an unfolded turn (a folded one is left as summarized)."""
+
+    async def amend(self, key: ChannelKey, message_id: str, text: str, tokens: int
+                    ) -> ChangeOutcome:
+        """Replace a turn's text with itself completed by what arrived for it later (its
+        files read). An unfolded turn is edited as by ``edit`` (``updated``); a folded one
+        gets the text too, indexed for search, and is queued for the next summary
+        (``amended``). Both bump the version, so a compaction that read the turn's old
+        text, or the old queue, cannot commit."""
+
+    async def amended(self, key: ChannelKey, *, limit: int = 50) -> list[Turn]:
+        """Folded turns amended since they were folded and not yet folded in again,
+        oldest first (at most ``limit``)."""
 
     async def delete(self, key: ChannelKey, message_id: str) -> ChangeOutcome:
         """Remove an unfolded turn (a folded one stays in the summary)."""

@@ -1,5 +1,6 @@
-"""``gistbot run`` with ``ADMIN_PORT`` and ``ADMIN_TOKEN`` serves health, readiness, metrics
-and the inspector from the bot's own process; ``export`` carries the summary history."""
+"""``gistbot console`` (``run`` with no platform in a terminal) with ``ADMIN_PORT`` and
+``ADMIN_TOKEN`` serves health, readiness, metrics and the inspector from the bot's own
+process; ``export`` carries the summary history."""
 
 from __future__ import annotations
 
@@ -43,14 +44,14 @@ async def _wait_healthy(url: str, proc: asyncio.subprocess.Process) -> None:
 
 
 @pytest.mark.slow
-async def test_gistbot_run_serves_the_admin_server(tmp_path: Path) -> None:
+async def test_the_console_chat_serves_the_admin_server(tmp_path: Path) -> None:
     port = _free_port()
     env_file = tmp_path / "bot.env"
     env_file.write_text(f"DATABASE_URL=sqlite:///{tmp_path}/run.db\nADMIN_PORT={port}\n"
                         f"ADMIN_INSPECTOR=true\nADMIN_TOKEN={TOKEN}\nLOG_FORMAT=json\n")
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "--env-file", str(env_file), "run", "--verbose",
+        sys.executable, "-m", "bot", "--env-file", str(env_file), "console", "--verbose",
         cwd=tmp_path, env=env,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"

@@ -152,3 +152,24 @@ def test_reading_commands_create_no_database(
     err = capsys.readouterr().err
     assert f"no database at {tmp_path}/cli.db" in err
     assert not (tmp_path / "cli.db").exists()
+
+
+def test_env_file_works_after_the_command_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def seed() -> None:
+        async with SqliteStore(tmp_path / "cli.db") as store:
+            await store.record(NewTurn(ChannelKey("console", "local", "ops"), "m1", "user",
+                                       "u1", "Mina", "hello", 1, time.time()))
+
+    asyncio.run(seed())
+    envf = env_file(tmp_path)
+    assert main(["channels", "--env-file", envf]) == 0  # was: "unrecognized arguments"
+    assert capsys.readouterr().out.splitlines()[1].split()[:2] == ["ops", "1"]
+    for command in (["doctor"], ["console"], ["summary", "--channel", "ops"], ["migrate"]):
+        missing = str(tmp_path / "prod.env")
+        assert main([*command, "--env-file", missing]) == 2, command
+        assert capsys.readouterr().err == f"gistbot: --env-file {missing}: no such file\n"
+    # Given twice, the one after the command is the one read.
+    assert main(["--env-file", str(tmp_path / "absent.env"), "channels", "--env-file",
+                 envf]) == 0

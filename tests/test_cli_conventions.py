@@ -116,7 +116,7 @@ def test_counts_of_one_are_singular(tmp_path: Path, capsys: pytest.CaptureFixtur
                          summary_tokens=0, facts=1, compactions=0, last_compacted_at=None,
                          version=0)
     assert footer(stats).startswith("Remembering 1 message (0 summarized, 1 verbatim) · "
-                                    "1 carried fact · ")
+                                    "1 kept identifier · ")
     envf = env_file(tmp_path)
     seed(tmp_path / "cli.db", {SLACK: 1})
     assert main(["--env-file", envf, "migrate"]) == 0
@@ -125,7 +125,7 @@ def test_counts_of_one_are_singular(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "ok: 1 channel stored" in capsys.readouterr().out
     assert main(["--env-file", envf, "export", "--channel", "slack:T1:C1",
                  "-o", str(tmp_path / "x.jsonl")]) == 0
-    assert "exported 1 turn of slack:T1:C1" in capsys.readouterr().err
+    assert "exported 1 message of slack:T1:C1" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -176,3 +176,26 @@ def test_compose_gives_the_drain_its_time() -> None:
     assert bot["init"] is True and bot["stop_signal"] == "SIGTERM"
     grace = RestartSettings.model_fields["shutdown_grace_seconds"].default
     assert int(str(bot["stop_grace_period"]).rstrip("s")) > grace
+
+
+# What Compose 2.20's schema (compose-spec as of mid-2023) accepts where this file uses
+# newer-looking forms: env_file as a string or a list of strings (the {path, required}
+# mapping arrived in 2.24 and fails older Compose with a schema error), these healthcheck
+# keys (start_interval is newer), and these top-level keys (include arrived in 2.20).
+_HEALTHCHECK_2_20 = {"test", "interval", "timeout", "retries", "start_period", "disable"}
+_TOP_LEVEL_2_20 = {"version", "name", "services", "volumes", "networks", "configs", "secrets"}
+
+
+def test_compose_file_is_valid_for_compose_2_20_and_later() -> None:
+    yaml = pytest.importorskip("yaml")
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    assert set(compose) <= _TOP_LEVEL_2_20
+    for name, service in compose["services"].items():
+        env_file = service.get("env_file", [])
+        files = [env_file] if isinstance(env_file, str) else env_file
+        assert isinstance(files, list) and all(isinstance(f, str) for f in files), (
+            f"{name}: env_file must be a string or a list of strings for Compose < 2.24")
+        assert set(service.get("healthcheck", {})) <= _HEALTHCHECK_2_20, name
+        for dependency in (service.get("depends_on") or {}).values():
+            assert set(dependency) <= {"condition"}, name  # the form every v2 reads
+    assert compose["services"]["gistbot"]["env_file"] == [".env"]

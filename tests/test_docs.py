@@ -189,5 +189,13 @@ def test_readme_keeps_the_two_set_up_commands_and_ci_runs_its_test_command() -> 
     assert "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/gistbot" in text
     assert "bash .ci/run" in text
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    test_command = ci.rstrip().splitlines()[-1].strip()
+    # CI installs into a venv of its own, so the developer's .venv is left as it is; its
+    # last step is the README's test command run from that venv.
+    [venv] = re.findall(r"^VENV=(\S+)$", ci, re.MULTILINE)
+    assert venv != ".venv" and f"`{venv}`" in text
+    steps = "\n".join(ln for ln in ci.splitlines() if not ln.lstrip().startswith("#"))
+    assert ".venv/bin" not in steps and not re.search(r"venv [\"']?\.venv\b", steps)
+    last = ci.rstrip().splitlines()[-1].strip()
+    assert last.startswith("$VENV/bin/")
+    test_command = last.replace("$VENV", ".venv", 1)
     assert test_command == ".venv/bin/pytest" and f"`{test_command}`" in text

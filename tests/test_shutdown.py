@@ -345,3 +345,29 @@ async def test_sigterm_lets_a_compaction_commit_or_abandon_cleanly(
         stored = conn.execute("SELECT count(*) FROM turns").fetchone()[0]
     assert stored == 8
     assert (folded > 0 and "ORD-0" in summary) if committed else (folded, summary) == (0, "")
+
+
+@pytest.mark.slow
+async def test_a_second_ctrl_c_while_stopping_exits_130_at_once(tmp_path: Path) -> None:
+    db = tmp_path / "bot.db"
+    # The reply would take far longer than the grace: only the second Ctrl-C ends it early.
+    async with FakeDiscord() as discord, slow_replies(GRACE * 3) as llm:
+        env = {
+            "DATABASE_URL": f"sqlite:///{db}", "DISCORD_TOKEN": "fake-discord-token",
+            "GISTBOT_TEST_DISCORD_API": discord.api_base,
+            "GISTBOT_TEST_DISCORD_GATEWAY": str(discord.gateway_url),
+            "OPENAI_BASE_URL": llm.base_url, "MODEL_NAME": "gpt-test", "LLM_MAX_RETRIES": "0",
+            "SHUTDOWN_GRACE_SECONDS": str(GRACE),
+        }  # fmt: skip
+        async with bot_process(env) as bot:
+            await bot.wait_log("connected to Discord")
+            asked = await discord.send_message(W.general, W.alice,
+                                               discord_mention("what about order 1234?"))
+            await llm.wait_for(lambda m: reply_requests(m) >= 1, within=20)
+            bot.send(SIGINT)
+            await bot.wait_log("SIGINT: stopping")
+            bot.send(SIGINT)
+            code = await bot.wait(within=GRACE)  # the drain alone would take the whole grace
+    assert code == 130, bot.log
+    assert "SIGINT again: exiting now" in bot.log
+    assert asked["id"] in stored_ids(db)  # stored before it was answered

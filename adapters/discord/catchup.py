@@ -58,9 +58,10 @@ class DiscordOutlet:
     """Where scheduled digests go on Discord (``bot.catchup.digests.Outlet``), through the
     outbox."""
 
-    def __init__(self, client: discord.Client, outbox: Outbox | None = None) -> None:
+    def __init__(self, client: discord.Client, outbox: Outbox | None = None, *,
+                 timeout: float = 30.0) -> None:
         self.client = client
-        self.posts = DiscordPosts(client)
+        self.posts = DiscordPosts(client, timeout=timeout)
         self.outbox = outbox or Outbox(None)
 
     async def where(self, key: ChannelKey) -> Where:
@@ -94,7 +95,9 @@ class DiscordOutlet:
         return sent
 
 
-def register_outlet(client: discord.Client, service: ChatService) -> None:
-    """Let the digest scheduler post on Discord through ``client``."""
+def register_outlet(client: discord.Client, service: ChatService, *,
+                    timeout: float = 30.0) -> None:
+    """Let the digest scheduler post on Discord through ``client`` (``timeout``: seconds a
+    post may take before its outcome is unknown)."""
     if (digests := service.catchup_commands.digests) is not None:
-        digests.add_outlet("discord", DiscordOutlet(client, service.outbox))
+        digests.add_outlet("discord", DiscordOutlet(client, service.outbox, timeout=timeout))

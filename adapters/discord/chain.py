@@ -132,7 +132,7 @@ class ReplyChains:
                 return await channel.fetch_message(message_id), False
         except discord.NotFound:
             return None, True
-        except (discord.HTTPException, TimeoutError) as e:
+        except Exception as e:  # refused, limited, slow, reset: the chain ends there
             log.info("could not read message %s of a reply chain in %s (%s); the chain "
-                     "ends there", message_id, getattr(channel, "id", "?"), e)
+                     "ends there", message_id, getattr(channel, "id", "?"), type(e).__name__)
             return None, False

@@ -72,14 +72,15 @@ class GistbotClient(discord.AutoShardedClient):
         self._sweeping = asyncio.Event()
         self.flow = ReplyFlow(DiscordReplies(
             self, stream_interval=chat.stream_interval if chat.stream_replies else None,
-            may_reference=self._may_reference, forbidden=self._forbidden), service.outbox)
+            may_reference=self._may_reference, forbidden=self._forbidden,
+            timeout=chat.post_timeout), service.outbox)
         # the registry's commands
         add_commands(self.tree, service, reset_permission(settings.discord), commands)
         # Backfill after downtime (adapters.backfill): needs the store's history cursor.
         self.backfill: Backfiller | None = (
             discord_backfiller(self, service, history, backfill)
             if history is not None and backfill > 0 else None)
-        register_outlet(self, service)  # scheduled digests post through this client
+        register_outlet(self, service, timeout=chat.post_timeout)  # scheduled digests
         self.chains = ReplyChains(self._cached)  # what a reply answers, up the chain
 
     # ------------------------------------------------------------------ lifecycle

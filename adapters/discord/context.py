@@ -13,7 +13,7 @@ import discord
 
 from adapters.discord.access import ChannelAudience, MemberAccess
 from adapters.discord.catchup import where
-from adapters.discord.text import channel_key
+from adapters.discord.text import channel_key, parent_of, role_ids
 from bot.platform import Access, ChatService, Permission, Registry, Where
 
 __all__ = ["DiscordContext", "discord_permission", "rights"]
@@ -49,6 +49,8 @@ class DiscordContext:
         self.key = channel_key(interaction.guild_id, interaction.channel_id or 0)
         self.user_id = str(interaction.user.id)
         self.is_direct = interaction.guild_id is None
+        self.roles: tuple[str, ...] | None = role_ids(interaction.user)
+        self.parent = parent_of(interaction.channel)
 
     async def user_name(self) -> str:
         return self.interaction.user.display_name

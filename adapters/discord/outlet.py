@@ -4,7 +4,10 @@ Every message is created with a ``nonce`` derived from its outbox id; discord.py
 ``enforce_nonce`` with it, so Discord returns the message it already created for the same
 nonce by the same author within a few minutes instead of creating another. That is how a
 retry after a crash finds its earlier post: by posting again (``find`` has nothing to
-read, since Discord does not return nonces in history).
+read, since Discord does not return nonces in history). A call whose outcome is unknown (a
+5xx after discord.py's own retries, which repeat a create with its nonce; a reset; no answer
+within ``timeout``) raises ``OutcomeUnknown``, and the outbox repeats it the same way
+(``bot.conversation.lookup``).
 
 ``DiscordReplies`` adds what ``bot.conversation.reply_flow`` needs for a reply: no placeholder but
 "typing…" meanwhile (a streamed reply's first text is posted instead), chunks with the
@@ -17,20 +20,34 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
+import aiohttp
 import discord
 
 from adapters.discord.text import MAX_MESSAGES, MESSAGE_LIMIT, NO_PINGS, plan_reply, text_file
 from adapters.discord.text import preview as preview_of
-from bot.platform import IncomingMessage, Post
+from bot.platform import IncomingMessage, OutcomeUnknown, Post
 from memory.models import ChannelKey
 
 __all__ = ["DiscordPosts", "DiscordReplies", "nonce"]
 
 log = logging.getLogger(__name__)
 NONCE_CHARS = 25  # Discord's limit on a string nonce
+T = TypeVar("T")
+
+
+async def unknown_when_lost(what: str, request: Awaitable[T], within: float) -> T:
+    """``request``'s answer; ``OutcomeUnknown`` when it may or may not have taken effect
+    (a 5xx, a reset connection, no answer within ``within`` seconds)."""
+    try:
+        async with asyncio.timeout(within):
+            return await request
+    except discord.DiscordServerError as e:
+        raise OutcomeUnknown(f"Discord {what}: HTTP {e.status}") from e
+    except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, TimeoutError) as e:
+        raise OutcomeUnknown(f"Discord {what}: {type(e).__name__}") from e
 
 
 def nonce(outbox_id: str) -> str:
@@ -45,9 +62,11 @@ class DiscordPosts:
 
     def __init__(self, client: discord.Client, *,
                  may_reference: Callable[[Any], bool] = lambda channel: True,
-                 forbidden: Callable[[Any], None] = lambda channel: None) -> None:
+                 forbidden: Callable[[Any], None] = lambda channel: None,
+                 timeout: float = 30.0) -> None:
         self.client = client
         self.may_reference, self.forbidden = may_reference, forbidden
+        self.timeout = timeout  # seconds a call may take before its outcome is unknown
 
     def channel(self, key: ChannelKey) -> Any:
         """The channel of ``key`` (a partial one when it is not cached)."""
@@ -66,7 +85,8 @@ class DiscordPosts:
         if post.attachment:
             kwargs["file"] = text_file(post.attachment)
         try:
-            sent = await channel.send(post.text, **kwargs)
+            sent = await unknown_when_lost("send", channel.send(post.text, **kwargs),
+                                           self.timeout)
         except discord.Forbidden:
             self.forbidden(channel)
             return None
@@ -78,7 +98,8 @@ class DiscordPosts:
     async def edit(self, post: Post, message_id: str) -> bool:
         message = self.channel(post.key).get_partial_message(int(message_id))
         try:
-            await message.edit(content=post.text, allowed_mentions=NO_PINGS)
+            await unknown_when_lost("edit", message.edit(content=post.text,
+                                                         allowed_mentions=NO_PINGS), self.timeout)
         except discord.HTTPException:
             log.warning("could not edit message %s in %s", message_id, post.key.channel,
                         exc_info=True)
@@ -87,7 +108,11 @@ class DiscordPosts:
 
     async def delete(self, key: ChannelKey, message_id: str) -> bool:
         try:
-            await self.channel(key).get_partial_message(int(message_id)).delete()
+            await unknown_when_lost(
+                "delete", self.channel(key).get_partial_message(int(message_id)).delete(),
+                self.timeout)
+        except discord.NotFound:  # gone already (an earlier attempt deleted it)
+            return True
         except discord.HTTPException:
             log.warning("could not delete message %s in %s", message_id, key.channel,
                         exc_info=True)
@@ -105,8 +130,10 @@ class DiscordReplies(DiscordPosts):
 
     def __init__(self, client: discord.Client, *, stream_interval: float | None,
                  may_reference: Callable[[Any], bool] = lambda channel: True,
-                 forbidden: Callable[[Any], None] = lambda channel: None) -> None:
-        super().__init__(client, may_reference=may_reference, forbidden=forbidden)
+                 forbidden: Callable[[Any], None] = lambda channel: None,
+                 timeout: float = 30.0) -> None:
+        super().__init__(client, may_reference=may_reference, forbidden=forbidden,
+                         timeout=timeout)
         self.stream_interval = stream_interval
 
     def split(self, text: str) -> tuple[list[str], str]:

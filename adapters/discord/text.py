@@ -26,9 +26,11 @@ __all__ = [
     "channel_key",
     "message_text",
     "note_files",
+    "parent_of",
     "plan_reply",
     "preview",
     "render_mentions",
+    "role_ids",
     "text_file",
     "to_incoming",
 ]
@@ -90,6 +92,20 @@ def _replies_to(message: discord.Message, user_id: int) -> bool:
     return target is not None and target.author.id == user_id
 
 
+def role_ids(author: discord.abc.User) -> tuple[str, ...]:
+    """The author's role ids in the server (@everyone's is the server's id); none in a DM."""
+    if isinstance(author, discord.Member):
+        return tuple(str(r.id) for r in author.roles)
+    return ()
+
+
+def parent_of(channel: object) -> str:
+    """The id of the channel a thread is in ("" for anything else)."""
+    if isinstance(channel, discord.Thread) and channel.parent_id:
+        return str(channel.parent_id)
+    return ""
+
+
 def message_text(message: discord.Message) -> str:
     """The message as the bot stores it: mentions by name, files and stickers noted."""
     text = render_mentions(
@@ -130,6 +146,8 @@ def to_incoming(message: discord.Message, bot_user_id: int) -> IncomingMessage |
         mentions_bot=_mentions_bot(message, bot_user_id),
         is_direct=guild_id is None,
         reply_to_bot=_replies_to(message, bot_user_id),
+        roles=role_ids(author),
+        parent=parent_of(message.channel),
         attachments=attachments_of(  # read by bot.attachments
             [*(a for snap in message.message_snapshots for a in snap.attachments),
              *message.attachments]),

@@ -66,7 +66,8 @@ class SlackAdapter:
         service.attachments.register(file_source(client))  # files read (bot.attachments)
         self.users = UserDirectory(client)
         self.events = SlackEvents(service, settings, client, self.users, self.identify)
-        self.commands = SlackCommands(service, settings.slack, self.users, commands)
+        self.commands = SlackCommands(service, settings.slack, self.users, commands,
+                                      client=client, timeout=settings.chat.post_timeout)
         # /catchup and scheduled digests: adapters/slack/catchup.py
         self.commands.links = links = Permalinks(client)
         if (digests := service.catchup_commands.digests) is not None:

@@ -6,9 +6,11 @@ Each is acknowledged before it runs (see ``SlackAdapter.register``); its text is
 command's parser before anything else, and what it can't read is answered with the usage
 sentence. The answer goes to the command's ``response_url``, only to the caller unless the
 arguments ask for the channel (``/summary public``, ``/catchup … public``, ``/digest now``)
-and the command did its work. A command that shows the channel's memory answers only a
-member of the conversation (``adapters.slack.access``). Every permission a command needs
-(``/reset``, ``/forget``, changing ``/digest`` or ``/config``) is for workspace
+and the command did its work; an answer in the channel goes through the outbox (its
+``trigger_id`` names it), so one whose outcome is unknown is looked up before it is sent
+again, and no answer is repeated blind. A command that shows the channel's memory answers
+only a member of the conversation (``adapters.slack.access``). Every permission a command
+needs (``/reset``, ``/forget``, changing ``/digest`` or ``/config``) is for workspace
 admins/owners and ``SLACK_ADMIN_USER_IDS``.
 """
 
@@ -19,22 +21,27 @@ from collections.abc import Mapping
 from typing import Any
 
 from slack_bolt.async_app import AsyncRespond
+from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.replies import user_text
 from adapters.slack.access import ConversationAudience, SlackMember
+from adapters.slack.outlet import AnswerPosts
 from adapters.slack.text import format_reply, readable
 from adapters.slack.users import UserDirectory
-from adapters.slack.web import call
+from adapters.slack.web import respond_once, webhook_client
 from bot.platform import COMMANDS as REGISTRY
 from bot.platform import (
     Access,
     ChatService,
     Linker,
+    OutcomeUnknown,
     Permission,
+    Post,
     Registry,
     SlackSettings,
     Usage,
     Where,
+    answer_id,
     plain_links,
 )
 from memory.models import ChannelKey
@@ -68,6 +75,8 @@ class SlackContext:
         self.key = ChannelKey("slack", str(command["team_id"]), str(command["channel_id"]))
         self.user_id = str(command.get("user_id") or "")
         self.is_direct = self.key.channel.startswith("D")
+        self.roles: tuple[str, ...] | None = None  # Slack has no roles (user groups aren't)
+        self.parent = ""  # a Slack thread is in its channel already
         self._admin: bool | None = None  # asked once per command, fresh each command
         self._reader = SlackMember(slack.users.client, self.user_id)
 
@@ -109,9 +118,12 @@ class SlackCommands:
     """Runs a slash command of ``commands`` and answers on its ``response_url``."""
 
     def __init__(self, service: ChatService, settings: SlackSettings, users: UserDirectory,
-                 commands: Registry = REGISTRY) -> None:
+                 commands: Registry = REGISTRY, *, client: AsyncWebClient | None = None,
+                 timeout: float = 30.0) -> None:
         self.service, self.settings, self.users = service, settings, users
         self.commands = commands
+        self.client = client or users.client  # reads the channel back to find an answer
+        self.timeout = timeout  # seconds a response_url post may take
         self.links: Linker = plain_links  # the adapter sets its Permalinks
 
     async def handle(self, name: str, command: Command, respond: AsyncRespond) -> None:
@@ -120,7 +132,8 @@ class SlackCommands:
         args, public = read_command(name, command, self.commands)
         declared = self.commands.get(name)
         if isinstance(args, Usage) or declared is None:
-            await self._respond(respond, getattr(args, "text", ""), public=False)
+            await self._respond(respond, getattr(args, "text", ""), public=False,
+                                command=command)
             return
         try:
             result = await declared.respond(SlackContext(self, command), args, public=public)
@@ -128,17 +141,57 @@ class SlackCommands:
         except Exception as e:
             log.exception("%s failed", name)
             text, public = user_text(e), False
-        await self._respond(respond, text, public=public)
+        await self._respond(respond, text, public=public, command=command)
 
     async def may_reset(self, user_id: str) -> bool:
         """Listed in ``SLACK_ADMIN_USER_IDS``, or a workspace admin or owner right now."""
         return (user_id in self.settings.slack_admin_user_ids
                 or await self.users.is_admin(user_id))
 
-    async def _respond(self, respond: AsyncRespond, text: str, *, public: bool) -> None:
+    async def _respond(self, respond: AsyncRespond, text: str, *, public: bool,
+                       command: Command) -> None:
+        """Post the answer's chunks to the ``response_url``: in the channel through the
+        outbox, named by the command's ``trigger_id``; to the caller only once each."""
+        chunks = format_reply(text, self.users.known())[:RESPONSE_URL_LIMIT]
+        url = str(command.get("response_url") or "")
+        trigger = str(command.get("trigger_id") or "")
+        try:
+            if not url:  # nothing to post to but what bolt offers
+                await self._through(respond, chunks, public=public)
+            elif public and trigger:
+                await self._in_channel(url, trigger, command, chunks)
+            else:
+                await self._to_caller(url, chunks, public=public)
+        except Exception:
+            log.exception("posting to response_url failed")
+
+    async def _through(self, respond: AsyncRespond, chunks: list[str], *,
+                       public: bool) -> None:
         kind = "in_channel" if public else "ephemeral"
-        for chunk in format_reply(text, self.users.known())[:RESPONSE_URL_LIMIT]:
-            r = await call("response_url", respond(text=chunk, response_type=kind))
-            if r is None or getattr(r, "status_code", 200) >= 400:
+        for chunk in chunks:
+            r = await respond(text=chunk, response_type=kind)
+            if getattr(r, "status_code", 200) >= 400:
                 log.error("posting to response_url failed: %r", getattr(r, "body", r))
+                return
+
+    async def _in_channel(self, url: str, trigger: str, command: Command,
+                          chunks: list[str]) -> None:
+        key = ChannelKey("slack", str(command["team_id"]), str(command["channel_id"]))
+        posts = AnswerPosts(self.client, url, timeout=self.timeout)
+        for i, chunk in enumerate(chunks):
+            if await self.service.outbox.send(posts, Post(key, answer_id(key, trigger, i),
+                                                          chunk)) is None:
+                log.error("posting an answer in %s failed", key)
+                return
+
+    async def _to_caller(self, url: str, chunks: list[str], *, public: bool) -> None:
+        hook = webhook_client(url, timeout=self.timeout)
+        kind = "in_channel" if public else "ephemeral"
+        for chunk in chunks:
+            try:
+                if not await respond_once("response_url", hook.send(text=chunk,
+                                                                     response_type=kind)):
+                    return
+            except OutcomeUnknown:
+                log.warning("an answer may not have arrived; it is not sent again")
                 return

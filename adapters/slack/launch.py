@@ -54,7 +54,8 @@ async def serve(
             "Slack needs SLACK_APP_TOKEN (Socket Mode) or "
             "SLACK_SIGNING_SECRET (HTTP mode); set one of them"
         )
-    adapter = SlackAdapter(service, settings, client or make_web_client(section))
+    adapter = SlackAdapter(service, settings, client or make_web_client(
+        section, timeout=settings.chat.post_timeout))
     me = await adapter.identify()
     app = build_app(adapter)
     backfill = make_backfill(adapter, me, service, settings, history)

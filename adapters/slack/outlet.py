@@ -20,11 +20,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.text import format_reply
 from adapters.slack.users import UserDirectory
-from adapters.slack.web import call
+from adapters.slack.web import call, respond_once, webhook_client, write
 from bot.platform import ChatSettings, IncomingMessage, Post
 from memory.models import ChannelKey
 
-__all__ = ["EVENT_TYPE", "PLACEHOLDER", "SlackPosts", "SlackReplies", "metadata"]
+__all__ = ["EVENT_TYPE", "PLACEHOLDER", "AnswerPosts", "SlackPosts", "SlackReplies", "metadata"]
 
 log = logging.getLogger(__name__)
 EVENT_TYPE = "gistbot_outbox"
@@ -45,27 +45,29 @@ def carries(message: Mapping[str, Any], outbox_id: str) -> bool:
 
 
 class SlackPosts:
-    """Posts, edits, deletes and finds the bot's messages in Slack (text already mrkdwn)."""
+    """Posts, edits, deletes and finds the bot's messages in Slack (text already mrkdwn);
+    a write whose outcome is unknown raises ``OutcomeUnknown`` (``adapters.slack.web``)."""
 
     def __init__(self, client: AsyncWebClient) -> None:
         self.client = client
 
     async def post(self, post: Post) -> str | None:
         channel = post.key.channel
-        r = await call(f"chat.postMessage in {channel}", self.client.chat_postMessage(
+        r = await write(f"chat.postMessage in {channel}", self.client.chat_postMessage(
             channel=channel, thread_ts=post.reply_to or None, text=post.text,
             unfurl_links=False, unfurl_media=False, metadata=metadata(post.outbox_id)))
         return str(r.get("ts")) if r is not None and r.get("ts") else None
 
     async def edit(self, post: Post, message_id: str) -> bool:
         channel = post.key.channel
-        r = await call(f"chat.update in {channel}", self.client.chat_update(
+        r = await write(f"chat.update in {channel}", self.client.chat_update(
             channel=channel, ts=message_id, text=post.text, metadata=metadata(post.outbox_id)))
         return r is not None
 
     async def delete(self, key: ChannelKey, message_id: str) -> bool:
-        r = await call(f"chat.delete in {key.channel}",
-                       self.client.chat_delete(channel=key.channel, ts=message_id))
+        r = await write(f"chat.delete in {key.channel}",
+                        self.client.chat_delete(channel=key.channel, ts=message_id),
+                        gone="message_not_found")
         return r is not None
 
     async def find(self, post: Post) -> str | None:
@@ -93,6 +95,28 @@ class SlackPosts:
             if not cursor:
                 return None
         return None
+
+
+class AnswerPosts(SlackPosts):
+    """A command's public answer, posted to its ``response_url`` in the channel with its
+    outbox id in the metadata, and found again in the channel like any post. (Slack gives
+    such a post no ``ts``: the id recorded is the empty string.)"""
+
+    def __init__(self, client: AsyncWebClient, response_url: str, *,
+                 timeout: float = 30.0) -> None:
+        super().__init__(client)
+        self.hook = webhook_client(response_url, timeout=timeout)
+
+    async def post(self, post: Post) -> str | None:
+        sent = await respond_once(f"response_url in {post.key.channel}", self.hook.send(
+            text=post.text, response_type="in_channel", metadata=metadata(post.outbox_id)))
+        return "" if sent else None
+
+    async def edit(self, post: Post, message_id: str) -> bool:
+        return False  # an answer is posted once, never changed
+
+    async def delete(self, key: ChannelKey, message_id: str) -> bool:
+        return False
 
 
 class SlackReplies(SlackPosts):

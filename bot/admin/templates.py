@@ -104,7 +104,7 @@ compaction or other change happened since this page was loaded</span></form>
 {% endfor %}</pre></details>
 {% else %}<p class="muted">no summary committed yet</p>{% endfor %}
 <div class="grid"><div>
-<h2>Carried identifiers</h2>
+<h2>Kept identifiers</h2>
 <table><tr><th>identifier</th><th>context</th><th>seqs</th></tr>
 {% for f in state.facts %}<tr><td>{{ f.value }}</td><td>{{ f.context }}</td>
 <td class="num">{{ f.first_seq }}–{{ f.last_seen_seq }}</td></tr>
@@ -127,9 +127,9 @@ compaction or other change happened since this page was loaded</span></form>
 {% for e in episodes %}<details><summary>seq {{ e.first_seq }}–{{ e.last_seq }} ·
 {{ e.when }} · {{ e.speakers|join(", ") }}</summary><pre>{{ e.text }}</pre></details>
 {% else %}<p class="muted">none</p>{% endfor %}
-<h2>Recent turns</h2>
+<h2>Recent messages</h2>
 <form method="get" action="/inspector/channel"><input type="hidden" name="c" value="{{ ref }}">
-<input name="q" value="{{ q }}" placeholder="search turns"> <button>Search</button></form>
+<input name="q" value="{{ q }}" placeholder="search messages"> <button>Search</button></form>
 <table><tr><th>seq</th><th>time</th><th>author</th><th>text</th><th></th></tr>
 {% for t in turns %}<tr><td class="num">{{ t.seq }}</td><td>{{ t.when }}</td>
 <td>{{ t.author_name or t.author_id }}{% if t.role == "assistant" %} (bot){% endif %}</td>
@@ -138,7 +138,7 @@ compaction or other change happened since this page was loaded</span></form>
 {{ hidden }}
 <input type="hidden" name="message" value="{{ t.message_id }}"><button>delete</button>
 </form>{% endif %}
-</td></tr>{% else %}<tr><td colspan="5" class="muted">no turns</td></tr>{% endfor %}</table>
+</td></tr>{% else %}<tr><td colspan="5" class="muted">no messages</td></tr>{% endfor %}</table>
 {% endblock %}"""
 
 _ENV = Environment(

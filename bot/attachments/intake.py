@@ -1,20 +1,25 @@
 """``AttachmentIntake``: the service's side of attachments.
 
 Reading never holds up recording: the service records the message (its files named by
-placeholders) and then calls ``start``, which reads the files in the background and edits
-the turn so their text replaces the placeholders. Before a reply is built, ``settle`` waits
-(at most ``ATTACHMENT_TIMEOUT``) for that edit, so the reply sees the files; when they
-arrive later, the edit still lands and later replies see them. A platform edit of the
-message keeps the files' text (``reapply``). Each adapter registers its ``FileSource``
-(hosts and auth); a platform with none has its files named only.
+placeholders) and then calls ``start``, which reads the files in the background and amends
+the turn so their text replaces the placeholders (``MemoryManager.amend``: the text joins
+its turn even when compaction folded the turn first, and the next summary folds it in).
+
+A reply waits for reads still pending on the messages its prompt shows, its own
+(``settle``) and earlier ones (``wait_for``), until one deadline (``deadline``:
+``ATTACHMENT_WAIT_SECONDS`` from the reply's start); a file still on its way then is said
+to be in the prompt (``mark_unread``), and its text lands in memory when it arrives. A
+platform edit of the message keeps the files' text (``reapply``). Each adapter registers
+its ``FileSource`` (hosts and auth); a platform with none has its files named only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from bot.attachments.fetch import DownloadFailed, FileSource, Refused, fetch
@@ -29,9 +34,9 @@ from bot.messages import IncomingMessage
 from bot.settings.sections import AttachmentSettings
 from memory.errors import StoreError
 from memory.manager import MemoryManager
-from memory.models import ChannelKey, Turn
+from memory.models import ChannelKey, MemoryView, Turn
 
-__all__ = ["MAX_FILES", "AttachmentIntake", "Settled"]
+__all__ = ["MAX_FILES", "STILL_READING", "AttachmentIntake", "Settled"]
 
 log = logging.getLogger(__name__)
 MAX_FILES = 10  # per message, as Discord and Slack allow
@@ -42,6 +47,9 @@ EARLIER_MESSAGES = 3  # earlier messages whose images a reply may show
 Key = tuple[ChannelKey, str]
 Describer = Callable[[ChannelKey, Reading], Awaitable[str | None]]
 DESCRIBE_SECONDS = 120.0  # the model's own timeout ends a call sooner
+STILL_READING = "still being read; its text is not here yet"
+"""What a prompt says in place of a file a reply stopped waiting for."""
+_NOTE_TOKENS = 12  # what saying so costs a prompt, per file
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +74,9 @@ class AttachmentIntake:
         self.vision_models = frozenset(self.limits.vision_models)
         self.sources: dict[str, FileSource] = {}
         self._tasks: dict[Key, asyncio.Task[Settled]] = {}
+        self._files: dict[Key, Sequence[Attachment]] = {}  # of the messages being read
+        self.waiting = 0
+        """Replies waiting for files now."""
         self._settled: OrderedDict[Key, Settled] = OrderedDict()
         self._slots: asyncio.Semaphore | None = None
         # the worker processes that parse files (bot.attachments.workers)
@@ -96,13 +107,25 @@ class AttachmentIntake:
             return
         task = asyncio.create_task(self._work(msg, stored, store), name=f"files {msg.message_id}")
         self._tasks[key] = task
-        task.add_done_callback(lambda t: self._tasks.pop(key, None) if self._tasks.get(key)
-                               is t else None)
+        self._files[key] = msg.attachments[:MAX_FILES]
 
-    async def settle(self, msg: IncomingMessage, stored: str, *, store: bool = True
-                     ) -> Settled | None:
-        """``msg``'s files read (started now if they were not), waiting at most the time
-        limit; None when it has none or they are still on their way."""
+        def done(t: asyncio.Task[Settled]) -> None:
+            if self._tasks.get(key) is t:
+                del self._tasks[key]
+                self._files.pop(key, None)
+
+        task.add_done_callback(done)
+
+    def deadline(self) -> float:
+        """When a reply starting now stops waiting for files (``ATTACHMENT_WAIT_SECONDS``
+        on the monotonic clock): one bound for all the files its prompt shows."""
+        return time.monotonic() + self.limits.attachment_wait_seconds
+
+    async def settle(self, msg: IncomingMessage, stored: str, *, store: bool = True,
+                     until: float | None = None) -> Settled | None:
+        """``msg``'s files read (started now if they were not), waiting at most until
+        ``until`` (default: ``deadline()``); None when it has none or they are still on
+        their way."""
         key = (msg.key, msg.message_id)
         if key in self._settled:
             return self._settled[key]
@@ -110,14 +133,63 @@ class AttachmentIntake:
         task = self._tasks.get(key)
         if task is None:
             return self._settled.get(key)
-        done, _ = await asyncio.wait({task}, timeout=self.limits.attachment_timeout + 1)
-        if not done:
+        if not await self._wait([task], self.deadline() if until is None else until):
             log.info("files of %s in %s still arriving; replying without them",
                      msg.message_id, msg.key)
             return None
         if task.cancelled() or task.exception() is not None:  # logged by _work; reply anyway
             return None
         return task.result()
+
+    def _reading(self, turns: Iterable[Turn]) -> list[asyncio.Task[Settled]]:
+        """The reads still pending on ``turns``."""
+        found = (self._tasks.get((t.key, t.message_id)) for t in turns if t.role == "user")
+        return [t for t in found if t is not None]
+
+    def note_tokens(self, key: ChannelKey) -> int:
+        """Tokens a prompt of ``key`` may need to say that files are still being read
+        (``mark_unread``): a reply keeps them out of its memory budget."""
+        return _NOTE_TOKENS * sum(len(f) for k, f in self._files.items() if k[0] == key)
+
+    async def wait_for(self, view: MemoryView, until: float) -> bool:
+        """Wait until ``until`` at most for the reads still pending on the turns ``view``
+        shows (verbatim or recalled); True when any finished, so the view is out of date."""
+        tasks = self._reading((*view.turns, *view.recall.turns))
+        if not tasks:
+            return False
+        await self._wait(tasks, until)
+        return any(t.done() for t in tasks)
+
+    async def _wait(self, tasks: Sequence[asyncio.Task[Settled]], until: float) -> bool:
+        """Wait for ``tasks`` until the monotonic time ``until``; whether all are done."""
+        left = until - time.monotonic()
+        if left > 0 and not all(t.done() for t in tasks):
+            self.waiting += 1
+            try:
+                await asyncio.wait(tasks, timeout=left)
+            finally:
+                self.waiting -= 1
+        return all(t.done() for t in tasks)
+
+    def mark_unread(self, view: MemoryView) -> MemoryView:
+        """``view`` with the placeholder of each file still being read saying so
+        (``STILL_READING``), in the turns the prompt shows."""
+        if not self._tasks:
+            return view
+        turns = tuple(map(self._marked, view.turns))
+        recalled = tuple(map(self._marked, view.recall.turns))
+        if turns == view.turns and recalled == view.recall.turns:
+            return view
+        return replace(view, turns=turns, recall=replace(view.recall, turns=recalled))
+
+    def _marked(self, turn: Turn) -> Turn:
+        files = self._files.get((turn.key, turn.message_id)) if turn.role == "user" else None
+        present = [a for a in files or () if a.placeholder and a.placeholder in turn.text]
+        if not present:
+            return turn
+        notes = render_all([(a, Reading("refused", reason=STILL_READING)) for a in present],
+                           self.limits.attachment_max_chars)
+        return replace(turn, text=compose(turn.text, present, notes))
 
     def reapply(self, key: ChannelKey, message_id: str, text: str) -> str:
         """An edited message's ``text`` with its files' blocks back in place of the
@@ -166,9 +238,8 @@ class AttachmentIntake:
                       parts: Sequence[ImagePart], *, store: bool = True) -> str:
         """The model endpoint refused a request carrying ``parts`` of message
         ``message_id`` (whose turn reads ``text``): never send them again, and say so in
-        the turn (``bot.attachments.refusal``). The turn's new text; stored when ``store``
-        (a turn compaction folded already keeps its old line; this process still never
-        sends the image again)."""
+        the turn (``bot.attachments.refusal``). The turn's new text; stored when ``store``,
+        also in a turn compaction folded already (``MemoryManager.amend``)."""
         lines = [p.line for p in parts if p.line]
         marked = mark_refused(text, lines)
         held = self._settled.get((key, message_id))
@@ -181,7 +252,7 @@ class AttachmentIntake:
                 blocks=tuple((p, mark_refused(b, lines)) for p, b in held.blocks))
         if store and self.memory is not None and marked != text:
             try:
-                await self.memory.edit(key, message_id, marked)
+                await self.memory.amend(key, message_id, marked)
             except StoreError as e:
                 log.error("could not mark a refused image of %s in %s: %s", message_id, key, e)
         return marked
@@ -219,8 +290,8 @@ class AttachmentIntake:
         settled = Settled(text, tuple(r for r in readings if r.kind == "image"),
                           tuple((a.placeholder, b) for a, b in zip(files, blocks, strict=True)))
         if store and self.memory is not None and text != stored:
-            try:
-                outcome = await self.memory.edit(msg.key, msg.message_id, text)
+            try:  # folded meanwhile or not, the text joins its turn
+                outcome = await self.memory.amend(msg.key, msg.message_id, text)
                 log.debug("files of %s in %s: %s", msg.message_id, msg.key, outcome)
             except StoreError as e:
                 log.error("could not add the files of %s in %s: %s", msg.message_id, msg.key, e)
@@ -268,7 +339,7 @@ class AttachmentIntake:
                             self.limits.attachment_max_chars)
         text = compose(stored, files, blocks)
         try:
-            await self.memory.edit(msg.key, msg.message_id, text)
+            await self.memory.amend(msg.key, msg.message_id, text)
         except StoreError as e:
             log.error("could not add image descriptions to %s in %s: %s", msg.message_id,
                       msg.key, e)

@@ -2,9 +2,10 @@
 
 Keys (``KEYS``): ``persona``, ``model``, ``summary_model``, ``reply_mode``, ``record``,
 ``language`` for a channel or its whole server/workspace, and ``daily_tokens_per_user`` /
-``daily_tokens_per_server`` for a server only. The value in force comes from the channel,
-else the server, else the environment (``Defaults``, from ``Settings``): precedence
-channel → server → env.
+``daily_tokens_per_server`` and the access lists (``allowed_users``, ``blocked_users`` …,
+which add to the operator's: ``bot.access``) for a server only. The value in force comes
+from the channel, else the server, else the environment (``Defaults``, from
+``Settings``): precedence channel → server → env.
 
 Why a cache, and how it stays right across replicas: every message needs its channel's
 settings before it is recorded (``record off`` stores nothing), so reading the database
@@ -26,10 +27,13 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
+from bot.access import LIST_NAMES, NO_LISTS, Lists
 from bot.llm.params import parse_params
 from bot.messages import IncomingMessage
 from bot.settings import Settings
+from bot.settings.sections import check_ids
 from bot.stores.settings import SERVER, Setting, SettingsStore, server_scope
 from memory.errors import StoreError
 from memory.models import ChannelKey
@@ -83,7 +87,20 @@ KEYS: dict[str, Key] = {k.name: k for k in (
         server_only=True),
     Key("daily_tokens_per_server", "tokens this server may use a day (0 = the default)",
         server_only=True),
+    Key("allowed_users", "user ids who may talk to me on this server (besides allowed "
+        "roles; none: everyone the operator allows)", server_only=True),
+    Key("blocked_users", "user ids I ignore on this server", server_only=True),
+    Key("allowed_roles", "role ids whose members may talk to me on this server",
+        server_only=True),
+    Key("blocked_roles", "role ids whose members I ignore on this server", server_only=True),
+    Key("allowed_channels", "channel ids where I answer and remember on this server (none: "
+        "every channel)", server_only=True),
+    Key("blocked_channels", "channel ids where I neither answer nor remember anything",
+        server_only=True),
 )}
+_LIST_OF: dict[str, Literal["user", "role", "channel"]] = {
+    "allowed_users": "user", "blocked_users": "user", "allowed_roles": "role",
+    "blocked_roles": "role", "allowed_channels": "channel", "blocked_channels": "channel"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +137,7 @@ class Defaults:
         """The environment's value of ``name`` for channel ``key``, as text."""
         if name == "reply_mode":
             return "all" if key.channel in self.always_reply_channels else "mentions"
-        if name == "language":
+        if name == "language" or name in LIST_NAMES:  # a server's lists add to the operator's
             return ""
         return str(getattr(self, "record" if name == "record" else name))
 
@@ -140,6 +157,7 @@ class ChannelSettings:
     daily_tokens_per_user: int
     daily_tokens_per_server: int
     sources: Mapping[str, str] = field(default_factory=dict)  # "channel" | "server" | "default"
+    access: Lists = NO_LISTS  # the server's own allow and block lists (bot.access)
 
     def chosen(self, name: str) -> str | None:
         """The value of ``name`` when a channel or server chose it, else None (the model
@@ -176,6 +194,7 @@ def resolve(key: ChannelKey, rows: Sequence[Setting], defaults: Defaults) -> Cha
         values["record"], values["language"], values["params"],
         int(values["daily_tokens_per_user"]),
         int(values["daily_tokens_per_server"]), sources,
+        Lists.of({n: values[n].split(",") for n in LIST_NAMES if values[n]}),
     )
 
 
@@ -206,6 +225,15 @@ def validate(name: str, value: str, defaults: Defaults, *, server: bool) -> str:
         return value
     if name == "params":
         return _params(value, defaults)
+    if name in LIST_NAMES:
+        ids = [v for v in re.split(r"[\s,]+", value) if v]
+        if not ids:
+            raise Invalid(f"List some ids for {name}, separated by commas (unset it to "
+                          "clear it).")
+        try:
+            return ",".join(check_ids(ids, _LIST_OF[name]))
+        except ValueError as e:
+            raise Invalid(f"{str(e)[0].upper()}{str(e)[1:]}.") from None
     if name == "language":
         if not _LANGUAGE.match(value):
             raise Invalid("A language is a name such as English, Korean or Brazilian "

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from bot.access import LIST_NAMES
 from bot.channels.config import KEYS, ChannelConfig, ChannelSettings, Invalid, scope_of
 from bot.channels.quota import KINDS, PERSONAL_KINDS, Quota
 from bot.messages import CommandResult
@@ -109,6 +110,8 @@ def _shown(name: str, value: str) -> str:
         return "(the conversation's)"
     if name.startswith("daily_tokens") and value == "0":
         return "no limit"
+    if name in LIST_NAMES and not value:
+        return "(none: the operator's lists only)"
     return _short(value)
 
 
@@ -172,7 +175,8 @@ async def _show(key: ChannelKey, server: bool, channels: ChannelConfig) -> Comma
     effective: ChannelSettings = await channels.get(key)
     lines = []
     for name in KEYS:
-        value = str(getattr(effective, name))
+        value = (",".join(sorted(getattr(effective.access, name))) if name in LIST_NAMES
+                 else str(getattr(effective, name)))
         source = effective.sources.get(name, "default")
         shown = _shown(name, value)
         if name == "model" and channels.defaults.offline:  # say what actually answers

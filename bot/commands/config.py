@@ -99,7 +99,7 @@ CONFIG_COMMAND: Command[ConfigRequest] = Command(
     permission=Permission.MANAGE_CHANNEL, needed_for="changing a channel's settings",
     note="anyone may look (show, history, usage); the server's settings: {manage_server}; "
          "nothing can be changed in a direct message",
-    from_options=_options)
+    from_options=_options, manages_access=True)
 
 ORDER = 20  # where the registry lists it
 COMMANDS = (CONFIG_COMMAND,)

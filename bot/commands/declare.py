@@ -7,8 +7,9 @@ per ``Argument``), Slack slash commands and their manifest entries (the text for
 ``CommandSpec.arguments``) and the console's commands. A command's ``run`` is the one place
 that calls the service; the platform answers what it returns, privately unless the parsed
 arguments ask for the channel (``CommandSpec.public``) and the command did its work.
-Platforms call a command through ``Command.respond``, the door where a command whose answer
-shows stored channel content (``shows``) asks the read check (``bot.read_check``) first.
+Platforms call a command through ``Command.respond``, the door where the access lists
+(``bot.access``) are asked for every command, and a command whose answer shows stored
+channel content (``shows``) asks the read check (``bot.read_check``) first.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
+from bot.access import NO_LISTS, REFUSED, AccessRules, Verdict
 from bot.commands.args import CommandSpec, Usage
 from bot.messages import CommandResult
 from bot.read_check import Access, refusal
@@ -87,6 +89,9 @@ class CommandService(Protocol):
     def channels(self) -> ChannelConfig: ...
 
     @property
+    def access(self) -> AccessRules: ...
+
+    @property
     def memory_commands(self) -> MemoryFeature: ...
 
     @property
@@ -138,6 +143,16 @@ class Context(Protocol):
     def is_direct(self) -> bool: ...
 
     @property
+    def roles(self) -> tuple[str, ...] | None:
+        """The caller's role ids here (``bot.access``); None where the platform has none."""
+        ...
+
+    @property
+    def parent(self) -> str:
+        """The channel a thread is in ("" elsewhere), for ``bot.access``."""
+        ...
+
+    @property
     def commands(self) -> Registry: ...
 
     async def user_name(self) -> str:
@@ -186,6 +201,8 @@ class Command(Generic[A]):
     hides a command whose whole use needs one (``hidden``). ``shows``: its answer shows what
     is stored of the channel, so only a caller who may read the channel's history gets it
     (and, posted publicly, only if everyone who can see the post may: ``bot.read_check``).
+    ``manages_access``: it changes a server's own access lists, so those never refuse it
+    (its managers can always undo them); the operator's lists still do.
     ``answer``: who sees the answer, for ``/help``; which answers go to the channel is
     ``spec.public``. ``waits``: the answer may take a while (a model call), so the console
     shows its spinner. ``from_options``:
@@ -205,6 +222,7 @@ class Command(Generic[A]):
     waits: bool = False
     from_options: Callable[[Mapping[str, Any]], A | Usage] | None = None
     shows: bool = False
+    manages_access: bool = False
 
     @property
     def name(self) -> str:
@@ -219,7 +237,15 @@ class Command(Generic[A]):
     async def respond(self, ctx: Context, args: A, *, public: bool = False) -> CommandResult:
         """Run the command for the caller in ``ctx`` (``public``: its answer is to be posted
         for everyone there): the read check first when it ``shows`` stored content. Every
-        platform runs commands through here, never through ``run`` directly."""
+        platform runs commands through here, never through ``run`` directly. A caller the
+        access lists (``bot.access``) refuse gets one short sentence, whatever the command."""
+        here = NO_LISTS if self.manages_access else (
+            await ctx.service.channels.get(ctx.key)).access  # a server's own lists
+        verdict = ctx.service.access.verdict(ctx.key, ctx.user_id, ctx.roles,
+                                             direct=ctx.is_direct, parent=ctx.parent,
+                                             server=here)
+        if verdict is not Verdict.ADMITTED:
+            return CommandResult(REFUSED, ok=False)
         if self.shows:
             refused = await refusal(ctx.key, ctx.reader(), ctx.everyone(), public=public)
             if refused is not None:

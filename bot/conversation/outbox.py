@@ -10,7 +10,9 @@ earlier post before posting again; one with a recorded id posts nothing.
 Replies settle their debt (``bot.missed.owed``) in the transaction that records their last
 message, so a crash leaves either both or neither. A late answer goes **into** the
 placeholder the first attempt showed (``OwedReply.placeholder``): an edit is idempotent,
-so the placeholder is replaced, never left beside a second answer.
+so the placeholder is replaced, never left beside a second answer. A post whose outcome
+is unknown (5xx, reset, timeout) is looked up before it is posted again (``send`` puts
+every outlet under the rule of ``bot.conversation.lookup``).
 
 What is guaranteed: one post per outbox id while the outbox row lives (a week) and the
 platform can find it (Slack: in the thread or among the channel's last 200 messages;
@@ -22,9 +24,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
 
+from bot.conversation.lookup import looked_up
+from bot.conversation.posts import Post, PostOutlet
 from bot.stores.outbox import OutboxStore
 from memory.errors import StoreUnavailableError
 from memory.models import ChannelKey
@@ -35,6 +37,7 @@ __all__ = [
     "Outbox",
     "Post",
     "PostOutlet",
+    "answer_id",
     "digest_id",
     "placeholder_id",
     "reply_id",
@@ -42,39 +45,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 PLACEHOLDER, APOLOGY = -1, -2  # reply parts that are not the answer: "thinking…", a sorry
-
-
-@dataclass(frozen=True, slots=True)
-class Post:
-    """One outgoing message: where, its outbox id, the text as the platform takes it.
-
-    ``reply_to`` is the platform id of the message it answers (Slack: the thread's ts);
-    ``first`` says whether it is a reply's first message (Discord quotes the trigger only
-    there); ``attachment`` is text sent as a file with it (Discord, when over the limit).
-    """
-
-    key: ChannelKey
-    outbox_id: str
-    text: str
-    reply_to: str = ""
-    first: bool = True
-    attachment: str = ""
-
-
-class PostOutlet(Protocol):
-    """A platform's small outlet: post, edit, delete, and find an earlier post."""
-
-    async def post(self, post: Post) -> str | None:
-        """Post it carrying its outbox id; the platform's message id, None if refused."""
-
-    async def edit(self, post: Post, message_id: str) -> bool:
-        """Put the post's text (and outbox id) into message ``message_id``."""
-
-    async def delete(self, key: ChannelKey, message_id: str) -> bool:
-        """Delete message ``message_id``."""
-
-    async def find(self, post: Post) -> str | None:
-        """The id of an earlier post carrying this outbox id, None if there is none."""
 
 
 def reply_id(key: ChannelKey, message_id: str, part: int, *, notice: bool = False) -> str:
@@ -89,6 +59,12 @@ def placeholder_id(key: ChannelKey, message_id: str) -> str:
     """The outbox id the placeholder ("thinking…") of the reply to ``message_id`` carries,
     so a late answer finds it even when it was never remembered on the debt."""
     return reply_id(key, message_id, PLACEHOLDER)
+
+
+def answer_id(key: ChannelKey, invocation: str, part: int) -> str:
+    """The outbox id of part ``part`` of a command's public answer; ``invocation`` names the
+    one use of the command (Slack: its ``trigger_id``)."""
+    return f"answer:{key.platform}:{key.workspace}:{key.channel}:{invocation}#{part}"
 
 
 def digest_id(key: ChannelKey, slot_at: float, part: int) -> str:
@@ -108,6 +84,7 @@ class Outbox:
         """Deliver ``post`` once (into message ``into`` when given, e.g. a placeholder);
         its platform id, None if the platform refused it. ``settle``: see
         ``OutboxStore.outbox_posted``."""
+        outlet = looked_up(outlet)
         earlier = await self._intent(post)
         if earlier:  # posted and recorded by an earlier attempt
             if settle:

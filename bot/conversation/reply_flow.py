@@ -30,6 +30,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
+from bot.conversation.lookup import looked_up
 from bot.conversation.outbox import APOLOGY, Outbox, Post, PostOutlet, placeholder_id, reply_id
 from bot.errors import user_text
 from bot.messages import DeltaSink, IncomingMessage, Outcome, PendingReply, Reply
@@ -93,6 +94,7 @@ class _Shown:
 
     def __init__(self, outlet: ReplyOutlet, pending: PendingReply) -> None:
         self.outlet, self.pending, self.msg = outlet, pending, pending.msg
+        self.calls = looked_up(outlet)  # posts, edits, deletes: looked up when unknown
         self.id = pending.placeholder
         self.broken = False
         self.throttle: LiveThrottle | None = None
@@ -102,7 +104,7 @@ class _Shown:
         return Post(key, placeholder_id(key, self.msg.message_id), text, reply_to(self.msg))
 
     async def _posted(self, text: str) -> None:
-        self.id = await self.outlet.post(self.post(text)) or ""
+        self.id = await self.calls.post(self.post(text)) or ""
         self.broken = not self.id
         if self.id:
             await self.pending.show(self.id)
@@ -110,7 +112,7 @@ class _Shown:
     async def start(self) -> None:
         """Post the outlet's placeholder (none for a notice or a late answer)."""
         if self.pending.late:  # the earlier attempt's, found by its outbox id if need be
-            self.id = self.id or await self.outlet.find(self.post(self.outlet.placeholder)) or ""
+            self.id = self.id or await self.calls.find(self.post(self.outlet.placeholder)) or ""
         elif self.outlet.placeholder and not self.pending.notice:
             await self._posted(self.outlet.placeholder)
 
@@ -128,13 +130,13 @@ class _Shown:
         preview = self.outlet.preview(text)
         if not self.id:
             await self._posted(preview)
-        elif not await self.outlet.edit(self.post(preview), self.id):
+        elif not await self.calls.edit(self.post(preview), self.id):
             self.broken = True
 
     async def drop(self) -> None:
         """Delete it (nothing is sent, or the answer goes privately)."""
         if self.id:
-            await self.outlet.delete(self.msg.key, self.id)
+            await self.calls.delete(self.msg.key, self.id)
             self.id = ""
 
     async def apologize(self) -> None:
@@ -147,10 +149,10 @@ class _Shown:
         apology = Post(key, reply_id(key, message_id, APOLOGY), SHUTDOWN_APOLOGY,
                        reply_to(self.msg))
         if self.id:
-            await self.outlet.edit(apology, self.id)
+            await self.calls.edit(apology, self.id)
             await self.pending.show("")
         elif not self.pending.late:  # a late answer's mention was told sorry the first time
-            await self.outlet.post(apology)
+            await self.calls.post(apology)
 
 
 class ReplyFlow:

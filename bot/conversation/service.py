@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from bot.access import AccessRules, Verdict
 from bot.attachments.intake import AttachmentIntake
 from bot.attachments.vision import ImagePart, with_images
 from bot.catchup.wiring import CatchupCommands
@@ -105,7 +106,8 @@ class ChatService:
                  budget: Budget, *, clock: Callable[[], float] = time.monotonic,
                  owed: OwedReplies | None = None, channels: ChannelConfig | None = None,
                  quota: Quota | None = None, outbox: Outbox | None = None,
-                 catchup: CatchupCommands | None = None) -> None:
+                 catchup: CatchupCommands | None = None,
+                 access: AccessRules | None = None) -> None:
         self.memory = memory
         self.llm = llm
         self.config = config
@@ -120,6 +122,7 @@ class ChatService:
         self.memory_commands = MemoryCommands(memory, self.channels, self.quota)
         self.catchup_commands = catchup or CatchupCommands(self.quota)
         self.config_command = ConfigCommand(self.channels, self.quota)
+        self.access = access or AccessRules()  # who may talk to the bot (bot.access)
         self._identities: dict[str, tuple[str, str]] = {}
         # USER_RATE_LIMIT; reads self.clock when asked (tests replace the clock)
         self._rate = RateLimiter(config.user_rate_limit, lambda: self.clock())
@@ -156,7 +159,10 @@ class ChatService:
         # Cached and nobody waiting: no suspension. Else ChannelConfig queues callers per
         # channel in order, so messages reach record() in arrival order.
         settings = await self.channels.get(msg.key)
-        addressed = answers(msg, settings)
+        admitted = self._admitted(msg, settings)
+        if admitted is None:  # a channel the bot stays out of, or a person not recorded
+            return Received(Outcome.NOT_RECORDED)
+        addressed = admitted and answers(msg, settings)
         if settings.record == "off":  # privacy: nothing of this channel is stored
             return Received(Outcome.NOT_RECORDED, self._pending(
                 msg, Outcome.NOT_RECORDED, self._composer(msg, None, settings))
@@ -206,6 +212,18 @@ class ChatService:
                 RATE_LIMITED.format(limit=self.config.user_rate_limit)))
         return Received(Outcome.RECORDED, self._pending(
             msg, Outcome.RECORDED, self._composer(msg, result.turn.seq, settings)))
+
+    def _admitted(self, msg: IncomingMessage, settings: ChannelSettings) -> bool | None:
+        """The access lists on ``msg`` (``bot.access``; the server's own in ``settings``):
+        True, may be answered; False, may be stored but never answered (a blocked person);
+        None, neither."""
+        verdict = self.access.verdict(msg.key, msg.author_id, msg.roles, direct=msg.is_direct,
+                                      parent=msg.parent, server=settings.access)
+        if verdict is Verdict.ADMITTED:
+            return True
+        log.debug("message %s in %s by %s: %s not admitted", msg.message_id, msg.key,
+                  msg.author_id, verdict.value)
+        return False if self.access.records(verdict) else None
 
     async def on_message(self, msg: IncomingMessage, *,
                          on_delta: DeltaSink | None = None) -> Reply | None:
@@ -290,7 +308,10 @@ class ChatService:
         True when it was new.
         """
         settings = await self.channels.get(msg.key)
-        addressed = answers(msg, settings)
+        admitted = self._admitted(msg, settings)
+        if admitted is None:
+            return False
+        addressed = admitted and answers(msg, settings)
         if settings.record == "off" or (settings.record == "addressed" and not addressed):
             return False
         due = None
@@ -318,13 +339,15 @@ class ChatService:
             tok = self.memory.tokenizer
             persona = tok.truncate(persona, max(0, tok.count(persona) - (floor - budget)))
             budget = floor
-        # attachments: the files read (waiting a bounded time) and the images a vision
-        # model gets, paid for out of the memory budget
+        # attachments: the files read, this message's and those of the messages the
+        # prompt shows (waiting until one deadline), and the images a vision model gets,
+        # paid for out of the memory budget
         stored = cut(msg.text, self.config.max_input_chars)
-        files = await self.attachments.settle(msg, stored, store=seq is not None)
+        until = self.attachments.deadline()
+        files = await self.attachments.settle(msg, stored, store=seq is not None, until=until)
         seer = "" if self.llm.is_offline else model or _model_name(self.llm)
         images = self.attachments.images_for(files, seer, budget // 2)
-        budget -= sum(p.tokens for p in images)
+        budget -= sum(p.tokens for p in images) + self.attachments.note_tokens(msg.key)
         chain = await self._chain(msg, budget)  # the reply chain, paid before the view
         budget -= chain.tokens
         if seq is None:
@@ -333,6 +356,9 @@ class ChatService:
             view = MemoryView(msg.key, "", 0, (), 0, (lone,), 0)
         else:
             view = await self.memory.view(msg.key, budget, through_seq=seq, recall=True)
+            if await self.attachments.wait_for(view, until):  # earlier messages' files
+                view = await self.memory.view(msg.key, budget, through_seq=seq, recall=True)
+        view = self.attachments.mark_unread(view)  # files still on their way say so
         chain = chain.without(view)
         view = chain.unrecalled(view)
         self.observer.recalled(msg.key, time.monotonic() - started)
@@ -357,7 +383,8 @@ class ChatService:
                 await self.memory.compact_now(msg.key, force=True)
             except Exception:
                 log.warning("forced compaction of %s failed", msg.key, exc_info=True)
-            view = await self.memory.view(msg.key, budget // 2, through_seq=seq, recall=True)
+            view = self.attachments.mark_unread(
+                await self.memory.view(msg.key, budget // 2, through_seq=seq, recall=True))
             chain = chain.without(view)
             view = chain.unrecalled(view)
             try:

@@ -46,7 +46,7 @@ def footer(stats: ChannelStats) -> str:
     """The counts line under ``/summary``."""
     return (
         f"Remembering {plural(stats.turns, 'message')} ({stats.folded} summarized, "
-        f"{stats.pending} verbatim) · {plural(stats.facts, 'carried fact')} · last compaction: "
+        f"{stats.pending} verbatim) · {plural(stats.facts, 'kept identifier')} · last compaction: "
         f"{_when(stats.last_compacted_at)}"
     )
 
@@ -181,7 +181,7 @@ class MemoryCommands:
         if result.had_summary:
             parts.append("the summary")
         if result.facts:
-            parts.append(plural(result.facts, "carried fact"))
+            parts.append(plural(result.facts, "kept identifier"))
         if result.episodes:
             parts.append(plural(result.episodes, "archived episode"))
         if result.channel_facts:

@@ -164,7 +164,7 @@ async def copy_db(
         await dst.import_state(await src.state(key, facts_limit=ALL_FACTS))
         await dst.replace_archive(key, *await _archive(src, key))
         await dst.replace_history(key, await src.summary_history_of(key, limit=ALL_FACTS))
-        progress(f"[{i}/{len(keys)}] {key}: {plural(want[0], 'turn')}")
+        progress(f"[{i}/{len(keys)}] {key}: {plural(want[0], 'message')}")
     await target.settings.import_settings(*await source.settings.all_settings())
     await copy_digests(source, target)
     for key in keys:

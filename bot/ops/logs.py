@@ -4,9 +4,12 @@ Every configured token and key is replaced by ``***`` in every log record, whate
 or exception text carried it, so a stack trace from an SDK can never leak a credential.
 
 A failure a person can cause or meet (the model endpoint or the platform unreachable, a
-rejected token, an unwritable database: ``GistbotError``, ``StoreError``, network and SDK
-errors) is logged as one line naming it; its traceback is printed only at
-``LOG_LEVEL=DEBUG``. An unexpected exception (a bug) keeps its traceback at ERROR.
+rejected token, an unwritable database, a rejected summary: ``GistbotError``,
+``memory.errors``, network and SDK errors) is logged as one line naming it; its traceback
+is printed only at ``LOG_LEVEL=DEBUG``. An unexpected exception (a bug) keeps its
+traceback, except in the console chat, where the terminal is the conversation: there every
+record is one line unless ``--verbose`` (a bug's traceback) or ``LOG_LEVEL=DEBUG`` (every
+traceback).
 
 The console chat draws a spinner on the terminal line it is waiting on. Records are written
 above it (:class:`LiveLine`): the line is cleared, the record written, the spinner drawn
@@ -24,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from typing import TextIO
 
 from bot.errors import GistbotError
-from memory.errors import StoreError
+from memory.errors import MemoryError_
 
 __all__ = [
     "LiveLine",
@@ -58,7 +61,8 @@ def scrub(text: str, secrets: Sequence[str]) -> str:
 def is_expected_failure(exc: BaseException) -> bool:
     """Whether ``exc`` is a failure of the world (network, credentials, disk, a service)
     rather than a bug: such failures are logged as one line below DEBUG."""
-    if isinstance(exc, GistbotError | StoreError | OSError | TimeoutError):
+    # MemoryError_: the store failed, or the model's summary was rejected or preempted.
+    if isinstance(exc, GistbotError | MemoryError_ | OSError | TimeoutError):
         return True
     return type(exc).__module__.partition(".")[0] in _EXPECTED_PACKAGES
 
@@ -93,16 +97,22 @@ class SecretFilter(logging.Filter):
 
 class OneLineFormatter(logging.Formatter):
     """Formats an expected failure's record as one line (the exception's type and message
-    appended) unless ``tracebacks``; scrubs secrets from the whole output either way."""
+    appended) unless ``tracebacks``; an unexpected one too when not ``bug_tracebacks`` (the
+    console chat), with a hint where its traceback is. Scrubs secrets either way."""
 
-    def __init__(self, fmt: str, *, tracebacks: bool, secrets: Sequence[str] = ()) -> None:
+    def __init__(self, fmt: str, *, tracebacks: bool, secrets: Sequence[str] = (),
+                 bug_tracebacks: bool = True) -> None:
         super().__init__(fmt)
         self.tracebacks = tracebacks
+        self.bug_tracebacks = bug_tracebacks or tracebacks
         self.secrets = [s for s in secrets if len(s) >= 6]
 
     def format(self, record: logging.LogRecord) -> str:
         exc = record.exc_info[1] if record.exc_info else None
-        if exc is None or self.tracebacks or not is_expected_failure(exc):
+        if exc is None or self.tracebacks:
+            return scrub(super().format(record), self.secrets)
+        expected = is_expected_failure(exc)
+        if not expected and self.bug_tracebacks:
             return scrub(super().format(record), self.secrets)
         short = logging.makeLogRecord(record.__dict__)
         short.exc_info, short.exc_text, short.stack_info = None, None, None
@@ -110,6 +120,9 @@ class OneLineFormatter(logging.Formatter):
         detail = one_line(exc)
         if str(exc).strip() and " ".join(str(exc).split()) in text:
             detail = ""  # the message already says it
+        if not expected:
+            detail = f"{detail}; --verbose shows the traceback" if detail else \
+                "--verbose shows the traceback"
         return scrub(f"{text} ({detail})" if detail else text, self.secrets)
 
 
@@ -185,8 +198,9 @@ def setup_logging(
 ) -> LiveLine:
     """Log to stderr with secrets scrubbed; return the live line the console draws on.
 
-    ``console``: the terminal is a chat, so only WARNING and above are shown unless
-    ``verbose`` or ``level`` is DEBUG. Tracebacks of expected failures only at DEBUG.
+    ``console``: the terminal is a chat, so only WARNING and above are shown, each on one
+    line, unless ``verbose`` (INFO, and a bug's traceback) or ``level`` is DEBUG. Tracebacks
+    of expected failures only at DEBUG.
     ``fmt="json"`` writes one JSON object per line (``bot.ops.json_logs``).
     """
     live = LiveLine()
@@ -197,7 +211,8 @@ def setup_logging(
     if console and not verbose and numeric > logging.DEBUG:
         numeric = max(numeric, logging.WARNING)
     handler.setFormatter(
-        OneLineFormatter(FORMAT, tracebacks=numeric <= logging.DEBUG, secrets=secrets)
+        OneLineFormatter(FORMAT, tracebacks=numeric <= logging.DEBUG, secrets=secrets,
+                         bug_tracebacks=verbose or not console)
     )
     if fmt == "json":
         from bot.ops.json_logs import JsonFormatter

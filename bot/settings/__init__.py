@@ -31,6 +31,7 @@ from bot.errors import ConfigError
 from bot.ops.redact import url_secrets
 from bot.settings.sections import (
     DEFAULT_SYSTEM_PROMPT,
+    AccessSettings,
     AdminSettings,
     AttachmentSettings,
     BudgetSettings,
@@ -121,6 +122,7 @@ class Settings(BaseSettings):
     budget: BudgetSettings = BudgetSettings()
     memory: MemoryConfig = MemoryConfig()
     chat: ChatSettings = ChatSettings()
+    access: AccessSettings = AccessSettings()
     quotas: QuotaSettings = QuotaSettings()
     attachments: AttachmentSettings = AttachmentSettings()
     catchup: CatchupSettings = CatchupSettings()

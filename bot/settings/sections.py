@@ -10,24 +10,31 @@ sections live on the tree itself (``bot.settings``).
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
 
-from bot.llm.params import parse_params
+from bot.settings.access import AccessSettings, check_ids
+from bot.settings.base import (
+    CsvList,
+    Section,
+    at_least_one,
+    blank_is_unset,
+    looks_like_placeholder,
+    real_token,
+    split_csv,
+)
+from bot.settings.providers import Provider, ProviderSettings
 from memory.config import tunable
 
 __all__ = [
-    "DEFAULT_SYSTEM_PROMPT", "AdminSettings", "AttachmentSettings", "BudgetSettings",
-    "CatchupSettings", "ChatSettings", "DatabaseSettings", "DiscordSettings", "LLMSettings",
-    "LogSettings", "Provider", "ProviderSettings", "QuotaSettings", "RestartSettings",
-    "SlackSettings", "looks_like_placeholder",
+    "DEFAULT_SYSTEM_PROMPT", "AccessSettings", "AdminSettings", "AttachmentSettings",
+    "BudgetSettings", "CatchupSettings", "ChatSettings", "DatabaseSettings", "DiscordSettings",
+    "LLMSettings", "LogSettings", "Provider", "ProviderSettings", "QuotaSettings",
+    "RestartSettings", "SlackSettings", "check_ids", "looks_like_placeholder",
 ]
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -35,53 +42,6 @@ DEFAULT_SYSTEM_PROMPT = (
     "briefly and in the language they used. Use what you remember of the conversation when "
     "it helps; say so when you do not know."
 )
-# A value copied from documentation rather than a key: a whole word (changeme, todo), or a
-# tell anywhere in it: an ellipsis, <angle brackets>, a leading "your", a run of x's set off
-# by punctuation (sk-xxx, xoxb-xxxx-xxxx) or six long. Random keys can hold "xxx" between
-# letters, so a short run inside a word is not a tell. Non-ASCII is checked apart.
-_PLACEHOLDER = re.compile(
-    r"^(changeme|replace[-_ ]?me|todo|none|null|api[-_ ]?key)$"
-    r"|^your|\.\.\.|…|<.*>|(?:^|[^a-z0-9])x{3,}(?:$|[^a-z0-9])|x{6,}",
-    re.IGNORECASE,
-)
-CsvList = Annotated[list[str], NoDecode]
-_TOKEN_PLACEHOLDER = ("looks like a placeholder, not a real token; paste the real one, "
-                      "or remove the line")
-
-
-def looks_like_placeholder(value: str) -> bool:
-    """Whether a key or token is a placeholder, not a real one (real ones are plain ASCII)."""
-    value = value.strip()
-    return not value.isascii() or _PLACEHOLDER.search(value) is not None
-
-
-def _csv(value: Any) -> Any:
-    if isinstance(value, str):
-        return [part.strip() for part in value.split(",") if part.strip()]
-    return value
-
-
-def _blank_is_unset(value: Any) -> Any:
-    return None if isinstance(value, str) and not value.strip() else value
-
-
-def _real_token(value: SecretStr | None) -> SecretStr | None:
-    if value is not None and looks_like_placeholder(value.get_secret_value()):
-        raise ValueError(_TOKEN_PLACEHOLDER)
-    return value
-
-
-def _at_least_one(value: int, what: str) -> int:
-    if value < 1:
-        raise ValueError(f"must be at least 1, not {value}: it is how many {what}")
-    return value
-
-
-class Section(BaseModel):
-    """A frozen section; unknown names are errors (a misspelt field in code or a test)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
 
 class LLMSettings(Section):
     """The model endpoint: who answers, with which model, how long a call may take."""
@@ -122,7 +82,7 @@ class LLMSettings(Section):
         "only."))
 
     _blank = field_validator("openai_api_key", "openai_base_url", "summary_model_name",
-                             "llm_provider", mode="before")(_blank_is_unset)
+                             "llm_provider", mode="before")(blank_is_unset)
 
     @field_validator("openai_api_key")
     @classmethod
@@ -151,12 +111,12 @@ class LLMSettings(Section):
     @classmethod
     def _slots(cls, v: int) -> int:
         what = "model calls at once to the endpoint: its parallel slots, e.g. 1 for a one-slot"
-        return _at_least_one(v, f"{what} llama.cpp server (default 4)")
+        return at_least_one(v, f"{what} llama.cpp server (default 4)")
 
     @field_validator("summary_concurrency")
     @classmethod
     def _summary_slots(cls, v: int) -> int:
-        return _at_least_one(v, "background summary calls at once (default 8)")
+        return at_least_one(v, "background summary calls at once (default 8)")
 
     @property
     def provider(self) -> Literal["openai", "offline"]:
@@ -164,113 +124,6 @@ class LLMSettings(Section):
         if self.llm_provider is not None:
             return self.llm_provider
         return "openai" if (self.openai_api_key or self.openai_base_url) else "offline"
-
-
-class Provider(Section):
-    """One named model endpoint of ``PROVIDERS``: where it is, its key, what it serves."""
-
-    base_url: str = Field(description="The endpoint, ending in /v1.")
-    api_key: SecretStr | None = Field(default=None, description=(
-        "Its key; unset for servers that need none (Ollama, LM Studio, llama.cpp)."))
-    models: list[str] = Field(min_length=1, description=(
-        "The models it serves; a channel whose model is one of them is answered here."))
-    concurrency: int | None = Field(default=None, ge=1, description=(
-        "Its parallel slots. Unset: LLM_CONCURRENCY."))
-
-    _blank = field_validator("api_key", mode="before")(_blank_is_unset)
-
-    @field_validator("base_url")
-    @classmethod
-    def _url(cls, v: str) -> str:
-        parsed = urlparse(v.strip())
-        if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise ValueError("must be an http(s) URL ending in /v1, such as "
-                             "http://localhost:11434/v1 (Ollama)")
-        return v.strip().rstrip("/")
-
-    @field_validator("api_key")
-    @classmethod
-    def _key(cls, v: SecretStr | None) -> SecretStr | None:
-        if v is not None and looks_like_placeholder(v.get_secret_value()):
-            raise ValueError("looks like a placeholder, not a real key; put the real key, "
-                             "or leave api_key out for a server that needs none")
-        return v
-
-    @field_validator("models")
-    @classmethod
-    def _names(cls, v: list[str]) -> list[str]:
-        names = [m.strip() for m in v]
-        if not all(names):
-            raise ValueError("a model name is empty")
-        return names
-
-
-def _json_object(value: Any) -> Any:
-    """A JSON object given as text (an environment variable) parsed; anything else as is."""
-    if not isinstance(value, str):
-        return value
-    if not value.strip():
-        return {}
-    try:
-        return json.loads(value)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"is not JSON ({e.msg} at character {e.pos}); write a JSON object, "
-                         'such as {"local": {"base_url": "http://localhost:11434/v1", '
-                         '"models": ["llama3.1"]}}') from None
-
-
-def _request_fields(value: Any) -> Any:
-    return parse_params(value if isinstance(value, str | Mapping) else json.dumps(value))
-
-
-class ProviderSettings(Section):
-    """Request parameters of the model calls, and model endpoints besides the default one
-    (``bot.llm.params``, ``bot.llm.providers``; docs/providers.md)."""
-
-    model_config = ConfigDict(title="Model parameters and providers")
-
-    model_params: Annotated[dict[str, Any], NoDecode] = Field(default={}, description=(
-        'JSON object of fields added to every reply request, e.g. {"temperature": 0.7, '
-        '"top_p": 0.9} or a server\'s own field such as {"repetition_penalty": 1.1}. Fields '
-        "gistbot sets itself (messages, model, stream, max_tokens …) are refused. Summaries "
-        "do not get them (see SUMMARY_MODEL_PARAMS)."))
-    summary_model_params: Annotated[dict[str, Any], NoDecode] = Field(default={}, description=(
-        "JSON object of fields added to summary and /summary requests (e.g. "
-        '{"chat_template_kwargs": {"enable_thinking": false}}). Unset: none, so a creative '
-        "MODEL_PARAMS temperature never loosens what summaries keep."))
-    model_params_allowed: CsvList = Field(default=["temperature", "top_p"], description=(
-        "Comma-separated fields a channel or server may set over MODEL_PARAMS with /config "
-        "set params (empty: none)."))
-    providers: Annotated[dict[str, Provider], NoDecode] = Field(default={}, description=(
-        'JSON object of named endpoints, e.g. {"local": {"base_url": '
-        '"http://localhost:11434/v1", "models": ["llama3.1"]}, "hosted": {"base_url": '
-        '"https://api.openai.com/v1", "api_key": "sk-…", "models": ["gpt-4o"]}}. A '
-        "channel whose model (MODEL_NAME, or its /config model) is listed is answered by that "
-        "endpoint with its key; other models by OPENAI_BASE_URL / OPENAI_API_KEY. Their "
-        "models may be chosen with /config when ALLOWED_MODELS is unset."))
-
-    _params = field_validator("model_params", "summary_model_params",
-                              mode="before")(_request_fields)
-    _csv = field_validator("model_params_allowed", mode="before")(_csv)
-    _object = field_validator("providers", mode="before")(_json_object)
-
-    @field_validator("providers")
-    @classmethod
-    def _distinct(cls, v: dict[str, Provider]) -> dict[str, Provider]:
-        seen: dict[str, str] = {}
-        for name, provider in v.items():
-            if not re.fullmatch(r"[A-Za-z0-9_.-]{1,40}", name):
-                raise ValueError(f"provider name {name!r}: use letters, digits, . _ or -")
-            for model in provider.models:
-                if model in seen:
-                    raise ValueError(f"model {model!r} is listed by both {seen[model]!r} and "
-                                     f"{name!r}; list each model under one provider")
-                seen[model] = name
-        return v
-
-    def provider_of(self, model: str) -> str | None:
-        """The name of the provider that serves ``model`` (None: the default endpoint)."""
-        return next((n for n, p in self.providers.items() if model in p.models), None)
 
 
 class DatabaseSettings(Section):
@@ -323,7 +176,7 @@ class BudgetSettings(Section):
         "Bound on the rolling summary. Unset: a tenth of CONTEXT_TOKENS - REPLY_TOKENS, "
         "between 100 and 600."))
 
-    _blank = field_validator("summary_tokens", mode="before")(_blank_is_unset)
+    _blank = field_validator("summary_tokens", mode="before")(blank_is_unset)
 
     @property
     def summary_bound(self) -> int:
@@ -360,8 +213,9 @@ class ChatSettings(Section):
     bot_id: str = tunable("gistbot")  # who the bot is until a platform says (login)
     bot_name: str = tunable("gistbot")
     stream_interval: float = tunable(1.0)  # seconds between edits of a streamed reply
+    post_timeout: float = tunable(30.0)  # seconds a platform call may take; then: unknown
 
-    _csv = field_validator("always_reply_channels", mode="before")(_csv)
+    _csv = field_validator("always_reply_channels", mode="before")(split_csv)
 
 
 class CatchupSettings(Section):
@@ -404,7 +258,7 @@ class QuotaSettings(Section):
         "Tokens one server or workspace may use a day (replies and summaries); a server may "
         "set lower limits with /config, never higher. 0: no limit."))
 
-    _csv = field_validator("allowed_models", mode="before")(_csv)
+    _csv = field_validator("allowed_models", mode="before")(split_csv)
 
 
 class AttachmentSettings(Section):
@@ -420,8 +274,13 @@ class AttachmentSettings(Section):
         "Largest attachment fetched, in bytes (checked before and during the download); a "
         "larger one is noted by name only."))
     attachment_timeout: float = Field(default=15.0, gt=0, le=600, description=(
-        "Seconds one attachment may take to download and read; a reply waits at most this "
-        "long for its message's files."))
+        "Seconds one attachment may take to download, and again to read; how long a reply "
+        "waits for files is ATTACHMENT_WAIT_SECONDS."))
+    attachment_wait_seconds: float = Field(default=15.0, ge=0, le=600, description=(
+        "Seconds a reply waits at most for files still being read on the messages its "
+        "prompt shows (its own and earlier ones); past it the reply is made without them "
+        "and its prompt says they are still being read. Their text joins their messages in "
+        "memory whenever it arrives. 0: never wait."))
     attachment_cpu_seconds: int = Field(default=10, ge=1, le=600, description=(
         "CPU seconds reading one file (its text, a PDF's text, an image's size) may use; the "
         "worker process reading it is killed at this limit, and at ATTACHMENT_TIMEOUT seconds "
@@ -443,7 +302,7 @@ class AttachmentSettings(Section):
     pdf_pages: int = tunable(200)  # read per PDF
     concurrency: int = tunable(4)  # downloads at once, across messages
 
-    _csv = field_validator("vision_models", mode="before")(_csv)
+    _csv = field_validator("vision_models", mode="before")(split_csv)
 
 
 class RestartSettings(Section):
@@ -495,9 +354,9 @@ class DiscordSettings(Section):
     shard_ids: Annotated[list[int], NoDecode] = Field(default=[], description=(
         "Comma-separated shards this process runs (needs SHARD_COUNT). Unset: all."))
 
-    _blank = field_validator("discord_token", "shard_count", mode="before")(_blank_is_unset)
-    _csv = field_validator("discord_guild_ids", "shard_ids", mode="before")(_csv)
-    _token = field_validator("discord_token")(_real_token)
+    _blank = field_validator("discord_token", "shard_count", mode="before")(blank_is_unset)
+    _csv = field_validator("discord_guild_ids", "shard_ids", mode="before")(split_csv)
+    _token = field_validator("discord_token")(real_token)
 
 
 class SlackSettings(Section):
@@ -521,10 +380,10 @@ class SlackSettings(Section):
     port: int = Field(default=3000, ge=0, le=65535, description="Slack HTTP mode's port.")
 
     _blank = field_validator("slack_bot_token", "slack_app_token", "slack_signing_secret",
-                             mode="before")(_blank_is_unset)
-    _csv = field_validator("slack_admin_user_ids", mode="before")(_csv)
+                             mode="before")(blank_is_unset)
+    _csv = field_validator("slack_admin_user_ids", mode="before")(split_csv)
     _token = field_validator("slack_bot_token", "slack_app_token",
-                             "slack_signing_secret")(_real_token)
+                             "slack_signing_secret")(real_token)
 
     @property
     def configured(self) -> bool:
@@ -570,8 +429,8 @@ class AdminSettings(Section):
     admin_token: SecretStr | None = Field(default=None, description=(
         "The inspector's login secret, at least 16 random characters."))
 
-    _blank = field_validator("admin_port", "admin_token", mode="before")(_blank_is_unset)
-    _token = field_validator("admin_token")(_real_token)
+    _blank = field_validator("admin_port", "admin_token", mode="before")(blank_is_unset)
+    _token = field_validator("admin_token")(real_token)
 
     def problems(self) -> list[str]:
         """The inspector changes memory, so it is never on without a strong token."""

@@ -16,14 +16,16 @@ messages (create/edit/delete, JSON or multipart with files; an enforced ``nonce`
 last few minutes returns the message created for it instead of creating one, as Discord
 does), channel history (``GET /channels/{id}/messages`` with ``after``/``before``/``limit``,
 newest first as Discord pages it; ``rate_limits`` makes the next reads answer 429), one
-message (``GET /channels/{id}/messages/{id}``: 404 Unknown Message when it is not there;
-``message_faults`` makes the next ones answer 429 or hang), typing,
+message (``GET /channels/{id}/messages/{id}``: 404 Unknown Message when it is not there), typing,
 and interaction callbacks and follow-ups. Every REST call is recorded (method, path, query,
 JSON body, files, arrival time) and created or edited messages are echoed over the gateway
 like Discord does. Unknown routes answer 404 and are kept in ``unexpected``; leaving ``async
-with`` fails on them. Tests drive it with ``send_message`` (``deliver=False``: only the
-history has it), ``edit_message``, ``delete_message`` and ``interaction``, and wait with
-``wait_for``.
+with`` fails on them. ``script`` is the fault switch (``tests.fakes.faults``): the next calls
+of any endpoint (named like ``POST /channels/{id}/messages``) can fail before they take
+effect, or take effect and then answer 500, reset the connection, hang, or answer 429; a
+scripted fault never used also fails leaving ``async with``. Tests drive it with
+``send_message`` (``deliver=False``: only the history has it), ``edit_message``,
+``delete_message`` and ``interaction``, and wait with ``wait_for``.
 
 The payload builders (``user``, ``guild_create``, ``message``…) are plain functions so unit
 tests can build the same objects without a server.
@@ -36,6 +38,7 @@ import itertools
 import json
 import secrets
 import time
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -44,11 +47,13 @@ from typing import Any
 import yarl
 from aiohttp import WSMsgType, web
 
+from tests.fakes.faults import Fault, cut
 from tests.fakes.file_host import FileHost
 from tests.harness.deadlines import scaled
 
 __all__ = [
-    "FakeDiscord", "Request", "World", "interaction_payload", "message", "resolve_permissions",
+    "FakeDiscord", "Request", "World", "endpoint", "interaction_payload", "message",
+    "resolve_permissions",
     "thread_from_message", "user",
 ]
 
@@ -313,6 +318,13 @@ def interaction_payload(
         data["channel"] = {"id": str(channel_id), "type": 0, "guild_id": str(guild_id),
                            "name": "general", "position": 0,
                            "permission_overwrites": world.overwrites(channel_id)}
+        if channel_id in (world.thread, world.private_thread):  # as Discord sends a thread
+            data["channel"] = {
+                "id": str(channel_id), "guild_id": str(guild_id), "name": "thread",
+                "type": 11 if channel_id == world.thread else 12,
+                "parent_id": str(world.general), "owner_id": world.alice["id"],
+                "thread_metadata": {"archived": False, "auto_archive_duration": 1440,
+                                    "archive_timestamp": iso_now(), "locked": False}}
         if permissions is None:
             permissions = resolve_permissions(world, channel_id, invoker)
         data["member"] = world.member_of(invoker) | {"permissions": str(permissions)}
@@ -321,6 +333,19 @@ def interaction_payload(
         data["channel"] = {"id": str(channel_id), "type": 1}
         data["user"] = invoker
     return data
+
+
+def endpoint(method: str, path: str) -> str:
+    """The name a call is scripted by: its method and path with ids and tokens as
+    placeholders (``PATCH /webhooks/{id}/{token}/messages/@original``)."""
+    parts = []
+    for part in path.strip("/").split("/"):
+        if part.isdigit():
+            part = "{id}"
+        elif part.startswith("itok-"):
+            part = "{token}"
+        parts.append(part)
+    return f"{method} /{'/'.join(parts)}"
 
 
 @dataclass(frozen=True)
@@ -353,11 +378,10 @@ class FakeDiscord:
         self.messages: dict[int, JSON] = {}
         self._nonces: dict[tuple[str, str], tuple[int, float]] = {}  # enforced nonces
         self.rate_limits = 0  # the next this many history reads answer 429 (retry_after)
-        # how the next single-message reads (GET /channels/{id}/messages/{id}) fail, one
-        # entry each: "429" (rate limited, ``retry_after``) or "hang" (never answered)
-        self.message_faults: list[str] = []
         self.retry_after = 0.05
         self.accept_resume = False  # True: RESUME gets RESUMED; False: a new session
+        self._scripts: defaultdict[str, deque[Fault | None]] = defaultdict(deque)
+        self._closing = asyncio.Event()  # set on leaving: hung requests end
         self._sockets: list[web.WebSocketResponse] = []
         self._seq = 0
         self._changed = asyncio.Condition()
@@ -389,6 +413,11 @@ class FakeDiscord:
         self.files.base_url = f"http://127.0.0.1:{self.port}"
         return self
 
+    def script(self, name: str, *faults: Fault | None) -> None:
+        """Answer the next calls of endpoint ``name`` (see ``endpoint``) with ``faults``, in
+        order (None: a normal answer)."""
+        self._scripts[name].extend(faults)
+
     def attachment(self, name: str, data: bytes, content_type: str = "text/plain", *,
                    size: int | None = None, url: str | None = None, **how: Any) -> JSON:
         """An attachment object for ``send_message(attachments=[...])``, its file on the
@@ -400,12 +429,15 @@ class FakeDiscord:
 
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._closing.set()
         for ws in list(self._sockets):
             await ws.close()
         if self._runner is not None:
             await self._runner.cleanup()
         if exc is None:
             assert not self.unexpected, f"unexpected Discord API calls: {self.unexpected}"
+            left = {name: len(q) for name, q in self._scripts.items() if q}
+            assert not left, f"scripted faults never requested: {left}"
 
     # ------------------------------------------------------------------ waiting
 
@@ -577,10 +609,18 @@ class FakeDiscord:
             await self._notify()
             return web.Response(status=401, body=b'{"message": "401: Unauthorized", "code": 0}',
                                 headers={"Content-Type": "application/json"})
+        queue = self._scripts.get(endpoint(request.method, path))
+        fault = queue.popleft() if queue else None
+        if fault is Fault.RATE_LIMITED or fault is Fault.BEFORE:
+            await self._notify()
+            return self._fault_answer(fault)
         try:
             status, answer = await self._answer(seen)
         finally:
             await self._notify()
+        if fault is not None:  # it took effect; the answer is lost
+            return await cut(request, fault, self._closing) if fault.cuts else \
+                self._fault_answer(fault)
         # a non-member, or a message looked up that is gone, is no surprise
         if status == 404 and answer.get("code") != UNKNOWN_MEMBER and not (
                 answer.get("code") == UNKNOWN_MESSAGE and reads_one_message(seen)):
@@ -594,6 +634,16 @@ class FakeDiscord:
         # discord.py parses JSON only when the Content-Type is exactly application/json.
         return web.Response(status=status, body=json.dumps(answer).encode(),
                             headers={"Content-Type": "application/json"})
+
+    def _fault_answer(self, fault: Fault) -> web.Response:
+        if fault is Fault.RATE_LIMITED:  # discord.py trusts a 429 only from Discord's proxy
+            return web.Response(status=429, body=json.dumps({
+                "message": "You are being rate limited.", "global": False,
+                "retry_after": self.retry_after}).encode(), headers={
+                "Content-Type": "application/json", "Via": "1.1 google",
+                "Retry-After": str(self.retry_after), "X-RateLimit-Scope": "user"})
+        return web.Response(status=500, body=b'{"message": "500: Internal Server Error", '
+                            b'"code": 0}', headers={"Content-Type": "application/json"})
 
     async def _answer(self, r: Request) -> tuple[int, Any]:
         w = self.world
@@ -627,7 +677,7 @@ class FakeDiscord:
             if route == ("GET", "channels", parts[1], "messages"):
                 return self._history(channel_id, r.query)
             if route == ("GET", "channels", parts[1], "messages", parts[-1]):
-                return await self._one_message(channel_id, int(parts[3]))
+                return self._one_message(channel_id, int(parts[3]))
             if route == ("POST", "channels", parts[1], "messages", parts[3], "threads"):
                 return 201, thread_from_message(w, channel_id, int(parts[3]), r.json or {})
             if r.method == "PATCH" and parts[2] == "messages" and len(parts) == 4:
@@ -711,16 +761,9 @@ class FakeDiscord:
             found = found[-limit:]
         return 200, list(reversed(found))
 
-    async def _one_message(self, channel_id: int, message_id: int) -> tuple[int, Any]:
+    def _one_message(self, channel_id: int, message_id: int) -> tuple[int, Any]:
         """Get Channel Message: the message (with the one it replies to, one level, as
-        Discord sends it), 404 Unknown Message when it is not there, or a ``message_faults``
-        entry's failure."""
-        fault = self.message_faults.pop(0) if self.message_faults else ""
-        if fault == "429":
-            return 429, {"message": "You are being rate limited.", "global": False,
-                         "retry_after": self.retry_after}
-        if fault == "hang":
-            await asyncio.Event().wait()  # answered never; the client gives up
+        Discord sends it), or 404 Unknown Message when it is not there."""
         found = self.messages.get(message_id)
         if found is None or int(found["channel_id"]) != channel_id:
             return 404, {"message": "Unknown Message", "code": UNKNOWN_MESSAGE}
@@ -737,9 +780,7 @@ class FakeDiscord:
 
 def reads_one_message(r: Request) -> bool:
     """Whether ``r`` reads one message (``GET /channels/{id}/messages/{id}``)."""
-    parts = r.path.strip("/").split("/")
-    return r.method == "GET" and len(parts) == 4 and parts[0] == "channels" \
-        and parts[2] == "messages"
+    return endpoint(r.method, r.path) == "GET /channels/{id}/messages/{id}"
 
 
 def thread_from_message(world: World, channel_id: int, message_id: int, body: JSON) -> JSON:

@@ -29,6 +29,10 @@ make the endpoint slow or failing; ``embedding_requests`` lists what it was aske
 bytes it refuses with OpenAI's 400 for an image it cannot read (``refused`` lists those
 requests), before any script step is taken.
 
+A script step may also be a fault of the fakes' one switch (``tests.fakes.faults.Fault``):
+500 before or after "generating" (a model call's only effect is its cost), a reset
+connection, a hang until the client gives up, or a 429 with ``Retry-After: 0``.
+
 ``python -m tests.fakes.openai_server --port 0`` prints its base URL as the first line of
 stdout and answers with :func:`default_responder` until SIGINT/SIGTERM.
 """
@@ -52,6 +56,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.faults import Fault, reset
 from tests.harness.deadlines import scaled
 
 __all__ = [
@@ -101,7 +106,7 @@ class EmptyChoices:
     """A well-formed completion with ``choices: []``."""
 
 
-Scripted = Text | Error | Hang | Malformed | EmptyChoices
+Scripted = Text | Error | Hang | Malformed | EmptyChoices | Fault
 
 
 def context_length_error(limit: int = 8192, used: int = 9000) -> Error:
@@ -299,7 +304,8 @@ class FakeOpenAI:
 
     def push(self, *items: Scripted | str) -> None:
         """Queue answers for the next chat requests; a ``str`` means ``Text(str)``."""
-        self._script.extend(Text(i) if isinstance(i, str) else i for i in items)
+        self._script.extend(Text(i) if isinstance(i, str) and not isinstance(i, Fault) else i
+                            for i in items)
 
     async def start(self) -> None:
         """Bind to a free port and serve."""
@@ -414,6 +420,17 @@ class FakeOpenAI:
             self.disconnected.append(seen)  # the client gave up (handler_cancellation)
             raise
 
+    @staticmethod
+    def _fault(request: web.Request, fault: Fault) -> Scripted:
+        """The step a fault of the switch stands for here (a reset happens at once)."""
+        if fault is Fault.RATE_LIMITED:
+            return rate_limited("0")
+        if fault is Fault.AFTER_HANG:
+            return Hang(3600)
+        if fault is Fault.AFTER_RESET:
+            reset(request)
+        return Error(500, {"error": {"message": "upstream exploded", "type": "server_error"}})
+
     async def _answer(self, request: web.Request, seen: Request) -> web.StreamResponse:
         body = seen.json or {}
         if (wrong := part_error(body)) is not None:  # as OpenAI answers a malformed part
@@ -434,6 +451,8 @@ class FakeOpenAI:
             self.unexpected.append(seen)
             err = {"error": {"message": "FakeOpenAI: no scripted response", "type": "fake"}}
             return web.json_response(err, status=500, headers={"x-should-retry": "false"})
+        if isinstance(step, Fault):
+            step = self._fault(request, step)
         if isinstance(step, Error):
             is_json = isinstance(step.body, dict)
             text = json.dumps(step.body) if is_json else str(step.body or "")

@@ -15,14 +15,19 @@ app over the wire:
   ``chat.update`` and ``chat.delete`` change the stored message (see :meth:`bot_messages`),
   and checks the token (bot token for the Web API, app token for ``apps.connections.open``;
   a wrong one gets ``invalid_auth``).
-- ``/response/<name>`` accepts ``response_url`` posts (see :meth:`FakeSlack.response_url`).
+- ``/response/<name>`` accepts ``response_url`` posts (see :meth:`FakeSlack.response_url`);
+  one ``in_channel`` is a message of the bot in the channel the URL names, with its
+  ``metadata``. Scripted answers apply to it as method ``response_url:<name>``.
 - ``/socket`` is the websocket ``apps.connections.open`` points at: it sends ``hello`` on
   connect, then whatever the test sends with :meth:`FakeSlack.socket_send`, and records
   what the client sends back (the acks).
 
 Every request is recorded as a :class:`Call` (method name, merged parameters, token, time).
 A test can queue answers per method with :meth:`FakeSlack.script` (``rate_limited()``,
-``api_error("invalid_auth")``, …); queued answers are used before the defaults.
+``api_error("invalid_auth")``, ``faulty(Fault.AFTER_500)``, ``Answer()`` for a normal one…);
+queued answers are used before the defaults. ``faulty`` is the switch of
+``tests.fakes.faults``: any method can be made to fail before it takes effect, or to take
+effect and then answer 500, reset the connection, hang, or answer 429.
 
 It fails loudly: a call to a method it does not know is answered ``unknown_method`` and, like
 a scripted answer never used, makes leaving ``async with`` raise ``AssertionError``.
@@ -44,10 +49,11 @@ from urllib.parse import parse_qsl
 
 from aiohttp import WSMsgType, web
 
+from tests.fakes.faults import Fault, cut
 from tests.fakes.file_host import FileHost
 from tests.harness.deadlines import scaled
 
-__all__ = ["Answer", "Call", "FakeSlack", "api_error", "rate_limited"]
+__all__ = ["Answer", "Call", "FakeSlack", "api_error", "faulty", "rate_limited"]
 
 JSON = dict[str, Any]
 KNOWN = (
@@ -70,16 +76,28 @@ class Call:
 
 @dataclass(frozen=True)
 class Answer:
-    """A scripted answer: ``body`` None means "what the default would have said"."""
+    """A scripted answer: ``body`` None means "what the default would have said" (and did:
+    the call takes effect); ``perform`` makes a call with a scripted ``body`` take effect
+    too; ``fault`` AFTER_RESET or AFTER_HANG cuts the request after that, unanswered."""
 
     status: int = 200
     body: JSON | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    perform: bool = False
+    fault: Fault | None = None
 
 
 def rate_limited(retry_after: int = 1) -> Answer:
     """HTTP 429 with ``Retry-After``, as Slack sends it."""
     return Answer(429, {"ok": False, "error": "ratelimited"}, {"Retry-After": str(retry_after)})
+
+
+def faulty(fault: Fault, *, retry_after: int = 0) -> Answer:
+    """The answer of ``fault`` (``tests.fakes.faults``) to any method."""
+    if fault is Fault.RATE_LIMITED:
+        return rate_limited(retry_after)
+    return Answer(500, {"ok": False, "error": "fatal_error"}, perform=fault.performs,
+                  fault=fault if fault.cuts else None)
 
 
 def api_error(error: str) -> Answer:
@@ -113,6 +131,7 @@ class FakeSlack:
         self._scripts: defaultdict[str, deque[Answer]] = defaultdict(deque)
         self._ts = itertools.count(1)
         self._changed = asyncio.Condition()
+        self._closing = asyncio.Event()  # set on leaving: hung requests end
         self._sockets: list[web.WebSocketResponse] = []
         self._runner: web.AppRunner | None = None
         self.base_url = ""
@@ -166,9 +185,11 @@ class FakeSlack:
         """The Web API base URL for ``AsyncWebClient(base_url=...)``."""
         return f"{self.base_url}/api/"
 
-    def response_url(self, name: str = "command") -> str:
-        """A ``response_url`` to put into a slash command payload."""
-        return f"{self.base_url}/response/{name}"
+    def response_url(self, name: str = "command", channel: str | None = None) -> str:
+        """A ``response_url`` to put into a slash command payload (``channel``: where an
+        ``in_channel`` answer to it shows)."""
+        where = f"?channel={channel}" if channel else ""
+        return f"{self.base_url}/response/{name}{where}"
 
     async def __aenter__(self) -> FakeSlack:
         app = web.Application()
@@ -196,6 +217,7 @@ class FakeSlack:
 
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._closing.set()
         for ws in list(self._sockets):
             with contextlib.suppress(Exception):
                 await ws.close()
@@ -309,7 +331,11 @@ class FakeSlack:
         queue = self._scripts.get(method)
         if queue:
             answer = queue.popleft()
-            body = answer.body if answer.body is not None else self._default(call)
+            done = self._default(call) if answer.body is None or answer.perform else None
+            await self._notify()
+            if answer.fault is not None:
+                return await cut(request, answer.fault, self._closing)
+            body = answer.body if answer.body is not None else done
             return web.json_response(body, status=answer.status, headers=dict(answer.headers))
         if method not in KNOWN:
             self.unexpected.append(call)
@@ -317,8 +343,30 @@ class FakeSlack:
         return web.json_response(self._default(call))
 
     async def _response_url(self, request: web.Request) -> web.Response:
-        await self._record(f"response_url:{request.match_info['name']}", request)
+        method = f"response_url:{request.match_info['name']}"
+        call = await self._record(method, request)
+        queue = self._scripts.get(method)
+        answer = queue.popleft() if queue else Answer(body={})
+        if answer.status == 200 or answer.perform:
+            self._answered(call, request.query.get("channel"))
+        await self._notify()
+        if answer.fault is not None:
+            return await cut(request, answer.fault, self._closing)
+        if answer.status != 200:
+            return web.json_response(answer.body, status=answer.status,
+                                     headers=dict(answer.headers))
         return web.Response(text="ok")
+
+    def _answered(self, call: Call, channel: str | None) -> None:
+        """An ``in_channel`` answer to a command is the bot's message in ``channel``."""
+        p = call.params
+        if channel is None or p.get("response_type") != "in_channel":
+            return
+        message: JSON = {"type": "message", "text": p.get("text"), "ts": self._next_ts(),
+                         "user": self.bot_user_id, "bot_id": self.bot_id, "team": self.team_id}
+        if meta := _metadata(p):
+            message["metadata"] = meta
+        self.channels[channel].append(message)
 
     def _next_ts(self) -> str:
         return f"1800000000.{next(self._ts):06d}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,7 @@ class Watch:
 
     def __init__(self, service: ChatService) -> None:
         self._changed = asyncio.Condition()
+        self.finished: Counter[str] = Counter()  # calls finished, by method name
         for name in ("receive", "edited", "deleted"):
             setattr(service, name, self._wrap(getattr(service, name)))
 
@@ -106,10 +108,19 @@ class Watch:
             try:
                 return await method(*args, **kwargs)
             finally:
+                self.finished[method.__name__] += 1
                 async with self._changed:
                     self._changed.notify_all()
 
         return wrapped
+
+    async def handled(self, n: int, within: float = 5.0) -> None:
+        """Return once the service has finished handling ``n`` messages (answered or not)."""
+
+        async def done() -> bool:
+            return self.finished["receive"] >= n
+
+        await self.until(done, within)
 
     async def until(self, check: Callable[[], Awaitable[bool]], within: float = 5.0) -> None:
         """Return once ``check()`` holds; ``TimeoutError`` after ``within`` seconds."""

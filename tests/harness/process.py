@@ -88,11 +88,12 @@ class BotProcess:
 async def bot_process(env: dict[str, str], *, prefix: Sequence[str] = (),
                       console: bool = False) -> AsyncIterator[BotProcess]:
     """Start ``gistbot run`` with ``env`` (``prefix``: e.g. ``unshare …``); killed on exit
-    if the test left it running. ``console``: stdin and stdout are pipes (the console chat
-    with no platform configured)."""
+    if the test left it running. ``console``: ``gistbot console`` instead, stdin and stdout
+    pipes (the console chat in batch mode)."""
     pipe, null = asyncio.subprocess.PIPE, asyncio.subprocess.DEVNULL
     proc = await asyncio.create_subprocess_exec(
-        *prefix, sys.executable, "-m", "tests.bot_child", cwd=ROOT,
+        *prefix, sys.executable, "-m", "tests.bot_child", "console" if console else "run",
+        cwd=ROOT,
         env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), **env},
         stdin=pipe if console else null, stdout=pipe if console else null, stderr=pipe,
     )

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
+import itertools
 import json
 import time
 from collections import deque
@@ -58,6 +59,7 @@ __all__ = [
 ]
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
+_TRIGGERS = itertools.count(1)
 TEAM = "T0TEAM"
 KEY = ChannelKey("slack", TEAM, "C1")
 TS = "1700000000.000100"
@@ -179,8 +181,9 @@ class Harness:
             "token": "legacy", "team_id": TEAM, "team_domain": "fake", "channel_id": channel,
             "channel_name": "general", "user_id": user, "user_name": user.lower(),
             "command": name, "text": text, "api_app_id": "A0APP",
-            "is_enterprise_install": "false", "response_url": self.fake.response_url(name[1:]),
-            "trigger_id": "1.2.3",
+            "is_enterprise_install": "false",
+            "response_url": self.fake.response_url(name[1:], channel),
+            "trigger_id": f"{next(_TRIGGERS)}.{time.time_ns()}",  # one per use, as Slack
         })  # fmt: skip
         return await self.post(body, "application/x-www-form-urlencoded", sign(body))
 
@@ -212,25 +215,30 @@ def directory(fake: FakeSlack) -> None:
 
 def web_client(settings: Settings, api_url: str) -> AsyncWebClient:
     """The bot's Web API client for ``settings``, talking to the fake at ``api_url``."""
-    return make_web_client(settings.slack, base_url=api_url)
+    return make_web_client(settings.slack, base_url=api_url,
+                           timeout=settings.chat.post_timeout)
 
 
 def make_adapter(rt: Runtime, api_url: str, commands: Registry = COMMANDS, *,
-                 stream_interval: float | None = None) -> SlackAdapter:
+                 stream_interval: float | None = None,
+                 post_timeout: float | None = None) -> SlackAdapter:
     """An adapter for ``rt``'s service offering ``commands`` (``stream_interval``: seconds
-    between the edits of a streamed reply, instead of the settings')."""
+    between the edits of a streamed reply, ``post_timeout``: seconds a Web API call may take,
+    instead of the settings')."""
     settings = rt.settings
-    if stream_interval is not None:
-        chat = settings.chat.model_copy(update={"stream_interval": stream_interval})
+    update = {"stream_interval": stream_interval, "post_timeout": post_timeout}
+    if any(v is not None for v in update.values()):
+        chat = settings.chat.model_copy(update={k: v for k, v in update.items() if v is not None})
         settings = settings.model_copy(update={"chat": chat})
-    client = make_web_client(settings.slack, base_url=api_url)
+    client = make_web_client(settings.slack, base_url=api_url,
+                             timeout=settings.chat.post_timeout)
     return SlackAdapter(rt.service, settings, client, commands)
 
 
 @contextlib.asynccontextmanager
 async def open_harness(
     tmp_path: Path, llm: FakeLLM | None, env_extra: dict[str, str],
-    commands: Registry = COMMANDS,
+    commands: Registry = COMMANDS, *, post_timeout: float | None = None,
 ) -> AsyncIterator[Harness]:
     """A fake Slack with ``directory``'s users, a runtime and the adapter served over HTTP.
     ``llm`` None: the runtime's own model from the settings (``OPENAI_BASE_URL`` at the
@@ -239,7 +247,8 @@ async def open_harness(
         directory(fake)
         settings = load_settings(environ=environ(tmp_path, **env_extra), env_file=None)
         async with Runtime.open(settings, llm=llm) as rt:
-            adapter = make_adapter(rt, fake.api_url, commands, stream_interval=0.2)
+            adapter = make_adapter(rt, fake.api_url, commands, stream_interval=0.2,
+                                   post_timeout=post_timeout)
             app = build_app(adapter)
             async with serve_http(app, "127.0.0.1", 0) as url, aiohttp.ClientSession() as http:
                 yield Harness(fake, rt, llm or FakeLLM(), adapter, url, http)

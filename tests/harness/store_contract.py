@@ -32,6 +32,7 @@ from memory.models import (
 from memory.search_text import query_terms
 from memory.store import Store
 from memory.text import clean_text
+from tests.harness.amend_contract import AmendContract
 from tests.harness.catchup_contract import CatchupContract
 from tests.harness.embedding_contract import EmbeddingContract
 from tests.harness.history_contract import HistoryContract
@@ -98,11 +99,13 @@ async def _fold(store: Store, key: ChannelKey, through: int, text: str = "S", **
     assert ok
 
 
-class StoreContract(HistoryContract, CatchupContract, SearchContract, EmbeddingContract):
+class StoreContract(HistoryContract, CatchupContract, SearchContract, EmbeddingContract,
+                    AmendContract):
     """The memory store's contract suite (summary history: ``HistoryContract``; turns by
     time: ``CatchupContract``; what the turn search matches: ``SearchContract``; turn
-    vectors: ``EmbeddingContract``). The roles that are not memory have their own
-    (``roles_contract``). Subclasses override ``make_store``; see the module docstring."""
+    vectors: ``EmbeddingContract``; text that arrives for a turn later: ``AmendContract``).
+    The roles that are not memory have their own (``roles_contract``). Subclasses override
+    ``make_store``; see the module docstring."""
 
     @pytest.fixture
     async def make_store(self) -> AsyncIterator[MakeStore]:

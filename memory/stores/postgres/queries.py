@@ -149,6 +149,16 @@ EDIT_TURN = (
     "UPDATE turns SET text = $3, tokens = $4, terms = to_tsvector('gistbot_stem', $5) "
     "WHERE channel_id = $1 AND seq = $2"
 )
+AMEND_TURN = (
+    "UPDATE turns SET text = $3, tokens = $4, terms = to_tsvector('gistbot_stem', $5), "
+    "amended = $6 WHERE channel_id = $1 AND seq = $2"
+)
+AMENDED = (  # served by the partial index turns_amended
+    f"SELECT {_T_COLS} FROM channels c JOIN turns t ON t.channel_id = c.id "
+    f"WHERE c.{_BY_KEY.replace(' AND ', ' AND c.')} AND t.amended "
+    "AND t.seq <= c.folded_through ORDER BY t.seq LIMIT $4"
+)
+UNQUEUE_AMENDED = "UPDATE turns SET amended = false WHERE channel_id = $1 AND seq = ANY($2)"
 BUMP_VERSION = "UPDATE channels SET version = version + 1 WHERE id = $1"
 AUTHOR_OF = "SELECT author_name FROM turns WHERE channel_id = $1 AND seq = $2"
 RESET_TURNS = "DELETE FROM turns WHERE channel_id = $1"
@@ -257,9 +267,10 @@ async def record(conn: Conn, turn: NewTurn, hooks: Sequence[RecordHook] = ()) ->
 async def commit_summary(
     conn: Conn, key: ChannelKey, expected_version: int, text: str, folded_through: int,
     facts: Sequence[CarriedIdentifier], now: float, episode: NewEpisode | None,
-    channel_facts: Sequence[NewLongTermFact],
+    channel_facts: Sequence[NewLongTermFact], amended: Sequence[int] = (),
 ) -> bool:
-    """Install the summary if the version is unchanged, with its episode and facts."""
+    """Install the summary if the version is unchanged, with its episode and facts, and
+    take the ``amended`` seqs it folded in off the queue."""
     cid = await conn.fetchval(
         COMMIT_SUMMARY, *by_key(key), expected_version, text, folded_through, now
     )
@@ -267,6 +278,8 @@ async def commit_summary(
         return False
     if facts:
         await conn.executemany(UPSERT_FACT, fact_values(cid, facts))
+    if amended:
+        await conn.execute(UNQUEUE_AMENDED, cid, list(amended))
     if episode is not None:
         await insert_episode(conn, cid, episode)
     for fact in channel_facts:
@@ -292,6 +305,22 @@ async def change(conn: Conn, key: ChannelKey, message_id: str, edit: TurnEdit | 
         await conn.execute(EDIT_TURN, cid, seq, edit.text, edit.tokens, indexed)
     await conn.execute(BUMP_VERSION, cid)
     return applied_change(edit)
+
+
+async def amend(conn: Conn, key: ChannelKey, message_id: str, edit: TurnEdit) -> ChangeOutcome:
+    """Set a turn's completed text, folded or not, re-indexed (the trigger drops its
+    vectors); a folded turn is queued (``amended``) for the next compaction."""
+    locked = await conn.fetchrow(LOCK_CHANNEL, *by_key(key))
+    seq = None if locked is None else await conn.fetchval(SEQ_OF, locked["id"], message_id)
+    if seq is None:
+        return "missing"
+    cid = locked["id"]
+    folded = seq <= locked["folded_through"]
+    author = await conn.fetchval(AUTHOR_OF, cid, seq)
+    await conn.execute(AMEND_TURN, cid, seq, edit.text, edit.tokens,
+                       turn_terms(edit.text, author), folded)
+    await conn.execute(BUMP_VERSION, cid)
+    return "amended" if folded else "updated"
 
 
 async def reset(conn: Conn, key: ChannelKey, hooks: Sequence[ResetHook] = ()) -> ResetResult:

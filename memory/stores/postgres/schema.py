@@ -190,6 +190,12 @@ MIGRATIONS: tuple[str, ...] = (
         FOR EACH ROW WHEN (NEW.text IS DISTINCT FROM OLD.text)
         EXECUTE FUNCTION gistbot_drop_turn_embeddings();
     """,
+    # 14: turns amended after compaction folded them (see the SQLite schema, step 17),
+    # queued for the next compaction by ``amended``; the partial index holds only those.
+    """
+    ALTER TABLE turns ADD COLUMN amended boolean NOT NULL DEFAULT false;
+    CREATE INDEX turns_amended ON turns (channel_id, seq) WHERE amended;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

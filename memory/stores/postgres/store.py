@@ -208,6 +208,7 @@ class PostgresStore(PostgresEmbeddings):
         now: float,
         episode: NewEpisode | None = None,
         channel_facts: Sequence[NewLongTermFact] = (),
+        amended: Sequence[int] = (),
     ) -> bool:
         """Atomically install a summary if the channel's version is still ``expected_version``,
         with the episode and facts of this compaction (all or nothing)."""
@@ -215,7 +216,7 @@ class PostgresStore(PostgresEmbeddings):
             history.commit_with_history, key=key, keep=self.summary_history,
             expected_version=expected_version, text=text,
             folded_through=folded_through, facts=tuple(facts), now=now, episode=episode,
-            channel_facts=channel_facts,
+            channel_facts=channel_facts, amended=tuple(amended),
         ))
 
     async def edit_summary(
@@ -244,6 +245,17 @@ class PostgresStore(PostgresEmbeddings):
         """Replace an unfolded turn's text; a folded turn is left as summarized."""
         edit = TurnEdit(text, tokens)
         return await self._tx(partial(queries.change, key=key, message_id=message_id, edit=edit))
+
+    async def amend(self, key: ChannelKey, message_id: str, text: str, tokens: int
+                    ) -> ChangeOutcome:
+        """Complete a turn's text, folded or not (a folded one is queued for the summary)."""
+        edit = TurnEdit(text, tokens)
+        return await self._tx(partial(queries.amend, key=key, message_id=message_id, edit=edit))
+
+    async def amended(self, key: ChannelKey, *, limit: int = 50) -> list[Turn]:
+        """Folded turns amended since, not yet folded in again; oldest first."""
+        rows = await self._fetch(queries.AMENDED, *by_key(key), limit)
+        return [TurnRow(*r).turn(key) for r in rows]
 
     async def delete(self, key: ChannelKey, message_id: str) -> ChangeOutcome:
         """Remove an unfolded turn; a folded turn stays represented in the summary."""

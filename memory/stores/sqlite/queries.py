@@ -46,6 +46,8 @@ from memory.stores.sqlite.archive import insert_channel_fact, insert_episode
 from memory.stores.sqlite.writer import WriteTx
 
 __all__ = [
+    "amend",
+    "amended",
     "change",
     "channels",
     "commit_summary",
@@ -166,6 +168,37 @@ def change(tx: WriteTx, key: ChannelKey, message_id: str, edit: TurnEdit | None)
     return applied_change(edit)
 
 
+def amend(tx: WriteTx, key: ChannelKey, message_id: str, edit: TurnEdit) -> ChangeOutcome:
+    """Set a turn's completed text, folded or not; a folded turn is queued (``amended``)
+    for the next compaction. The triggers re-index it and drop its vectors."""
+    cid = tx.channel_id(key, create=False)
+    row = None if cid is None else tx.conn.execute(
+        "SELECT t.seq, c.folded_through FROM turns t JOIN channels c ON c.id = t.channel_id "
+        "WHERE t.channel_id = ? AND t.message_id = ?",
+        (cid, message_id),
+    ).fetchone()
+    if row is None:
+        return "missing"
+    found = TurnPosition(*row)
+    folded = found.seq <= found.folded_through
+    tx.conn.execute(
+        "UPDATE turns SET text = ?, tokens = ?, amended = ? WHERE channel_id = ? AND seq = ?",
+        (edit.text, edit.tokens, int(folded), cid, found.seq),
+    )
+    tx.conn.execute("UPDATE channels SET version = version + 1 WHERE id = ?", (cid,))
+    return "amended" if folded else "updated"
+
+
+def amended(conn: sqlite3.Connection, key: ChannelKey, limit: int) -> list[Turn]:
+    """Folded turns queued by ``amend``, oldest first (the partial index ``turns_amended``)."""
+    h = header(conn, key)
+    if h is None:
+        return []
+    rows = _turn_range(conn, "channel_id = ? AND amended = 1 AND seq <= ? ORDER BY seq LIMIT ?",
+                       (h.id, h.folded_through, limit))
+    return [_turn(key, r) for r in rows]
+
+
 def _turn_range(conn: sqlite3.Connection, sql: str, args: tuple[Any, ...]) -> list[Any]:
     return conn.execute(f"SELECT {TURN_COLS} FROM turns WHERE {sql}", args).fetchall()
 
@@ -274,9 +307,11 @@ def commit_summary(
     tx: WriteTx, key: ChannelKey, expected_version: int, text: str, folded_through: int,
     facts: Sequence[CarriedIdentifier], now: float, episode: NewEpisode | None,
     channel_facts: Sequence[NewLongTermFact], history_keep: int = 0,
+    amended_seqs: Sequence[int] = (),
 ) -> bool:
-    """Install the summary if the version is unchanged, with its episode, facts and the
-    summary history row (``history.append``)."""
+    """Install the summary if the version is unchanged, with its episode, facts, the
+    summary history row (``history.append``) and the ``amended_seqs`` it folded in
+    taken off the queue."""
     cid = tx.channel_id(key, create=False)
     if cid is None:
         return False
@@ -292,6 +327,8 @@ def commit_summary(
     if cur.rowcount != 1:
         return False
     tx.conn.executemany(_UPSERT_FACT, fact_values(cid, facts))
+    tx.conn.executemany("UPDATE turns SET amended = 0 WHERE channel_id = ? AND seq = ?",
+                        [(cid, seq) for seq in amended_seqs])
     if episode is not None:
         insert_episode(tx.conn, cid, episode)
     for fact in channel_facts:

@@ -11,7 +11,8 @@ Every hot query is served by an index whose cost does not grow with history leng
 "newest N turns" are range scans from the end; ``(channel_id, message_id)`` makes ingestion
 idempotent; ``facts_recent`` orders facts by last mention. Turn search reads ``turns_fts``
 by a rowid range of one channel (step 5; without per-row sizes since step 11; English words
-stemmed since step 15). Turn vectors (step 16) share the turns' key.
+stemmed since step 15). Turn vectors (step 16) share the turns' key; turns amended after
+they were folded are found by a partial index (step 17).
 """
 
 from __future__ import annotations
@@ -264,6 +265,14 @@ MIGRATIONS: tuple[str, ...] = (
     WHEN new.text IS NOT old.text BEGIN
         DELETE FROM turn_embeddings WHERE channel_id = old.channel_id AND seq = old.seq;
     END;
+    """,
+    # 17: text that arrived for a turn after compaction folded it (its files read late,
+    # ``MemoryStore.amend``): the turn's row holds it at once, and ``amended`` queues the
+    # turn for the next compaction, which folds it in and clears the mark in its commit.
+    # The partial index holds only the queued turns, so looking for them costs nothing.
+    """
+    ALTER TABLE turns ADD COLUMN amended INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX turns_amended ON turns (channel_id, seq) WHERE amended = 1;
     """,
 )
 

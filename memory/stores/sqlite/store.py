@@ -289,12 +289,13 @@ class SqliteStore(SqliteEmbeddings):
         now: float,
         episode: NewEpisode | None = None,
         channel_facts: Sequence[NewLongTermFact] = (),
+        amended: Sequence[int] = (),
     ) -> bool:
         """Atomically install a summary if the channel's version is still ``expected_version``,
         with the episode and facts of this compaction (all or nothing)."""
         return await self._write(
             queries.commit_summary, key, expected_version, text, folded_through, tuple(facts),
-            now, episode, tuple(channel_facts), self.summary_history,
+            now, episode, tuple(channel_facts), self.summary_history, tuple(amended),
         )
 
     async def edit_summary(
@@ -321,6 +322,15 @@ class SqliteStore(SqliteEmbeddings):
     async def edit(self, key: ChannelKey, message_id: str, text: str, tokens: int) -> ChangeOutcome:
         """Replace an unfolded turn's text; a folded turn is left as summarized."""
         return await self._write(queries.change, key, message_id, TurnEdit(text, tokens))
+
+    async def amend(self, key: ChannelKey, message_id: str, text: str, tokens: int
+                    ) -> ChangeOutcome:
+        """Complete a turn's text, folded or not (a folded one is queued for the summary)."""
+        return await self._write(queries.amend, key, message_id, TurnEdit(text, tokens))
+
+    async def amended(self, key: ChannelKey, *, limit: int = 50) -> list[Turn]:
+        """Folded turns amended since, not yet folded in again; oldest first."""
+        return await self._read(queries.amended, key, limit)
 
     async def delete(self, key: ChannelKey, message_id: str) -> ChangeOutcome:
         """Remove an unfolded turn; a folded turn stays represented in the summary."""
