@@ -21,7 +21,7 @@ from bot.conversation.outbox import Outbox, Post, answer_id, digest_id
 from bot.conversation.reply_flow import ReplyFlow
 from bot.conversation.service import ChatService
 from bot.errors import ConfigError, GistbotError, OutcomeUnknown, PlatformUnreachable, user_text
-from bot.messages import CommandResult, IncomingMessage
+from bot.messages import ChainLink, ChainSource, CommandResult, IncomingMessage
 from bot.missed.sweep import answer_missed_mentions, stop_answering_missed
 from bot.ops.extras import Extra, require
 from bot.ops.logs import LiveLine
@@ -33,7 +33,8 @@ from bot.settings.sections import ChatSettings, DiscordSettings, SlackSettings
 from bot.wording import plural
 
 __all__ = [
-    "COMMANDS", "OPEN", "SHUTDOWN_APOLOGY", "Access", "Argument", "Attachment", "ChatService",
+    "COMMANDS", "OPEN", "SHUTDOWN_APOLOGY", "Access", "Argument", "Attachment", "ChainLink",
+    "ChainSource", "ChatService",
     "ChatSettings", "Command", "CommandResult", "ConfigError", "DiscordSettings", "Extra",
     "FileSource", "GistbotError", "IncomingMessage", "Launch", "Linker", "LiveLine", "Outbox",
     "OutcomeUnknown", "Permission", "Platform", "PlatformUnreachable", "Post", "Registry",

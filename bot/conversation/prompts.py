@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Sequence
 
+from bot.conversation.chain import chain_lines
 from memory.completion import ChatMessage
 from memory.models import CarriedIdentifier, MemoryView, Recall, Turn
 from memory.recall import RECALL_HEADING, episode_line, fact_line, render_recalled_turns
@@ -64,9 +65,11 @@ _defuse = defuse
 
 
 def memory_block(
-    summary: str, facts: Sequence[CarriedIdentifier], recall: Recall | None = None
+    summary: str, facts: Sequence[CarriedIdentifier], recall: Recall | None = None,
+    chain: Sequence[Turn] = (),
 ) -> str:
-    """The fenced memory section of the system message."""
+    """The fenced memory section of the system message; ``chain``: the messages the
+    triggering message replies to, oldest first (``bot.conversation.chain``), last."""
     body = [_PREAMBLE, ""]
     if summary.strip():
         body += ["## Summary of earlier conversation", _defuse(summary.strip())]
@@ -80,7 +83,9 @@ def memory_block(
         body += [_defuse(episode_line(e)) for e in recall.episodes]
     if recall is not None and recall.turns:
         body += ["", *map(_defuse, render_recalled_turns(recall.turns))]
-    if not summary.strip() and not facts and not recalled:
+    if chain:
+        body += ["", *map(_defuse, chain_lines(chain))]
+    if not summary.strip() and not facts and not recalled and not chain:
         body.append(_NO_MEMORY)
     return "\n".join([FENCE_OPEN, *body, FENCE_CLOSE])
 
@@ -105,13 +110,16 @@ def fixed_overhead(system_prompt: str, tokenizer: Tokenizer) -> int:
     )
 
 
-def build_messages(system_prompt: str, view: MemoryView) -> list[ChatMessage]:
-    """The chat messages for a reply: system (with memory), then turns oldest first.
+def build_messages(system_prompt: str, view: MemoryView,
+                   chain: Sequence[Turn] = ()) -> list[ChatMessage]:
+    """The chat messages for a reply: system (with memory and the reply ``chain``), then
+    turns oldest first.
 
     The triggering message is the view's newest turn (the service reads the view through
     the trigger's seq), so it is always last.
     """
-    system = system_message(system_prompt, memory_block(view.summary, view.facts, view.recall))
+    system = system_message(system_prompt,
+                            memory_block(view.summary, view.facts, view.recall, chain))
     messages: list[ChatMessage] = [{"role": "system", "content": system}]
     messages += [_turn_message(t) for t in view.turns]
     return messages
