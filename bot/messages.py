@@ -15,10 +15,28 @@ from enum import Enum
 from bot.attachments.model import Attachment
 from memory.models import ChannelKey
 
-__all__ = ["CommandResult", "DeltaSink", "IncomingMessage", "Outcome", "PendingReply",
-           "Received", "Reply", "Viewing"]
+__all__ = ["ChainLink", "ChainSource", "CommandResult", "DeltaSink", "IncomingMessage",
+           "Outcome", "PendingReply", "Received", "Reply", "Viewing"]
 
 DeltaSink = Callable[[str], Awaitable[None]]  # called with a streamed reply's text so far
+
+
+@dataclass(frozen=True, slots=True)
+class ChainLink:
+    """One message of the chain a message replies to (the message it references, that
+    one's, and so on up), as the adapter found it. ``text`` None: the adapter did not
+    read it, and the service looks the message up in storage by ``message_id``."""
+
+    message_id: str
+    author_name: str = ""
+    text: str | None = None
+    sent_at: float = 0.0
+    own: bool = False  # the bot's own message
+
+
+ChainSource = Callable[[], Awaitable[tuple[ChainLink, ...]]]
+"""The chain a message replies to, nearest first, read only when a reply is composed (so
+reading it, perhaps from the platform's API, never delays recording messages in order)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +70,8 @@ class IncomingMessage:
     # roles (None: it has none), and the channel a thread is in
     roles: tuple[str, ...] | None = None
     parent: str = ""
+    # the reply chain it belongs to (bot.conversation.chain puts it into the prompt)
+    chain: ChainSource | None = None
     # another channel whose memory the reply may draw on (the one the person is viewing)
     viewing: Viewing | None = None
 

@@ -22,7 +22,14 @@ from bot.conversation.outbox import Outbox, Post, answer_id, digest_id
 from bot.conversation.reply_flow import ReplyFlow
 from bot.conversation.service import ChatService
 from bot.errors import ConfigError, GistbotError, OutcomeUnknown, PlatformUnreachable, user_text
-from bot.messages import CommandResult, IncomingMessage, PendingReply, Viewing
+from bot.messages import (
+    ChainLink,
+    ChainSource,
+    CommandResult,
+    IncomingMessage,
+    PendingReply,
+    Viewing,
+)
 from bot.missed.sweep import answer_missed_mentions, stop_answering_missed
 from bot.ops.extras import Extra, require
 from bot.ops.logs import LiveLine
@@ -34,12 +41,12 @@ from bot.settings.sections import ChatSettings, DiscordSettings, SlackSettings
 from bot.wording import plural
 
 __all__ = [
-    "COMMANDS", "OPEN", "SHUTDOWN_APOLOGY", "Access", "Argument", "Attachment", "ChatService",
-    "ChatSettings", "Command", "CommandResult", "ConfigError", "DiscordSettings", "Extra",
-    "FileSource", "GistbotError", "IncomingMessage", "Launch", "Linker", "LiveLine", "Outbox",
-    "OutcomeUnknown", "PendingReply", "Permission", "Platform", "PlatformUnreachable", "Post",
-    "Registry", "ReplyFlow", "Settings", "SlackSettings", "Usage", "Verdict", "Viewing", "Where",
-    "answer_id", "answer_missed_mentions", "digest_id", "discord_link", "plain_links",
-    "plural", "posix_locale", "refusal", "reply_grace", "require", "stop_answering_missed",
-    "user_text",
+    "COMMANDS", "OPEN", "SHUTDOWN_APOLOGY", "Access", "Argument", "Attachment", "ChainLink",
+    "ChainSource", "ChatService", "ChatSettings", "Command", "CommandResult", "ConfigError",
+    "DiscordSettings", "Extra", "FileSource", "GistbotError", "IncomingMessage", "Launch",
+    "Linker", "LiveLine", "Outbox", "OutcomeUnknown", "PendingReply", "Permission", "Platform",
+    "PlatformUnreachable", "Post", "Registry", "ReplyFlow", "Settings", "SlackSettings", "Usage",
+    "Verdict", "Viewing", "Where", "answer_id", "answer_missed_mentions", "digest_id",
+    "discord_link", "plain_links", "plural", "posix_locale", "refusal", "reply_grace", "require",
+    "stop_answering_missed", "user_text",
 ]

@@ -152,6 +152,10 @@ class MemoryStore(Protocol):
     async def turns(self, key: ChannelKey, *, after_seq: int = 0, limit: int = 1000) -> list[Turn]:
         """All stored turns (folded or not) after ``after_seq``, oldest first (export)."""
 
+    async def turns_with_ids(self, key: ChannelKey, message_ids: Sequence[str]) -> list[Turn]:
+        """The channel's stored turns (folded or not) with these platform message ids, by
+        seq ascending; unknown ids are skipped (a reply's chain of referenced messages)."""
+
     async def channels(self) -> list[ChannelKey]:
         """Every channel with stored state."""
 

@@ -23,6 +23,7 @@ from discord import app_commands
 from adapters.backfill import Backfiller, HistoryStore
 from adapters.discord.backfill import discord_backfiller, on_shard
 from adapters.discord.catchup import register_outlet
+from adapters.discord.chain import ReplyChains
 from adapters.discord.commands import add_commands
 from adapters.discord.options import PERMISSION_NAMES, guild_ids, reset_permission
 from adapters.discord.outlet import DiscordReplies
@@ -80,6 +81,7 @@ class GistbotClient(discord.AutoShardedClient):
             discord_backfiller(self, service, history, backfill)
             if history is not None and backfill > 0 else None)
         register_outlet(self, service, timeout=chat.post_timeout)  # scheduled digests
+        self.chains = ReplyChains(self._cached)  # what a reply answers, up the chain
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -159,16 +161,23 @@ class GistbotClient(discord.AutoShardedClient):
 
     # ------------------------------------------------------------------ messages
 
+    def _cached(self, message_id: int) -> discord.Message | None:
+        """The message with this id in discord.py's message cache, if it is there."""
+        return discord.utils.find(lambda m: m.id == message_id, reversed(self.cached_messages))
+
     def to_incoming(self, message: discord.Message) -> IncomingMessage | None:
         """The service's view of ``message``: not addressed where the bot may not answer."""
         if self.user is None:
             return None
+        self.chains.note(message, self.user.id)
         incoming = translate(message, self.user.id)
         if incoming is None:
             return None
         addressed = incoming.mentions_bot or incoming.is_direct or incoming.reply_to_bot
         if addressed and not self._may_send(message.channel):
-            incoming = replace(incoming, mentions_bot=False, is_direct=False, reply_to_bot=False)
+            return replace(incoming, mentions_bot=False, is_direct=False, reply_to_bot=False)
+        if addressed:  # read only when the reply is composed
+            incoming = replace(incoming, chain=self.chains.source(message, self.user.id))
         return incoming
 
     async def on_message(self, message: discord.Message) -> None:

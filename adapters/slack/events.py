@@ -10,6 +10,8 @@
   ``file_share``, ``me_message``) are recorded; the bot answers in the thread when
   mentioned or in a DM. Bot messages are skipped; ``message_changed``/``message_deleted``
   become edits/deletes; joins and topic changes are not conversation.
+- **A thread is the reply chain**: a message in a thread gets the thread's earlier
+  messages into its prompt (``adapters.slack.threads``).
 - **Replying**: ``bot.conversation.reply_flow`` through ``SlackReplies`` (a "thinking…" placeholder
   in the thread, updated with the answer; further chunks as further thread messages). An
   assistant thread (:mod:`adapters.slack.assistant`) hands over its own way of delivering
@@ -35,6 +37,7 @@ from adapters.slack.text import (
     to_incoming,
     with_files,
 )
+from adapters.slack.threads import thread_chain
 from adapters.slack.transport import escape
 from adapters.slack.users import BotIdentity, UserDirectory
 from bot.platform import ChatService, PendingReply, ReplyFlow, Settings, Viewing
@@ -92,6 +95,7 @@ class SlackEvents:
         identify: Callable[[], Awaitable[BotIdentity]],
     ) -> None:
         self.service, self.users, self.identify = service, users, identify
+        self.client = client
         self._seen = _Seen()
         self.flow = ReplyFlow(SlackReplies(client, settings.chat, users), service.outbox)
 
@@ -150,7 +154,8 @@ class SlackEvents:
         if msg is None:
             return True
         # a reply goes in the message's thread, a late one too (bot.missed.owed keeps the route)
-        msg = replace(msg, route=str(event.get("thread_ts") or event["ts"]), viewing=viewing)
+        msg = replace(msg, route=str(event.get("thread_ts") or event["ts"]), viewing=viewing,
+                      chain=thread_chain(self.client, me, event))  # the thread, when read
         received = await self.service.receive(msg)
         if received.reply is not None:  # the model call runs after the acknowledgement
             spawn(deliver(received.reply))

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Sequence
 
+from bot.conversation.chain import chain_lines
 from memory.completion import ChatMessage
 from memory.models import CarriedIdentifier, MemoryView, Recall, Turn
 from memory.recall import RECALL_HEADING, episode_line, fact_line, render_recalled_turns
@@ -85,10 +86,11 @@ def viewed_lines(view: MemoryView) -> list[str]:
 
 def memory_block(
     summary: str, facts: Sequence[CarriedIdentifier], recall: Recall | None = None,
-    viewed: MemoryView | None = None,
+    chain: Sequence[Turn] = (), viewed: MemoryView | None = None,
 ) -> str:
-    """The fenced memory section of the system message (``viewed``: the memory of the
-    channel the person is viewing)."""
+    """The fenced memory section of the system message; ``viewed``: the memory of the
+    channel the person is viewing; ``chain``: the messages the triggering message replies
+    to, oldest first (``bot.conversation.chain``), last."""
     body = [_PREAMBLE, ""]
     if summary.strip():
         body += ["## Summary of earlier conversation", _defuse(summary.strip())]
@@ -102,10 +104,12 @@ def memory_block(
         body += [_defuse(episode_line(e)) for e in recall.episodes]
     if recall is not None and recall.turns:
         body += ["", *map(_defuse, render_recalled_turns(recall.turns))]
-    if not summary.strip() and not facts and not recalled:
+    if not summary.strip() and not facts and not recalled and not chain:
         body.append(_NO_MEMORY)
     if viewed is not None:
         body += viewed_lines(viewed)
+    if chain:
+        body += ["", *map(_defuse, chain_lines(chain))]
     return "\n".join([FENCE_OPEN, *body, FENCE_CLOSE])
 
 
@@ -130,15 +134,16 @@ def fixed_overhead(system_prompt: str, tokenizer: Tokenizer) -> int:
 
 
 def build_messages(system_prompt: str, view: MemoryView,
+                   chain: Sequence[Turn] = (),
                    viewed: MemoryView | None = None) -> list[ChatMessage]:
-    """The chat messages for a reply: system (with memory, and ``viewed``: the channel the
-    person is viewing), then turns oldest first.
+    """The chat messages for a reply: system (with memory, the channel the person is
+    viewing and the reply ``chain``), then turns oldest first.
 
     The triggering message is the view's newest turn (the service reads the view through
     the trigger's seq), so it is always last.
     """
-    system = system_message(system_prompt, memory_block(view.summary, view.facts, view.recall,
-                                                        viewed))
+    system = system_message(system_prompt, memory_block(
+        view.summary, view.facts, view.recall, chain, viewed))
     messages: list[ChatMessage] = [{"role": "system", "content": system}]
     messages += [_turn_message(t) for t in view.turns]
     return messages

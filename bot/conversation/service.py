@@ -33,6 +33,7 @@ from bot.channels.config import ChannelConfig, ChannelSettings, Defaults, answer
 from bot.channels.config_command import ConfigCommand
 from bot.channels.quota import Quota
 from bot.conversation.budget import Budget
+from bot.conversation.chain import CHAIN_SHARE, Chain, fit_chain, read_chain
 from bot.conversation.outbox import Outbox
 from bot.conversation.prompts import (
     build_messages,
@@ -348,6 +349,8 @@ class ChatService:
         seer = "" if self.llm.is_offline else model or _model_name(self.llm)
         images = self.attachments.images_for(files, seer, budget // 2)
         budget -= sum(p.tokens for p in images) + self.attachments.note_tokens(msg.key)
+        chain = await self._chain(msg, budget)  # the reply chain, paid before the view
+        budget -= chain.tokens
         viewed, cost = await viewed_memory(self.memory, msg, budget)  # the channel in view
         budget -= cost
         if seq is None:
@@ -359,19 +362,21 @@ class ChatService:
             if await self.attachments.wait_for(view, until):  # earlier messages' files
                 view = await self.memory.view(msg.key, budget, through_seq=seq, recall=True)
         view = self.attachments.mark_unread(view)  # files still on their way say so
+        chain = chain.without(view)
+        view = chain.unrecalled(view)
         self.observer.recalled(msg.key, time.monotonic() - started)
         shown = {len(view.turns): images} | self.attachments.earlier_images(  # attachments
             view.turns, seer, budget - view.tokens)
         try:
             try:
                 text = await self._generate(view, on_delta, persona, model, shown, params,
-                                            viewed)
+                                            chain.turns, viewed)
             except LLMInputRejected:
                 if not any(shown.values()):
                     raise
                 view = await self._without_parts(view, shown, stored=seq is not None)
                 text = await self._generate(view, on_delta, persona, model, params=params,
-                                            viewed=viewed)
+                                            chain=chain.turns, viewed=viewed)
         except ContextLengthExceeded:
             if seq is None:
                 return Reply(TOO_LONG.format(length=len(msg.text), limit=len(msg.text) // 2),
@@ -383,9 +388,11 @@ class ChatService:
                 log.warning("forced compaction of %s failed", msg.key, exc_info=True)
             view = self.attachments.mark_unread(
                 await self.memory.view(msg.key, budget // 2, through_seq=seq, recall=True))
+            chain = chain.without(view)
+            view = chain.unrecalled(view)
             try:
                 text = await self._generate(view, on_delta, persona, model, params=params,
-                                            viewed=viewed)
+                                            chain=chain.turns, viewed=viewed)
             except LLMError as e:
                 self.observer.replied(msg.key, time.monotonic() - started, view.tokens,
                                       seq or 0, True)
@@ -412,6 +419,19 @@ class ChatService:
                       e, exc_info=e)
         return Reply(with_refusal(msg, text))
 
+    async def _chain(self, msg: IncomingMessage, budget: int) -> Chain:
+        """The reply chain ``msg`` belongs to, fitted into its share of ``budget``; none
+        when it cannot be read (the reply is worth more than the chain)."""
+        if msg.chain is None:
+            return Chain()
+        try:
+            turns = await read_chain(self.memory.store, msg)
+        except Exception:
+            log.warning("could not read the reply chain of %s in %s; answering without it",
+                        msg.message_id, msg.key, exc_info=True)
+            return Chain()
+        return fit_chain(turns, int(budget * CHAIN_SHARE), self.memory.tokenizer)
+
     async def _without_parts(self, view: MemoryView, shown: Mapping[int, Sequence[ImagePart]],
                              *, stored: bool) -> MemoryView:
         """``view`` for a retry after the endpoint refused a request with the images
@@ -434,8 +454,9 @@ class ChatService:
     async def _generate(self, view: MemoryView, on_delta: DeltaSink | None, persona: str,
                         model: str | None,
                         images: Mapping[int, Sequence[ImagePart]] | None = None,
-                        params: str | None = None, viewed: MemoryView | None = None) -> str:
-        messages: list[ChatMessage] = with_images(build_messages(persona, view, viewed),
+                        params: str | None = None, chain: Sequence[Turn] = (),
+                        viewed: MemoryView | None = None) -> str:
+        messages: list[ChatMessage] = with_images(build_messages(persona, view, chain, viewed),
                                                   images or {})
         extra: dict[str, Any] = {"model": model} if model else {}  # only when a channel chose
         if params:  # a channel's request fields, over MODEL_PARAMS

@@ -15,7 +15,8 @@ REST answers what the adapter uses: login, application info, the gateway URL and
 messages (create/edit/delete, JSON or multipart with files; an enforced ``nonce`` seen in the
 last few minutes returns the message created for it instead of creating one, as Discord
 does), channel history (``GET /channels/{id}/messages`` with ``after``/``before``/``limit``,
-newest first as Discord pages it; ``rate_limits`` makes the next reads answer 429), typing,
+newest first as Discord pages it; ``rate_limits`` makes the next reads answer 429), one
+message (``GET /channels/{id}/messages/{id}``: 404 Unknown Message when it is not there), typing,
 and interaction callbacks and follow-ups. Every REST call is recorded (method, path, query,
 JSON body, files, arrival time) and created or edited messages are echoed over the gateway
 like Discord does. Unknown routes answer 404 and are kept in ``unexpected``; leaving ``async
@@ -59,6 +60,7 @@ __all__ = [
 JSON = dict[str, Any]
 DISCORD_EPOCH_MS = 1_420_070_400_000
 UNKNOWN_MEMBER = 10007  # Discord's error code for "not a member"
+UNKNOWN_MESSAGE = 10008  # ... for a message that is not there (deleted, or never was)
 _counter = itertools.count(1)
 
 # Permission bits (https://discord.com/developers/docs/topics/permissions).
@@ -282,9 +284,11 @@ def message(
     if webhook_id is not None:
         data["webhook_id"] = str(webhook_id)
     if reply_to is not None:
-        data["message_reference"] = {"message_id": reply_to["id"], "channel_id": str(channel_id),
-                                     "type": 0}
-        data["referenced_message"] = reply_to
+        data["message_reference"] = {"message_id": reply_to["id"], "type": 0,
+                                     "channel_id": reply_to.get("channel_id", str(channel_id))}
+        # Discord nests one level only: the referenced message without its own referenced one
+        data["referenced_message"] = {k: v for k, v in reply_to.items()
+                                      if k != "referenced_message"}
     return data
 
 
@@ -617,7 +621,9 @@ class FakeDiscord:
         if fault is not None:  # it took effect; the answer is lost
             return await cut(request, fault, self._closing) if fault.cuts else \
                 self._fault_answer(fault)
-        if status == 404 and answer.get("code") != UNKNOWN_MEMBER:  # a non-member is no surprise
+        # a non-member, or a message looked up that is gone, is no surprise
+        if status == 404 and answer.get("code") != UNKNOWN_MEMBER and not (
+                answer.get("code") == UNKNOWN_MESSAGE and reads_one_message(seen)):
             self.unexpected.append(seen)
         if answer is None:
             return web.Response(status=status)
@@ -670,6 +676,8 @@ class FakeDiscord:
                 return 200, await self._create(channel_id, r)
             if route == ("GET", "channels", parts[1], "messages"):
                 return self._history(channel_id, r.query)
+            if route == ("GET", "channels", parts[1], "messages", parts[-1]):
+                return self._one_message(channel_id, int(parts[3]))
             if route == ("POST", "channels", parts[1], "messages", parts[3], "threads"):
                 return 201, thread_from_message(w, channel_id, int(parts[3]), r.json or {})
             if r.method == "PATCH" and parts[2] == "messages" and len(parts) == 4:
@@ -753,6 +761,14 @@ class FakeDiscord:
             found = found[-limit:]
         return 200, list(reversed(found))
 
+    def _one_message(self, channel_id: int, message_id: int) -> tuple[int, Any]:
+        """Get Channel Message: the message (with the one it replies to, one level, as
+        Discord sends it), or 404 Unknown Message when it is not there."""
+        found = self.messages.get(message_id)
+        if found is None or int(found["channel_id"]) != channel_id:
+            return 404, {"message": "Unknown Message", "code": UNKNOWN_MESSAGE}
+        return 200, found
+
     def _webhook_message(self, r: Request) -> JSON:
         body = r.json or {}
         data = message(self.world, 0, self.world.bot_user, body.get("content", ""))
@@ -760,6 +776,11 @@ class FakeDiscord:
         data["flags"] = body.get("flags", 0)
         data.pop("guild_id", None)
         return data
+
+
+def reads_one_message(r: Request) -> bool:
+    """Whether ``r`` reads one message (``GET /channels/{id}/messages/{id}``)."""
+    return endpoint(r.method, r.path) == "GET /channels/{id}/messages/{id}"
 
 
 def thread_from_message(world: World, channel_id: int, message_id: int, body: JSON) -> JSON:

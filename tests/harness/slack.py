@@ -85,9 +85,11 @@ class FakeLLM:
         self.entered = asyncio.Event()
         self.pause = 0.0
         self.echo = False  # answer "You said: <the last message>" instead of ``default``
+        self.prompts: list[list[ChatMessage]] = []  # what each reply call was sent
 
     async def _reply_text(self, messages: Sequence[ChatMessage]) -> str:
         self.reply_calls += 1
+        self.prompts.append(list(messages))
         self.entered.set()
         if self.gate is not None:
             await self.gate.wait()

@@ -765,6 +765,21 @@ class StoreContract(HistoryContract, CatchupContract, SearchContract, EmbeddingC
         assert await store.turns_at(A, []) == []
         assert await store.turns_at(A, [0, -3, 999]) == []
 
+    async def test_turns_with_ids_reads_by_message_id_in_one_channel_by_seq(
+        self, store: Store
+    ) -> None:
+        seqs = await _fill(store, A, 6)
+        await _fold(store, A, seqs[3])  # folded turns are read like the others
+        await store.record(new_turn(B, f"{A.channel}-2", "same id, other channel"))
+        ids = [f"{A.channel}-4", f"{A.channel}-1", f"{A.channel}-1", "nope", f"{A.channel}-0"]
+        got = await store.turns_with_ids(A, ids)
+        assert [t.seq for t in got] == [seqs[0], seqs[1], seqs[4]]
+        assert got == [t for t in await store.turns(A) if t.seq in got_seqs(got)]
+        assert await store.turns_with_ids(A, []) == []
+        assert await store.turns_with_ids(UNKNOWN, [f"{A.channel}-1"]) == []
+        assert [t.text for t in await store.turns_with_ids(B, [f"{A.channel}-2"])] == [
+            "same id, other channel"]
+
     async def test_turn_search_follows_edit_delete_reset_and_retention(self, store: Store) -> None:
         async def hits(key: ChannelKey, text: str) -> list[str]:
             found = await store.search_turns(key, query_terms(text), before_seq=1000)

@@ -55,6 +55,11 @@ FIND_TURN = (
     f"SELECT {_T_COLS} FROM channels c JOIN turns t ON t.channel_id = c.id "
     f"WHERE c.{_BY_KEY.replace(' AND ', ' AND c.')} AND t.message_id = $4"
 )
+TURNS_WITH_IDS = (
+    f"SELECT {_T_COLS} FROM channels c JOIN turns t ON t.channel_id = c.id "
+    f"WHERE c.{_BY_KEY.replace(' AND ', ' AND c.')} AND t.message_id = ANY($4::text[]) "
+    "ORDER BY t.seq"
+)
 # Taking the channel row's lock here serializes records in one channel (per-channel seq).
 BUMP_SEQ = (
     f"UPDATE channels SET next_seq = next_seq + 1 WHERE {_BY_KEY} "

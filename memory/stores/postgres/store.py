@@ -305,6 +305,13 @@ class PostgresStore(PostgresEmbeddings):
         rows = await self._fetch(queries.TURNS_AFTER, *by_key(key), after_seq, limit)
         return [TurnRow(*r).turn(key) for r in rows]
 
+    async def turns_with_ids(self, key: ChannelKey, message_ids: Sequence[str]) -> list[Turn]:
+        """Stored turns with these message ids, by seq ascending (unknown ones skipped)."""
+        if not message_ids:
+            return []
+        rows = await self._fetch(queries.TURNS_WITH_IDS, *by_key(key), sorted(set(message_ids)))
+        return [TurnRow(*r).turn(key) for r in rows]
+
     async def channels(self) -> list[ChannelKey]:
         """Every channel the store has a row for."""
         return [ChannelKey(*r) for r in await self._fetch(queries.CHANNELS)]

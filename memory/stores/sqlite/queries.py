@@ -239,6 +239,24 @@ def turns(conn: sqlite3.Connection, key: ChannelKey, after_seq: int, limit: int)
     return [_turn(key, r) for r in rows]
 
 
+MAX_IDS = 500  # ids per ``IN (...)``: far below SQLite's bound on host parameters
+
+
+def turns_with_ids(conn: sqlite3.Connection, key: ChannelKey, message_ids: Sequence[str]
+                   ) -> list[Turn]:
+    """Stored turns with these message ids, by seq ascending; unknown ids skipped."""
+    h = header(conn, key)
+    wanted = sorted(set(message_ids))
+    if h is None or not wanted:
+        return []
+    rows: list[Any] = []
+    for i in range(0, len(wanted), MAX_IDS):
+        chunk = wanted[i:i + MAX_IDS]
+        marks = ", ".join("?" * len(chunk))
+        rows += _turn_range(conn, f"channel_id = ? AND message_id IN ({marks})", (h.id, *chunk))
+    return sorted((_turn(key, r) for r in rows), key=lambda t: t.seq)
+
+
 def pending_size(conn: sqlite3.Connection, key: ChannelKey) -> tuple[int, int]:
     """(count, tokens) of unfolded turns."""
     h = header(conn, key)

@@ -374,6 +374,10 @@ class SqliteStore(SqliteEmbeddings):
         """Stored turns after ``after_seq`` (folded or not), oldest first."""
         return await self._read(queries.turns, key, after_seq, limit)
 
+    async def turns_with_ids(self, key: ChannelKey, message_ids: Sequence[str]) -> list[Turn]:
+        """Stored turns with these message ids, by seq ascending (unknown ones skipped)."""
+        return await self._read(queries.turns_with_ids, key, tuple(message_ids))
+
     async def channels(self) -> list[ChannelKey]:
         """Every channel the store has a row for."""
         return await self._read(queries.channels)
