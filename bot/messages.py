@@ -16,7 +16,7 @@ from bot.attachments.model import Attachment
 from memory.models import ChannelKey
 
 __all__ = ["ChainLink", "ChainSource", "CommandResult", "DeltaSink", "IncomingMessage",
-           "Outcome", "PendingReply", "Received", "Reply"]
+           "Outcome", "PendingReply", "Received", "Reply", "Viewing"]
 
 DeltaSink = Callable[[str], Awaitable[None]]  # called with a streamed reply's text so far
 
@@ -37,6 +37,17 @@ class ChainLink:
 ChainSource = Callable[[], Awaitable[tuple[ChainLink, ...]]]
 """The chain a message replies to, nearest first, read only when a reply is composed (so
 reading it, perhaps from the platform's API, never delays recording messages in order)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Viewing:
+    """The channel a person is looking at while they ask (Slack's assistant pane shows the
+    bot beside a channel). ``readable`` is the read check's answer for the author, asked by
+    the adapter (``bot.read_check.refusal``): only then may the reply's prompt draw on what
+    the bot remembers of ``key``."""
+
+    key: ChannelKey
+    readable: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +72,8 @@ class IncomingMessage:
     parent: str = ""
     # the reply chain it belongs to (bot.conversation.chain puts it into the prompt)
     chain: ChainSource | None = None
+    # another channel whose memory the reply may draw on (the one the person is viewing)
+    viewing: Viewing | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ and a change behind it does not reach into three adapter packages.
 
 from __future__ import annotations
 
+from bot.access import Verdict
 from bot.attachments import Attachment, FileSource
 from bot.catchup.citations import Linker, discord_link, plain_links
 from bot.catchup.command import Where
@@ -21,24 +22,31 @@ from bot.conversation.outbox import Outbox, Post, answer_id, digest_id
 from bot.conversation.reply_flow import ReplyFlow
 from bot.conversation.service import ChatService
 from bot.errors import ConfigError, GistbotError, OutcomeUnknown, PlatformUnreachable, user_text
-from bot.messages import ChainLink, ChainSource, CommandResult, IncomingMessage
+from bot.messages import (
+    ChainLink,
+    ChainSource,
+    CommandResult,
+    IncomingMessage,
+    PendingReply,
+    Viewing,
+)
 from bot.missed.sweep import answer_missed_mentions, stop_answering_missed
 from bot.ops.extras import Extra, require
 from bot.ops.logs import LiveLine
 from bot.ops.shutdown import SHUTDOWN_APOLOGY, reply_grace
 from bot.plugins import Launch, Platform
-from bot.read_check import OPEN, Access
+from bot.read_check import OPEN, Access, refusal
 from bot.settings import Settings
 from bot.settings.sections import ChatSettings, DiscordSettings, SlackSettings
 from bot.wording import plural
 
 __all__ = [
     "COMMANDS", "OPEN", "SHUTDOWN_APOLOGY", "Access", "Argument", "Attachment", "ChainLink",
-    "ChainSource", "ChatService",
-    "ChatSettings", "Command", "CommandResult", "ConfigError", "DiscordSettings", "Extra",
-    "FileSource", "GistbotError", "IncomingMessage", "Launch", "Linker", "LiveLine", "Outbox",
-    "OutcomeUnknown", "Permission", "Platform", "PlatformUnreachable", "Post", "Registry",
-    "ReplyFlow", "Settings", "SlackSettings", "Usage", "Where", "answer_id",
-    "answer_missed_mentions", "digest_id", "discord_link", "plain_links", "plural",
-    "posix_locale", "reply_grace", "require", "stop_answering_missed", "user_text",
+    "ChainSource", "ChatService", "ChatSettings", "Command", "CommandResult", "ConfigError",
+    "DiscordSettings", "Extra", "FileSource", "GistbotError", "IncomingMessage", "Launch",
+    "Linker", "LiveLine", "Outbox", "OutcomeUnknown", "PendingReply", "Permission", "Platform",
+    "PlatformUnreachable", "Post", "Registry", "ReplyFlow", "Settings", "SlackSettings", "Usage",
+    "Verdict", "Viewing", "Where", "answer_id", "answer_missed_mentions", "digest_id",
+    "discord_link", "plain_links", "plural", "posix_locale", "refusal", "reply_grace", "require",
+    "stop_answering_missed", "user_text",
 ]

@@ -15,7 +15,9 @@ is then asked before the command runs, by the one door every platform calls
 
 Not behind it: the admin inspector (an operator's page behind ``ADMIN_TOKEN``, whose
 holder has the database itself) and replies to mentions (they read only the memory of
-the channel they are posted in; see ``docs/commands.md``).
+the channel they are posted in; see ``docs/commands.md``). A reply that also draws on the
+channel its author is viewing (Slack's assistant pane) is asked for by the adapter, which
+hands the answer over as ``IncomingMessage.viewing``.
 """
 
 from __future__ import annotations

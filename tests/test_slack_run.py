@@ -138,6 +138,10 @@ def test_manifest_declares_what_the_adapter_uses() -> None:
         "- channels:read",
         "- groups:read",
         "- im:read",
+        "- assistant:write",
+        "- assistant_thread_started",
+        "- assistant_thread_context_changed",
+        "assistant_view:",
         "- mpim:read",
         "messages_tab_enabled: true",
     ):

@@ -8,7 +8,8 @@ Acknowledge after commit, reply after
     and Slack delivers the event again. The reply (the model call) runs afterwards in a task
     this adapter tracks, so Slack's three seconds are never at risk and shutdown can wait
     for replies in flight. Commands call ``ack()`` first and work after. What the work is:
-    :mod:`adapters.slack.events` and :mod:`adapters.slack.commands`.
+    :mod:`adapters.slack.events` and :mod:`adapters.slack.commands`; Slack's assistant threads
+    (bolt's ``Assistant`` middleware) are :mod:`adapters.slack.assistant`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.slack.assistant import SlackAssistant
 from adapters.slack.catchup import Permalinks, SlackOutlet
 from adapters.slack.commands import SlackCommands
 from adapters.slack.events import SlackEvents
@@ -75,6 +77,8 @@ class SlackAdapter:
         self._identity: BotIdentity | None = None
         self._identity_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.assistant = SlackAssistant(self.events, client, settings.chat, self.users,
+                                        self.identify, self.spawn)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -145,6 +149,8 @@ class SlackAdapter:
                 return None  # bolt acknowledges: 200, or the Socket Mode envelope ack
             return BoltResponse(status=503, body="not stored; deliver again")
 
+        app.use(self.assistant.changes)  # edits in its threads, which bolt's would swallow
+        app.use(self.assistant.middleware)  # assistant threads, before the listeners below
         app.event("message")(on_event)
         app.event("app_mention")(on_event)
         for name in self.commands.commands.names():  # the registry's commands

@@ -13,7 +13,9 @@
 - **A thread is the reply chain**: a message in a thread gets the thread's earlier
   messages into its prompt (``adapters.slack.threads``).
 - **Replying**: ``bot.conversation.reply_flow`` through ``SlackReplies`` (a "thinking…" placeholder
-  in the thread, updated with the answer; further chunks as further thread messages).
+  in the thread, updated with the answer; further chunks as further thread messages). An
+  assistant thread (:mod:`adapters.slack.assistant`) hands over its own way of delivering
+  and the channel its person is viewing.
 """
 
 from __future__ import annotations
@@ -38,17 +40,18 @@ from adapters.slack.text import (
 from adapters.slack.threads import thread_chain
 from adapters.slack.transport import escape
 from adapters.slack.users import BotIdentity, UserDirectory
-from bot.platform import ChatService, ReplyFlow, Settings
+from bot.platform import ChatService, PendingReply, ReplyFlow, Settings, Viewing
 from memory.errors import StoreError
 from memory.models import ChannelKey
 
-__all__ = ["PLACEHOLDER", "SlackEvents"]
+__all__ = ["PLACEHOLDER", "Deliver", "SlackEvents", "Spawn"]
 
 log = logging.getLogger(__name__)
 
 
 MessageKey = tuple[str, str, str]  # (team, channel, ts)
 Spawn = Callable[[Coroutine[Any, Any, Any]], "asyncio.Task[Any]"]
+Deliver = Callable[[PendingReply], Coroutine[Any, Any, Any]]  # a reply's way out
 NAMES_WITHIN = 1.0  # seconds the acknowledgement waits for users.info; ids after that
 
 
@@ -96,12 +99,14 @@ class SlackEvents:
         self._seen = _Seen()
         self.flow = ReplyFlow(SlackReplies(client, settings.chat, users), service.outbox)
 
-    async def receive(self, body: Mapping[str, Any], spawn: Spawn) -> bool:
+    async def receive(self, body: Mapping[str, Any], spawn: Spawn, *,
+                      viewing: Viewing | None = None, deliver: Deliver | None = None) -> bool:
         """A ``message`` or ``app_mention`` event callback, before its acknowledgement.
 
         True when the event may be acknowledged: its turn is committed, or it needs none.
         False when it was not stored (logged; the store reports its own faults): Slack must
-        deliver it again. A reply is started with ``spawn`` and is not waited for.
+        deliver it again. A reply is started with ``spawn`` (through ``deliver``, else the
+        reply flow) and is not waited for; ``viewing``: the channel the author is viewing.
         """
         try:
             event: Mapping[str, Any] = body.get("event") or {}
@@ -124,7 +129,8 @@ class SlackEvents:
                 return await asyncio.shield(first)
             stored = False
             try:
-                stored = await self._store(team, event, me, spawn)
+                stored = await self._store(team, event, me, spawn, viewing,
+                                           deliver or self.flow.deliver)
             finally:
                 self._seen.settle(seen, stored)
             return stored
@@ -135,7 +141,7 @@ class SlackEvents:
         return False
 
     async def _store(self, team: str, event: Mapping[str, Any], me: BotIdentity,
-                     spawn: Spawn) -> bool:
+                     spawn: Spawn, viewing: Viewing | None, deliver: Deliver) -> bool:
         """Hand the message to the service (and start its reply); True once stored."""
         ids = [str(event["user"]), *mentioned_users(str(event.get("text") or ""))]
         lookup = asyncio.ensure_future(self.users.names(i for i in ids if i != me.user_id))
@@ -148,11 +154,11 @@ class SlackEvents:
         if msg is None:
             return True
         # a reply goes in the message's thread, a late one too (bot.missed.owed keeps the route)
-        msg = replace(msg, route=str(event.get("thread_ts") or event["ts"]),
+        msg = replace(msg, route=str(event.get("thread_ts") or event["ts"]), viewing=viewing,
                       chain=thread_chain(self.client, me, event))  # the thread, when read
         received = await self.service.receive(msg)
         if received.reply is not None:  # the model call runs after the acknowledgement
-            spawn(self.flow.deliver(received.reply))
+            spawn(deliver(received.reply))
         return received.stored
 
     async def _edited(self, team: str, event: Mapping[str, Any], me: BotIdentity) -> None:

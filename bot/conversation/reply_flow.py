@@ -163,6 +163,13 @@ class ReplyFlow:
         self.outbox = outbox or Outbox(None)
         self._told: OrderedDict[tuple[ChannelKey, str], None] = OrderedDict()
 
+    def through(self, outlet: ReplyOutlet) -> ReplyFlow:
+        """This flow through another outlet (one conversation's own, e.g. a Slack assistant
+        thread's status), sharing the outbox and the notices told."""
+        flow = ReplyFlow(outlet, self.outbox)
+        flow._told = self._told
+        return flow
+
     async def deliver(self, pending: PendingReply) -> bool:
         """Show, compose, deliver and settle the reply; whether it was delivered (or there
         was nothing to send). Cancelled (shutdown), it apologizes and re-raises."""

@@ -42,6 +42,7 @@ from bot.conversation.prompts import (
     strip_echoed_label,
 )
 from bot.conversation.rate_limit import RateLimiter
+from bot.conversation.viewing import viewed_memory, with_refusal
 from bot.errors import ContextLengthExceeded, LLMError, LLMInputRejected, OverQuota
 from bot.llm.client import LLM
 from bot.memory_commands.feature import MemoryCommands
@@ -350,6 +351,8 @@ class ChatService:
         budget -= sum(p.tokens for p in images) + self.attachments.note_tokens(msg.key)
         chain = await self._chain(msg, budget)  # the reply chain, paid before the view
         budget -= chain.tokens
+        viewed, cost = await viewed_memory(self.memory, msg, budget)  # the channel in view
+        budget -= cost
         if seq is None:
             lone = Turn(msg.key, 0, msg.message_id, "user", msg.author_id, msg.author_name,
                         files.text if files else stored, 0, msg.sent_at)
@@ -367,13 +370,13 @@ class ChatService:
         try:
             try:
                 text = await self._generate(view, on_delta, persona, model, shown, params,
-                                            chain.turns)
+                                            chain.turns, viewed)
             except LLMInputRejected:
                 if not any(shown.values()):
                     raise
                 view = await self._without_parts(view, shown, stored=seq is not None)
                 text = await self._generate(view, on_delta, persona, model, params=params,
-                                            chain=chain.turns)
+                                            chain=chain.turns, viewed=viewed)
         except ContextLengthExceeded:
             if seq is None:
                 return Reply(TOO_LONG.format(length=len(msg.text), limit=len(msg.text) // 2),
@@ -389,7 +392,7 @@ class ChatService:
             view = chain.unrecalled(view)
             try:
                 text = await self._generate(view, on_delta, persona, model, params=params,
-                                            chain=chain.turns)
+                                            chain=chain.turns, viewed=viewed)
             except LLMError as e:
                 self.observer.replied(msg.key, time.monotonic() - started, view.tokens,
                                       seq or 0, True)
@@ -405,7 +408,7 @@ class ChatService:
         bot_id, bot_name = self.identity(msg.key.platform)
         reply_id = f"reply:{msg.message_id}"
         if seq is None:
-            return Reply(text)
+            return Reply(with_refusal(msg, text))
         try:  # answered before a crash: the stored text is repeated
             text = (await self.memory.record(NewTurn(
                 msg.key, reply_id, "assistant", bot_id, bot_name, text, 0, time.time()))).turn.text
@@ -414,7 +417,7 @@ class ChatService:
             self.observer.store_error(type(e).__name__)
             log.error("could not record the reply to %s in %s: %s", msg.message_id, msg.key,
                       e, exc_info=e)
-        return Reply(text)
+        return Reply(with_refusal(msg, text))
 
     async def _chain(self, msg: IncomingMessage, budget: int) -> Chain:
         """The reply chain ``msg`` belongs to, fitted into its share of ``budget``; none
@@ -451,8 +454,9 @@ class ChatService:
     async def _generate(self, view: MemoryView, on_delta: DeltaSink | None, persona: str,
                         model: str | None,
                         images: Mapping[int, Sequence[ImagePart]] | None = None,
-                        params: str | None = None, chain: Sequence[Turn] = ()) -> str:
-        messages: list[ChatMessage] = with_images(build_messages(persona, view, chain),
+                        params: str | None = None, chain: Sequence[Turn] = (),
+                        viewed: MemoryView | None = None) -> str:
+        messages: list[ChatMessage] = with_images(build_messages(persona, view, chain, viewed),
                                                   images or {})
         extra: dict[str, Any] = {"model": model} if model else {}  # only when a channel chose
         if params:  # a channel's request fields, over MODEL_PARAMS

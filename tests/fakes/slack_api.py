@@ -9,7 +9,9 @@ app over the wire:
   ``conversations.replies`` (what :meth:`FakeSlack.post` put in a channel and what the
   bot posted, paged by cursor), ``conversations.members`` (``members``: a channel's member
   ids when set, else everyone in the directory and the bot; paged by cursor),
-  ``chat.getPermalink`` and ``apps.connections.open`` like
+  ``chat.getPermalink``, ``apps.connections.open`` and the assistant threads' decoration
+  (``assistant.threads.setStatus``, ``.setSuggestedPrompts``, ``.setTitle``: each needs
+  ``channel_id`` and ``thread_ts``, and its ``status``, ``prompts`` or ``title``) like
   Slack does. The bot's messages keep their ``metadata`` (``chat.postMessage``, changed by
   ``chat.update``) and are read back with it only when ``include_all_metadata`` is set;
   ``chat.update`` and ``chat.delete`` change the stored message (see :meth:`bot_messages`),
@@ -60,7 +62,11 @@ KNOWN = (
     "auth.test", "chat.postMessage", "chat.update", "chat.delete", "chat.postEphemeral",
     "users.info", "conversations.info", "apps.connections.open", "chat.getPermalink",
     "conversations.history", "conversations.replies", "conversations.members",
+    *(f"assistant.threads.{m}" for m in ("setStatus", "setSuggestedPrompts", "setTitle")),
 )  # fmt: skip
+_ASSISTANT_FIELD = {"assistant.threads.setStatus": "status",
+                    "assistant.threads.setSuggestedPrompts": "prompts",
+                    "assistant.threads.setTitle": "title"}
 
 
 @dataclass(frozen=True)
@@ -78,13 +84,15 @@ class Call:
 class Answer:
     """A scripted answer: ``body`` None means "what the default would have said" (and did:
     the call takes effect); ``perform`` makes a call with a scripted ``body`` take effect
-    too; ``fault`` AFTER_RESET or AFTER_HANG cuts the request after that, unanswered."""
+    too; ``fault`` AFTER_RESET or AFTER_HANG cuts the request after that, unanswered;
+    ``until``: the answer is held back until that event is set (a slow Slack)."""
 
     status: int = 200
     body: JSON | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     perform: bool = False
     fault: Fault | None = None
+    until: asyncio.Event | None = None
 
 
 def rate_limited(retry_after: int = 1) -> Answer:
@@ -331,6 +339,8 @@ class FakeSlack:
         queue = self._scripts.get(method)
         if queue:
             answer = queue.popleft()
+            if answer.until is not None:
+                await answer.until.wait()
             done = self._default(call) if answer.body is None or answer.perform else None
             await self._notify()
             if answer.fault is not None:
@@ -471,6 +481,10 @@ class FakeSlack:
             return self._members(p)
         if call.method == "chat.getPermalink":
             return permalink(p)
+        if field_ := _ASSISTANT_FIELD.get(call.method):
+            if not p.get("channel_id") or not p.get("thread_ts") or p.get(field_) is None:
+                return {"ok": False, "error": "invalid_arguments"}
+            return {"ok": True}
         if call.method == "apps.connections.open":
             return {"ok": True, "url": self.base_url.replace("http://", "ws://") + "/socket"}
         return {"ok": False, "error": "unknown_method"}

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.discord.text import MAX_MESSAGES, MESSAGE_LIMIT, plan_reply
+from adapters.slack.assistant import GREETING
 from adapters.slack.text import format_reply
 from bot.app import Runtime
 from bot.stores.digests import DigestSchedule
@@ -32,6 +33,7 @@ from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.faults import Fault
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_api import Answer, faulty
+from tests.harness.assistant import DM, asked, started
 from tests.harness.discord import GENERAL, W, has_turns, make_settings, mention, running
 from tests.harness.slack import KEY, Harness, open_harness
 from tests.harness.slack import mention as slack_mention
@@ -83,6 +85,7 @@ ROWS = (
         env=(("DAILY_TOKENS_PER_USER", "100"),)),
     Row("slack", "digest post", "chat.postMessage", "digest"),
     Row("slack", "public catch-up", "response_url:catchup", "public catch-up"),
+    Row("slack", "assistant answer post", "chat.postMessage", "assistant", before=1),
     Row("discord", "reply post", POST, "reply"),
     Row("discord", "chunk post", POST, "long reply", before=1),
     Row("discord", "streamed first post", POST, "reply", env=STREAMED),
@@ -156,9 +159,16 @@ async def _slack_public(h: Harness, model: FakeOpenAI) -> list[str]:
     return ["Release v2.4.0 is tagged"]
 
 
+async def _slack_assistant(h: Harness, model: FakeOpenAI) -> list[str]:
+    assert await h.event(started(), event_id="EvStart") == 200  # the greeting: no fault
+    assert await h.event(asked("when is the deploy window?", "1729999400.000100")) == 200
+    await h.settle()
+    return [GREETING, ANSWER]  # the thread's status instead of a placeholder
+
+
 SLACK_SCENES: dict[str, Callable[[Harness, FakeOpenAI], Awaitable[list[str]]]] = {
     "reply": _slack_reply, "long reply": _slack_long, "refused": _slack_refused,
-    "digest": _slack_digest, "public catch-up": _slack_public,
+    "digest": _slack_digest, "public catch-up": _slack_public, "assistant": _slack_assistant,
 }
 
 
@@ -171,7 +181,8 @@ async def _slack(row: Row, fault: Fault, tmp_path: Path, *, discord_llm: FakeOpe
     async with open_harness(tmp_path, None, env, post_timeout=POST_TIMEOUT) as h:
         h.fake.script(row.endpoint, *[Answer()] * row.before, faulty(fault))
         expected = await SLACK_SCENES[row.scene](h, model)
-        texts = [str(m.get("text")) for m in h.fake.bot_messages(KEY.channel)]
+        channel = DM if row.scene == "assistant" else KEY.channel
+        texts = [str(m.get("text")) for m in h.fake.bot_messages(channel)]
         whispers = len(h.fake.calls_to("chat.postEphemeral"))
     return Seen(texts, expected, owed(tmp_path / "gistbot.db"), whispers)
 
