@@ -63,6 +63,9 @@ class Scale:
     build_seconds: float
     file_bytes: int
     views: list[float]
+    cpu: list[float]
+    """CPU seconds of this process per view (its reader threads included): what a view
+    costs, which other jobs on a shared machine do not stretch as they stretch time."""
 
 
 class _Zipf:
@@ -141,6 +144,7 @@ async def measure(folder: Path, turns: int, budget: int, questions: Sequence[Row
     build(path, turns, load_conversation(), tok)
     built = time.perf_counter() - started
     views: list[float] = []
+    cpu: list[float] = []
     zipf = _Zipf(random.Random(13))
     async with SqliteStore(path) as store:
         memory = MemoryManager(store, Summarizer(InstantModel(), tok), tok)
@@ -148,10 +152,11 @@ async def measure(folder: Path, turns: int, budget: int, questions: Sequence[Row
             text = f"@gistbot {row.text} {zipf.sample(NOISE)}"
             await store.record(NewTurn(KEY, f"q{k}", "user", row.author_id, row.author, text,
                                        tok.count(text), T0 + 30.0 * (turns + k + 1)))
-            began = time.perf_counter()
+            began, used = time.perf_counter(), time.process_time()
             await memory.view(KEY, budget, recall=True)
             if k >= WARM:
                 views.append(time.perf_counter() - began)
+                cpu.append(time.process_time() - used)
     size = _size(path)
     path.unlink()
-    return Scale(turns, built, size, views)
+    return Scale(turns, built, size, views, cpu)
