@@ -10,10 +10,11 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pexpect
 import pytest
 
 from bot.ops import gc_tuning
-from tests.harness.console import ROOT, console_env
+from tests.harness.console import ROOT, USER, console_env
 
 # Run in a child: the interpreter's own setting, read at exit (after the runtime closed,
 # the tuned setting is still in force).
@@ -76,8 +77,21 @@ def test_the_console_runs_with_the_tuned_collector(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(150)
-def test_run_without_platforms_serves_the_console_tuned(tmp_path: Path) -> None:
-    a, b, c, frozen = _gc_at_exit(tmp_path, "run")
+def test_run_without_platforms_chats_in_the_terminal_tuned(tmp_path: Path) -> None:
+    # ``run`` with no platform chats only at a terminal: a pseudo-terminal, then Ctrl-D.
+    env = console_env(tmp_path, LOG_LEVEL="WARNING", PYTHONPATH=str(ROOT))
+    child = pexpect.spawn(sys.executable, ["-c", PROBE, "--env-file", os.devnull, "run"],
+                          cwd=str(tmp_path), env=env, encoding="utf-8", timeout=60,
+                          dimensions=(40, 200))
+    try:
+        child.expect(f"{USER}>")
+        child.sendeof()
+        child.expect(r"GC (\d+) (\d+) (\d+) (\d+)")
+        a, b, c, frozen = (int(v) for v in child.match.groups())
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
     assert (a, b, c) == gc_tuning.THRESHOLDS
     assert frozen > 10_000
 
