@@ -175,6 +175,7 @@ async def _console(settings: Settings, channel: str, live: LiveLine,
         install_stop_signals(stop)
     # The banner says the model is offline; no warning log line in the chat for it.
     async with Runtime.open(settings, warn_offline=False) as rt, _admin(rt):
+        _started()
         model = (
             "offline model (set OPENAI_API_KEY or OPENAI_BASE_URL for real answers)"
             if rt.llm.is_offline else rt.llm.name
@@ -186,6 +187,16 @@ async def _console(settings: Settings, channel: str, live: LiveLine,
         return await console.serve(Launch(rt.service, settings, rt.storage.history(), stop,
                                           live=live, channel=channel, json_lines=json_lines,
                                           banner=banner))
+
+
+def _started() -> None:
+    """Start-up is done and serving begins: tune the garbage collector as a long-running
+    service does (``bot.ops.gc_tuning``)."""
+    from bot.ops import gc_tuning
+
+    setting = gc_tuning.tune()
+    log.debug("garbage collector: %d start-up objects frozen, thresholds %s",
+              setting.frozen, setting.thresholds)
 
 
 async def _run(settings: Settings, live: LiveLine) -> int:
@@ -200,6 +211,7 @@ async def _run(settings: Settings, live: LiveLine) -> int:
         return await _console(settings, "general", live, stop)
     platforms = [load_platform(name) for name in adapters]
     async with Runtime.open(settings) as rt, _admin(rt):
+        _started()
         launch = Launch(rt.service, settings, rt.storage.history(), stop)
         await asyncio.gather(*(p.serve(launch) for p in platforms))
     if stop.is_set():

@@ -67,14 +67,22 @@ def asked(turns: Sequence[Turn]) -> list[str]:
     (``@name``, as the adapters store them) and without the names of the bot (the
     authors of the replies among ``turns``). "@gistbot when is the retro?" is about the
     retro; the bot's name would match every turn that addressed it."""
-    names = {n.casefold() for t in turns if t.role == "assistant" for n in t.author_name.split()}
+    return list(_asked(tuple((t.role, t.author_name, t.text) for t in turns)))
+
+
+@lru_cache(maxsize=64)
+def _asked(said: tuple[tuple[str, str, str], ...]) -> tuple[str, ...]:
+    """``asked`` of turns given as (role, author name, text): remembered, because one
+    reply's view asks it of the same few turns for each of its queries and the ranking."""
+    names = {n.casefold() for role, author, _ in said if role == "assistant"
+             for n in author.split()}
     bot = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(names))) + r")\b",
                      re.IGNORECASE) if names else None
     out = []
-    for turn in reversed(turns):
-        text = _MENTION.sub(" ", turn.text)
+    for _, _, text in reversed(said):
+        text = _MENTION.sub(" ", text)
         out.append(bot.sub(" ", text) if bot is not None else text)
-    return out
+    return tuple(out)
 
 
 def recall_query(turns: Sequence[Turn]) -> list[str]:
