@@ -10,7 +10,8 @@ system prompt and the fence framing), split in this order:
    small budget keeps most of itself for recall.
 3. **Carried identifiers**, most relevant first, up to the facts share of ``R``.
 4. **Recall**, everything left (or ``RECALL_TOKENS``): long-term facts, the best-matching
-   older turns with their neighbours, other matches, episodes; grouped by day.
+   older turns with their neighbours, other matches (one that opens with "she …" with the
+   message before it, ``memory.antecedent``), episodes; grouped by day.
 5. What recall leaves goes to older verbatim turns.
 
 The view never exceeds ``B``: every item is paid for as ``bot.conversation.prompts`` renders it. Why
@@ -22,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from memory.antecedent import refers_back
 from memory.models import (
     CarriedIdentifier,
     Episode,
@@ -288,6 +290,8 @@ def _recall(
         for turn in (hit, *around(hit)):
             add(turn)
     for hit in hits[first:]:
+        if refers_back(hit.text):  # "She fractured …": with the message naming her
+            add(by_seq.get(hit.seq - 1))
         add(hit)
     # Episodes after every match: an episode is a summary of a span, a matching turn is
     # the message itself, the better evidence (docs/decisions/0014).

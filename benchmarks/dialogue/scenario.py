@@ -79,20 +79,23 @@ def _norm(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
 
 
-def _recalled(messages: Sequence[ChatMessage]) -> str:
-    """The recalled-messages section of a gistbot prompt, whitespace-normalised."""
+def _recalled(messages: Sequence[ChatMessage]) -> set[str]:
+    """The texts of the messages a gistbot prompt recalls (its ``- Name: text`` lines under
+    the recalled-messages heading), whitespace-normalised."""
     system = str(messages[0]["content"]) if messages else ""
     start = system.find(TURNS_HEADING)
     if start < 0:
-        return ""
+        return set()
     end = system.find(FENCE_CLOSE, start)
-    return _norm(system[start:end if end >= 0 else None])
+    lines = system[start:end if end >= 0 else None].splitlines()
+    return {_norm(line.split(": ", 1)[1]) for line in lines
+            if line.startswith("- ") and ": " in line}
 
 
-def _deepest_hit(conv: Conversation, ranked: Sequence[str], text: str) -> int:
-    """The rank of the lowest-ranked candidate ``text`` (the prompt's recalled messages)
-    shows as a match: not one shown beside a better-ranked shown candidate (a neighbour
-    recall adds), nor the older turns shown verbatim with the newest."""
+def _deepest_hit(conv: Conversation, ranked: Sequence[str], recalled: set[str]) -> int:
+    """The rank of the lowest-ranked candidate shown as a recalled line (``recalled``) as a
+    match: not one shown beside a better-ranked shown candidate (a neighbour recall adds),
+    nor the older turns shown verbatim with the newest."""
     position = {t.id: i for i, t in enumerate(conv.turns)}
     turns = conv.by_id()
     said = Counter(_norm(t.text) for t in conv.turns)
@@ -100,7 +103,7 @@ def _deepest_hit(conv: Conversation, ranked: Sequence[str], text: str) -> int:
     deepest = 0
     for r, mid in enumerate(ranked, start=1):
         norm = _norm(turns[mid].text) if mid in turns else ""
-        if said[norm] != 1 or norm not in text:  # "Aw." said ten times: which one?
+        if said[norm] != 1 or norm not in recalled:  # "Aw." said ten times: which one?
             continue
         i = position[mid]
         if i - 1 not in shown and i + 1 not in shown:

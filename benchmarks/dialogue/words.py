@@ -53,7 +53,7 @@ LEADS = ["Has anyone heard from {} lately?", "How's {} doing, by the way?",
 RELATIONS: list[tuple[str, str, str | None]] = [
     ("sister", "sibling", "she"), ("brother", "sibling", "he"), ("cousin", "relative", None),
     ("flatmate", "housemate", None), ("boss", "manager", None),
-    ("neighbour", "the person next door to", None), ("godmother", "godparent", "she"),
+    ("neighbour", "next-door neighbour", None), ("godmother", "godparent", "she"),
     ("uncle", "relative", "he"), ("old school friend", "childhood pal", None),
     ("brother-in-law", "in-law", "he"), ("aunt", "relative", "she"),
     ("landlady", "landlord", "she"),
