@@ -42,6 +42,7 @@ from memory.recall import (
     recalled_line,
     recalled_turn_line,
 )
+from memory.relative_dates import dated
 from memory.text import defuse
 from memory.tokens import Tokenizer
 from memory.window import build_view, fit_facts, pick_newest, truncate_marked
@@ -271,7 +272,8 @@ def _recall(
             return  # said already
         if turn.seq not in priced:
             cut = _cut(turn, split.max_recalled_turn, tokenizer)
-            line = (recalled_line(turn.role, turn.author_name, key[2]) if cut is turn
+            line = (recalled_line(turn.role, turn.author_name, key[2])
+                    + dated(key[2], turn.sent_at) if cut is turn
                     else recalled_turn_line(cut))
             priced[turn.seq] = (cut, line, budget.line_cost(line))
         cut, line, cost = priced[turn.seq]
