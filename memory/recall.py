@@ -158,7 +158,7 @@ def _day_heading(day: int) -> str:
 
 def recalled_turn_line(turn: Turn) -> str:
     """One recalled message: speaker and text on one line (its line breaks folded), under
-    its day's heading, then what its relative dates mean ("last Tuesday = 14 May 2024",
+    its day's heading, then what its relative dates mean ("last Tuesday = 14 May",
     ``memory.relative_dates``). No time of day: "- 13:29 " costs 5 tokens a line, a third
     of a short message, and a question about an old message asks for its day
     (docs/decisions/0014)."""

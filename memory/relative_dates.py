@@ -3,7 +3,8 @@
 "My car got towed last Tuesday", recalled weeks later, means a day the reader can no longer
 work out: the message's own date is in its day heading, but counting back to "last
 Tuesday" is left to the model. ``dated`` appends the absolute dates a recalled line's
-relative ones mean (``(last Tuesday = 14 May 2024)``), after the text, which stays as said.
+relative ones mean (``(last Tuesday = 14 May)``, the year only when it is not the year of
+the day heading above), after the text, which stays as said.
 Only unambiguous past references: "yesterday", "the day before yesterday", "N days ago",
 "a week ago", "two weeks ago", "last <weekday>" (the most recent one before the day),
 "last weekend" (the Saturday before), and Korean 어제, 그저께/그제, "N일 전". A bare
@@ -51,7 +52,7 @@ def resolve(phrase: str, said_on: date) -> date | None:
 
 
 def dated(text: str, sent_at: float) -> str:
-    """`` (last Tuesday = 14 May 2024)`` for the relative dates in ``text`` (said at
+    """`` (last Tuesday = 14 May)`` for the relative dates in ``text`` (said at
     ``sent_at``, unix seconds), each once, in order; "" when it holds none."""
     if not _PHRASE.search(text):
         return ""
@@ -65,5 +66,6 @@ def _dated(text: str, day: int) -> str:
     for m in _PHRASE.finditer(text):
         d = resolve(m.group(), said_on)
         if d is not None:
-            parts[f"{m.group()} = {d.day} {d:%b %Y}"] = None
+            year = f" {d.year}" if d.year != said_on.year else ""  # the heading has it
+            parts[f"{m.group()} = {d.day} {d:%b}{year}"] = None
     return f" ({'; '.join(parts)})" if parts else ""

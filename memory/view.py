@@ -10,8 +10,8 @@ system prompt and the fence framing), split in this order:
    small budget keeps most of itself for recall.
 3. **Carried identifiers**, most relevant first, up to the facts share of ``R``.
 4. **Recall**, everything left (or ``RECALL_TOKENS``): long-term facts, the best-matching
-   older turns with their neighbours, other matches (one that opens with "she …" with the
-   message before it, ``memory.antecedent``), episodes; grouped by day.
+   older turns with their neighbours, other matches (one that answers a question with "she …"
+   with that question, ``memory.antecedent``), episodes; grouped by day.
 5. What recall leaves goes to older verbatim turns.
 
 The view never exceeds ``B``: every item is paid for as ``bot.conversation.prompts`` renders it. Why
@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from memory.antecedent import refers_back
+from memory.antecedent import asks, refers_back
 from memory.models import (
     CarriedIdentifier,
     Episode,
@@ -292,8 +292,9 @@ def _recall(
         for turn in (hit, *around(hit)):
             add(turn)
     for hit in hits[first:]:
-        if refers_back(hit.text):  # "She fractured …": with the message naming her
-            add(by_seq.get(hit.seq - 1))
+        before = by_seq.get(hit.seq - 1)
+        if before is not None and refers_back(hit.text) and asks(before.text):
+            add(before)  # "How's Roz?" / "She fractured …": the answer with its question
         add(hit)
     # Episodes after every match: an episode is a summary of a span, a matching turn is
     # the message itself, the better evidence (docs/decisions/0014).
