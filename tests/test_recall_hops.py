@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memory.antecedent import refers_back
+from memory.antecedent import asks, refers_back
 from memory.archive import Archive
 from memory.config import VIEW_TURN_LIMIT, MemoryConfig
 from memory.hops import hop_terms
@@ -83,3 +83,5 @@ def test_refers_back_reads_the_opening_word() -> None:
     assert not refers_back("Shelly fractured her wrist.")
     assert not refers_back("Rosa joined a club.")
     assert not refers_back("")
+    assert asks("How's Bart doing, by the way? ") and asks("바트는 잘 지내？")
+    assert not asks("Bart went climbing.")
