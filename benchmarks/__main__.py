@@ -9,9 +9,11 @@ overwrites the published numbers):
 1. prompt size and cost (``prompt_cost``)    2. reply latency under slow summaries (``latency``)
 3. ingest and view (``ingest``, reused)      4. scale: channels, RSS, event-loop lag (``scale``)
 5. fact retention (``retention``, ``grouped``)  6. long-conversation recall (``longmem``)
+7. recall on dialogue as hard as real conversation (``dialogue``)
 
-Scenario 6 runs only when asked (``--scenarios 6``; with ``--quick`` 2 conversations and 30
-questions); ``python -m benchmarks.longmem`` runs it alone, also at other budgets.
+Scenarios 6 and 7 run only when asked (``--scenarios 6,7``; with ``--quick`` a few
+conversations and questions); ``python -m benchmarks.longmem`` and ``python -m
+benchmarks.dialogue`` run them alone, also at other budgets.
 
 With ``--endpoint URL --model NAME`` only scenario 5 runs, against that real model (key from
 ``OPENAI_API_KEY``), and asks one probe question per planted fact.
@@ -58,7 +60,8 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
     p.add_argument("--endpoint", help="a real OpenAI-compatible base URL (scenario 5 only)")
     p.add_argument("--model", help="the real model's name (with --endpoint)")
     p.add_argument("--scenarios", default="1,2,3,4,5",
-                   help="comma-separated, e.g. 1,5; 6 (long-conversation recall) when listed")
+                   help="comma-separated, e.g. 1,5; 6 (long-conversation recall) and 7 "
+                   "(dialogue recall) when listed")
     p.add_argument("--reply-latency", type=float, help="fake reply latency, seconds")
     p.add_argument("--summary-latency", type=float, help="fake summary latency, seconds")
     p.add_argument("--turns", type=int, help="turns of the shipped conversation to replay")
@@ -139,6 +142,10 @@ async def run_all(cfg: Config) -> list[Section]:
             from benchmarks.longmem import scenario as longmem
 
             sections.append(await longmem.run(cfg.quick))
+        if 7 in cfg.scenarios:
+            from benchmarks.dialogue import scenario as dialogue
+
+            sections.append(await dialogue.run(cfg.quick))
     return sections
 
 

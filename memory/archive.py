@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol, TypeAlias
 
 from memory.config import VIEW_TURN_LIMIT, MemoryConfig
+from memory.hops import HOP_DOCS, HOP_FROM, HOP_LIMIT, HOPS, after_sources, hop_terms
 from memory.identifiers import contains_identifier
 from memory.models import (
     CarriedIdentifier,
@@ -184,11 +185,44 @@ class Archive:
         hits = await self._follow_up(key, query, people_first(hits), below)
         # Semantic recall's one step: its nearest turns are one more list of the fusion.
         extra = [Ranked(near, self.semantic.weight)] if near and self.semantic else []
+        # Multi-hop: what the best word matches say leads to more turns, placed right
+        # after the match that led to them (docs/decisions/0037).
+        hits = after_sources(hits, await self._hops(key, query, hits, below))
         hits = rank(hits, turns[-(QUERY_TURNS + 1):], extra=extra)
         shown = hits[: within_reach(hits, room, self.config.split)]
         around = {h.seq + d for h in shown for d in (-1, 1)} - {h.seq for h in hits}
         nearby = await self.store.turns_at(key, sorted(s for s in around if 0 < s < below))
         return hits, nearby
+
+    async def _hops(
+        self, key: ChannelKey, query: Sequence[str], hits: Sequence[Turn], below: int
+    ) -> dict[int, list[Turn]]:
+        """What ``HOPS`` rounds of searching again find (``memory.hops``), by the seq of the
+        turn whose words found them: each round searches, once per source, with the words
+        of the ``HOP_FROM`` best turns of the round before (the first: the best word
+        matches, ``hits``) that no round used yet, bounded to words ``HOP_DOCS`` turns hold
+        at most."""
+        used = set(query)
+        sources: Sequence[Turn] = [t for t in hits if t.role != "assistant"][:HOP_FROM]
+        seen = {t.seq for t in sources}  # a turn follows one source only
+        led: dict[int, list[Turn]] = {}
+        for _ in range(HOPS):
+            # One search per source: a search keeps only its rarest few words, and one
+            # message's number would crowd out another's names.
+            asks = [(t, w) for t in sources if (w := hop_terms([t], used))]
+            if not asks:
+                break
+            rounds = await asyncio.gather(*(
+                self.store.search_turns(key, w, before_seq=below, limit=HOP_LIMIT,
+                                        max_docs=HOP_DOCS) for _, w in asks))
+            nxt: list[Turn] = []
+            for (source, _), found in zip(asks, rounds, strict=True):
+                new = [t for t in found if t.seq not in seen]
+                seen.update(t.seq for t in new)
+                led[source.seq] = new
+                nxt += [t for t in new if t.role != "assistant"]
+            sources = nxt[:HOP_FROM]
+        return led
 
     async def _nearest(self, key: ChannelKey, turns: Sequence[Turn], below: int) -> list[Turn]:
         """The stored turns before ``below`` closest in meaning to the newest of ``turns``

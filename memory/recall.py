@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 
 from memory.models import Episode, LongTermFact, Recall, Turn
+from memory.relative_dates import dated
 from memory.search_text import query_terms
 from memory.speakers import speaker_name
 from memory.tokens import Tokenizer
@@ -165,9 +166,12 @@ def _day_heading(day: int) -> str:
 
 def recalled_turn_line(turn: Turn) -> str:
     """One recalled message: speaker and text on one line (its line breaks folded), under
-    its day's heading. No time of day: "- 13:29 " costs 5 tokens a line, a third of a short
-    message, and a question about an old message asks for its day (docs/decisions/0014)."""
-    return recalled_line(turn.role, turn.author_name, " ".join(turn.text.split()))
+    its day's heading, then what its relative dates mean ("last Tuesday = 14 May",
+    ``memory.relative_dates``). No time of day: "- 13:29 " costs 5 tokens a line, a third
+    of a short message, and a question about an old message asks for its day
+    (docs/decisions/0014)."""
+    folded = " ".join(turn.text.split())
+    return recalled_line(turn.role, turn.author_name, folded) + dated(folded, turn.sent_at)
 
 
 def recalled_line(role: str, author_name: str, folded: str) -> str:

@@ -10,7 +10,8 @@ system prompt and the fence framing), split in this order:
    small budget keeps most of itself for recall.
 3. **Carried identifiers**, most relevant first, up to the facts share of ``R``.
 4. **Recall**, everything left (or ``RECALL_TOKENS``): long-term facts, the best-matching
-   older turns with their neighbours, other matches, episodes; grouped by day.
+   older turns with their neighbours, other matches (one that answers a question with "she …"
+   with that question, ``memory.antecedent``), episodes; grouped by day.
 5. What recall leaves goes to older verbatim turns.
 
 The view never exceeds ``B``: every item is paid for as ``bot.conversation.prompts`` renders it. Why
@@ -22,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from memory.antecedent import asks, refers_back
 from memory.models import (
     CarriedIdentifier,
     Episode,
@@ -40,6 +42,7 @@ from memory.recall import (
     recalled_line,
     recalled_turn_line,
 )
+from memory.relative_dates import dated
 from memory.text import defuse
 from memory.tokens import Tokenizer
 from memory.window import build_view, fit_facts, pick_newest, truncate_marked
@@ -269,7 +272,8 @@ def _recall(
             return  # said already
         if turn.seq not in priced:
             cut = _cut(turn, split.max_recalled_turn, tokenizer)
-            line = (recalled_line(turn.role, turn.author_name, key[2]) if cut is turn
+            line = (recalled_line(turn.role, turn.author_name, key[2])
+                    + dated(key[2], turn.sent_at) if cut is turn
                     else recalled_turn_line(cut))
             priced[turn.seq] = (cut, line, budget.line_cost(line))
         cut, line, cost = priced[turn.seq]
@@ -288,6 +292,9 @@ def _recall(
         for turn in (hit, *around(hit)):
             add(turn)
     for hit in hits[first:]:
+        before = by_seq.get(hit.seq - 1)
+        if before is not None and refers_back(hit.text) and asks(before.text):
+            add(before)  # "How's Roz?" / "She fractured …": the answer with its question
         add(hit)
     # Episodes after every match: an episode is a summary of a span, a matching turn is
     # the message itself, the better evidence (docs/decisions/0014).

@@ -1,0 +1,39 @@
+"""Whether a message leans on the one before it: "She fractured her wrist" names no one.
+
+A recalled message that opens with a pronoun ("she", "they", "his" …) or a bare answer
+("yes", "yeah", "no") says who or what it is about only through the message before it
+("How's Roz doing?"). When that message is a question, recall shows it with the answer
+(``memory.view``), or the model reads a fact without its subject. English and Korean
+openers; a message in another language is never glued, which costs nothing but the
+context.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["asks", "refers_back"]
+
+_OPENERS = frozenset(
+    "he she they him her them his hers their theirs it its that this those these yes yeah "
+    "yep no nope nah sure true exactly same".split()
+)
+_KOREAN = ("그녀", "그는", "그가", "그의", "걔", "그게", "그거", "그건", "응", "맞아")
+_FIRST = re.compile(r"[^\W\d_]+")
+
+
+def refers_back(text: str) -> bool:
+    """Whether ``text`` opens with a word that points at the message before it."""
+    start = text.lstrip()
+    if start.startswith(_KOREAN):
+        return True
+    m = _FIRST.match(start)
+    return m is not None and m.group().casefold() in _OPENERS
+
+
+def asks(text: str) -> bool:
+    """Whether ``text`` ends with a question ("How's Roz doing?"): a reply that leans on it
+    ("She broke her wrist") is its answer. Only then is the question shown with it: a
+    pronoun after a statement usually continues a story the match already tells, and in a
+    small recall room the extra line would displace a match."""
+    return text.rstrip().endswith(("?", "？"))
