@@ -256,10 +256,13 @@ def _explain(err: ValidationError) -> str:
     """One line per error, named by the variable (a nested location is section/field)."""
     lines = []
     for e in err.errors():
-        loc = [str(p) for p in e.get("loc", ())]
+        loc = list(e.get("loc", ()))
         if len(loc) > 1 and loc[0] in Settings.model_fields:
             loc = loc[1:]  # the section is not part of the variable's name
-        where = "/".join(loc).upper()
+        # The variable in capitals, then the path inside its JSON value as the operator
+        # wrote it: PROVIDERS["local"]["models"], not PROVIDERS/LOCAL/MODELS.
+        where = str(loc[0]).upper() + "".join(
+            f"[{p}]" if isinstance(p, int) else f'["{p}"]' for p in loc[1:]) if loc else ""
         msg = str(e.get("msg", "invalid")).removeprefix("Value error, ")
         lines.append(f"{where}: {msg}" if where else msg)
     return "invalid configuration:\n  " + "\n  ".join(lines)
