@@ -16,7 +16,7 @@ from bot.attachments.model import Attachment
 from memory.models import ChannelKey
 
 __all__ = ["ChainLink", "ChainSource", "CommandResult", "DeltaSink", "IncomingMessage",
-           "Outcome", "PendingReply", "Received", "Reply"]
+           "Outcome", "PendingReply", "Received", "Refresh", "Reply"]
 
 DeltaSink = Callable[[str], Awaitable[None]]  # called with a streamed reply's text so far
 
@@ -61,6 +61,12 @@ class IncomingMessage:
     parent: str = ""
     # the reply chain it belongs to (bot.conversation.chain puts it into the prompt)
     chain: ChainSource | None = None
+
+
+Refresh = Callable[[IncomingMessage], Awaitable[IncomingMessage]]
+"""What the platform says now about a stored message's author and place (``is_direct``,
+``roles``, ``parent``), filled into a message rebuilt from storage: a late answer asks the
+access lists (``bot.access``) with it, as they stand when the answer is given."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from bot.conversation.outbox import Outbox, Post, answer_id, digest_id
 from bot.conversation.reply_flow import ReplyFlow
 from bot.conversation.service import ChatService
 from bot.errors import ConfigError, GistbotError, OutcomeUnknown, PlatformUnreachable, user_text
-from bot.messages import ChainLink, ChainSource, CommandResult, IncomingMessage
+from bot.messages import ChainLink, ChainSource, CommandResult, IncomingMessage, Refresh
 from bot.missed.sweep import answer_missed_mentions, stop_answering_missed
 from bot.ops.extras import Extra, require
 from bot.ops.logs import LiveLine
@@ -37,7 +37,8 @@ __all__ = [
     "ChainSource", "ChatService",
     "ChatSettings", "Command", "CommandResult", "ConfigError", "DiscordSettings", "Extra",
     "FileSource", "GistbotError", "IncomingMessage", "Launch", "Linker", "LiveLine", "Outbox",
-    "OutcomeUnknown", "Permission", "Platform", "PlatformUnreachable", "Post", "Registry",
+    "OutcomeUnknown", "Permission", "Platform", "PlatformUnreachable", "Post", "Refresh",
+    "Registry",
     "ReplyFlow", "Settings", "SlackSettings", "Usage", "Where", "answer_id",
     "answer_missed_mentions", "digest_id", "discord_link", "plain_links", "plural",
     "posix_locale", "reply_grace", "require", "stop_answering_missed", "user_text",

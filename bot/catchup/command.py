@@ -40,7 +40,8 @@ class Where:
     threads only their members may read (``private``), the person asking (``reader``;
     ``None`` when nobody asked or the platform cannot say), their ``locale`` (``en-US``,
     ``de``: how they write numeric dates; ``None`` when unknown) and what everyone who can
-    see a post here may read (``everyone``; ``None`` when the platform cannot say)."""
+    see a post here may read (``everyone``; ``None`` when the platform cannot say);
+    ``parent``: the channel a thread is in ("" elsewhere), for the access lists."""
 
     key: ChannelKey
     threads: Mapping[ChannelKey, str] = field(default_factory=dict)
@@ -49,6 +50,7 @@ class Where:
     reader: Access | None = None
     locale: str | None = None
     everyone: Access | None = None
+    parent: str = ""
 
     @property
     def scope(self) -> Scope:

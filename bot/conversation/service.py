@@ -45,7 +45,15 @@ from bot.conversation.rate_limit import RateLimiter
 from bot.errors import ContextLengthExceeded, LLMError, LLMInputRejected, OverQuota
 from bot.llm.client import LLM
 from bot.memory_commands.feature import MemoryCommands
-from bot.messages import DeltaSink, IncomingMessage, Outcome, PendingReply, Received, Reply
+from bot.messages import (
+    DeltaSink,
+    IncomingMessage,
+    Outcome,
+    PendingReply,
+    Received,
+    Refresh,
+    Reply,
+)
 from bot.ops.observe import NullObserver, ServiceObserver, bind_request
 from bot.settings.sections import ChatSettings
 from bot.stores.owed import OwedReply
@@ -237,16 +245,25 @@ class ChatService:
         finally:
             await pending.settle(True)
 
-    async def answer(self, owed: OwedReply) -> PendingReply | None:
+    async def answer(self, owed: OwedReply, refresh: Refresh | None = None
+                     ) -> PendingReply | None:
         """The late reply to a recorded message whose reply was never delivered (the
         missed-mention sweep, ``bot.missed.sweep``); None when the message is gone (deleted,
-        ``/reset``)."""
+        ``/reset``) or the access lists refuse it now (the person or the channel was
+        blocked since, DMs turned off): ``refresh`` (the adapter's) says who and where the
+        author is now."""
         found = await self.memory.store.turns_at(owed.key, [owed.seq])
         if not found or found[0].message_id != owed.message_id:
             return None
         t = found[0]
         msg = IncomingMessage(t.key, t.message_id, t.author_id, t.author_name, t.text,
                               t.sent_at, mentions_bot=True, route=owed.route)
+        if refresh is not None:
+            msg = await refresh(msg)
+        if not self._admitted(msg, await self.channels.get(msg.key)):
+            log.info("not answering message %s in %s late: the access lists refuse it now",
+                     msg.message_id, msg.key)
+            return None
         return replace(self._pending(msg, Outcome.RECORDED, self._composer(msg, t.seq, None)),
                        placeholder=owed.placeholder, late=True)
 

@@ -12,6 +12,7 @@ ask clients to reconnect (``request_reconnect``) or drop them (``drop_connection
 REST answers what the adapter uses: login, application info, the gateway URL and shard count
 (``/gateway/bot``, for ``AutoShardedClient``), command sync, thread membership (``GET
 /channels/{thread}/thread-members/{user}``: 404 for a non-member, from ``thread_members``),
+a member of the server (``GET /guilds/{guild}/members/{user}``: 404 for ``left_guild``),
 messages (create/edit/delete, JSON or multipart with files; an enforced ``nonce`` seen in the
 last few minutes returns the message created for it instead of creating one, as Discord
 does), channel history (``GET /channels/{id}/messages`` with ``after``/``before``/``limit``,
@@ -372,6 +373,7 @@ class FakeDiscord:
         self.unexpected: list[Request] = []
         self.forbidden_channels: set[int] = set()
         # thread id -> user ids of its members (Get Thread Member answers from it)
+        self.left_guild: set[str] = set()  # user ids Get Guild Member answers 404 for
         self.thread_members: dict[int, set[str]] = {
             self.world.private_thread: self.world.private_members()}
         self.identifies: list[JSON] = []
@@ -654,6 +656,11 @@ class FakeDiscord:
         if route == ("POST", "users", "@me", "channels"):  # open a DM (only Alice has one)
             return 200, {"id": str(w.dm_channel), "type": 1, "recipients": [w.alice],
                          "last_message_id": None}
+        if route == ("GET", "guilds", str(w.guild_id), "members", parts[-1]):
+            people = {u["id"]: u for u in (w.alice, w.bob, w.carol)}  # Get Guild Member
+            if parts[-1] not in people or parts[-1] in self.left_guild:
+                return 404, {"message": "Unknown Member", "code": UNKNOWN_MEMBER}
+            return 200, w.member_of(people[parts[-1]])
         if route == ("GET", "gateway", "bot"):
             limit = {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}
             return 200, {"url": str(self.gateway_url), "shards": 1, "session_start_limit": limit}
