@@ -14,12 +14,9 @@ here know no platform.
   as part of the channel's conversation unless ``RECORD_BLOCKED`` is false. Block wins
   over allow. Roles are known only where the platform has them (``roles`` None: Slack,
   the console): there the role lists do not apply.
-- What the bot does later for a message or a channel asks the lists again when it does
-  it: the missed-mention sweep (a late answer to someone blocked since is not given) and
-  a scheduled digest (not posted in a channel kept out since it was scheduled).
-- A server may add its own lists with ``/config set server blocked_users …``
-  (``bot.channels.config``); they only narrow the operator's, never widen them.
-- The console is the operator's own terminal and is never refused.
+- A late answer (the missed-mention sweep) and a scheduled digest ask the lists as they
+  stand then. A server's own lists (``/config set server blocked_users …``) only narrow
+  the operator's. The console is the operator's own terminal and is never refused.
 """
 
 from __future__ import annotations

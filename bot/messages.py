@@ -59,6 +59,10 @@ class IncomingMessage:
     # roles (None: it has none), and the channel a thread is in
     roles: tuple[str, ...] | None = None
     parent: str = ""
+    # whether the author may read the channel's history (Discord: View Channel and Read
+    # Message History; a member without it sees only what arrives while they look): a reply
+    # to someone who may not is built from their message alone, without the channel's memory
+    reads_history: bool = True
     # the reply chain it belongs to (bot.conversation.chain puts it into the prompt)
     chain: ChainSource | None = None
 

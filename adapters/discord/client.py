@@ -21,6 +21,7 @@ import discord
 from discord import app_commands
 
 from adapters.backfill import Backfiller, HistoryStore
+from adapters.discord.access import reads_history
 from adapters.discord.backfill import discord_backfiller, on_shard
 from adapters.discord.catchup import register_outlet
 from adapters.discord.chain import ReplyChains
@@ -169,7 +170,8 @@ class GistbotClient(discord.AutoShardedClient):
     async def _author_now(self, msg: IncomingMessage) -> IncomingMessage:
         """``msg`` (rebuilt from storage for a late answer) with what Discord says now:
         a DM or not, the author's roles (asked of Discord: members are not cached without
-        the members intent; someone who left the server has none) and a thread's parent.
+        the members intent; someone who left the server has none), a thread's parent and
+        whether they may read the channel's history.
         A failed lookup raises: the answer stays owed and is tried again."""
         if msg.key.workspace == "dm":
             return replace(msg, is_direct=True, roles=())
@@ -182,8 +184,9 @@ class GistbotClient(discord.AutoShardedClient):
                 member = await guild.fetch_member(int(msg.author_id))
             except discord.NotFound:
                 member = None
+        channel = self.get_channel(int(msg.key.channel))
         return replace(msg, roles=role_ids(member) if member is not None else (),
-                       parent=parent_of(self.get_channel(int(msg.key.channel))))
+                       parent=parent_of(channel), reads_history=reads_history(channel, member))
 
     def to_incoming(self, message: discord.Message) -> IncomingMessage | None:
         """The service's view of ``message``: not addressed where the bot may not answer."""

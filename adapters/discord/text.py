@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import discord
 
 from adapters.chunking import split_parts
+from adapters.discord.access import reads_history
 from adapters.discord.files import attachments_of
 from bot.platform import IncomingMessage
 from memory.models import ChannelKey
@@ -148,6 +149,7 @@ def to_incoming(message: discord.Message, bot_user_id: int) -> IncomingMessage |
         reply_to_bot=_replies_to(message, bot_user_id),
         roles=role_ids(author),
         parent=parent_of(message.channel),
+        reads_history=reads_history(message.channel, author),
         attachments=attachments_of(  # read by bot.attachments
             [*(a for snap in message.message_snapshots for a in snap.attachments),
              *message.attachments]),

@@ -347,7 +347,10 @@ class ChatService:
     async def _reply(self, msg: IncomingMessage, seq: int | None, on_delta: DeltaSink | None,
                      settings: ChannelSettings) -> Reply:
         """The model's answer; ``seq`` None: the message is not stored (``record off``), so
-        the answer sees that message alone and is not stored either."""
+        the answer sees that message alone and is not stored either. An author who may not
+        read the channel's history (``reads_history``) gets an answer from their message
+        alone too: the channel's memory, its reply chain included, is that history."""
+        alone = seq is None or not msg.reads_history
         started = time.monotonic()
         persona, model = settings.persona, settings.chosen("model")
         params = settings.chosen("params")
@@ -365,9 +368,9 @@ class ChatService:
         seer = "" if self.llm.is_offline else model or _model_name(self.llm)
         images = self.attachments.images_for(files, seer, budget // 2)
         budget -= sum(p.tokens for p in images) + self.attachments.note_tokens(msg.key)
-        chain = await self._chain(msg, budget)  # the reply chain, paid before the view
+        chain = Chain() if alone else await self._chain(msg, budget)  # paid before the view
         budget -= chain.tokens
-        if seq is None:
+        if alone:
             lone = Turn(msg.key, 0, msg.message_id, "user", msg.author_id, msg.author_name,
                         files.text if files else stored, 0, msg.sent_at)
             view = MemoryView(msg.key, "", 0, (), 0, (lone,), 0)
@@ -392,7 +395,7 @@ class ChatService:
                 text = await self._generate(view, on_delta, persona, model, params=params,
                                             chain=chain.turns)
         except ContextLengthExceeded:
-            if seq is None:
+            if alone:
                 return Reply(TOO_LONG.format(length=len(msg.text), limit=len(msg.text) // 2),
                              failed=True)
             log.warning("context length exceeded in %s; compacting and retrying once", msg.key)
