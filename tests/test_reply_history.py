@@ -18,6 +18,7 @@ from typing import Any
 
 import discord
 
+from adapters.discord.access import reads_history
 from adapters.discord.text import channel_key
 from bot.app import Runtime
 from bot.conversation.chain import CHAIN_HEADING
@@ -93,3 +94,16 @@ async def test_a_late_answer_to_someone_without_the_history_is_built_without_mem
         assert str(sent.json["message_reference"]["message_id"]) == mid
         (carol,) = _asked(discord_llm)
         assert SECRET not in carol
+
+
+def test_what_discord_py_cannot_resolve_counts_as_no_history() -> None:
+    client = discord.Client(intents=discord.Intents.default())
+    state = client._connection
+    guild = discord.Guild(data=W.guild_create(), state=state)  # type: ignore[arg-type]
+    lobby, general = guild.get_channel(W.lobby), guild.get_channel(W.general)
+    carol = discord.Member(data=W.member_of(W.carol), guild=guild, state=state)  # type: ignore[arg-type]
+    assert not reads_history(lobby, carol) and reads_history(general, carol)
+    assert not reads_history(general, discord.Object(int(W.carol["id"])))  # type: ignore[arg-type]
+    unknown = discord.PartialMessageable(state=state, id=W.lobby, guild_id=W.guild_id)
+    assert not reads_history(unknown, carol)
+    assert reads_history(discord.PartialMessageable(state=state, id=W.dm_channel), carol)

@@ -37,9 +37,10 @@ def reads_history(channel: object, author: discord.abc.User | None) -> bool:
     """Whether the author of a message in ``channel`` may read its history: View Channel
     and Read Message History, as ``permissions_for`` resolves them from the server's roles
     and the channel's overwrites (a thread: its parent's), with no call to Discord. In a
-    DM, yes; a server's author discord.py has no member object of (who left, say): no."""
+    DM, yes; a server's channel discord.py does not know, or an author it has no member
+    object of (who left, say): no."""
     if not isinstance(channel, discord.abc.GuildChannel | discord.Thread):
-        return True
+        return getattr(channel, "guild_id", None) is None  # a DM (a partial one in a server: no)
     if not isinstance(author, discord.Member):
         return False
     perms = channel.permissions_for(author)

@@ -186,7 +186,8 @@ class GistbotClient(discord.AutoShardedClient):
                 member = None
         channel = self.get_channel(int(msg.key.channel))
         return replace(msg, roles=role_ids(member) if member is not None else (),
-                       parent=parent_of(channel), reads_history=reads_history(channel, member))
+                       parent=parent_of(channel),
+                       reads_history=channel is not None and reads_history(channel, member))
 
     def to_incoming(self, message: discord.Message) -> IncomingMessage | None:
         """The service's view of ``message``: not addressed where the bot may not answer."""
