@@ -9,6 +9,7 @@ the Discord client starts itself.
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 import time
 from dataclasses import replace
@@ -34,6 +35,11 @@ THREAD = channel_key(W.guild_id, W.thread)
 DM = ChannelKey("discord", "dm", str(W.dm_channel))
 SWEEP_OFTEN = {"REPLY_CLAIM_SECONDS": "1.5"}  # the client sweeps every 0.5 s
 CAROL, BOB, ALICE = W.carol, W.bob, W.alice
+
+
+def _failures(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """Errors logged (a digest that broke is not one that was refused)."""
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 def _replies(llm: FakeOpenAI) -> list[Any]:
@@ -137,18 +143,40 @@ async def test_slack_still_answers_late_whom_the_lists_admit(h: Harness, tmp_pat
 # ---------------------------------------------------------------- scheduled digests
 
 
-async def _digest_due(rt: Runtime, key: ChannelKey) -> float:
-    """A daily digest of ``key`` whose slot is two minutes from now; returns when to tick."""
+async def _digest_due(rt: Runtime, key: ChannelKey, by: str = "") -> float:
+    """A daily digest of ``key`` (scheduled by ``by``) whose slot is two minutes from now;
+    returns when to tick."""
     now = time.time()
     minute = int((now % 86400) // 60 + 2) % 1440
     await rt.storage.digests.set_digest_schedule(
-        DigestSchedule(key, "daily", -1, minute, "UTC", now - 86400 * 2))
+        DigestSchedule(key, "daily", -1, minute, "UTC", now - 86400 * 2, by))
     return now + 181
+
+
+@pytest.mark.parametrize("lists, posts_it", [
+    ({}, True), ({"BLOCKED_USERS": ALICE["id"]}, False), ({"ALLOW_DMS": "false"}, False)],
+    ids=["admitted", "blocked-user", "dms-off"])
+async def test_a_digest_in_a_dm_is_not_posted_to_someone_blocked_since(
+    lists: dict[str, str], posts_it: bool, tmp_path: Path, discord_fake: FakeDiscord,
+    discord_llm: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Alice scheduled a digest of her DM with the bot (anyone may, in their own DM)
+    async with running(make_settings(tmp_path, discord_llm, **lists)) as (rt, _, _):
+        await rt.store.record(NewTurn(DM, "1", "user", ALICE["id"], "Alice",
+                                      "remind me: the vault code is VC-7731", 8, time.time()))
+        digests = rt.service.catchup_commands.digests
+        assert digests is not None
+        at = await _digest_due(rt, DM, by=ALICE["id"])
+        digests.clock = lambda: at
+        assert await digests.tick() == int(posts_it)
+        assert bool(discord_fake.sent_to(W.dm_channel)) is posts_it
+        assert _failures(caplog) == []  # not posted because refused, not because it broke
 
 
 @pytest.mark.parametrize("channel", [W.general, W.thread], ids=["channel", "thread"])
 async def test_a_scheduled_digest_is_not_posted_in_a_channel_blocked_since(
-    channel: int, tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI
+    channel: int, tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI,
+    caplog: pytest.LogCaptureFixture
 ) -> None:
     key = channel_key(W.guild_id, channel)
     async with running(make_settings(tmp_path, discord_llm)) as (rt, _, watch):
@@ -167,10 +195,13 @@ async def test_a_scheduled_digest_is_not_posted_in_a_channel_blocked_since(
         assert len(discord_llm.chat_requests) == asked
         assert await digests.tick() == 0  # the slot is done with, not tried again
         assert len(discord_llm.chat_requests) == asked
+        assert _failures(caplog) == []
 
 
 @pytest.mark.parametrize("env_extra", [{"BLOCKED_CHANNELS": "C1"}])
-async def test_slack_posts_no_scheduled_digest_in_a_blocked_channel(h: Harness) -> None:
+async def test_slack_posts_no_scheduled_digest_in_a_blocked_channel(
+    h: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
     turn = NewTurn(KEY, "1700000000.000100", "user", "U2", "Bob", "the vault code is VC-7731",
                    8, time.time())
     await h.rt.store.record(turn)
@@ -180,3 +211,21 @@ async def test_slack_posts_no_scheduled_digest_in_a_blocked_channel(h: Harness) 
     digests.clock = lambda: at
     assert await digests.tick() == 0
     assert posts(h.fake) == [] and h.llm.purposes == []
+    assert _failures(caplog) == []
+
+
+@pytest.mark.parametrize("env_extra", [{"BLOCKED_USERS": "U1"}, {"ALLOW_DMS": "false"}],
+                         ids=["blocked-user", "dms-off"])
+async def test_slack_posts_no_scheduled_digest_in_the_dm_of_someone_blocked(
+    h: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    dm = replace(KEY, channel="D1")
+    await h.rt.store.record(NewTurn(dm, "1700000000.000100", "user", "U1", "Alice",
+                                    "remind me: the vault code is VC-7731", 8, time.time()))
+    at = await _digest_due(h.rt, dm, by="U1")
+    digests = h.rt.service.catchup_commands.digests
+    assert digests is not None
+    digests.clock = lambda: at
+    assert await digests.tick() == 0
+    assert posts(h.fake) == [] and h.llm.purposes == []
+    assert _failures(caplog) == []

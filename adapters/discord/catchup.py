@@ -52,7 +52,8 @@ def where(client: discord.Client, guild_id: int | None, channel_id: int,
                     private.add(key)  # private (or of an unknown kind): members only
     return Where(channel_key(guild_id, channel_id), threads, jump_links, frozenset(private),
                  reader, locale, ChannelAudience(client, guild_id, channel_id),
-                 parent_of(client.get_channel(channel_id)))
+                 parent_of(client.get_channel(channel_id)), direct=guild_id is None,
+                 roles=() if guild_id is None else None)  # nobody has roles in a DM
 
 
 class DiscordOutlet:

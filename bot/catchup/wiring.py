@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from zoneinfo import ZoneInfo
 
-from bot.access import NO_LISTS, AccessRules
+from bot.access import NO_LISTS, AccessRules, Verdict
 from bot.catchup.command import Catchups, Where
 from bot.catchup.digests import DigestScheduler
 from bot.catchup.gather import Catchup
@@ -66,7 +66,8 @@ def build_catchup(settings: Settings, budget: Budget, storage: Storage, llm: LLM
     """The catch-up feature with its digest scheduler (not started): its section of the
     settings, the shared budget, map calls up to twice the endpoint's slots; with
     ``access`` (and the servers' own lists through ``channels``) no digest is posted in a
-    channel the lists keep the bot out of."""
+    channel the lists keep the bot out of, nor in a direct conversation whose person they
+    refuse."""
     section = settings.catchup
     store = storage.memory
     engine = Catchup(store, llm, tokenizer, section, budget,
@@ -76,8 +77,11 @@ def build_catchup(settings: Settings, budget: Budget, storage: Storage, llm: LLM
     if access is not None:
         rules = access
 
-        async def kept_out(where: Where) -> bool:
+        async def kept_out(where: Where, by: str) -> bool:
             server = (await channels.get(where.key)).access if channels is not None else NO_LISTS
+            if where.direct:  # the conversation of the person who scheduled it
+                return rules.verdict(where.key, by, where.roles, direct=True,
+                                     server=server) is not Verdict.ADMITTED
             return rules.keeps_out(where.key, parent=where.parent, server=server)
 
     digests = DigestScheduler(storage.digests, catchups, default_zone=section.timezone,

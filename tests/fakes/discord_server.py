@@ -13,6 +13,7 @@ REST answers what the adapter uses: login, application info, the gateway URL and
 (``/gateway/bot``, for ``AutoShardedClient``), command sync, thread membership (``GET
 /channels/{thread}/thread-members/{user}``: 404 for a non-member, from ``thread_members``),
 a member of the server (``GET /guilds/{guild}/members/{user}``: 404 for ``left_guild``),
+Alice's DM channel (``GET /channels/{dm}``),
 messages (create/edit/delete, JSON or multipart with files; an enforced ``nonce`` seen in the
 last few minutes returns the message created for it instead of creating one, as Discord
 does), channel history (``GET /channels/{id}/messages`` with ``after``/``before``/``limit``,
@@ -653,6 +654,9 @@ class FakeDiscord:
         route = (r.method, *parts)
         if route == ("GET", "users", "@me"):
             return 200, w.bot_user
+        if route == ("GET", "channels", str(w.dm_channel)):  # Get Channel: Alice's DM
+            return 200, {"id": str(w.dm_channel), "type": 1, "recipients": [w.alice],
+                         "last_message_id": None}
         if route == ("POST", "users", "@me", "channels"):  # open a DM (only Alice has one)
             return 200, {"id": str(w.dm_channel), "type": 1, "recipients": [w.alice],
                          "last_message_id": None}
