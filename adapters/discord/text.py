@@ -86,8 +86,10 @@ def _mentions_bot(message: discord.Message, bot_user_id: int) -> bool:
 
 
 def _replies_to(message: discord.Message, user_id: int) -> bool:
+    """Whether ``message`` is a reply to a message of ``user_id`` (a forward of one is not:
+    its reference names the forwarded message, but nobody addressed its author)."""
     ref = message.reference
-    if ref is None:
+    if ref is None or ref.type is not discord.MessageReferenceType.reply:
         return False
     target = ref.resolved if isinstance(ref.resolved, discord.Message) else ref.cached_message
     return target is not None and target.author.id == user_id
