@@ -229,3 +229,31 @@ async def test_slack_posts_no_scheduled_digest_in_the_dm_of_someone_blocked(
     assert await digests.tick() == 0
     assert posts(h.fake) == [] and h.llm.purposes == []
     assert _failures(caplog) == []
+
+
+# ---------------------------------------------------------------- backfill after downtime
+
+
+@pytest.mark.parametrize("lists, kept", [
+    ({"BLOCKED_ROLES": str(W.newcomer_role)}, ["before", "missed, by Alice", "missed, by Bob"]),
+    ({"ALLOWED_ROLES": str(W.mod_role)}, ["before", "missed, by Bob"])],
+    ids=["blocked-role", "allowed-role"])
+async def test_backfill_asks_discord_for_the_roles_of_missed_messages_authors(
+    lists: dict[str, str], kept: list[str], tmp_path: Path, discord_fake: FakeDiscord,
+    discord_llm: FakeOpenAI
+) -> None:
+    # Messages read back over REST carry no member object (only gateway events do), so the
+    # authors' roles are asked of Discord: a blocked role's messages are not kept when
+    # RECORD_BLOCKED is false, and a role-admitted person's are
+    async with running(make_settings(tmp_path, discord_llm)) as (rt, _, watch):
+        await discord_fake.send_message(W.general, BOB, "before")
+        await watch.handled(1)
+    for who in (CAROL, ALICE, BOB):  # the bot is down: only the history has these
+        await discord_fake.send_message(W.general, who, f"missed, by {who['global_name']}",
+                                        deliver=False)
+    settings = make_settings(tmp_path, discord_llm, RECORD_BLOCKED="false", **lists)
+    async with running(settings, backfill=True) as (rt, client, _):
+        assert client.backfill is not None
+        async with asyncio.timeout(scaled(10)):
+            await client.backfill.wait_runs(1)
+        assert [t.text for t in await rt.store.turns(GENERAL)] == kept

@@ -294,6 +294,17 @@ def message(
     return data
 
 
+def rest_message(data: JSON) -> JSON:
+    """A message as REST returns it: like Discord, without the ``member`` objects that only
+    MESSAGE_CREATE and MESSAGE_UPDATE events carry (the author's and the mentioned users')."""
+    out = {k: v for k, v in data.items() if k != "member"}
+    out["mentions"] = [{k: v for k, v in u.items() if k != "member"}
+                       for u in data.get("mentions", [])]
+    if isinstance(data.get("referenced_message"), dict):
+        out["referenced_message"] = rest_message(data["referenced_message"])
+    return out
+
+
 def interaction_payload(
     world: World, name: str, *, invoker: JSON, channel_id: int, permissions: int | None,
     options: Mapping[str, Any] | None = None, locale: str = "en-US",
@@ -770,7 +781,7 @@ class FakeDiscord:
             found = [m for m in found if int(m["id"]) > int(query["after"])][:limit]
         else:
             found = found[-limit:]
-        return 200, list(reversed(found))
+        return 200, [rest_message(m) for m in reversed(found)]
 
     def _one_message(self, channel_id: int, message_id: int) -> tuple[int, Any]:
         """Get Channel Message: the message (with the one it replies to, one level, as
@@ -778,7 +789,7 @@ class FakeDiscord:
         found = self.messages.get(message_id)
         if found is None or int(found["channel_id"]) != channel_id:
             return 404, {"message": "Unknown Message", "code": UNKNOWN_MESSAGE}
-        return 200, found
+        return 200, rest_message(found)
 
     def _webhook_message(self, r: Request) -> JSON:
         body = r.json or {}
