@@ -27,7 +27,9 @@ make the endpoint slow or failing; ``embedding_requests`` lists what it was aske
 
 ``refuse_image(data) -> bool`` makes it answer a request carrying an image whose decoded
 bytes it refuses with OpenAI's 400 for an image it cannot read (``refused`` lists those
-requests), before any script step is taken.
+requests), before any script step is taken. ``reject(body) -> str | None`` makes it answer
+any chat request it returns a message for with a 400 about a request field, as OpenAI
+answers a parameter it does not take (``rejected`` lists those requests).
 
 A script step may also be a fault of the fakes' one switch (``tests.fakes.faults.Fault``):
 500 before or after "generating" (a model call's only effect is its cost), a reset
@@ -283,6 +285,8 @@ class FakeOpenAI:
         self.embedding_error: Error | Hang | None = None
         self.refuse_image: Callable[[bytes], bool] | None = None
         self.refused: list[Request] = []
+        self.reject: Callable[[JSON], str | None] | None = None
+        self.rejected: list[Request] = []
 
     @property
     def chat_requests(self) -> list[Request]:
@@ -435,6 +439,11 @@ class FakeOpenAI:
         body = seen.json or {}
         if (wrong := part_error(body)) is not None:  # as OpenAI answers a malformed part
             err = {"error": {"message": wrong, "type": "invalid_request_error"}}
+            return web.json_response(err, status=400)
+        if self.reject is not None and (why := self.reject(body)) is not None:
+            self.rejected.append(seen)
+            err = {"error": {"message": why, "type": "invalid_request_error",
+                             "param": None, "code": "invalid_value"}}
             return web.json_response(err, status=400)
         if self.refuse_image is not None and any(
                 self.refuse_image(image_bytes(p)) for p in image_parts(body)):
