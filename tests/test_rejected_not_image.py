@@ -94,3 +94,28 @@ async def test_a_400_about_a_request_field_leaves_the_channels_image_unmarked(
             assert await h.event(again, event_id="Ev3") == 200
             await h.settle()
             assert image_parts(replies(model)[-1].json)  # the image still goes along
+
+
+async def test_a_400_about_a_request_field_while_describing_leaves_the_image_unmarked(
+    tmp_path: Path, database: str
+) -> None:
+    async with FakeOpenAI(responder=default_responder, models=("gpt-4o",)) as model:
+        model.reject = too_hot  # the description's request carries SUMMARY_MODEL_PARAMS
+        env = {"OPENAI_BASE_URL": model.base_url, "MODEL_NAME": "gpt-4o", "VISION": "on",
+               "LLM_MAX_RETRIES": "0", "DATABASE_URL": database,
+               "SUMMARY_MODEL_PARAMS": '{"temperature": 3}'}
+        async with open_harness(tmp_path, None, env) as h:
+            f = h.fake.file("meadow.png", PICTURE, "image/png")
+            shared = mention("a picture of the meadow", ts="1700000001.000100",
+                             kind="message", subtype="file_share", files=[f])
+            assert await h.event(shared) == 200
+            await h.settle()
+            await asyncio.wait_for(h.rt.service.attachments.idle(), 20)
+            assert model.rejected and image_parts(model.rejected[0].json)
+            (stored,) = [t.text for t in await h.turns()]
+            assert stored.endswith("[image: meadow.png, 8×8]"), stored  # as it was
+
+            ask = mention("<@UBOT> what is in the picture?", ts="1700000002.000100", user="U2")
+            assert await h.event(ask, event_id="Ev2") == 200
+            await h.settle()
+            assert image_parts(replies(model)[-1].json)  # the reply still shows it

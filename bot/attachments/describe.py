@@ -1,7 +1,10 @@
 """A short description of an image, written once by a vision model when the image is first
 seen, so memory keeps what a screenshot showed ("what was in the screenshot Alice posted
 on Monday?") after the image itself is gone. Charged to the server like a background
-summary; a refusal or failure leaves the image's ``[image: name, W×H]`` line as it was."""
+summary; a failure leaves the image's ``[image: name, W×H]`` line as it was. When the
+endpoint refuses the request (400), it is asked once more without the image: only if that
+is accepted was the image what it refused (``LLMInputRejected`` for the caller to mark);
+a 400 about something else (a request field it does not take) leaves the line alone."""
 
 from __future__ import annotations
 
@@ -56,8 +59,25 @@ class ImageDescriber:
                                                max_tokens=self.max_tokens, purpose="summary",
                                                model=self.model)
         except LLMInputRejected:
+            if await self._refuses_without(key, messages):
+                log.warning("the model endpoint refuses description requests in %s even "
+                            "without the image; check SUMMARY_MODEL_PARAMS", key)
+                return None  # not the image's fault: its line stays as it is
             raise
         except GistbotError as e:  # over quota, or the model failed: the line stays as it is
             log.info("no description of an image in %s: %s", key, type(e).__name__)
             return None
         return one_line(done.text) or None
+
+    async def _refuses_without(self, key: ChannelKey, messages: list[ChatMessage]) -> bool:
+        """Whether the endpoint refuses the request without its image too (400): then it
+        refused something else (a request field), and the image must not be marked."""
+        try:
+            with self.quota.paying(key, "compaction"):
+                await self.llm.complete(messages, max_tokens=1, purpose="summary",
+                                        model=self.model)
+        except LLMInputRejected:
+            return True
+        except GistbotError:  # accepted, or no answer either way: the 400 stands
+            return False
+        return False
