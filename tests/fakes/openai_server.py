@@ -30,6 +30,8 @@ bytes it refuses with OpenAI's 400 for an image it cannot read (``refused`` list
 requests), before any script step is taken. ``reject(body) -> str | None`` makes it answer
 any chat request it returns a message for with a 400 about a request field, as OpenAI
 answers a parameter it does not take (``rejected`` lists those requests).
+``report_usage = False`` leaves ``usage`` out of every answer, streamed or not, as some
+OpenAI-compatible servers do.
 
 A script step may also be a fault of the fakes' one switch (``tests.fakes.faults.Fault``):
 500 before or after "generating" (a model call's only effect is its cost), a reset
@@ -287,6 +289,7 @@ class FakeOpenAI:
         self.refused: list[Request] = []
         self.reject: Callable[[JSON], str | None] | None = None
         self.rejected: list[Request] = []
+        self.report_usage = True  # False: answers carry no ``usage``, as some servers do
 
     @property
     def chat_requests(self) -> list[Request]:
@@ -485,7 +488,7 @@ class FakeOpenAI:
         message = {"role": "assistant", "content": text}
         choice = {"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}
         choices = [] if isinstance(step, EmptyChoices) else [choice]
-        usage = _usage(body, text)
+        usage = _usage(body, text) if self.report_usage else {}
         return web.json_response(head | {"object": "chat.completion", "choices": choices} | usage)
 
     async def _stream(
@@ -512,7 +515,7 @@ class FakeOpenAI:
                     await asyncio.sleep(step.chunk_delay)
                 await send(chunk([{"index": 0, "delta": {"content": piece}}]))
             await send(chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}]))
-        if (body.get("stream_options") or {}).get("include_usage"):
+        if self.report_usage and (body.get("stream_options") or {}).get("include_usage"):
             text = step.text if isinstance(step, Text) else ""
             await send(chunk([], **_usage(body, text)))
         await send("[DONE]")
