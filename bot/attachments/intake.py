@@ -10,8 +10,9 @@ A reply waits for reads still pending on the messages its prompt shows, its own
 ``ATTACHMENT_WAIT_SECONDS`` from the reply's start); a file still on its way then is said
 to be in the prompt (``mark_unread``), and its text lands in memory when it arrives. A
 platform edit of the message keeps the files' text (``reapply``), and a read or an image's
-description finishing after an edit completes the edited text, not the original. Each adapter registers
-its ``FileSource`` (hosts and auth); a platform with none has its files named only.
+description finishing after an edit completes the edited text, not the original. Each
+adapter registers its ``FileSource`` (hosts and auth); a platform with none has its files
+named only.
 """
 
 from __future__ import annotations
