@@ -392,8 +392,9 @@ class FakeOpenAI:
         data = [{"object": "embedding", "index": i, "embedding": embedding(t, self.concepts)}
                 for i, t in enumerate(texts)]
         tokens = sum(len(t.split()) + 1 for t in texts)
-        return web.json_response({"object": "list", "data": data, "model": body.get("model"),
-                                  "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+        usage = {"usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        return web.json_response({"object": "list", "data": data, "model": body.get("model")}
+                                 | (usage if self.report_usage else {}))
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         seen = await self._record(request)
