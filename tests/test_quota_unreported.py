@@ -15,7 +15,7 @@ import pytest
 from bot.app import Runtime
 from bot.catchup.command import Where
 from bot.stores.usage import UsageKey
-from tests.fakes.openai_server import FakeOpenAI, default_responder
+from tests.fakes.openai_server import FakeOpenAI, Text, default_responder
 from tests.harness.postgres import fresh_schema
 from tests.harness.service import KEY, msg, runtime
 
@@ -62,3 +62,18 @@ async def test_replies_and_catchups_without_reported_usage_still_reach_the_limit
         else:
             pytest.fail(f"{answered} replies answered, none refused: nothing was counted")
         assert await used_today(rt) <= LIMIT
+
+
+async def test_a_stream_in_big_chunks_without_reported_usage_counts_its_text(
+    tmp_path: Path,
+) -> None:
+    answer = " ".join(f"word{i}" for i in range(400))  # hundreds of tokens in one chunk
+    async with FakeOpenAI(responder=default_responder) as fake, runtime(
+            tmp_path, fake, DAILY_TOKENS_PER_SERVER=str(LIMIT)) as rt:
+        fake.report_usage = False
+        fake.push(Text(answer, chunks=[answer]))
+        with rt.service.quota.paying(KEY, "reply", "alice"):
+            got = [piece async for piece in rt.llm.stream(
+                [{"role": "user", "content": "say a lot"}], max_tokens=1000, purpose="reply")]
+        assert "".join(got) == answer
+        assert await used_today(rt) >= rt.llm.tokenizer.count(answer)  # not one per chunk

@@ -407,6 +407,8 @@ class OpenAILLM:
                             usage, reported = _usage(chunk.usage), True
                         delta = chunk.choices[0].delta.content if chunk.choices else None
                         got.pieces += bool(delta)
+                        if delta:
+                            got.text.append(delta)
                         got.model = chunk.model or got.model
                         if piece := think.feed(delta or ""):
                             sent = True
@@ -423,7 +425,8 @@ class OpenAILLM:
             raise
         finally:
             if not reported and got.pieces:  # cut short, or a server that reports none
-                self._unreported(messages, got.pieces, tab)
+                self._unreported(messages, max(got.pieces, text_cost(
+                    ["".join(got.text)], self.tokenizer)), tab)
         got.usage = usage
         self._record(purpose, got.model or model, started, usage, tab=tab)
 
@@ -523,11 +526,13 @@ class OpenAILLM:
 
 @dataclass(slots=True)
 class _Progress:
-    """How far a streamed call got: when it started, answer chunks received, and at the
-    end its usage and the model that answered."""
+    """How far a streamed call got: when it started, answer chunks received (and their
+    text, to estimate what they cost when no usage is reported), and at the end its usage
+    and the model that answered."""
 
     started: float | None = None
     pieces: int = 0
+    text: list[str] = field(default_factory=list)  # the chunks' text, reasoning included
     usage: Usage = field(default_factory=Usage)
     model: str = ""
 
