@@ -1,7 +1,8 @@
-"""A message edited while its files are still being read keeps the edit: the read's text
-joins the edited message, not the words it had when it arrived. The real slack-bolt app
-over HTTP against the loopback Slack, whose file host holds the download back, on SQLite
-and PostgreSQL."""
+"""Changes to a message while its files are still being read: an edit is kept (the read's
+text joins the edited message, not the words it had when it arrived), and a ``/reset`` of
+the channel stays a reset (the read finds no turn to join, and nothing of the file comes
+back). The real slack-bolt app over HTTP against the loopback Slack, whose file host holds
+the download back, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -72,3 +73,35 @@ async def test_an_edit_made_while_the_file_is_read_is_kept_with_the_files_text(
             (turn,) = await h.turns()
             assert TOKEN in turn.text, turn.text  # the file's text joined the message
             assert "rollback moved to Friday" in turn.text, turn.text  # and the edit stayed
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_a_file_read_after_its_channel_was_reset_does_not_bring_it_back(
+    tmp_path: Path, backend: str
+) -> None:
+    async with (FakeOpenAI(responder=default_responder) as model,
+                database(backend, tmp_path) as url):
+        env = {"OPENAI_BASE_URL": model.base_url, "MODEL_NAME": "gpt-test",
+               "LLM_MAX_RETRIES": "0", "DATABASE_URL": url}
+        async with open_harness(tmp_path, None, env) as h:
+            held = asyncio.Event()
+            try:
+                f = h.fake.file("handover.txt", NOTES, "text/plain", release=held)
+                shared = mention("the handover notes", ts=TS, kind="message",
+                                 subtype="file_share", files=[f])
+                assert await h.event(shared) == 200
+                await h.settle()
+                await h.command("/reset", user="U2")  # a workspace admin
+                [call] = await h.fake.wait_for("response_url:reset")
+                assert call.params["text"].startswith("Done: I forgot 1 message")
+            finally:
+                held.set()
+            await asyncio.wait_for(h.rt.service.attachments.idle(), 20)
+            assert await h.turns() == []  # the late text found nothing to join
+            ask = mention("<@UBOT> what is the deploy token?", ts="1700000002.000100",
+                          user="U2")
+            assert await h.event(ask, event_id="Ev3") == 200
+            await h.settle()
+            prompt = "\n".join(str(m["content"]) for m in model.chat_requests[-1].json["messages"])
+            assert TOKEN not in prompt  # forgotten is forgotten
+            assert [t.role for t in await h.turns()] == ["user", "assistant"]
