@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.access import AccessRules, Verdict
 from bot.attachments.intake import AttachmentIntake
+from bot.attachments.refusal import mark_refused
 from bot.attachments.vision import ImagePart, with_images
 from bot.catchup.wiring import CatchupCommands
 from bot.channels.config import ChannelConfig, ChannelSettings, Defaults, answers
@@ -395,9 +396,12 @@ class ChatService:
             except LLMInputRejected:
                 if not any(shown.values()):
                     raise
-                view = await self._without_parts(view, shown, stored=seq is not None)
-                text = await self._generate(view, on_delta, persona, model, params=params,
+                bare = self._without_parts(view, shown)
+                text = await self._generate(bare, on_delta, persona, model, params=params,
                                             chain=chain.turns, viewed=viewed)
+                # accepted without them: the images were what it refused (a 400 about
+                # something else fails the retry too, and leaves them as they are)
+                view = await self._refused(view, shown, stored=seq is not None)
         except ContextLengthExceeded:
             if alone:
                 return Reply(TOO_LONG.format(length=len(msg.text), limit=len(msg.text) // 2),
@@ -453,12 +457,26 @@ class ChatService:
             return Chain()
         return fit_chain(turns, int(budget * CHAIN_SHARE), self.memory.tokenizer)
 
-    async def _without_parts(self, view: MemoryView, shown: Mapping[int, Sequence[ImagePart]],
-                             *, stored: bool) -> MemoryView:
+    @staticmethod
+    def _without_parts(view: MemoryView, shown: Mapping[int, Sequence[ImagePart]]
+                       ) -> MemoryView:
         """``view`` for a retry after the endpoint refused a request with the images
-        ``shown`` (by request message index): each of them marked refused in its turn (and
-        in storage, when ``stored``), so this retry and every later request go without
-        them and the model reads that they could not be read."""
+        ``shown`` (by request message index): each of them marked refused in its turn's
+        text, so the retry goes without them and the model reads that they could not be
+        read. Nothing is stored: whether the images were at fault, the retry tells."""
+        turns = list(view.turns)
+        for at, parts in shown.items():
+            if parts and 0 < at <= len(turns):
+                turn = turns[at - 1]
+                turns[at - 1] = replace(turn, text=mark_refused(
+                    turn.text, [p.line for p in parts if p.line]))
+        return replace(view, turns=tuple(turns))
+
+    async def _refused(self, view: MemoryView, shown: Mapping[int, Sequence[ImagePart]],
+                       *, stored: bool) -> MemoryView:
+        """The endpoint took the request without the images ``shown`` that it refused with
+        them: each is marked refused in its turn (and in storage, when ``stored``), so no
+        later request sends it again; ``view`` so marked."""
         turns = list(view.turns)
         for at, parts in shown.items():
             if not parts or not 0 < at <= len(turns):
@@ -467,7 +485,7 @@ class ChatService:
             text = await self.attachments.refused(turn.key, turn.message_id, turn.text, parts,
                                                   store=stored)
             turns[at - 1] = replace(turn, text=text)
-        log.warning("the model endpoint refused a request with %d image(s) in %s; answering "
+        log.warning("the model endpoint refused a request with %d image(s) in %s; answered "
                     "without them, and they are not sent again", sum(map(len, shown.values())),
                     view.key)
         return replace(view, turns=tuple(turns))
