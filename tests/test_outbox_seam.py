@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bot.conversation.outbox import Outbox, Post, reply_id
+from bot.errors import OutcomeUnknown
 from bot.stores import Storage
 from bot.stores.outbox import OutboxStore
 from memory.models import ChannelKey
@@ -74,6 +75,26 @@ async def test_a_post_whose_record_was_lost_is_found_not_posted(store: OutboxSto
     assert await Outbox(store).send(outlet, post()) == "7"
     assert outlet.asked == ["find"] and list(outlet.posted) == ["7"]
     assert await store.outbox_intent(KEY, post().outbox_id) == "7"  # recorded now
+
+
+async def test_a_lost_record_whose_post_cannot_be_looked_up_posts_nothing_now(
+    store: OutboxStore,
+) -> None:
+    """The platform cannot be read: the post may stand, so the retry posts nothing now
+    (the reply stays owed; the next attempt looks again)."""
+    outlet = Outlet()
+    assert await store.outbox_intent(KEY, post().outbox_id) is None  # the dead attempt
+    outlet.posted["7"] = post().outbox_id
+
+    async def unreadable(p: Post) -> str | None:
+        outlet.asked.append("find")
+        raise OutcomeUnknown("HTTP 500")
+
+    outlet.find = unreadable  # type: ignore[method-assign]
+    assert await Outbox(store).send(outlet, post()) is None
+    assert outlet.asked == ["find"] and list(outlet.posted) == ["7"]
+    outlet.find = Outlet.find.__get__(outlet)  # type: ignore[method-assign]
+    assert await Outbox(store).send(outlet, post()) == "7"  # readable again: found
 
 
 async def test_a_late_answer_goes_into_its_placeholder(store: OutboxStore) -> None:

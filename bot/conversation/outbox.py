@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 from bot.conversation.lookup import looked_up
 from bot.conversation.posts import Post, PostOutlet
+from bot.errors import OutcomeUnknown
 from bot.stores.outbox import OutboxStore
 from memory.errors import StoreUnavailableError
 from memory.models import ChannelKey
@@ -94,7 +95,11 @@ class Outbox:
         if into and await outlet.edit(post, into):
             found = into
         if found is None and earlier == "":
-            found = await outlet.find(post)
+            try:
+                found = await outlet.find(post)
+            except OutcomeUnknown as e:  # it may stand: a later retry looks again
+                log.warning("could not look %s up (%s); not posting it blind", post.outbox_id, e)
+                return None
             if found is not None:
                 log.info("found %s posted before a crash; not posting it again", post.outbox_id)
         if found is None:
