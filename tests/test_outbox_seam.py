@@ -111,3 +111,21 @@ async def test_a_failing_store_does_not_stop_the_answer(storage: Storage) -> Non
     assert await Outbox(storage.outbox).send(outlet, post()) == "1"
     assert outlet.asked == ["post"]
     await storage.open()
+
+
+async def test_a_reply_stops_at_a_part_not_delivered_and_goes_on_from_it_next_time(
+    store: OutboxStore,
+) -> None:
+    outlet = Outlet()
+    posting = outlet.post
+
+    async def refuse_part_1(p: Post) -> str | None:
+        return None if p.outbox_id == post(1).outbox_id else await posting(p)
+
+    outlet.post = refuse_part_1  # type: ignore[method-assign]
+    parts = [post(0), post(1), post(2)]
+    assert not await Outbox(store).send_all(outlet, parts)
+    assert list(outlet.posted.values()) == [post(0).outbox_id]  # part 2 did not pass the gap
+    outlet.post = posting  # type: ignore[method-assign]
+    assert await Outbox(store).send_all(outlet, parts)
+    assert list(outlet.posted.values()) == [p.outbox_id for p in parts]

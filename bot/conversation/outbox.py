@@ -111,17 +111,16 @@ class Outbox:
     async def send_all(self, outlet: PostOutlet, posts: Sequence[Post], *, into: str = "",
                        settle: str = "") -> bool:
         """Deliver a reply's messages in order (the first into ``into``); settle with the
-        last. Whether every one was delivered."""
-        ok = True
+        last. Whether every one was delivered. A message not delivered stops the rest: the
+        next attempt skips those recorded and posts from it on, so the parts stand in order
+        (posting past a gap would show part 3 above the part 2 a retry adds later)."""
         for i, post in enumerate(posts):
             last = i == len(posts) - 1
             sent = await self.send(outlet, post, into=into if i == 0 else "",
-                                   settle=settle if last and ok else "")
+                                   settle=settle if last else "")
             if sent is None:
-                if i == 0:
-                    return False
-                ok = False
-        return ok
+                return False
+        return True
 
     async def _intent(self, post: Post) -> str | None:
         if self.store is None:
