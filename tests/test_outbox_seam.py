@@ -129,3 +129,19 @@ async def test_a_reply_stops_at_a_part_not_delivered_and_goes_on_from_it_next_ti
     outlet.post = posting  # type: ignore[method-assign]
     assert await Outbox(store).send_all(outlet, parts)
     assert list(outlet.posted.values()) == [p.outbox_id for p in parts]
+
+
+async def test_an_answer_its_placeholder_refuses_is_posted_and_the_placeholder_deleted(
+    store: OutboxStore,
+) -> None:
+    outlet = Outlet()
+    outlet.posted["5"] = "placeholder"
+
+    async def refuse(p: Post, message_id: str) -> bool:
+        outlet.asked.append("edit")
+        return False
+
+    outlet.edit = refuse  # type: ignore[method-assign]
+    assert await Outbox(store).send(outlet, post(0), into="5") == "2"
+    assert outlet.asked == ["edit", "post"]
+    assert outlet.posted == {"2": post(0).outbox_id}  # "thinking…" is gone

@@ -10,9 +10,10 @@ earlier post before posting again; one with a recorded id posts nothing.
 Replies settle their debt (``bot.missed.owed``) in the transaction that records their last
 message, so a crash leaves either both or neither. A late answer goes **into** the
 placeholder the first attempt showed (``OwedReply.placeholder``): an edit is idempotent,
-so the placeholder is replaced, never left beside a second answer. A post whose outcome
-is unknown (5xx, reset, timeout) is looked up before it is posted again (``send`` puts
-every outlet under the rule of ``bot.conversation.lookup``).
+so the placeholder is replaced, never left beside a second answer; when it cannot be edited
+(refused, or given up), the post goes out on its own and the placeholder is deleted. A post
+whose outcome is unknown (5xx, reset, timeout) is looked up before it is posted again
+(``send`` puts every outlet under the rule of ``bot.conversation.lookup``).
 
 What is guaranteed: one post per outbox id while the outbox row lives (a week) and the
 platform can find it (Slack: in the thread or among the channel's last 200 messages;
@@ -90,6 +91,7 @@ class Outbox:
         if earlier:  # posted and recorded by an earlier attempt
             if settle:
                 await self._posted(post, earlier, settle)
+            await _clear(outlet, post, into, earlier)
             return earlier
         found: str | None = None
         if into and await outlet.edit(post, into):
@@ -106,6 +108,7 @@ class Outbox:
             found = await outlet.post(post)
         if found is not None:
             await self._posted(post, found, settle)
+            await _clear(outlet, post, into, found)
         return found
 
     async def send_all(self, outlet: PostOutlet, posts: Sequence[Post], *, into: str = "",
@@ -139,6 +142,15 @@ class Outbox:
             await self.store.outbox_posted(post.key, post.outbox_id, message_id, settle=settle)
         except Exception as e:  # a retry finds the post on the platform instead
             _failed(e, "could not record the post %s", post.outbox_id)
+
+
+async def _clear(outlet: PostOutlet, post: Post, into: str, posted: str) -> None:
+    """The post stands as ``posted``, not in ``into`` (the edit was refused or given up):
+    take ``into`` away, so no "thinking…" or half-streamed preview stays beside the post
+    (and an edit that took effect unseen does not show the answer twice)."""
+    if into and posted != into:
+        log.info("%s stands apart from message %s; deleting that", post.outbox_id, into)
+        await outlet.delete(post.key, into)
 
 
 def _failed(error: Exception, what: str, *args: object) -> None:
