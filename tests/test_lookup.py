@@ -86,3 +86,26 @@ async def test_the_outbox_puts_every_outlet_under_the_rule_once() -> None:
     assert looked_up(looked_up(outlet)).outlet is outlet  # type: ignore[attr-defined]
     assert await Outbox(None).send(outlet, POST) == "m1"
     assert outlet.calls == ["post", "find"]
+
+
+async def test_a_lookup_that_cannot_read_is_tried_again_not_posted_blind() -> None:
+    """The platform could not be read: that is no "not there" (the post may stand)."""
+    outlet = ScriptedOutlet(post=[UNKNOWN], find=[UNKNOWN, "m1"])
+    assert await LookedUp(outlet).post(POST) == "m1"
+    assert outlet.calls == ["post", "find", "find"]
+
+
+async def test_a_post_whose_lookup_never_reads_is_given_up_not_repeated(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    outlet = ScriptedOutlet(post=[UNKNOWN], find=[UNKNOWN] * ATTEMPTS)
+    assert await LookedUp(outlet).post(POST) is None
+    assert outlet.calls == ["post"] + ["find"] * ATTEMPTS
+    assert "gave up posting" in caplog.text
+
+
+async def test_a_lookup_that_reads_not_there_after_an_unreadable_one_posts_again() -> None:
+    outlet = ScriptedOutlet(post=[UNKNOWN, "m2"], find=[UNKNOWN, None])
+    assert await LookedUp(outlet).post(POST) == "m2"
+    assert outlet.calls == ["post", "find", "find", "post"]
+

@@ -1,7 +1,9 @@
 """Slack's outlet for the outbox (``bot.conversation.outbox.PostOutlet``): every message the bot
 posts or finishes carries its outbox id in the message ``metadata``, so after a crash the post
 is found again in the thread (``conversations.replies``) or the channel
-(``conversations.history``), both read with ``include_all_metadata``.
+(``conversations.history``), both read with ``include_all_metadata``. A read that fails
+(5xx, 429, reset, timeout, after the client's own retries) cannot tell whether the post is
+there: ``find`` raises ``OutcomeUnknown`` then, never "not there".
 
 ``SlackReplies`` adds what ``bot.conversation.reply_flow`` needs for a reply: the "thinking…"
 placeholder, mrkdwn chunks (:mod:`adapters.slack.text`), streamed previews at most once per
@@ -20,8 +22,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.text import format_reply
 from adapters.slack.users import UserDirectory
-from adapters.slack.web import call, respond_once, webhook_client, write
-from bot.platform import ChatSettings, IncomingMessage, Post
+from adapters.slack.web import UNKNOWN, UNKNOWN_ERRORS, call, respond_once, webhook_client, write
+from bot.platform import ChatSettings, IncomingMessage, OutcomeUnknown, Post
 from memory.models import ChannelKey
 
 __all__ = ["EVENT_TYPE", "PLACEHOLDER", "AnswerPosts", "SlackPosts", "SlackReplies", "metadata"]
@@ -82,12 +84,14 @@ class SlackPosts:
                     channel=channel, include_all_metadata=True, limit=100, cursor=cursor)
             try:
                 r = await request
-            except SlackApiError as e:  # e.g. thread_not_found: nothing was posted there
-                log.debug("reading %s for an earlier post: %s", channel, e.response.get("error"))
-                return None
-            except Exception:
-                log.warning("reading %s for an earlier post failed", channel, exc_info=True)
-                return None
+            except SlackApiError as e:
+                status, error = e.response.status_code, e.response.get("error")
+                if status >= 500 or status == 429 or error in UNKNOWN_ERRORS:
+                    raise OutcomeUnknown(f"Slack reading {channel}: HTTP {status} {error}") from e
+                log.debug("reading %s for an earlier post: %s", channel, error)
+                return None  # e.g. thread_not_found: nothing was posted there
+            except UNKNOWN as e:
+                raise OutcomeUnknown(f"Slack reading {channel}: {type(e).__name__}") from e
             for m in r.get("messages") or []:
                 if carries(m, post.outbox_id):
                     return str(m["ts"])

@@ -34,7 +34,8 @@ from adapters.slack.options import bot_token
 from bot.platform import OutcomeUnknown
 from bot.settings.sections import SlackSettings
 
-__all__ = ["WRITES", "call", "make_web_client", "respond_once", "webhook_client", "write"]
+__all__ = ["UNKNOWN", "UNKNOWN_ERRORS", "WRITES", "call", "make_web_client", "respond_once",
+           "webhook_client", "write"]
 
 log = logging.getLogger(__name__)
 WRITES = frozenset({"chat.postMessage", "chat.update", "chat.delete", "chat.postEphemeral"})

@@ -8,7 +8,9 @@ failure. ``LookedUp`` wraps an outlet and is the one place that decides what hap
 - a **post** is looked up by its outbox identity (``PostOutlet.find``: Slack reads the
   message metadata back; Discord's ``find`` has nothing to read, because posting again with
   the same enforced nonce returns the message created the first time) and posted again only
-  when it is not there;
+  when it is not there. A lookup that cannot read the platform (it raises
+  ``OutcomeUnknown`` too) tells nothing: the next attempt looks again instead of posting,
+  since a post that took effect would otherwise show twice;
 - an **edit** puts the same text into the same message, and a **delete** deletes a message
   an outlet reports as already gone as done: repeating them is their lookup, since doing
   either twice shows the same as doing it once.
@@ -41,14 +43,24 @@ class LookedUp:
         self.outlet = outlet
 
     async def post(self, post: Post) -> str | None:
-        """Post it once: after an unknown outcome, find it before posting again."""
+        """Post it once: after an unknown outcome, find it before posting again (and while
+        the lookup cannot tell, look again rather than post)."""
+        unsure = False  # a post may have taken effect and no lookup has told yet
         for attempt in range(1, ATTEMPTS + 1):
+            if not unsure:
+                try:
+                    return await self.outlet.post(post)
+                except OutcomeUnknown as e:
+                    log.warning("posting %s: outcome unknown (%s, attempt %d); looking it up",
+                                post.outbox_id, e, attempt)
             try:
-                return await self.outlet.post(post)
+                found = await self.outlet.find(post)
             except OutcomeUnknown as e:
-                log.warning("posting %s: outcome unknown (%s, attempt %d); looking it up",
+                log.warning("looking %s up failed (%s, attempt %d); not posting it blind",
                             post.outbox_id, e, attempt)
-            found = await self.outlet.find(post)
+                unsure = True
+                continue
+            unsure = False
             if found is not None:
                 log.info("found %s posted after all; not posting it again", post.outbox_id)
                 return found
@@ -79,7 +91,7 @@ class LookedUp:
         return False
 
     async def find(self, post: Post) -> str | None:
-        """The outlet's own lookup."""
+        """The outlet's own lookup (raises ``OutcomeUnknown`` when it cannot tell)."""
         return await self.outlet.find(post)
 
 

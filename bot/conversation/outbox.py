@@ -10,9 +10,10 @@ earlier post before posting again; one with a recorded id posts nothing.
 Replies settle their debt (``bot.missed.owed``) in the transaction that records their last
 message, so a crash leaves either both or neither. A late answer goes **into** the
 placeholder the first attempt showed (``OwedReply.placeholder``): an edit is idempotent,
-so the placeholder is replaced, never left beside a second answer. A post whose outcome
-is unknown (5xx, reset, timeout) is looked up before it is posted again (``send`` puts
-every outlet under the rule of ``bot.conversation.lookup``).
+so the placeholder is replaced, never left beside a second answer; when it cannot be edited
+(refused, or given up), the post goes out on its own and the placeholder is deleted. A post
+whose outcome is unknown (5xx, reset, timeout) is looked up before it is posted again
+(``send`` puts every outlet under the rule of ``bot.conversation.lookup``).
 
 What is guaranteed: one post per outbox id while the outbox row lives (a week) and the
 platform can find it (Slack: in the thread or among the channel's last 200 messages;
@@ -27,6 +28,7 @@ from collections.abc import Sequence
 
 from bot.conversation.lookup import looked_up
 from bot.conversation.posts import Post, PostOutlet
+from bot.errors import OutcomeUnknown
 from bot.stores.outbox import OutboxStore
 from memory.errors import StoreUnavailableError
 from memory.models import ChannelKey
@@ -89,34 +91,39 @@ class Outbox:
         if earlier:  # posted and recorded by an earlier attempt
             if settle:
                 await self._posted(post, earlier, settle)
+            await _clear(outlet, post, into, earlier)
             return earlier
         found: str | None = None
         if into and await outlet.edit(post, into):
             found = into
         if found is None and earlier == "":
-            found = await outlet.find(post)
+            try:
+                found = await outlet.find(post)
+            except OutcomeUnknown as e:  # it may stand: a later retry looks again
+                log.warning("could not look %s up (%s); not posting it blind", post.outbox_id, e)
+                return None
             if found is not None:
                 log.info("found %s posted before a crash; not posting it again", post.outbox_id)
         if found is None:
             found = await outlet.post(post)
         if found is not None:
             await self._posted(post, found, settle)
+            await _clear(outlet, post, into, found)
         return found
 
     async def send_all(self, outlet: PostOutlet, posts: Sequence[Post], *, into: str = "",
                        settle: str = "") -> bool:
         """Deliver a reply's messages in order (the first into ``into``); settle with the
-        last. Whether every one was delivered."""
-        ok = True
+        last. Whether every one was delivered. A message not delivered stops the rest: the
+        next attempt skips those recorded and posts from it on, so the parts stand in order
+        (posting past a gap would show part 3 above the part 2 a retry adds later)."""
         for i, post in enumerate(posts):
             last = i == len(posts) - 1
             sent = await self.send(outlet, post, into=into if i == 0 else "",
-                                   settle=settle if last and ok else "")
+                                   settle=settle if last else "")
             if sent is None:
-                if i == 0:
-                    return False
-                ok = False
-        return ok
+                return False
+        return True
 
     async def _intent(self, post: Post) -> str | None:
         if self.store is None:
@@ -135,6 +142,15 @@ class Outbox:
             await self.store.outbox_posted(post.key, post.outbox_id, message_id, settle=settle)
         except Exception as e:  # a retry finds the post on the platform instead
             _failed(e, "could not record the post %s", post.outbox_id)
+
+
+async def _clear(outlet: PostOutlet, post: Post, into: str, posted: str) -> None:
+    """The post stands as ``posted``, not in ``into`` (the edit was refused or given up):
+    take ``into`` away, so no "thinking…" or half-streamed preview stays beside the post
+    (and an edit that took effect unseen does not show the answer twice)."""
+    if into and posted != into:
+        log.info("%s stands apart from message %s; deleting that", post.outbox_id, into)
+        await outlet.delete(post.key, into)
 
 
 def _failed(error: Exception, what: str, *args: object) -> None:

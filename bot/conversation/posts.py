@@ -47,4 +47,5 @@ class PostOutlet(Protocol):
         """Delete message ``message_id`` (True when it is gone already)."""
 
     async def find(self, post: Post) -> str | None:
-        """The id of an earlier post carrying this outbox id, None if there is none."""
+        """The id of an earlier post carrying this outbox id, None if there is none; raises
+        ``bot.errors.OutcomeUnknown`` when the platform could not be read (no telling)."""

@@ -32,7 +32,7 @@ from typing import Protocol
 
 from bot.conversation.lookup import looked_up
 from bot.conversation.outbox import APOLOGY, Outbox, Post, PostOutlet, placeholder_id, reply_id
-from bot.errors import user_text
+from bot.errors import OutcomeUnknown, user_text
 from bot.messages import DeltaSink, IncomingMessage, Outcome, PendingReply, Reply
 from bot.ops.shutdown import SHUTDOWN_APOLOGY
 from memory.models import ChannelKey
@@ -112,7 +112,9 @@ class _Shown:
     async def start(self) -> None:
         """Post the outlet's placeholder (none for a notice or a late answer)."""
         if self.pending.late:  # the earlier attempt's, found by its outbox id if need be
-            self.id = self.id or await self.calls.find(self.post(self.outlet.placeholder)) or ""
+            if not self.id:
+                with contextlib.suppress(OutcomeUnknown):  # unreadable: answer beside it
+                    self.id = await self.calls.find(self.post(self.outlet.placeholder)) or ""
         elif self.outlet.placeholder and not self.pending.notice:
             await self._posted(self.outlet.placeholder)
 
