@@ -99,42 +99,48 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", default=False,
                    help=argparse.SUPPRESS)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    sub.add_parser("run", parents=[verbose],
-                   help="start the Discord/Slack adapters that are configured "
-                   "(none configured: the console chat)")
-    c = sub.add_parser("console", parents=[verbose],
-                       help="chat with gistbot in this terminal (or pipe text in: one "
-                       "message per line, answers on stdout)")
-    c.add_argument("--channel", default="general", help="console channel to talk in")
+
+    def command(name: str, parent: argparse.ArgumentParser, about: str
+                ) -> argparse.ArgumentParser:
+        # The line of ``gistbot --help`` is also the description of ``gistbot NAME --help``,
+        # which otherwise shows only the options and never says what the command does.
+        return sub.add_parser(name, parents=[parent], help=about,
+                              description=f"{about[0].upper()}{about[1:]}.")
+
+    command("run", verbose, "start the Discord/Slack adapters that are configured (none "
+            "configured: the console chat in a terminal; with no terminal, exit 2 naming "
+            "the tokens to set)")
+    c = command("console", verbose, "chat with gistbot in this terminal (or pipe text in: "
+                "one message per line, a message of several lines between two lines of "
+                '""", answers on stdout)')
+    c.add_argument("--channel", default="general",
+                   help="console channel to talk in (default: general)")
     c.add_argument("--json", action="store_true",
                    help="with stdin not a terminal: answers as JSON Lines "
                    '({"input": …, "output": …}) instead of one bare line each')
-    sub.add_parser("channels", parents=[env_file],
-                   help="list the channels in memory with their counts")
-    s = sub.add_parser("summary", parents=[env_file], help="print a channel's summary and counts")
+    command("channels", env_file, "list the channels in memory with their counts")
+    s = command("summary", env_file, "print a channel's summary and counts")
     s.add_argument("--channel", required=True,
                    help="console channel name, or platform:workspace:channel")
-    e = sub.add_parser("export", parents=[env_file],
-                       help="write a channel's messages and summary as JSON Lines")
+    e = command("export", env_file, "write a channel's summary, facts, messages and settings "
+                "as JSON Lines")
     e.add_argument("--channel", required=True,
                    help="console channel name, or platform:workspace:channel")
     e.add_argument("--output", "-o", default="-", help="file to write (default: stdout)")
-    sub.add_parser("doctor", parents=[env_file], help="show the configuration (secrets masked) "
-                   "and test the LLM endpoint and the database")
-    m = sub.add_parser("migrate", parents=[env_file],
-                       help="apply the database schema (DATABASE_URL, or --url)")
+    command("doctor", env_file, "show the configuration (secrets masked) and test the LLM "
+            "endpoint and the database; exit 1 when a check fails")
+    m = command("migrate", env_file, "apply the database schema (DATABASE_URL, or --url)")
     m.add_argument("--url", help="database to migrate instead of DATABASE_URL")
-    cp = sub.add_parser("copy-db", parents=[env_file],
-                        help="copy all memory between databases (SQLite ⇄ PostgreSQL) "
-                        "and verify counts and checksums")
+    cp = command("copy-db", env_file, "copy all memory between databases (SQLite ⇄ "
+                 "PostgreSQL) and verify counts and checksums")
     cp.add_argument("--from", dest="src", required=True, help="source database URL")
     cp.add_argument("--to", dest="dst", required=True, help="target database URL")
     cp.add_argument("--resume", action="store_true",
                     help="continue an interrupted copy from the same source")
     cp.add_argument("--force", action="store_true",
                     help="replace channels in a non-empty target that differ from the source")
-    d = sub.add_parser("discord-invite", parents=[env_file],
-                       help="print the OAuth2 URL that adds the bot to a server")
+    d = command("discord-invite", env_file, "print the OAuth2 URL that adds the bot to a "
+                "Discord server")
     d.add_argument("--application-id", required=True,
                    help="from the Developer Portal (General Information → Application ID)")
     return p

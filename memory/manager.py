@@ -207,7 +207,7 @@ class MemoryManager:
         The request holds at most what one compaction folds (the newest turns), so it fits
         the model's context like a compaction's.
 
-        Also returns the newest ``episodes`` archived episodes, for the "Earlier:" line.
+        Also returns the newest ``episodes`` archived episodes, for the "Earlier stretches" line.
         """
         state, turns = await self.store.snapshot(key, limit=VIEW_TURN_LIMIT)
         stats = await self.stats(key)

@@ -129,7 +129,7 @@ def episode_span(episode: Episode, now: float | None = None) -> str:
 
 
 def episode_spans(episodes: Sequence[Episode], now: float | None = None) -> str:
-    """The spans of ``episodes`` for ``/summary``'s "Earlier:" line, in the given order,
+    """The spans of ``episodes`` for ``/summary``'s "Earlier stretches" line, in the given order,
     identical spans merged (``3 Mar 10:02–10:40 (×2)``), comma-separated."""
     counts: dict[str, int] = {}
     for episode in episodes:

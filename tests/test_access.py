@@ -76,8 +76,8 @@ def test_the_console_operator_is_never_refused() -> None:
     ("ALLOWED_ROLES", "Moderators", "'Moderators' is not a role id"),
     ("BLOCKED_CHANNELS", "<#200000000000000001>", "is not a channel id"),
     ("ALLOWED_CHANNELS", "#general", "'#general' is not a channel id"),
-    ("ALLOW_DMS", "perhaps", "valid boolean"),
-    ("RECORD_BLOCKED", "sometimes", "valid boolean"),
+    ("ALLOW_DMS", "perhaps", "must be true or false, not 'perhaps'"),
+    ("RECORD_BLOCKED", "sometimes", "must be true or false"),
 ])
 def test_a_bad_list_is_refused_naming_the_variable(variable: str, value: str, says: str) -> None:
     with pytest.raises(ConfigError) as e:

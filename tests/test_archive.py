@@ -144,7 +144,8 @@ async def test_episodes_record_what_each_compaction_folded(tmp_path: Path) -> No
         assert episode.speakers == ("Alice",)
         assert episode.text == f"Alice talked about {folded[-1].text.split()[-1]}"
         summary = (await rt.service.memory_commands.summary(KEY)).text
-        assert "Earlier: 9 Sep 2001 01:46–01:52 (UTC)" in summary  # not this year: with the year
+        assert ("Earlier stretches, folded into this summary and still searchable: "
+                "9 Sep 2001 01:46–01:52 (UTC)") in summary  # not this year: with the year
 
 
 async def test_a_missing_episode_block_falls_back_to_an_extractive_line(tmp_path: Path) -> None:

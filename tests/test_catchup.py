@@ -214,8 +214,26 @@ async def test_default_period_starts_after_the_callers_last_message(
     assert (fallback.start, fallback.label) == (NOW - 86400, "last 24 hours")
     result = await catchups.command(where, "erin", "")
     assert "· 4 messages" in result.text  # Bob, Alice, Carol, Bob after her thread post at +90 s
+    assert "look further back" not in result.text  # something was said: no hint
     bad = await catchups.command(where, "erin", "next tuesday-ish")
     assert not bad.ok and "2h" in bad.text
+
+
+async def test_nothing_since_your_last_message_says_how_to_look_further_back(
+    store: SqliteStore, tok: TokenCounter
+) -> None:
+    # The first /catchup people try (at the console, always) comes right after their own
+    # message: an empty period should not be the end of it.
+    await fill(store, KEY, [*CHAT, ("Erin", "back now")], start=START)
+    catchups = Catchups(engine(store, model(then=citing_answer), tok), store, ZoneInfo("UTC"),
+                        clock=lambda: NOW)
+    where = Where(KEY, {}, discord_links)
+    result = await catchups.command(where, "erin", "")
+    assert "Nothing was said here in that period." in result.text
+    assert result.text.endswith("To look further back: /catchup 2h, /catchup yesterday or "
+                                "/catchup 3 days ago.")
+    asked = await catchups.command(where, "erin", "1m")  # a period of their choosing
+    assert "look further back" not in asked.text
 
 
 def test_heading_names_the_zone_and_period() -> None:

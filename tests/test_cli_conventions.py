@@ -47,6 +47,27 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert version()[0].isdigit()
 
 
+@pytest.mark.parametrize("name", ["run", "console", "channels", "summary", "export", "doctor",
+                                  "migrate", "copy-db", "discord-invite"])
+def test_each_command_help_says_what_the_command_does(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The README sends people to `gistbot COMMAND --help`: it must say more than the options.
+    with pytest.raises(SystemExit) as info:
+        main([name, "--help"])
+    assert info.value.code == 0
+    usage, _, rest = capsys.readouterr().out.partition("\n\n")
+    description = rest.split("\n\n")[0]
+    assert usage.startswith(f"usage: gistbot {name}")
+    assert not description.startswith("options:") and description.rstrip().endswith(".")
+
+
+def test_console_help_names_the_default_channel(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["console", "--help"])
+    assert "(default: general)" in " ".join(capsys.readouterr().out.split())
+
+
 def test_channels_lists_remembered_channels_with_counts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -12,6 +12,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+import yaml
 from pydantic import Field
 
 import bot.settings.doc as settings_doc
@@ -199,3 +200,13 @@ def test_readme_keeps_the_two_set_up_commands_and_ci_runs_its_test_command() -> 
     assert last.startswith("$VENV/bin/")
     test_command = last.replace("$VENV", ".venv", 1)
     assert test_command == ".venv/bin/pytest" and f"`{test_command}`" in text
+
+
+def test_readme_names_every_bot_scope_of_the_slack_manifest() -> None:
+    # People compare the app they created with the README's list; a scope missing there
+    # (the read check's channels:read and others) looks like one they may leave out.
+    manifest = yaml.safe_load((ROOT / "slack_manifest.yaml").read_text(encoding="utf-8"))
+    scopes = manifest["oauth_config"]["scopes"]["bot"]
+    text = README.read_text(encoding="utf-8")
+    slack = text[text.index("### Slack"):text.index("### Docker compose")]
+    assert scopes and not [s for s in scopes if f"`{s}`" not in slack]

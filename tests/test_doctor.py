@@ -145,3 +145,15 @@ async def test_one_served_model_is_one_model(tmp_path: Path) -> None:
         assert await doctor(settings, out) == 0, out.getvalue()
     assert out.getvalue().startswith("gistbot doctor: All checks passed.\n")
     assert "reachable, 1 model, using gpt-test; a tiny completion took " in out.getvalue()
+
+
+async def test_without_a_token_it_does_not_promise_a_console(tmp_path: Path) -> None:
+    # `gistbot run` with no token and no terminal (a container) exits 2; the doctor, run in
+    # that container, must not say the console would start.
+    settings = load_settings({"DATABASE_URL": f"sqlite:///{tmp_path}/d.db"}, env_file=None)
+    out = io.StringIO()
+    assert await doctor(settings, out) == 0, out.getvalue()
+    line = next(ln for ln in out.getvalue().splitlines()
+                if ln.startswith("Adapters that would start:"))
+    assert line.startswith("Adapters that would start: none: no platform token set")
+    assert "status 2" in line

@@ -32,6 +32,9 @@ def is_listing(text: str) -> None:
 def is_catchup_help(text: str) -> None:
     assert text.startswith("Usage: /catchup [since] [time zone] [public]")
     assert "• since: " in text and "e.g. 2h, 3 days ago, yesterday" in text
+    since = next(line for line in text.splitlines() if line.startswith("• since: "))
+    assert since.count("3 days ago") == 1  # each example once, after "e.g."
+    assert "your last message" in since  # what it is when left out
     assert "• public: " in text
     assert "Who may run it: anyone." in text
     assert "Who sees the answer: only you, unless you add public." in text

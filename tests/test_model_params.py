@@ -45,6 +45,8 @@ async def test_model_params_reach_the_reply_request_through_the_sdk(
     ('{"model": "gpt-4o", "temperature": 1}', "model, which gistbot sets itself"),
     ('{"stream": true}', "stream, which gistbot sets itself"),
     ('{"max_tokens": 50}', "max_tokens, which gistbot sets itself"),
+    ('{"n": 2}', "n, which would make the answer something other than one text"),
+    ('{"tools": []}', "tools, which would make the answer something other than one text"),
     ('{"temperature": "hot"}', "temperature must be a number"),
 ])
 @pytest.mark.parametrize("variable", ["MODEL_PARAMS", "SUMMARY_MODEL_PARAMS"])

@@ -171,11 +171,12 @@ async def test_the_default_endpoint_serves_models_no_provider_lists(tmp_path: Pa
 
 @pytest.mark.parametrize(("env", "says"), [
     ({"PROVIDERS": "{local: 1}"}, "PROVIDERS: is not JSON"),
-    ({"PROVIDERS": '{"local": {"models": ["a"]}}'}, "PROVIDERS/LOCAL/BASE_URL"),
+    ({"PROVIDERS": '{"local": {"models": ["a"]}}'},
+     'PROVIDERS["local"]["base_url"]: Field required'),
     ({"PROVIDERS": '{"local": {"base_url": "localhost:11434", "models": ["a"]}}'},
      "must be an http(s) URL"),
     ({"PROVIDERS": '{"local": {"base_url": "http://h/v1", "models": []}}'},
-     "PROVIDERS/LOCAL/MODELS"),
+     'PROVIDERS["local"]["models"]: '),
     ({"PROVIDERS": '{"a": {"base_url": "http://h/v1", "models": ["m"]}, '
                    '"b": {"base_url": "http://i/v1", "models": ["m"]}}'},
      "model 'm' is listed by both 'a' and 'b'"),

@@ -29,9 +29,10 @@ from bot.read_check import CANNOT_READ, NOT_FOR_EVERYONE
 from memory.catchup_store import CatchupStore
 from memory.models import ChannelKey
 
-__all__ = ["CANNOT_READ", "DEFAULT_HOURS", "Catchups", "Where"]
+__all__ = ["CANNOT_READ", "DEFAULT_HOURS", "LOOK_FURTHER", "Catchups", "Where"]
 
 DEFAULT_HOURS = 24
+LOOK_FURTHER = "To look further back: /catchup 2h, /catchup yesterday or /catchup 3 days ago."
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +119,10 @@ class Catchups:
         except SinceError as e:
             return CommandResult(str(e), ok=False)
         result = await self.engine.run(seen.scope, period, seen.linker, zone=zone)
+        if not args.since and not result.count:
+            # Nothing since your own last message is the usual first try (at the console
+            # always): say how to look further back.
+            return CommandResult(f"{result.text}\n{LOOK_FURTHER}")
         return CommandResult(result.text)
 
     async def run(self, where: Where, period: Period, zone: ZoneInfo, *,

@@ -23,8 +23,8 @@ async def _run(ctx: Context, args: CatchupArgs) -> CommandResult:
 
 CATCHUP_COMMAND: Command[CatchupArgs] = Command(
     CATCHUP, "What happened here since your last message (only you)", _run,
-    (Argument("since", "2h, 3 days ago, yesterday, last friday, noon, 3 dec, "
-                       "2026-03-08 14:30, a link; + time zone",
+    (Argument("since", "Where to start (default: your last message here, or 24 hours "
+                       "back), then a time zone if you like",
               examples=("2h", "3 days ago", "yesterday", "last friday", "since noon", "3 dec",
                         "2026-03-08 14:30", "yesterday Europe/Berlin", "a message link")),
      Argument("public", "Show it to everyone here (default: only you)", "flag")),

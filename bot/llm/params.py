@@ -15,15 +15,20 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["NAMED", "NUMERIC", "RESERVED", "merged", "parse_params", "split_params"]
+__all__ = ["NAMED", "NUMERIC", "RESERVED", "SET_BY_GISTBOT", "UNREADABLE", "merged",
+           "parse_params", "split_params"]
 
-# Set by the client on every request, or turning the answer into something that is not
-# one text (tool calls, audio, several choices).
-RESERVED = frozenset({
+# Set by the client on every request.
+SET_BY_GISTBOT = frozenset({
     "messages", "model", "stream", "stream_options", "max_tokens", "max_completion_tokens",
+})
+# Turning the answer into something that is not one text (tool calls, audio, several
+# choices), which gistbot could not read.
+UNREADABLE = frozenset({
     "n", "tools", "tool_choice", "functions", "function_call", "parallel_tool_calls",
     "audio", "modalities",
 })
+RESERVED = SET_BY_GISTBOT | UNREADABLE
 # Fields of the SDK's ``chat.completions.create`` that may be passed as named arguments.
 NAMED = frozenset({
     "temperature", "top_p", "frequency_penalty", "presence_penalty", "seed", "stop",
@@ -60,11 +65,18 @@ def parse_params(text: str | Mapping[str, Any], *, allowed: Iterable[str] | None
             f"must be a JSON object such as {{\"temperature\": 0.7}}, not {type(value).__name__}"
         )
     params = {str(k): v for k, v in value.items()}
-    reserved = sorted(k for k in params if k in RESERVED)
-    if reserved:
+    ours = sorted(k for k in params if k in SET_BY_GISTBOT)
+    if ours:
         raise ValueError(
-            f"sets {', '.join(reserved)}, which gistbot sets itself (the messages, model, "
+            f"sets {', '.join(ours)}, which gistbot sets itself (the messages, model, "
             "streaming and REPLY_TOKENS); remove them"
+        )
+    unreadable = sorted(k for k in params if k in UNREADABLE)
+    if unreadable:
+        raise ValueError(
+            f"sets {', '.join(unreadable)}, which would make the answer something other than "
+            "one text (several choices, tool calls or audio) that gistbot cannot read; "
+            "remove them"
         )
     words = sorted(k for k, v in params.items()
                    if k in NUMERIC and (isinstance(v, bool) or not isinstance(v, int | float)))

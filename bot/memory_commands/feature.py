@@ -99,7 +99,8 @@ class MemoryCommands:
         earlier = ""
         if digest.episodes:
             spans = episode_spans(list(reversed(digest.episodes)))
-            earlier = f"\n\nEarlier: {spans} (UTC)"
+            earlier = ("\n\nEarlier stretches, folded into this summary and still "
+                       f"searchable: {spans} (UTC)")
         head = f"_{RECORD_OFF} What follows is from before it was turned off._\n\n" if off else ""
         return CommandResult(
             f"{head}{digest.text.strip()}{note}{earlier}\n\n— {footer(digest.stats)}"

@@ -151,7 +151,11 @@ async def doctor(settings: Settings, out: TextIO,
     for check in failed + [c for c in checks if c.ok]:
         out.write(check.line())
 
-    adapters = settings.adapters or ["console (no platform tokens set)"]
+    # Without a token, what `gistbot run` does depends on its stdin, which the doctor's
+    # is not (a container has no terminal): say both, not a console that would not start.
+    adapters = settings.adapters or [
+        "none: no platform token set (`gistbot run` chats in a terminal, and without one "
+        "stops with status 2)"]
     out.write(f"\nAdapters that would start: {', '.join(adapters)}\n")
     out.write(f"LLM provider: {settings.model_provider}\n")
     allowed = ", ".join(Defaults.from_settings(settings).allowed_models)

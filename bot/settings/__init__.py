@@ -252,15 +252,31 @@ class Settings(BaseSettings):
         return [v.get_secret_value() for v in values if v is not None] + urls
 
 
+# pydantic's words for a value of the wrong kind ("Input should be a valid boolean, unable
+# to interpret input"), said as what to write instead.
+_PLAIN = {
+    "bool_parsing": "must be true or false",
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "float_parsing": "must be a number",
+}
+
+
 def _explain(err: ValidationError) -> str:
     """One line per error, named by the variable (a nested location is section/field)."""
     lines = []
     for e in err.errors():
-        loc = [str(p) for p in e.get("loc", ())]
+        loc = list(e.get("loc", ()))
         if len(loc) > 1 and loc[0] in Settings.model_fields:
             loc = loc[1:]  # the section is not part of the variable's name
-        where = "/".join(loc).upper()
-        msg = str(e.get("msg", "invalid")).removeprefix("Value error, ")
+        # The variable in capitals, then the path inside its JSON value as the operator
+        # wrote it: PROVIDERS["local"]["models"], not PROVIDERS/LOCAL/MODELS.
+        where = str(loc[0]).upper() + "".join(
+            f"[{p}]" if isinstance(p, int) else f'["{p}"]' for p in loc[1:]) if loc else ""
+        msg = _PLAIN.get(e.get("type", ""), str(e.get("msg", "invalid")))
+        if e.get("type") in _PLAIN:
+            msg += f", not {e.get('input')!r}"
+        msg = msg.removeprefix("Value error, ")
         lines.append(f"{where}: {msg}" if where else msg)
     return "invalid configuration:\n  " + "\n  ".join(lines)
 

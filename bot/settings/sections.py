@@ -250,7 +250,7 @@ class QuotaSettings(Section):
 
     allowed_models: CsvList = Field(default=[], description=(
         "Comma-separated models a channel or server may choose with /config (e.g. "
-        "gpt-4o-mini,gpt-4o). Unset: just MODEL_NAME."))
+        "gpt-4o-mini,gpt-4o). Unset: MODEL_NAME and the models PROVIDERS lists."))
     daily_tokens_per_user: int = Field(default=0, ge=0, description=(
         "Tokens one person may use a day per server, from the provider's reported usage "
         "(estimated when it reports none); "
