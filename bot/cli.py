@@ -21,7 +21,7 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, TextIO, TypeAlias
 
 from bot.errors import ConfigError, GistbotError
 from bot.ops.extras import ADMIN, Extra, needed, require
@@ -80,7 +80,12 @@ def parse_channel(spec: str) -> ChannelKey:
     return ChannelKey("console", "local", spec.strip())
 
 
+_Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
 def _parser() -> argparse.ArgumentParser:
+    """The command line: the global options, then the commands, which ``--help`` lists in
+    this order: chatting, reading memory, operating."""
     p = argparse.ArgumentParser(
         prog="gistbot",
         description="Chat bot for Discord and Slack with summarizing memory. "
@@ -99,6 +104,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", default=False,
                    help=argparse.SUPPRESS)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    _chat_commands(sub, verbose)
+    _memory_commands(sub, env_file)
+    _operating_commands(sub, env_file)
+    return p
+
+
+def _chat_commands(sub: _Commands, verbose: argparse.ArgumentParser) -> None:
+    """``run`` (the configured platforms) and ``console``."""
     sub.add_parser("run", parents=[verbose],
                    help="start the Discord/Slack adapters that are configured "
                    "(none configured: the console chat)")
@@ -109,6 +122,10 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--json", action="store_true",
                    help="with stdin not a terminal: answers as JSON Lines "
                    '({"input": …, "output": …}) instead of one bare line each')
+
+
+def _memory_commands(sub: _Commands, env_file: argparse.ArgumentParser) -> None:
+    """``channels``, ``summary`` and ``export``: what the memory holds."""
     sub.add_parser("channels", parents=[env_file],
                    help="list the channels in memory with their counts")
     s = sub.add_parser("summary", parents=[env_file], help="print a channel's summary and counts")
@@ -119,6 +136,10 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--channel", required=True,
                    help="console channel name, or platform:workspace:channel")
     e.add_argument("--output", "-o", default="-", help="file to write (default: stdout)")
+
+
+def _operating_commands(sub: _Commands, env_file: argparse.ArgumentParser) -> None:
+    """``doctor``, ``migrate``, ``copy-db`` and ``discord-invite``: setting up and moving."""
     sub.add_parser("doctor", parents=[env_file], help="show the configuration (secrets masked) "
                    "and test the LLM endpoint and the database")
     m = sub.add_parser("migrate", parents=[env_file],
@@ -137,7 +158,6 @@ def _parser() -> argparse.ArgumentParser:
                        help="print the OAuth2 URL that adds the bot to a server")
     d.add_argument("--application-id", required=True,
                    help="from the Developer Portal (General Information → Application ID)")
-    return p
 
 
 def _extras(names: Sequence[str]) -> dict[str, Extra]:
