@@ -14,9 +14,9 @@ here know no platform.
   as part of the channel's conversation unless ``RECORD_BLOCKED`` is false. Block wins
   over allow. Roles are known only where the platform has them (``roles`` None: Slack,
   the console): there the role lists do not apply.
-- A server may add its own lists with ``/config set server blocked_users …``
-  (``bot.channels.config``); they only narrow the operator's, never widen them.
-- The console is the operator's own terminal and is never refused.
+- A late answer (the missed-mention sweep) and a scheduled digest ask the lists as they
+  stand then. A server's own lists (``/config set server blocked_users …``) only narrow
+  the operator's. The console is the operator's own terminal and is never refused.
 """
 
 from __future__ import annotations
@@ -99,15 +99,24 @@ class AccessRules:
         server cannot let in whom the operator keeps out."""
         if key.platform == "console":  # the operator at their own terminal
             return Verdict.ADMITTED
-        levels = (self.lists, server)
         if direct:
             if not self.allow_dms:
                 return Verdict.DIRECT
-        elif any(lists.keeps_out({key.channel, parent} - {""}) for lists in levels):
+        elif self.keeps_out(key, parent=parent, server=server):
             return Verdict.CHANNEL
-        if any(lists.turns_away(user_id, roles) for lists in levels):
+        if any(lists.turns_away(user_id, roles) for lists in (self.lists, server)):
             return Verdict.PERSON
         return Verdict.ADMITTED
+
+    def keeps_out(self, key: ChannelKey, *, parent: str = "",
+                  server: Lists = NO_LISTS) -> bool:
+        """Whether channel ``key`` (``parent``: the channel a thread is in) is out of
+        bounds, whoever is there: nothing is answered, stored or posted in it (a scheduled
+        digest asks this, as no person is asking then)."""
+        if key.platform == "console":
+            return False
+        return any(lists.keeps_out({key.channel, parent} - {""})
+                   for lists in (self.lists, server))
 
     def records(self, verdict: Verdict) -> bool:
         """Whether a message with ``verdict`` may be stored (the channel's ``record``

@@ -267,11 +267,13 @@ def _serving(settings: Settings, budget: Budget, storage: Storage, model: LLM,
     restarts = settings.restarts
     owed = OwedReplies(storage.owed, claim_seconds=restarts.reply_claim_seconds,
                        answer_missed_seconds=restarts.answer_missed_seconds)
-    catchup = build_catchup(settings, budget, storage, model, tokenizer, quota)
+    access = AccessRules(settings.access)
+    catchup = build_catchup(settings, budget, storage, model, tokenizer, quota,
+                            channels=channels, access=access)
     outbox = Outbox(storage.outbox)
     service = ChatService(memory, model, settings.chat, budget, owed=owed,
                           channels=channels, quota=quota, outbox=outbox, catchup=catchup,
-                          access=AccessRules(settings.access))
+                          access=access)
     service.attachments = AttachmentIntake(memory, settings.attachments)
     model_name = settings.llm.model_name
     if not model.is_offline and service.attachments.sees(model_name):

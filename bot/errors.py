@@ -29,6 +29,7 @@ from memory.errors import CallRefused
 
 __all__ = [
     "OVER_QUOTA",
+    "TOO_SMALL",
     "ConfigError",
     "ContextLengthExceeded",
     "EndpointNotFound",
@@ -99,15 +100,25 @@ OVER_QUOTA = (
 )
 
 
+TOO_SMALL = (
+    "{what} daily allowance of tokens ({limit:,}) is less than one answer needs (about "
+    "{needs:,}), so I cannot answer within it; an administrator would need to raise it. I "
+    "still remember what you write here."
+)
+
+
 class OverQuota(GistbotError, CallRefused):
     """A model call was refused before it was sent: ``whose`` ("your" or "this server's")
-    daily token limit ``limit`` is used up (``bot.channels.quota``). ``user_message`` is the
-    notice."""
+    daily token limit ``limit`` is used up (``bot.channels.quota``), or, with ``needs``,
+    is below what the call alone needs (then waiting for tomorrow would not help, and the
+    notice says so). ``user_message`` is the notice."""
 
-    def __init__(self, whose: str, limit: int, user_id: str = "") -> None:
+    def __init__(self, whose: str, limit: int, user_id: str = "", *, needs: int = 0) -> None:
         super().__init__(f"over {whose} daily token limit ({limit})")
         self.whose, self.limit, self.user_id = whose, limit, user_id
-        self.user_message = OVER_QUOTA.format(what=whose, limit=limit)
+        self.user_message = (
+            TOO_SMALL.format(what=whose[:1].upper() + whose[1:], limit=limit, needs=needs)
+            if needs > limit else OVER_QUOTA.format(what=whose, limit=limit))
 
 
 class LLMError(GistbotError):

@@ -16,7 +16,7 @@ from bot.attachments.model import Attachment
 from memory.models import ChannelKey
 
 __all__ = ["ChainLink", "ChainSource", "CommandResult", "DeltaSink", "IncomingMessage",
-           "Outcome", "PendingReply", "Received", "Reply", "Viewing"]
+           "Outcome", "PendingReply", "Received", "Refresh", "Reply", "Viewing"]
 
 DeltaSink = Callable[[str], Awaitable[None]]  # called with a streamed reply's text so far
 
@@ -70,10 +70,20 @@ class IncomingMessage:
     # roles (None: it has none), and the channel a thread is in
     roles: tuple[str, ...] | None = None
     parent: str = ""
+    # whether the author may read the channel's history (Discord: View Channel and Read
+    # Message History; a member without it sees only what arrives while they look): a reply
+    # to someone who may not is built from their message alone, without the channel's memory
+    reads_history: bool = True
     # the reply chain it belongs to (bot.conversation.chain puts it into the prompt)
     chain: ChainSource | None = None
     # another channel whose memory the reply may draw on (the one the person is viewing)
     viewing: Viewing | None = None
+
+
+Refresh = Callable[[IncomingMessage], Awaitable[IncomingMessage]]
+"""What the platform says now about a stored message's author and place (``is_direct``,
+``roles``, ``parent``), filled into a message rebuilt from storage: a late answer asks the
+access lists (``bot.access``) with it, as they stand when the answer is given."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ from bot.messages import (
     CommandResult,
     IncomingMessage,
     PendingReply,
+    Refresh,
     Viewing,
 )
 from bot.missed.sweep import answer_missed_mentions, stop_answering_missed
@@ -45,8 +46,8 @@ __all__ = [
     "ChainSource", "ChatService", "ChatSettings", "Command", "CommandResult", "ConfigError",
     "DiscordSettings", "Extra", "FileSource", "GistbotError", "IncomingMessage", "Launch",
     "Linker", "LiveLine", "Outbox", "OutcomeUnknown", "PendingReply", "Permission", "Platform",
-    "PlatformUnreachable", "Post", "Registry", "ReplyFlow", "Settings", "SlackSettings", "Usage",
-    "Verdict", "Viewing", "Where", "answer_id", "answer_missed_mentions", "digest_id",
+    "PlatformUnreachable", "Post", "Refresh", "Registry", "ReplyFlow", "Settings", "SlackSettings",
+    "Usage", "Verdict", "Viewing", "Where", "answer_id", "answer_missed_mentions", "digest_id",
     "discord_link", "plain_links", "plural", "posix_locale", "refusal", "reply_grace", "require",
     "stop_answering_missed", "user_text",
 ]

@@ -121,3 +121,20 @@ async def test_discord_catchup_asked_in_public_over_the_limit_is_told_only_to_th
         (deleted,) = discord_fake.calls("DELETE", original)
         assert resolved.at <= answer.at <= deleted.at
         assert discord_llm.chat_requests == []
+
+
+async def test_a_limit_below_one_calls_cost_says_so_instead_of_claiming_it_was_used(
+    tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI
+) -> None:
+    settings = make_settings(tmp_path, discord_llm, DAILY_TOKENS_PER_USER="100")
+    async with running(settings) as (rt, _, watch):
+        await discord_fake.send_message(W.general, W.bob, "ticket OPS-42 tracks the launch")
+        await watch.until(lambda: has_turns(rt, 1))
+        inter = await discord_fake.interaction("summary", invoker=W.alice, channel_id=W.general)
+        answer = await followup_to(discord_fake, inter)
+        assert answer.json["flags"] & 64
+        text = answer.json["content"]
+        assert "You have used" not in text  # nothing was used: no call fits in 100 tokens
+        assert "Your daily allowance of tokens (100) is less than one answer needs" in text
+        assert "after 00:00 UTC" not in text  # waiting for tomorrow would not help
+        assert discord_llm.chat_requests == []

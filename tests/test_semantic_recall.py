@@ -241,3 +241,16 @@ def test_a_ranking_whose_best_match_does_not_stand_out_is_dropped() -> None:
     assert nearest(pack([0.0, 1.0, 0, 0, 0, 0, 0, 0]), clear, 3)[0][0] == 999
     few = noise[: SEPARATION_ROWS - 1]
     assert len(nearest(query, few, 5)) == 5  # too few vectors to judge: ranked as they are
+
+
+async def test_embeddings_without_reported_usage_are_metered_by_their_estimate(
+    tmp_path: Path,
+) -> None:
+    async with FakeOpenAI(responder=lambda body: "ok", concepts=CONCEPTS) as fake:
+        fake.report_usage = False  # a server that answers embeddings without ``usage``
+        async with runtime(tmp_path, fake, EMBEDDING_MODEL=MODEL) as rt:
+            await converse(rt, 20)
+            await wait_embedded(rt)
+            usage = await rt.service.quota.usage(KEY, "alice")
+    server = next(counts for account, counts in usage.items() if account.user == "")
+    assert server.get("embedding", 0) > 0  # counted, not free

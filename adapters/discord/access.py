@@ -8,6 +8,8 @@ the channel and its threads; any other channel is not vouched for. Membership of
 thread is asked of Discord (``Get Thread Member``: 404 when the user is not a member); when
 that call fails the answer is "no".
 
+``reads_history``: the same for a message's author, from the member and channel at hand.
+
 ``ChannelAudience``: everyone who can see a post in a channel. Members are not all known
 (no member list is fetched), so the answer is read from the channel's permissions, as
 ``GuildChannel.permissions_for`` resolves them: every member who can view the channel can
@@ -26,9 +28,23 @@ import discord
 
 from memory.models import ChannelKey
 
-__all__ = ["ChannelAudience", "MemberAccess"]
+__all__ = ["ChannelAudience", "MemberAccess", "reads_history"]
 
 log = logging.getLogger(__name__)
+
+
+def reads_history(channel: object, author: discord.abc.User | None) -> bool:
+    """Whether the author of a message in ``channel`` may read its history: View Channel
+    and Read Message History, as ``permissions_for`` resolves them from the server's roles
+    and the channel's overwrites (a thread: its parent's), with no call to Discord. In a
+    DM, yes; a server's channel discord.py does not know, or an author it has no member
+    object of (who left, say): no."""
+    if not isinstance(channel, discord.abc.GuildChannel | discord.Thread):
+        return getattr(channel, "guild_id", None) is None  # a DM (a partial one in a server: no)
+    if not isinstance(author, discord.Member):
+        return False
+    perms = channel.permissions_for(author)
+    return perms.view_channel and perms.read_message_history
 
 
 class MemberAccess:

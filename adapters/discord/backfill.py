@@ -12,25 +12,52 @@ the servers on that shard (DMs go with shard 0) is read back with discord.py's o
   limit=SKIP_COUNT_LIMIT)`` only counts the older missed messages, for the log.
 
 Messages are translated exactly as live ones (``text.to_incoming``: bots, webhooks and
-system messages are not conversation) and handed to ``ChatService.backfilled``.
+system messages are not conversation), their authors' roles asked of Discord (REST messages
+carry no member object), and handed to ``ChatService.backfilled``.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import discord
 
 from adapters.backfill import SKIP_COUNT_LIMIT, Backfiller, Fetched, HistoryStore
-from adapters.discord.text import to_incoming
+from adapters.discord.text import role_ids, to_incoming
 from bot.platform import ChatService
 from memory.models import ChannelKey
 
 __all__ = ["discord_backfiller", "snowflake_order"]
 
 log = logging.getLogger(__name__)
+
+
+async def _roles(channel: Any, messages: list[discord.Message]) -> dict[str, tuple[str, ...]]:
+    """The roles of the people who wrote ``messages`` that discord.py has no member object
+    of (messages read over REST carry none), asked of Discord once per author: the access
+    lists' role rules apply to what is read back as to live messages. Someone who left the
+    server holds none; a lookup that fails leaves them without (as before it was asked)."""
+    guild = getattr(channel, "guild", None)
+    if guild is None:
+        return {}
+    found: dict[str, tuple[str, ...]] = {}
+    for author in {m.author.id: m.author for m in messages}.values():
+        if isinstance(author, discord.Member) or author.bot:
+            continue
+        member = guild.get_member(author.id)
+        if member is None:
+            try:
+                member = await guild.fetch_member(author.id)
+            except discord.NotFound:
+                member = None
+            except discord.HTTPException as e:
+                log.info("backfill: could not read the roles of %s (%s)", author.id, e)
+                continue
+        found[str(author.id)] = role_ids(member) if member is not None else ()
+    return found
 
 
 def snowflake_order(message_id: str) -> tuple[int, ...] | None:
@@ -98,6 +125,8 @@ def discord_backfiller(client: discord.AutoShardedClient, service: ChatService,
             return None
         bot_id = client.user.id
         messages = [m for m in (to_incoming(x, bot_id) for x in reversed(newest)) if m]
+        roles = await _roles(channel, newest)
+        messages = [replace(m, roles=roles.get(m.author_id, m.roles)) for m in messages]
         return Fetched(messages, skipped, skipped >= SKIP_COUNT_LIMIT)
 
     return Backfiller("discord", service, store, fetch, snowflake_order, bound=bound)

@@ -20,7 +20,7 @@ import discord
 
 from adapters.discord.access import ChannelAudience
 from adapters.discord.outlet import DiscordPosts
-from adapters.discord.text import channel_key, plan_reply
+from adapters.discord.text import channel_key, parent_of, plan_reply
 from bot.platform import Access, ChatService, Outbox, Post, Where, digest_id, discord_link
 from memory.models import ChannelKey, Turn
 
@@ -51,7 +51,9 @@ def where(client: discord.Client, guild_id: int | None, channel_id: int,
                 if thread.type not in OPEN_THREADS:
                     private.add(key)  # private (or of an unknown kind): members only
     return Where(channel_key(guild_id, channel_id), threads, jump_links, frozenset(private),
-                 reader, locale, ChannelAudience(client, guild_id, channel_id))
+                 reader, locale, ChannelAudience(client, guild_id, channel_id),
+                 parent_of(client.get_channel(channel_id)), direct=guild_id is None,
+                 roles=() if guild_id is None else None)  # nobody has roles in a DM
 
 
 class DiscordOutlet:

@@ -21,13 +21,14 @@ import discord
 from discord import app_commands
 
 from adapters.backfill import Backfiller, HistoryStore
+from adapters.discord.access import reads_history
 from adapters.discord.backfill import discord_backfiller, on_shard
 from adapters.discord.catchup import register_outlet
 from adapters.discord.chain import ReplyChains
 from adapters.discord.commands import add_commands
 from adapters.discord.options import PERMISSION_NAMES, guild_ids, reset_permission
 from adapters.discord.outlet import DiscordReplies
-from adapters.discord.text import NO_PINGS, channel_key
+from adapters.discord.text import NO_PINGS, channel_key, parent_of, role_ids
 from adapters.discord.text import to_incoming as translate
 from bot.platform import (
     COMMANDS,
@@ -91,7 +92,8 @@ class GistbotClient(discord.AutoShardedClient):
             self.service.set_identity("discord", str(self.user.id), self.user.display_name)
         # Startup hook: answer the mentions a crash left unanswered, then keep sweeping.
         self._missed = asyncio.create_task(
-            answer_missed_mentions(self.service, "discord", self.flow, self._sweeping))
+            answer_missed_mentions(self.service, "discord", self.flow, self._sweeping,
+                                   refresh=self._author_now))
         targets: list[discord.Object | None] = [
             discord.Object(g) for g in guild_ids(self.settings.discord)]
         for guild in targets or [None]:
@@ -164,6 +166,28 @@ class GistbotClient(discord.AutoShardedClient):
     def _cached(self, message_id: int) -> discord.Message | None:
         """The message with this id in discord.py's message cache, if it is there."""
         return discord.utils.find(lambda m: m.id == message_id, reversed(self.cached_messages))
+
+    async def _author_now(self, msg: IncomingMessage) -> IncomingMessage:
+        """``msg`` (rebuilt from storage for a late answer) with what Discord says now:
+        a DM or not, the author's roles (asked of Discord: members are not cached without
+        the members intent; someone who left the server has none), a thread's parent and
+        whether they may read the channel's history.
+        A failed lookup raises: the answer stays owed and is tried again."""
+        if msg.key.workspace == "dm":
+            return replace(msg, is_direct=True, roles=())
+        guild = self.get_guild(int(msg.key.workspace))
+        if guild is None:
+            return replace(msg, roles=())
+        member = guild.get_member(int(msg.author_id))
+        if member is None:
+            try:
+                member = await guild.fetch_member(int(msg.author_id))
+            except discord.NotFound:
+                member = None
+        channel = self.get_channel(int(msg.key.channel))
+        return replace(msg, roles=role_ids(member) if member is not None else (),
+                       parent=parent_of(channel),
+                       reads_history=channel is not None and reads_history(channel, member))
 
     def to_incoming(self, message: discord.Message) -> IncomingMessage | None:
         """The service's view of ``message``: not addressed where the bot may not answer."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import discord
 
 from adapters.chunking import split_parts
+from adapters.discord.access import reads_history
 from adapters.discord.files import attachments_of
 from bot.platform import IncomingMessage
 from memory.models import ChannelKey
@@ -85,8 +86,10 @@ def _mentions_bot(message: discord.Message, bot_user_id: int) -> bool:
 
 
 def _replies_to(message: discord.Message, user_id: int) -> bool:
+    """Whether ``message`` is a reply to a message of ``user_id`` (a forward of one is not:
+    its reference names the forwarded message, but nobody addressed its author)."""
     ref = message.reference
-    if ref is None:
+    if ref is None or ref.type is not discord.MessageReferenceType.reply:
         return False
     target = ref.resolved if isinstance(ref.resolved, discord.Message) else ref.cached_message
     return target is not None and target.author.id == user_id
@@ -148,6 +151,7 @@ def to_incoming(message: discord.Message, bot_user_id: int) -> IncomingMessage |
         reply_to_bot=_replies_to(message, bot_user_id),
         roles=role_ids(author),
         parent=parent_of(message.channel),
+        reads_history=reads_history(message.channel, author),
         attachments=attachments_of(  # read by bot.attachments
             [*(a for snap in message.message_snapshots for a in snap.attachments),
              *message.attachments]),

@@ -82,7 +82,8 @@ class SlackOutlet:
         self.outbox = outbox or Outbox(None)
 
     async def where(self, key: ChannelKey) -> Where:
-        return Where(key, {}, self.links, everyone=ConversationAudience(key))
+        return Where(key, {}, self.links, everyone=ConversationAudience(key),
+                     direct=key.channel.startswith("D"))
 
     async def post(self, key: ChannelKey, text: str, *, slot_at: float,
                    in_thread: bool = False) -> None:

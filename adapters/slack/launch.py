@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
@@ -19,12 +20,13 @@ from adapters.slack.web import make_web_client
 from bot.platform import (
     ChatService,
     ConfigError,
+    IncomingMessage,
     Settings,
     answer_missed_mentions,
     stop_answering_missed,
 )
 
-__all__ = ["make_backfill", "serve", "start_answering_missed"]
+__all__ = ["author_now", "make_backfill", "serve", "start_answering_missed"]
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +105,17 @@ def make_backfill(adapter: SlackAdapter, me: BotIdentity, service: ChatService,
     return slack_backfiller(adapter.client, me, adapter.users, service, history, most)
 
 
+async def author_now(msg: IncomingMessage) -> IncomingMessage:
+    """``msg`` (rebuilt from storage for a late answer) as the access lists need it: a
+    direct message is a conversation whose id starts with D (Slack has no roles, and a
+    thread is in its channel already)."""
+    return replace(msg, is_direct=msg.key.channel.startswith("D"))
+
+
 def start_answering_missed(adapter: SlackAdapter, stop: asyncio.Event) -> asyncio.Task[None]:
-    """Startup hook: answer the mentions a crash left unanswered, then keep sweeping."""
+    """Startup hook: answer the mentions a crash left unanswered (those the access lists
+    still admit), then keep sweeping."""
     return asyncio.get_running_loop().create_task(
-        answer_missed_mentions(adapter.service, "slack", adapter.events.flow, stop)
+        answer_missed_mentions(adapter.service, "slack", adapter.events.flow, stop,
+                               refresh=author_now)
     )

@@ -1,7 +1,11 @@
 """A short description of an image, written once by a vision model when the image is first
 seen, so memory keeps what a screenshot showed ("what was in the screenshot Alice posted
 on Monday?") after the image itself is gone. Charged to the server like a background
-summary; a refusal or failure leaves the image's ``[image: name, W×H]`` line as it was."""
+summary; a failure leaves the image's ``[image: name, W×H]`` line as it was. When the
+endpoint refuses the request (400), it is asked once more without the image: only if that
+is answered was the image what it refused (``LLMInputRejected`` for the caller to mark);
+anything else (a 400 about a request field it does not take, no answer) leaves the line
+alone."""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from bot.attachments.model import Reading
 from bot.attachments.vision import ImagePart, image_tokens, with_images
-from bot.errors import GistbotError, LLMInputRejected
+from bot.errors import GistbotError, LLMBadResponse, LLMInputRejected
 from memory.completion import ChatMessage
 from memory.models import ChannelKey
 
@@ -56,8 +60,28 @@ class ImageDescriber:
                                                max_tokens=self.max_tokens, purpose="summary",
                                                model=self.model)
         except LLMInputRejected:
+            if not await self._takes_without(key, messages):
+                log.warning("the model endpoint refused a description request in %s and "
+                            "was not shown to take it without the image; the image is not "
+                            "marked (check SUMMARY_MODEL_PARAMS)", key)
+                return None  # not shown to be the image's fault: its line stays as it is
             raise
         except GistbotError as e:  # over quota, or the model failed: the line stays as it is
             log.info("no description of an image in %s: %s", key, type(e).__name__)
             return None
         return one_line(done.text) or None
+
+    async def _takes_without(self, key: ChannelKey, messages: list[ChatMessage]) -> bool:
+        """Whether the endpoint answers the request without its image: only then was the
+        image what it refused. Refused again (a request field it does not take), or no
+        answer either way (over quota, down): the image is not blamed; were it at fault
+        after all, the first reply that carries it is refused and marks it then."""
+        try:
+            with self.quota.paying(key, "compaction"):
+                await self.llm.complete(messages, max_tokens=1, purpose="summary",
+                                        model=self.model)
+        except LLMBadResponse:  # answered (one token may be only reasoning): it took it
+            return True
+        except GistbotError:
+            return False
+        return True

@@ -9,8 +9,10 @@ A reply waits for reads still pending on the messages its prompt shows, its own
 (``settle``) and earlier ones (``wait_for``), until one deadline (``deadline``:
 ``ATTACHMENT_WAIT_SECONDS`` from the reply's start); a file still on its way then is said
 to be in the prompt (``mark_unread``), and its text lands in memory when it arrives. A
-platform edit of the message keeps the files' text (``reapply``). Each adapter registers
-its ``FileSource`` (hosts and auth); a platform with none has its files named only.
+platform edit of the message keeps the files' text (``reapply``), and a read or an image's
+description finishing after an edit completes the edited text, not the original. Each
+adapter registers its ``FileSource`` (hosts and auth); a platform with none has its files
+named only.
 """
 
 from __future__ import annotations
@@ -78,6 +80,9 @@ class AttachmentIntake:
         self.waiting = 0
         """Replies waiting for files now."""
         self._settled: OrderedDict[Key, Settled] = OrderedDict()
+        # the latest platform edit of each message (its placeholders, not its files' text):
+        # what a read or a description finishing later completes, so it keeps the edit
+        self._edits: OrderedDict[Key, str] = OrderedDict()
         self._slots: asyncio.Semaphore | None = None
         # the worker processes that parse files (bot.attachments.workers)
         self.extractor = Extractor(self.limits)
@@ -194,6 +199,10 @@ class AttachmentIntake:
     def reapply(self, key: ChannelKey, message_id: str, text: str) -> str:
         """An edited message's ``text`` with its files' blocks back in place of the
         placeholders it still has (a file removed by the edit stays out)."""
+        self._edits[(key, message_id)] = text
+        self._edits.move_to_end((key, message_id))
+        while len(self._edits) > _KEPT:
+            self._edits.popitem(last=False)
         settled = self._settled.get((key, message_id))
         if settled is None:
             return text
@@ -286,21 +295,37 @@ class AttachmentIntake:
             *(self._read(msg.key.platform, a) for a in files)), strict=True)]
         blocks = render_all(list(zip(files, readings, strict=True)),
                             self.limits.attachment_max_chars)
-        text = compose(stored, files, blocks)
+        text = self._completed(msg, stored, files, blocks)
         settled = Settled(text, tuple(r for r in readings if r.kind == "image"),
                           tuple((a.placeholder, b) for a, b in zip(files, blocks, strict=True)))
         if store and self.memory is not None and text != stored:
-            try:  # folded meanwhile or not, the text joins its turn
-                outcome = await self.memory.amend(msg.key, msg.message_id, text)
-                log.debug("files of %s in %s: %s", msg.message_id, msg.key, outcome)
+            written = stored
+            try:  # folded meanwhile or not, the text joins its turn, written again if an
+                while text != written:  # edit arrived during the write
+                    outcome = await self.memory.amend(msg.key, msg.message_id, text)
+                    log.debug("files of %s in %s: %s", msg.message_id, msg.key, outcome)
+                    written, text = text, self._completed(msg, stored, files, blocks)
             except StoreError as e:
                 log.error("could not add the files of %s in %s: %s", msg.message_id, msg.key, e)
+            settled = replace(settled, text=text)
         self._keep(msg, settled)
         if store and self.describe is not None and settled.images:
             task = asyncio.create_task(self._describe(msg, stored, files, readings))
             self._describing.add(task)
             task.add_done_callback(self._describing.discard)
         return settled
+
+    def _completed(self, msg: IncomingMessage, stored: str, files: Sequence[Attachment],
+                   blocks: Sequence[str]) -> str:
+        """The message's text with its files' ``blocks``: its latest platform edit's text
+        if it was edited while they were read (with the files it still names), else the
+        text it was stored with."""
+        edited = self._edits.get((msg.key, msg.message_id))
+        if edited is None:
+            return compose(stored, files, blocks)
+        kept = [(a, b) for a, b in zip(files, blocks, strict=True)
+                if a.placeholder and a.placeholder in edited]
+        return compose(edited, [a for a, _ in kept], [b for _, b in kept])
 
     def _keep(self, msg: IncomingMessage, settled: Settled) -> None:
         """Remember ``settled``; beyond ``_IMAGE_BYTES`` the oldest images are let go."""
@@ -337,7 +362,7 @@ class AttachmentIntake:
             return
         blocks = render_all(list(zip(files, described, strict=True)),
                             self.limits.attachment_max_chars)
-        text = compose(stored, files, blocks)
+        text = self._completed(msg, stored, files, blocks)
         try:
             await self.memory.amend(msg.key, msg.message_id, text)
         except StoreError as e:

@@ -4,8 +4,10 @@ message's text named the file.
 A text file becomes ``[attachment: name #tag]``, its text, and ``[end of attachment: name
 #tag]``. The tag is random and chosen so the file's text does not contain it, so no line in
 a file can close its fence. Inside, a line that could be read as structure — a speaker
-label (``alice:``, ``[Bob]:``), a file or image marker — gets a ``│ `` gutter, and the
-prompt's fence markers (``<<<``, ``>>>``) are defused: a file's labels never become
+label (``alice:``, ``[Bob]:``), a file or image marker — gets a ``│ `` gutter (every kind
+of line break is made a newline first, so a CR or a Unicode line separator cannot start a
+line the check did not see), and the prompt's fence markers (``<<<``, ``>>>``) are
+defused: a file's labels never become
 speakers in a reply's prompt, a summary request or a catch-up. The characters of all of
 one message's files are bounded together, and what is cut says how much was left out. An
 image is ``[image: name, W×H]`` (with the model's description once it has one, or
@@ -28,13 +30,19 @@ __all__ = ["GUTTER", "compose", "escape_file_text", "fence_tag", "image_line", "
 
 GUTTER = "│ "
 # A line a reader (a model, or gistbot's own parsers) could take for structure: a speaker
-# label ("alice: ", "[Bob]: ", '"Ann: '), or one of the markers files and images are shown by.
+# label ("alice: ", "[Bob]: ", '"Ann: ', "**Eve:** ", "Erin： "), or one of the markers files
+# and images are shown by; behind any run of punctuation, spaces or invisible characters
+# (a zero-width space, a byte order mark, a quote marker), which a reader looks past.
 _STRUCTURE = re.compile(
-    r"[ \t]*(?:[\"“']?[^\W\d][\w.' -]{0,40}[ \t]*:(?:\s|$)"
-    r"|\[[^\]\n]*\][ \t]*:"
-    r"|\[[ \t]*(?:…|\.\.\.)?[ \t]*(?:attachment|end of attachment|image|file)\b)",
+    r"[^\w\n]{0,12}(?:[^\W\d][\w.' -]{0,40}[^\w\n]{0,4}[:\uff1a][*_~`'\"\u201d\u2019]*(?:\s|$)"
+    r"|\[[^\]\n]*\][^\w\n]{0,4}[:\uff1a]"
+    r"|\[[^\w\n]*(?:…|\.\.\.)?[^\w\n]*(?:attachment|end of attachment|image|file)\b)",
     re.IGNORECASE,
 )
+# Every line break a reader honours besides "\n" (``str.splitlines``'s): a file's lines are
+# put on lines of their own before they are checked, so none starts where the check did
+# not look.
+_BREAKS = re.compile("\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 def _clean_name(name: str) -> str:
@@ -55,10 +63,10 @@ def fence_tag(text: str) -> str:
 
 
 def escape_file_text(text: str) -> str:
-    """``text`` with fence markers defused and a gutter before each line that could be
-    read as a speaker label or a file marker."""
+    """``text`` with its line breaks made ``\\n``, fence markers defused and a gutter
+    before each line that could be read as a speaker label or a file marker."""
     return "\n".join(GUTTER + line if _STRUCTURE.match(line) else line
-                     for line in defuse(text).split("\n"))
+                     for line in _BREAKS.sub("\n", defuse(text)).split("\n"))
 
 
 def image_line(name: str, width: int, height: int) -> str:

@@ -40,7 +40,10 @@ class Where:
     threads only their members may read (``private``), the person asking (``reader``;
     ``None`` when nobody asked or the platform cannot say), their ``locale`` (``en-US``,
     ``de``: how they write numeric dates; ``None`` when unknown) and what everyone who can
-    see a post here may read (``everyone``; ``None`` when the platform cannot say)."""
+    see a post here may read (``everyone``; ``None`` when the platform cannot say);
+    for the access lists (``bot.access``): ``parent``, the channel a thread is in (""
+    elsewhere), ``direct``, whether it is a direct conversation, and ``roles``, the roles
+    its person holds there (None where the platform has none)."""
 
     key: ChannelKey
     threads: Mapping[ChannelKey, str] = field(default_factory=dict)
@@ -49,6 +52,9 @@ class Where:
     reader: Access | None = None
     locale: str | None = None
     everyone: Access | None = None
+    parent: str = ""
+    direct: bool = False
+    roles: tuple[str, ...] | None = None
 
     @property
     def scope(self) -> Scope:

@@ -11,6 +11,9 @@ through the outbox (``bot.conversation.outbox``), so the retry does not post twi
 by a daily token limit (``bot.channels.quota``) is neither posted nor marked: its claim expires and
 the slot is tried again when the limit allows, unless the next slot has come.
 
+A channel the access lists (``bot.access``) keep the bot out of when a slot comes gets no
+digest for it (skipped, logged), though it was scheduled before the channel was blocked;
+nor does a direct conversation whose person (who scheduled it) the lists refuse by then.
 A slot's period runs from the previous slot to it; the digest is ``bot.catchup.gather``'s of
 what everyone in the channel may read (``bot.catchup.visibility``), posted through the platform's
 ``Outlet`` (with ``thread``: the heading in the channel, the points in a thread under it).
@@ -23,7 +26,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from datetime import time as clock_time
 from typing import Protocol
@@ -120,8 +123,10 @@ class DigestScheduler:
     def __init__(self, store: DigestStore, catchups: Catchups, *, default_zone: str = "UTC",
                  interval: float = 30.0, claim_ttl: float = 600.0,
                  clock: Callable[[], float] = time.time, owner: str | None = None,
-                 payer: Callable[[ChannelKey], Payer | None] = lambda key: None) -> None:
+                 payer: Callable[[ChannelKey], Payer | None] = lambda key: None,
+                 kept_out: Callable[[Where, str], Awaitable[bool]] | None = None) -> None:
         self.store, self.catchups, self.payer = store, catchups, payer
+        self.kept_out = kept_out  # the access lists on a channel (bot.access)
         self.default_zone, self.interval, self.claim_ttl = default_zone, interval, claim_ttl
         self.clock = clock
         self.owner = owner or uuid.uuid4().hex
@@ -190,6 +195,11 @@ class DigestScheduler:
         if not await self.store.claim_digest_slot(s.key, slot, self.owner, self.claim_ttl):
             return 0  # posted (or being posted) by another replica or an earlier run
         where = await outlet.where(s.key)
+        if self.kept_out is not None and await self.kept_out(where, s.created_by):
+            log.warning("digest of %s not posted: the access lists keep the bot out of the "
+                        "channel (or away from the person of a direct conversation)", s.key)
+            await self.store.finish_digest_slot(s.key, slot, self.owner, "skipped")
+            return 0
         title = "Daily digest" if s.every == "daily" else "Weekly digest"
         period = Period(previous_slot(s, slot), slot, "period")
         result = await self.catchups.run(where, period, ZoneInfo(s.tz), title=title, public=True)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from zoneinfo import ZoneInfo
 
+from bot.access import NO_LISTS, AccessRules, Verdict
 from bot.catchup.command import Catchups, Where
 from bot.catchup.digests import DigestScheduler
 from bot.catchup.gather import Catchup
 from bot.catchup.since import CatchupArgs
+from bot.channels.config import ChannelConfig
 from bot.channels.quota import Quota
 from bot.commands.digest import DigestRequest
 from bot.conversation.budget import Budget
@@ -59,14 +61,29 @@ class CatchupCommands:
 
 
 def build_catchup(settings: Settings, budget: Budget, storage: Storage, llm: LLM,
-                  tokenizer: Tokenizer, quota: Quota) -> CatchupCommands:
+                  tokenizer: Tokenizer, quota: Quota, *, channels: ChannelConfig | None = None,
+                  access: AccessRules | None = None) -> CatchupCommands:
     """The catch-up feature with its digest scheduler (not started): its section of the
-    settings, the shared budget, map calls up to twice the endpoint's slots."""
+    settings, the shared budget, map calls up to twice the endpoint's slots; with
+    ``access`` (and the servers' own lists through ``channels``) no digest is posted in a
+    channel the lists keep the bot out of, nor in a direct conversation whose person they
+    refuse."""
     section = settings.catchup
     store = storage.memory
     engine = Catchup(store, llm, tokenizer, section, budget,
                      parallel=max(1, settings.llm.llm_concurrency * 2))
     catchups = Catchups(engine, store, ZoneInfo(section.timezone))
+    kept_out = None
+    if access is not None:
+        rules = access
+
+        async def kept_out(where: Where, by: str) -> bool:
+            server = (await channels.get(where.key)).access if channels is not None else NO_LISTS
+            if where.direct:  # the conversation of the person who scheduled it
+                return rules.verdict(where.key, by, where.roles, direct=True,
+                                     server=server) is not Verdict.ADMITTED
+            return rules.keeps_out(where.key, parent=where.parent, server=server)
+
     digests = DigestScheduler(storage.digests, catchups, default_zone=section.timezone,
-                              payer=lambda key: quota.bill(key, "digest"))
+                              payer=lambda key: quota.bill(key, "digest"), kept_out=kept_out)
     return CatchupCommands(quota, catchups, digests)

@@ -160,12 +160,24 @@ class Quota:
             if refusal.full or time.monotonic() - waited > WAIT_AT_MOST:
                 account = refusal.account
                 whose = "this server's" if account.user == SERVER else "your"
-                raise OverQuota(whose, limited[account], user_id)
+                needs = cost if cost > limited[account] and not await self._used_up(
+                    account, limited[account]) else 0
+                raise OverQuota(whose, limited[account], user_id, needs=needs)
             settled = self._settled
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(settled.wait(), RETRY_EVERY[min(tries,
                                                                        len(RETRY_EVERY) - 1)])
             tries += 1
+
+    async def _used_up(self, account: UsageKey, limit: int) -> bool:
+        """Whether ``account``'s settled count today has reached ``limit`` (then the notice
+        says the allowance is used, not that it is too small for one call)."""
+        assert self.store is not None
+        try:
+            used = await self.store.tokens_used(self.day(), [account])
+        except StoreError:
+            return True
+        return used.get(account, 0) >= limit
 
     async def _reserve_once(self, held: Reservation, limited: dict[UsageKey, int],
                             now: float) -> Refusal | None:

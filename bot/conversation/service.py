@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.access import AccessRules, Verdict
 from bot.attachments.intake import AttachmentIntake
+from bot.attachments.refusal import mark_refused
 from bot.attachments.vision import ImagePart, with_images
 from bot.catchup.wiring import CatchupCommands
 from bot.channels.config import ChannelConfig, ChannelSettings, Defaults, answers
@@ -46,7 +47,15 @@ from bot.conversation.viewing import viewed_memory, with_refusal
 from bot.errors import ContextLengthExceeded, LLMError, LLMInputRejected, OverQuota
 from bot.llm.client import LLM
 from bot.memory_commands.feature import MemoryCommands
-from bot.messages import DeltaSink, IncomingMessage, Outcome, PendingReply, Received, Reply
+from bot.messages import (
+    DeltaSink,
+    IncomingMessage,
+    Outcome,
+    PendingReply,
+    Received,
+    Refresh,
+    Reply,
+)
 from bot.ops.observe import NullObserver, ServiceObserver, bind_request
 from bot.settings.sections import ChatSettings
 from bot.stores.owed import OwedReply
@@ -238,16 +247,25 @@ class ChatService:
         finally:
             await pending.settle(True)
 
-    async def answer(self, owed: OwedReply) -> PendingReply | None:
+    async def answer(self, owed: OwedReply, refresh: Refresh | None = None
+                     ) -> PendingReply | None:
         """The late reply to a recorded message whose reply was never delivered (the
         missed-mention sweep, ``bot.missed.sweep``); None when the message is gone (deleted,
-        ``/reset``)."""
+        ``/reset``) or the access lists refuse it now (the person or the channel was
+        blocked since, DMs turned off): ``refresh`` (the adapter's) says who and where the
+        author is now."""
         found = await self.memory.store.turns_at(owed.key, [owed.seq])
         if not found or found[0].message_id != owed.message_id:
             return None
         t = found[0]
         msg = IncomingMessage(t.key, t.message_id, t.author_id, t.author_name, t.text,
                               t.sent_at, mentions_bot=True, route=owed.route)
+        if refresh is not None:
+            msg = await refresh(msg)
+        if not self._admitted(msg, await self.channels.get(msg.key)):
+            log.info("not answering message %s in %s late: the access lists refuse it now",
+                     msg.message_id, msg.key)
+            return None
         return replace(self._pending(msg, Outcome.RECORDED, self._composer(msg, t.seq, None)),
                        placeholder=owed.placeholder, late=True)
 
@@ -331,7 +349,10 @@ class ChatService:
     async def _reply(self, msg: IncomingMessage, seq: int | None, on_delta: DeltaSink | None,
                      settings: ChannelSettings) -> Reply:
         """The model's answer; ``seq`` None: the message is not stored (``record off``), so
-        the answer sees that message alone and is not stored either."""
+        the answer sees that message alone and is not stored either. An author who may not
+        read the channel's history (``reads_history``) gets an answer from their message
+        alone too: the channel's memory, its reply chain included, is that history."""
+        alone = seq is None or not msg.reads_history
         started = time.monotonic()
         persona, model = settings.persona, settings.chosen("model")
         params = settings.chosen("params")
@@ -349,11 +370,12 @@ class ChatService:
         seer = "" if self.llm.is_offline else model or _model_name(self.llm)
         images = self.attachments.images_for(files, seer, budget // 2)
         budget -= sum(p.tokens for p in images) + self.attachments.note_tokens(msg.key)
-        chain = await self._chain(msg, budget)  # the reply chain, paid before the view
+        chain = Chain() if alone else await self._chain(msg, budget)  # paid before the view
         budget -= chain.tokens
-        viewed, cost = await viewed_memory(self.memory, msg, budget)  # the channel in view
+        viewed, cost = ((None, 0) if not msg.reads_history  # the channel in view
+                        else await viewed_memory(self.memory, msg, budget))
         budget -= cost
-        if seq is None:
+        if alone:
             lone = Turn(msg.key, 0, msg.message_id, "user", msg.author_id, msg.author_name,
                         files.text if files else stored, 0, msg.sent_at)
             view = MemoryView(msg.key, "", 0, (), 0, (lone,), 0)
@@ -374,11 +396,14 @@ class ChatService:
             except LLMInputRejected:
                 if not any(shown.values()):
                     raise
-                view = await self._without_parts(view, shown, stored=seq is not None)
-                text = await self._generate(view, on_delta, persona, model, params=params,
+                bare = self._without_parts(view, shown)
+                text = await self._generate(bare, on_delta, persona, model, params=params,
                                             chain=chain.turns, viewed=viewed)
+                # accepted without them: the images were what it refused (a 400 about
+                # something else fails the retry too, and leaves them as they are)
+                view = await self._refused(view, shown, stored=seq is not None)
         except ContextLengthExceeded:
-            if seq is None:
+            if alone:
                 return Reply(TOO_LONG.format(length=len(msg.text), limit=len(msg.text) // 2),
                              failed=True)
             log.warning("context length exceeded in %s; compacting and retrying once", msg.key)
@@ -432,12 +457,26 @@ class ChatService:
             return Chain()
         return fit_chain(turns, int(budget * CHAIN_SHARE), self.memory.tokenizer)
 
-    async def _without_parts(self, view: MemoryView, shown: Mapping[int, Sequence[ImagePart]],
-                             *, stored: bool) -> MemoryView:
+    @staticmethod
+    def _without_parts(view: MemoryView, shown: Mapping[int, Sequence[ImagePart]]
+                       ) -> MemoryView:
         """``view`` for a retry after the endpoint refused a request with the images
-        ``shown`` (by request message index): each of them marked refused in its turn (and
-        in storage, when ``stored``), so this retry and every later request go without
-        them and the model reads that they could not be read."""
+        ``shown`` (by request message index): each of them marked refused in its turn's
+        text, so the retry goes without them and the model reads that they could not be
+        read. Nothing is stored: whether the images were at fault, the retry tells."""
+        turns = list(view.turns)
+        for at, parts in shown.items():
+            if parts and 0 < at <= len(turns):
+                turn = turns[at - 1]
+                turns[at - 1] = replace(turn, text=mark_refused(
+                    turn.text, [p.line for p in parts if p.line]))
+        return replace(view, turns=tuple(turns))
+
+    async def _refused(self, view: MemoryView, shown: Mapping[int, Sequence[ImagePart]],
+                       *, stored: bool) -> MemoryView:
+        """The endpoint took the request without the images ``shown`` that it refused with
+        them: each is marked refused in its turn (and in storage, when ``stored``), so no
+        later request sends it again; ``view`` so marked."""
         turns = list(view.turns)
         for at, parts in shown.items():
             if not parts or not 0 < at <= len(turns):
@@ -446,7 +485,7 @@ class ChatService:
             text = await self.attachments.refused(turn.key, turn.message_id, turn.text, parts,
                                                   store=stored)
             turns[at - 1] = replace(turn, text=text)
-        log.warning("the model endpoint refused a request with %d image(s) in %s; answering "
+        log.warning("the model endpoint refused a request with %d image(s) in %s; answered "
                     "without them, and they are not sent again", sum(map(len, shown.values())),
                     view.key)
         return replace(view, turns=tuple(turns))

@@ -44,7 +44,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletio
 
 from bot.channels.usage_tab import UsageTab, metered, metered_hold, note_usage
 from bot.errors import LLMBadResponse, LLMError, LLMTimeout, ModelNotServed, llm_error_from
-from bot.llm.cost import chat_cost
+from bot.llm.cost import chat_cost, text_cost
 from bot.llm.gate import LLMGate
 from bot.llm.params import merged, split_params
 from bot.llm.thinking import ThinkFilter, strip_think
@@ -192,6 +192,19 @@ def _check_purpose(purpose: str) -> None:
 def _usage(raw: object) -> Usage:
     p, c = getattr(raw, "prompt_tokens", 0), getattr(raw, "completion_tokens", 0)
     return Usage(p if isinstance(p, int) else 0, c if isinstance(c, int) else 0)
+
+
+def _reported(raw: object) -> bool:
+    """Whether ``raw`` (a response's ``usage``) says what the call used."""
+    return all(isinstance(getattr(raw, name, None), int)
+               for name in ("prompt_tokens", "completion_tokens"))
+
+
+def _raw_text(response: object) -> str:
+    """The answer as the model wrote it, reasoning included (what it was paid for)."""
+    choices = getattr(response, "choices", None) or [None]
+    content = getattr(getattr(choices[0], "message", None), "content", None)
+    return content if isinstance(content, str) else ""
 
 
 def _text_of(response: object) -> str:
@@ -343,6 +356,9 @@ class OpenAILLM:
             raise
         answered = Completion(text, _usage(response.usage), response.model or model)
         self._record(purpose, answered.model, started, answered.usage)
+        if not _reported(response.usage):  # a server that reports none: estimated
+            self._unreported(messages, text_cost([_raw_text(response) or text],
+                                                 self.tokenizer), None)
         return answered
 
     async def stream(
@@ -391,6 +407,8 @@ class OpenAILLM:
                             usage, reported = _usage(chunk.usage), True
                         delta = chunk.choices[0].delta.content if chunk.choices else None
                         got.pieces += bool(delta)
+                        if delta:
+                            got.text.append(delta)
                         got.model = chunk.model or got.model
                         if piece := think.feed(delta or ""):
                             sent = True
@@ -407,15 +425,17 @@ class OpenAILLM:
             raise
         finally:
             if not reported and got.pieces:  # cut short, or a server that reports none
-                self._unreported(messages, got.pieces, tab)
+                self._unreported(messages, max(got.pieces, text_cost(
+                    ["".join(got.text)], self.tokenizer)), tab)
         got.usage = usage
         self._record(purpose, got.model or model, started, usage, tab=tab)
 
     def _unreported(self, messages: Sequence[ChatMessage], pieces: int,
                     tab: UsageTab | None) -> None:
-        """A stream that answered without reporting its usage (cut short before its last
-        chunk) still spent its prompt and the pieces it sent: the quotas count those,
-        estimated (``bot.llm.cost``); the meter keeps only what providers report."""
+        """A call that answered without reporting its usage (a stream cut short before its
+        last chunk, a server that reports none) still spent its prompt and the ``pieces``
+        (tokens, or stream chunks) it sent: the quotas count those, estimated
+        (``bot.llm.cost``); the meter keeps only what providers report."""
         (tab.add if tab is not None else note_usage)(
             chat_cost(messages, 0, self.tokenizer), pieces)
 
@@ -506,11 +526,13 @@ class OpenAILLM:
 
 @dataclass(slots=True)
 class _Progress:
-    """How far a streamed call got: when it started, answer chunks received, and at the
-    end its usage and the model that answered."""
+    """How far a streamed call got: when it started, answer chunks received (and their
+    text, to estimate what they cost when no usage is reported), and at the end its usage
+    and the model that answered."""
 
     started: float | None = None
     pieces: int = 0
+    text: list[str] = field(default_factory=list)  # the chunks' text, reasoning included
     usage: Usage = field(default_factory=Usage)
     model: str = ""
 

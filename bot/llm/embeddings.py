@@ -89,8 +89,10 @@ class OpenAIEmbedder:
                 self.meter.record_error("embedding", self.model, time.monotonic() - started,
                                         type(e).__name__)
             raise
-        tokens = getattr(response.usage, "prompt_tokens", 0) or 0
-        note_usage(tokens, 0)
+        reported = getattr(response.usage, "prompt_tokens", None)
+        tokens = reported if isinstance(reported, int) else 0
+        # a server that reports no usage: the quotas count the batch's estimate
+        note_usage(tokens if isinstance(reported, int) else text_cost(texts, self.tokenizer), 0)
         if self.meter is not None:
             self.meter.record("embedding", self.model, Usage(tokens, 0),
                               time.monotonic() - started)

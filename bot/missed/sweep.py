@@ -17,6 +17,7 @@ import logging
 
 from bot.conversation.reply_flow import ReplyFlow
 from bot.conversation.service import ChatService
+from bot.messages import Refresh
 
 __all__ = ["MAX_ATTEMPTS", "answer_missed_mentions", "stop_answering_missed", "sweep_missed"]
 
@@ -26,9 +27,11 @@ MAX_ATTEMPTS = 3  # deliveries tried for one mention before it is given up (logg
 
 
 async def sweep_missed(service: ChatService, platform: str, flow: ReplyFlow,
-                       *, limit: int = 20, stop: asyncio.Event | None = None) -> int:
+                       *, limit: int = 20, stop: asyncio.Event | None = None,
+                       refresh: Refresh | None = None) -> int:
     """Answer ``platform``'s owed mentions whose claim ran out; drop (and log) those too old
-    or tried too often. Returns how many were answered."""
+    or tried too often, or refused by the access lists as they stand now (``refresh``: the
+    adapter's word on who and where each author is now). Returns how many were answered."""
     owed = service.owed
     if owed is None:
         return 0
@@ -58,8 +61,8 @@ async def sweep_missed(service: ChatService, platform: str, flow: ReplyFlow,
         owed.answering(item.key, item.message_id)
         delivered = False
         try:
-            pending = await service.answer(item)
-            if pending is None:  # the message is gone (deleted, /reset): nothing to answer
+            pending = await service.answer(item, refresh)
+            if pending is None:  # gone (deleted, /reset) or refused now: nothing to answer
                 delivered = True
                 continue
             log.info("answering %s in %s, left unanswered by a crash or a failed delivery",
@@ -75,10 +78,12 @@ async def sweep_missed(service: ChatService, platform: str, flow: ReplyFlow,
 
 
 async def answer_missed_mentions(service: ChatService, platform: str, flow: ReplyFlow,
-                                 stop: asyncio.Event | None = None) -> None:
+                                 stop: asyncio.Event | None = None,
+                                 refresh: Refresh | None = None) -> None:
     """Startup hook of every adapter: answer the mentions a crash left unanswered now, then
     keep sweeping (a dead replica's claims run out later) until cancelled or ``stop`` (an
-    answer being delivered then is finished first: :func:`stop_answering_missed`)."""
+    answer being delivered then is finished first: :func:`stop_answering_missed`);
+    ``refresh``: see :func:`sweep_missed`."""
     owed = service.owed
     if owed is None:
         return
@@ -87,7 +92,8 @@ async def answer_missed_mentions(service: ChatService, platform: str, flow: Repl
     while stop is None or not stop.is_set():
         answered = 0
         try:
-            while (n := await sweep_missed(service, platform, flow, stop=stop)) > 0:
+            while (n := await sweep_missed(service, platform, flow, stop=stop,
+                                           refresh=refresh)) > 0:
                 answered += n
         except Exception:
             log.warning("sweeping %s for unanswered mentions failed", platform, exc_info=True)

@@ -252,7 +252,8 @@ class QuotaSettings(Section):
         "Comma-separated models a channel or server may choose with /config (e.g. "
         "gpt-4o-mini,gpt-4o). Unset: just MODEL_NAME."))
     daily_tokens_per_user: int = Field(default=0, ge=0, description=(
-        "Tokens one person may use a day per server, from the provider's reported usage; "
+        "Tokens one person may use a day per server, from the provider's reported usage "
+        "(estimated when it reports none); "
         "reset at 00:00 UTC. 0: no limit."))
     daily_tokens_per_server: int = Field(default=0, ge=0, description=(
         "Tokens one server or workspace may use a day (replies and summaries); a server may "

@@ -12,6 +12,8 @@ ask clients to reconnect (``request_reconnect``) or drop them (``drop_connection
 REST answers what the adapter uses: login, application info, the gateway URL and shard count
 (``/gateway/bot``, for ``AutoShardedClient``), command sync, thread membership (``GET
 /channels/{thread}/thread-members/{user}``: 404 for a non-member, from ``thread_members``),
+a member of the server (``GET /guilds/{guild}/members/{user}``: 404 for ``left_guild``),
+Alice's DM channel (``GET /channels/{dm}``),
 messages (create/edit/delete, JSON or multipart with files; an enforced ``nonce`` seen in the
 last few minutes returns the message created for it instead of creating one, as Discord
 does), channel history (``GET /channels/{id}/messages`` with ``after``/``before``/``limit``,
@@ -292,6 +294,17 @@ def message(
     return data
 
 
+def rest_message(data: JSON) -> JSON:
+    """A message as REST returns it: like Discord, without the ``member`` objects that only
+    MESSAGE_CREATE and MESSAGE_UPDATE events carry (the author's and the mentioned users')."""
+    out = {k: v for k, v in data.items() if k != "member"}
+    out["mentions"] = [{k: v for k, v in u.items() if k != "member"}
+                       for u in data.get("mentions", [])]
+    if isinstance(data.get("referenced_message"), dict):
+        out["referenced_message"] = rest_message(data["referenced_message"])
+    return out
+
+
 def interaction_payload(
     world: World, name: str, *, invoker: JSON, channel_id: int, permissions: int | None,
     options: Mapping[str, Any] | None = None, locale: str = "en-US",
@@ -372,6 +385,7 @@ class FakeDiscord:
         self.unexpected: list[Request] = []
         self.forbidden_channels: set[int] = set()
         # thread id -> user ids of its members (Get Thread Member answers from it)
+        self.left_guild: set[str] = set()  # user ids Get Guild Member answers 404 for
         self.thread_members: dict[int, set[str]] = {
             self.world.private_thread: self.world.private_members()}
         self.identifies: list[JSON] = []
@@ -651,9 +665,17 @@ class FakeDiscord:
         route = (r.method, *parts)
         if route == ("GET", "users", "@me"):
             return 200, w.bot_user
+        if route == ("GET", "channels", str(w.dm_channel)):  # Get Channel: Alice's DM
+            return 200, {"id": str(w.dm_channel), "type": 1, "recipients": [w.alice],
+                         "last_message_id": None}
         if route == ("POST", "users", "@me", "channels"):  # open a DM (only Alice has one)
             return 200, {"id": str(w.dm_channel), "type": 1, "recipients": [w.alice],
                          "last_message_id": None}
+        if route == ("GET", "guilds", str(w.guild_id), "members", parts[-1]):
+            people = {u["id"]: u for u in (w.alice, w.bob, w.carol)}  # Get Guild Member
+            if parts[-1] not in people or parts[-1] in self.left_guild:
+                return 404, {"message": "Unknown Member", "code": UNKNOWN_MEMBER}
+            return 200, w.member_of(people[parts[-1]])
         if route == ("GET", "gateway", "bot"):
             limit = {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}
             return 200, {"url": str(self.gateway_url), "shards": 1, "session_start_limit": limit}
@@ -759,7 +781,7 @@ class FakeDiscord:
             found = [m for m in found if int(m["id"]) > int(query["after"])][:limit]
         else:
             found = found[-limit:]
-        return 200, list(reversed(found))
+        return 200, [rest_message(m) for m in reversed(found)]
 
     def _one_message(self, channel_id: int, message_id: int) -> tuple[int, Any]:
         """Get Channel Message: the message (with the one it replies to, one level, as
@@ -767,7 +789,7 @@ class FakeDiscord:
         found = self.messages.get(message_id)
         if found is None or int(found["channel_id"]) != channel_id:
             return 404, {"message": "Unknown Message", "code": UNKNOWN_MESSAGE}
-        return 200, found
+        return 200, rest_message(found)
 
     def _webhook_message(self, r: Request) -> JSON:
         body = r.json or {}

@@ -27,7 +27,11 @@ make the endpoint slow or failing; ``embedding_requests`` lists what it was aske
 
 ``refuse_image(data) -> bool`` makes it answer a request carrying an image whose decoded
 bytes it refuses with OpenAI's 400 for an image it cannot read (``refused`` lists those
-requests), before any script step is taken.
+requests), before any script step is taken. ``reject(body) -> str | None`` makes it answer
+any chat request it returns a message for with a 400 about a request field, as OpenAI
+answers a parameter it does not take (``rejected`` lists those requests).
+``report_usage = False`` leaves ``usage`` out of every answer, streamed or not, as some
+OpenAI-compatible servers do.
 
 A script step may also be a fault of the fakes' one switch (``tests.fakes.faults.Fault``):
 500 before or after "generating" (a model call's only effect is its cost), a reset
@@ -283,6 +287,9 @@ class FakeOpenAI:
         self.embedding_error: Error | Hang | None = None
         self.refuse_image: Callable[[bytes], bool] | None = None
         self.refused: list[Request] = []
+        self.reject: Callable[[JSON], str | None] | None = None
+        self.rejected: list[Request] = []
+        self.report_usage = True  # False: answers carry no ``usage``, as some servers do
 
     @property
     def chat_requests(self) -> list[Request]:
@@ -385,8 +392,9 @@ class FakeOpenAI:
         data = [{"object": "embedding", "index": i, "embedding": embedding(t, self.concepts)}
                 for i, t in enumerate(texts)]
         tokens = sum(len(t.split()) + 1 for t in texts)
-        return web.json_response({"object": "list", "data": data, "model": body.get("model"),
-                                  "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+        usage = {"usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        return web.json_response({"object": "list", "data": data, "model": body.get("model")}
+                                 | (usage if self.report_usage else {}))
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         seen = await self._record(request)
@@ -436,6 +444,11 @@ class FakeOpenAI:
         if (wrong := part_error(body)) is not None:  # as OpenAI answers a malformed part
             err = {"error": {"message": wrong, "type": "invalid_request_error"}}
             return web.json_response(err, status=400)
+        if self.reject is not None and (why := self.reject(body)) is not None:
+            self.rejected.append(seen)
+            err = {"error": {"message": why, "type": "invalid_request_error",
+                             "param": None, "code": "invalid_value"}}
+            return web.json_response(err, status=400)
         if self.refuse_image is not None and any(
                 self.refuse_image(image_bytes(p)) for p in image_parts(body)):
             self.refused.append(seen)
@@ -476,7 +489,7 @@ class FakeOpenAI:
         message = {"role": "assistant", "content": text}
         choice = {"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}
         choices = [] if isinstance(step, EmptyChoices) else [choice]
-        usage = _usage(body, text)
+        usage = _usage(body, text) if self.report_usage else {}
         return web.json_response(head | {"object": "chat.completion", "choices": choices} | usage)
 
     async def _stream(
@@ -503,7 +516,7 @@ class FakeOpenAI:
                     await asyncio.sleep(step.chunk_delay)
                 await send(chunk([{"index": 0, "delta": {"content": piece}}]))
             await send(chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}]))
-        if (body.get("stream_options") or {}).get("include_usage"):
+        if self.report_usage and (body.get("stream_options") or {}).get("include_usage"):
             text = step.text if isinstance(step, Text) else ""
             await send(chunk([], **_usage(body, text)))
         await send("[DONE]")
