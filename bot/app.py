@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from bot.access import AccessRules
 from bot.attachments.describe import ImageDescriber
 from bot.attachments.intake import AttachmentIntake
-from bot.catchup.wiring import build_catchup
+from bot.catchup.wiring import CatchupCommands, build_catchup
 from bot.channels.config import ChannelConfig, Defaults
 from bot.channels.quota import Quota
 from bot.conversation.budget import Budget, window_policy
@@ -205,65 +205,27 @@ class Runtime:
         model = llm or make_llm(settings, tokenizer, meter)
         storage = make_storage(settings)
         await storage.open()
-        store = storage.memory
         embedder: OpenAIEmbedder | None = None
         try:
             # per-channel settings and quotas (bot.channels.config, bot.channels.quota)
             channels = ChannelConfig(storage.settings, Defaults.from_settings(settings))
             quota = Quota(storage.usage, settings_of=channels.get)
-            summarizer = Summarizer(
-                model,
-                tokenizer,
-                summary_tokens=budget.summary_tokens,
-                # The endpoint enforces SUMMARY_TIMEOUT per request, from when the call gets
-                # its slot; the offline model needs none. No outer timeout that would count
-                # the wait behind replies.
-                timeout=None,
-                router=SummaryRouter(model, channels, quota),
-            )
-            policy = window_policy(settings.memory, budget)
             embedder = make_embedder(settings, model, quota, meter)
-            memory = MemoryManager(
-                store, summarizer, tokenizer, policy, config=settings.memory,
-                semantic=None if embedder is None else SemanticRecall(
-                    store, embedder, timeout=settings.llm.embedding_timeout),
-                indexer=None if embedder is None else EmbeddingIndexer(store, embedder),
-            )
-            restarts = settings.restarts
-            owed = OwedReplies(storage.owed, claim_seconds=restarts.reply_claim_seconds,
-                               answer_missed_seconds=restarts.answer_missed_seconds)
-            access = AccessRules(settings.access)
-            catchup = build_catchup(settings, budget, storage, model, tokenizer, quota,
-                                    channels=channels, access=access)
-            outbox = Outbox(storage.outbox)
-            service = ChatService(memory, model, settings.chat, budget, owed=owed,
-                                  channels=channels, quota=quota, outbox=outbox, catchup=catchup,
-                                  access=access)
-            service.attachments = AttachmentIntake(memory, settings.attachments)
-            model_name = settings.llm.model_name
-            if not model.is_offline and service.attachments.sees(model_name):
-                service.attachments.describe = ImageDescriber(model, quota, model_name)
+            memory = _memory(settings, storage, model, tokenizer, budget, channels, quota,
+                             embedder)
+            parts = _serving(settings, budget, storage, model, tokenizer, channels, quota,
+                             memory)
             if start_background:
-                await memory.start()
-                await channels.start()
-                owed.start()
+                await parts.start()
             if model.is_offline and warn_offline:
                 log.warning(
                     "no language model configured: replying with the offline model "
                     "(set OPENAI_API_KEY or OPENAI_BASE_URL to use a real one)"
                 )
-            if start_background and catchup.digests is not None:
-                catchup.digests.start()
             try:
-                yield cls(settings, budget, storage, memory, model, service, meter)
+                yield cls(settings, budget, storage, memory, model, parts.service, meter)
             finally:
-                if catchup.digests is not None:
-                    await catchup.digests.stop()
-                await service.attachments.close()
-                await owed.close()
-                await channels.close()
-                await memory.close(grace=compaction_grace(settings.restarts.shutdown_grace_seconds))
-                await quota.close()  # after the last summary: its count is written too
+                await parts.close(settings)
         finally:
             for client in (model, embedder):
                 with contextlib.suppress(Exception):
@@ -271,3 +233,80 @@ class Runtime:
                     if aclose is not None:
                         await aclose()
             await storage.close()
+
+
+def _memory(settings: Settings, storage: Storage, model: LLM, tokenizer: TokenCounter,
+            budget: Budget, channels: ChannelConfig, quota: Quota,
+            embedder: OpenAIEmbedder | None) -> MemoryManager:
+    """The memory over ``storage``: its summarizer on the channel's model, the window
+    policy, and semantic recall when an embedder is configured."""
+    store = storage.memory
+    summarizer = Summarizer(
+        model,
+        tokenizer,
+        summary_tokens=budget.summary_tokens,
+        # The endpoint enforces SUMMARY_TIMEOUT per request, from when the call gets
+        # its slot; the offline model needs none. No outer timeout that would count
+        # the wait behind replies.
+        timeout=None,
+        router=SummaryRouter(model, channels, quota),
+    )
+    return MemoryManager(
+        store, summarizer, tokenizer, window_policy(settings.memory, budget),
+        config=settings.memory,
+        semantic=None if embedder is None else SemanticRecall(
+            store, embedder, timeout=settings.llm.embedding_timeout),
+        indexer=None if embedder is None else EmbeddingIndexer(store, embedder),
+    )
+
+
+def _serving(settings: Settings, budget: Budget, storage: Storage, model: LLM,
+             tokenizer: TokenCounter, channels: ChannelConfig, quota: Quota,
+             memory: MemoryManager) -> _Parts:
+    """The chat service and the features it runs, not started yet."""
+    restarts = settings.restarts
+    owed = OwedReplies(storage.owed, claim_seconds=restarts.reply_claim_seconds,
+                       answer_missed_seconds=restarts.answer_missed_seconds)
+    access = AccessRules(settings.access)
+    catchup = build_catchup(settings, budget, storage, model, tokenizer, quota,
+                            channels=channels, access=access)
+    outbox = Outbox(storage.outbox)
+    service = ChatService(memory, model, settings.chat, budget, owed=owed,
+                          channels=channels, quota=quota, outbox=outbox, catchup=catchup,
+                          access=access)
+    service.attachments = AttachmentIntake(memory, settings.attachments)
+    model_name = settings.llm.model_name
+    if not model.is_offline and service.attachments.sees(model_name):
+        service.attachments.describe = ImageDescriber(model, quota, model_name)
+    return _Parts(channels, quota, memory, owed, catchup, service)
+
+
+@dataclass
+class _Parts:
+    """The parts of a runtime that work in the background or hold resources: started in
+    this order, closed in the reverse."""
+
+    channels: ChannelConfig
+    quota: Quota
+    memory: MemoryManager
+    owed: OwedReplies
+    catchup: CatchupCommands
+    service: ChatService
+
+    async def start(self) -> None:
+        """Start compaction, the channel settings' refresh, owed replies and digests."""
+        await self.memory.start()
+        await self.channels.start()
+        self.owed.start()
+        if self.catchup.digests is not None:
+            self.catchup.digests.start()
+
+    async def close(self, settings: Settings) -> None:
+        """Stop them all, letting running compactions finish within the shutdown grace."""
+        if self.catchup.digests is not None:
+            await self.catchup.digests.stop()
+        await self.service.attachments.close()
+        await self.owed.close()
+        await self.channels.close()
+        await self.memory.close(grace=compaction_grace(settings.restarts.shutdown_grace_seconds))
+        await self.quota.close()  # after the last summary: its count is written too

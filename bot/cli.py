@@ -21,7 +21,7 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, TextIO, TypeAlias
 
 from bot.errors import ConfigError, GistbotError
 from bot.ops.extras import ADMIN, Extra, needed, require
@@ -80,7 +80,12 @@ def parse_channel(spec: str) -> ChannelKey:
     return ChannelKey("console", "local", spec.strip())
 
 
+_Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
 def _parser() -> argparse.ArgumentParser:
+    """The command line: the global options, then the commands, which ``--help`` lists in
+    this order: chatting, reading memory, operating."""
     p = argparse.ArgumentParser(
         prog="gistbot",
         description="Chat bot for Discord and Slack with summarizing memory. "
@@ -99,51 +104,66 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", default=False,
                    help=argparse.SUPPRESS)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    _chat_commands(sub, verbose)
+    _memory_commands(sub, env_file)
+    _operating_commands(sub, env_file)
+    return p
 
-    def command(name: str, parent: argparse.ArgumentParser, about: str
-                ) -> argparse.ArgumentParser:
-        # The line of ``gistbot --help`` is also the description of ``gistbot NAME --help``,
-        # which otherwise shows only the options and never says what the command does.
-        return sub.add_parser(name, parents=[parent], help=about,
-                              description=f"{about[0].upper()}{about[1:]}.")
 
-    command("run", verbose, "start the Discord/Slack adapters that are configured (none "
-            "configured: the console chat in a terminal; with no terminal, exit 2 naming "
-            "the tokens to set)")
-    c = command("console", verbose, "chat with gistbot in this terminal (or pipe text in: "
-                "one message per line, a message of several lines between two lines of "
-                '""", answers on stdout)')
+def _command(sub: _Commands, name: str, parent: argparse.ArgumentParser, about: str
+             ) -> argparse.ArgumentParser:
+    """One command. Its line of ``gistbot --help`` is also the description of ``gistbot
+    NAME --help``, which otherwise shows only the options and never says what it does."""
+    return sub.add_parser(name, parents=[parent], help=about,
+                          description=f"{about[0].upper()}{about[1:]}.")
+
+
+def _chat_commands(sub: _Commands, verbose: argparse.ArgumentParser) -> None:
+    """``run`` (the configured platforms) and ``console``."""
+    _command(sub, "run", verbose, "start the Discord/Slack adapters that are configured (none "
+             "configured: the console chat in a terminal; with no terminal, exit 2 naming "
+             "the tokens to set)")
+    c = _command(sub, "console", verbose, "chat with gistbot in this terminal (or pipe text "
+                 "in: one message per line, a message of several lines between two lines of "
+                 '""", answers on stdout)')
     c.add_argument("--channel", default="general",
                    help="console channel to talk in (default: general)")
     c.add_argument("--json", action="store_true",
                    help="with stdin not a terminal: answers as JSON Lines "
                    '({"input": …, "output": …}) instead of one bare line each')
-    command("channels", env_file, "list the channels in memory with their counts")
-    s = command("summary", env_file, "print a channel's summary and counts")
+
+
+def _memory_commands(sub: _Commands, env_file: argparse.ArgumentParser) -> None:
+    """``channels``, ``summary`` and ``export``: what the memory holds."""
+    _command(sub, "channels", env_file, "list the channels in memory with their counts")
+    s = _command(sub, "summary", env_file, "print a channel's summary and counts")
     s.add_argument("--channel", required=True,
                    help="console channel name, or platform:workspace:channel")
-    e = command("export", env_file, "write a channel's summary, facts, messages and settings "
-                "as JSON Lines")
+    e = _command(sub, "export", env_file, "write a channel's summary, facts, messages and "
+                 "settings as JSON Lines")
     e.add_argument("--channel", required=True,
                    help="console channel name, or platform:workspace:channel")
     e.add_argument("--output", "-o", default="-", help="file to write (default: stdout)")
-    command("doctor", env_file, "show the configuration (secrets masked) and test the LLM "
-            "endpoint and the database; exit 1 when a check fails")
-    m = command("migrate", env_file, "apply the database schema (DATABASE_URL, or --url)")
+
+
+def _operating_commands(sub: _Commands, env_file: argparse.ArgumentParser) -> None:
+    """``doctor``, ``migrate``, ``copy-db`` and ``discord-invite``: setting up and moving."""
+    _command(sub, "doctor", env_file, "show the configuration (secrets masked) and test the "
+             "LLM endpoint and the database; exit 1 when a check fails")
+    m = _command(sub, "migrate", env_file, "apply the database schema (DATABASE_URL, or --url)")
     m.add_argument("--url", help="database to migrate instead of DATABASE_URL")
-    cp = command("copy-db", env_file, "copy all memory between databases (SQLite ⇄ "
-                 "PostgreSQL) and verify counts and checksums")
+    cp = _command(sub, "copy-db", env_file, "copy all memory between databases (SQLite ⇄ "
+                  "PostgreSQL) and verify counts and checksums")
     cp.add_argument("--from", dest="src", required=True, help="source database URL")
     cp.add_argument("--to", dest="dst", required=True, help="target database URL")
     cp.add_argument("--resume", action="store_true",
                     help="continue an interrupted copy from the same source")
     cp.add_argument("--force", action="store_true",
                     help="replace channels in a non-empty target that differ from the source")
-    d = command("discord-invite", env_file, "print the OAuth2 URL that adds the bot to a "
-                "Discord server")
+    d = _command(sub, "discord-invite", env_file, "print the OAuth2 URL that adds the bot to "
+                 "a Discord server")
     d.add_argument("--application-id", required=True,
                    help="from the Developer Portal (General Information → Application ID)")
-    return p
 
 
 def _extras(names: Sequence[str]) -> dict[str, Extra]:

@@ -13,12 +13,10 @@ is then asked before the command runs, by the one door every platform calls
 (``Command.respond``), so a new command joins by saying so, not by remembering a check.
 ``bot.catchup.visibility`` asks the same ``Access`` for each thread a catch-up reads.
 
-Replies ask it of their author through the adapter (``IncomingMessage.reads_history``):
-someone who may not read the channel's history is answered from their message alone.
-Not behind it: the admin inspector (an operator's page behind ``ADMIN_TOKEN``, whose
-holder has the database itself). A reply that also draws on the channel its author is
-viewing (Slack's assistant pane) is asked for by the adapter, which hands the answer over
-as ``IncomingMessage.viewing``.
+Replies ask it through the adapter: an author who may not read the history is answered
+from their message alone (``IncomingMessage.reads_history``), and a channel in view (Slack's
+assistant pane) comes checked (``IncomingMessage.viewing``). Not behind it: the admin
+inspector, an operator's page behind ``ADMIN_TOKEN`` whose holder has the database itself.
 """
 
 from __future__ import annotations

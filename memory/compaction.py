@@ -27,7 +27,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from memory.completion import PREEMPTIBLE
@@ -54,6 +54,17 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Folded:
+    """What one fold commits: the summary and carried facts, and for the archive the folded
+    range's episode and the new long-term facts (none when only blank turns were folded)."""
+
+    text: str
+    facts: tuple[CarriedIdentifier, ...]
+    episode: NewEpisode | None = None
+    new_facts: tuple[NewLongTermFact, ...] = ()
 
 
 class LeaseBusy(Exception):
@@ -378,65 +389,90 @@ class Compactor:
         facts the summarizer extracted.
         """
         state = await self.store.state(key)
+        chosen = await self._turns_to_fold(key, force=force)
+        if chosen is None:
+            return False
+        late, fold = chosen
+        told = [*late, *fold]
+        if any(t.text.strip() for t in told):
+            folded = await self._summarized(key, state, told, fold)
+        else:
+            # Only blank turns (attachment-only messages): nothing to summarize, and a model
+            # asked to summarize nothing answers nothing, which is rejected, so the channel
+            # would retry forever. Fold them under the unchanged summary instead.
+            folded = _Folded(state.text, ())
+        committed = await self.store.commit_summary(
+            key,
+            expected_version=state.version,
+            text=folded.text,
+            folded_through=fold[-1].seq,
+            facts=folded.facts,
+            now=self.clock(),
+            episode=folded.episode,
+            channel_facts=folded.new_facts,
+            amended=[t.seq for t in late],
+        )
+        self._record_outcome(key, committed, fold, folded.facts, late)
+        return committed
+
+    async def _turns_to_fold(
+        self, key: ChannelKey, *, force: bool
+    ) -> tuple[list[Turn], list[Turn]] | None:
+        """The turns completed since they were folded and the oldest pending turns to fold
+        now, together within one call's input; None when the window needs no fold."""
         pending = await self.store.pending(key, limit=VIEW_TURN_LIMIT * 4)
         n = self.policy.fold_count(pending)
         if force and n == 0 and len(pending) > 1:
             n = len(pending) // 2
         if n == 0:
-            return False
+            return None
         # Turns folded before their files were read come along again (``late_turns``),
         # within the bound of one call's input.
         late = late_turns(await self.store.amended(key), self.policy.max_fold_tokens // 2)
         fold = _first_that_fit(pending[:n], self.policy.max_fold_tokens - fold_cost(late))
-        told = [*late, *fold]
-        episode: NewEpisode | None = None
-        new_facts: tuple[NewLongTermFact, ...] = ()
-        if any(t.text.strip() for t in told):
-            # Current facts that look related, so the model can mark one as replaced.
-            known = await self.facts.related_facts(key, told)
-            result = await self.summarizer.summarize(state, told, known_facts=known, key=key)
-            text, facts = result.text, await self._stated_where(key, state, result)
-            speakers = dict.fromkeys(t.author_name or t.author_id for t in fold)
-            episode = NewEpisode(
-                fold[0].seq,
-                fold[-1].seq,
-                min(t.sent_at for t in fold),
-                max(t.sent_at for t in fold),
-                tuple(s for s in speakers if s),
-                result.episode,
-            )
-            new_facts = result.new_facts
-        else:
-            # Only blank turns (attachment-only messages): nothing to summarize, and a model
-            # asked to summarize nothing answers nothing, which is rejected, so the channel
-            # would retry forever. Fold them under the unchanged summary instead.
-            text, facts = state.text, ()
-        committed = await self.store.commit_summary(
-            key,
-            expected_version=state.version,
-            text=text,
-            folded_through=fold[-1].seq,
-            facts=facts,
-            now=self.clock(),
-            episode=episode,
-            channel_facts=new_facts,
-            amended=[t.seq for t in late],
-        )
-        self._tell("committed" if committed else "discarded")
-        if committed:
-            self.compactions += 1
-            log.info(
-                "compacted %s: folded %s through seq %d (%s carried%s)",
-                key,
-                _count(len(fold), "turn"),
-                fold[-1].seq,
-                _count(len(facts), "fact"),
-                f", {_count(len(late), 'earlier turn')} completed later" if late else "",
-            )
-        else:
-            log.info("compaction of %s discarded: the channel changed meanwhile", key)
-        return committed
+        return late, fold
 
+    async def _summarized(
+        self, key: ChannelKey, state: SummaryState, told: Sequence[Turn], fold: Sequence[Turn]
+    ) -> _Folded:
+        """The summary of ``state`` with ``told`` folded in, and ``fold``'s episode."""
+        # Current facts that look related, so the model can mark one as replaced.
+        known = await self.facts.related_facts(key, told)
+        result = await self.summarizer.summarize(state, told, known_facts=known, key=key)
+        facts = await self._stated_where(key, state, result)
+        speakers = dict.fromkeys(t.author_name or t.author_id for t in fold)
+        episode = NewEpisode(
+            fold[0].seq,
+            fold[-1].seq,
+            min(t.sent_at for t in fold),
+            max(t.sent_at for t in fold),
+            tuple(s for s in speakers if s),
+            result.episode,
+        )
+        return _Folded(result.text, facts, episode, result.new_facts)
+
+    def _record_outcome(
+        self,
+        key: ChannelKey,
+        committed: bool,
+        fold: Sequence[Turn],
+        facts: Sequence[CarriedIdentifier],
+        late: Sequence[Turn],
+    ) -> None:
+        """Count and log a fold's commit, or its discard when the channel changed meanwhile."""
+        self._tell("committed" if committed else "discarded")
+        if not committed:
+            log.info("compaction of %s discarded: the channel changed meanwhile", key)
+            return
+        self.compactions += 1
+        log.info(
+            "compacted %s: folded %s through seq %d (%s carried%s)",
+            key,
+            _count(len(fold), "turn"),
+            fold[-1].seq,
+            _count(len(facts), "fact"),
+            f", {_count(len(late), 'earlier turn')} completed later" if late else "",
+        )
 
     async def _stated_where(
         self, key: ChannelKey, state: SummaryState, result: SummaryResult

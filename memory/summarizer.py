@@ -23,7 +23,6 @@ One compaction:
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import re
 from collections.abc import Sequence
@@ -376,49 +375,17 @@ class Summarizer:
         bound = self.summary_tokens
         route = await self.route(key)
         known = self._known(known_facts)
-        offered = {i for i, _ in known}
-        messages = build_summary_request(
-            previous.text,
-            facts_for_request(previous.facts, turns, self.tokenizer),
-            turns,
-            max_tokens=bound,
-            language_hint=self.language_hint,
-            language=route.language,
-            archive=True,
-            known_facts=known,
-        )
         source = "\n".join(
             [previous.text, *map(format_fact, previous.facts), *(t.text for t in turns)]
         )
-        ask = functools.partial(self._ask, extra=ARCHIVE_TOKENS, model=route.model)
-        parts = split_answer(await ask(messages, "summary", bound))
+        parts = await self._first_answer(previous, turns, known, route)
         text = self._checked(parts.summary, bound, source, turns)
         required = required_identifiers(previous.text, previous.facts, turns, max_tokens=bound)
-        missing = [i for i in required if not contains_identifier(text, i)]
-        asked = retry_identifiers(missing, turns)
-        calls = 1
-        if asked:
-            calls = 2
-            mentions = [t for t in turns if any(contains_identifier(t.text, i) for i in asked)]
-            retry = build_retry_request(text, mentions, asked, max_tokens=bound,
-                                        language_hint=self.language_hint,
-                                        language=route.language)
-            try:
-                again = await self._ask(retry, "summary", bound, model=route.model)
-                # Not asked for the archive blocks again; any it wrote are not the summary.
-                second = self._checked(split_answer(again).summary, bound, source, turns)
-            except Exception as exc:  # best effort; CancelledError still propagates
-                log.warning("summary retry failed, keeping the first answer: %r", exc)
-            else:
-                still = [i for i in required if not contains_identifier(second, i)]
-                if len(still) <= len(missing):
-                    text, missing = second, still
-        episode = parts.episode
-        if episode is not None and self.tokenizer.count(episode) > EPISODE_TOKENS * 2:
-            episode = None  # garbled: far longer than asked
-        fallback = episode is None
-        if episode is None:
-            episode = extractive_episode(turns, max_tokens=EPISODE_TOKENS, tokenizer=self.tokenizer)
+        text, missing, calls = await self._recover_identifiers(
+            text, required, turns, source, route
+        )
+        episode, fallback = self._episode(parts, turns)
+        offered = {i for i, _ in known}
         shown = [f for f in known_facts if f.id in offered]
         stated = set(retry_identifiers(missing, turns))
         return SummaryResult(
@@ -431,6 +398,71 @@ class Summarizer:
             episode_fallback=fallback,
             unstated=tuple(i for i in missing if i not in stated),
         )
+
+    async def _first_answer(
+        self,
+        previous: SummaryState,
+        turns: Sequence[Turn],
+        known: list[tuple[int, str]],
+        route: SummaryRoute,
+    ) -> AnswerParts:
+        """The model's answer to the full request, the archive blocks cut apart (step 1)."""
+        messages = build_summary_request(
+            previous.text,
+            facts_for_request(previous.facts, turns, self.tokenizer),
+            turns,
+            max_tokens=self.summary_tokens,
+            language_hint=self.language_hint,
+            language=route.language,
+            archive=True,
+            known_facts=known,
+        )
+        answer = await self._ask(messages, "summary", self.summary_tokens,
+                                 extra=ARCHIVE_TOKENS, model=route.model)
+        return split_answer(answer)
+
+    async def _recover_identifiers(
+        self,
+        text: str,
+        required: Sequence[str],
+        turns: Sequence[Turn],
+        source: str,
+        route: SummaryRoute,
+    ) -> tuple[str, list[str], int]:
+        """``text`` with lost identifiers asked for once more (step 3): the summary kept,
+        the identifiers it still lacks, and how many model calls were made.
+
+        The retry is best effort: a failed or junk retry, or one that loses more than it
+        recovers, leaves the first answer standing.
+        """
+        bound = self.summary_tokens
+        missing = [i for i in required if not contains_identifier(text, i)]
+        asked = retry_identifiers(missing, turns)
+        if not asked:
+            return text, missing, 1
+        mentions = [t for t in turns if any(contains_identifier(t.text, i) for i in asked)]
+        retry = build_retry_request(text, mentions, asked, max_tokens=bound,
+                                    language_hint=self.language_hint,
+                                    language=route.language)
+        try:
+            again = await self._ask(retry, "summary", bound, model=route.model)
+            # Not asked for the archive blocks again; any it wrote are not the summary.
+            second = self._checked(split_answer(again).summary, bound, source, turns)
+        except Exception as exc:  # best effort; CancelledError still propagates
+            log.warning("summary retry failed, keeping the first answer: %r", exc)
+        else:
+            still = [i for i in required if not contains_identifier(second, i)]
+            if len(still) <= len(missing):
+                return second, still, 2
+        return text, missing, 2
+
+    def _episode(self, parts: AnswerParts, turns: Sequence[Turn]) -> tuple[str, bool]:
+        """The episode to archive (step 4), and whether it is the extractive stand-in
+        because the model's was missing or garbled (far longer than asked)."""
+        episode = parts.episode
+        if episode is not None and self.tokenizer.count(episode) <= EPISODE_TOKENS * 2:
+            return episode, False
+        return extractive_episode(turns, max_tokens=EPISODE_TOKENS, tokenizer=self.tokenizer), True
 
     async def digest(self, state: SummaryState, turns: Sequence[Turn], *, max_tokens: int,
                      key: Key | None = None) -> str:

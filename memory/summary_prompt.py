@@ -2,8 +2,8 @@ r"""The summary request: the prompt the summarizer sends, and how to read it bac
 
 ``build_summary_request`` writes a system message with the rules and one user message with
 the previous summary, the carried facts and the new messages in fenced sections (the
-format is in its docstring); ``parse_summary_request`` recovers those parts exactly (the
-offline model summarizes from them, and tests check the round trip). A compaction
+format is drawn in ``_user_message``'s docstring); ``parse_summary_request`` recovers those
+parts exactly (the offline model summarizes from them, and tests check the round trip). A compaction
 (``archive=True``) also lists related long-term facts and asks for an episode and new
 facts after the summary, parsed back by ``split_answer``.
 
@@ -169,10 +169,40 @@ def build_summary_request(
     archive: bool = False,
     known_facts: Sequence[tuple[int, str]] = (),
 ) -> list[ChatMessage]:
-    r"""The system and user messages asking to fold ``turns`` into ``previous_text``.
+    """The system and user messages asking to fold ``turns`` into ``previous_text``.
 
-    With ``archive`` the answer also carries an episode and new facts; ``known_facts`` are
-    (id, text) of facts a new one may replace. The user message::
+    With ``archive`` the answer also carries an episode and new facts (read back by
+    ``split_answer``); ``known_facts`` are (id, text) of facts a new one may replace.
+    ``_user_message`` draws the data's layout.
+    """
+    return [
+        {"role": "system",
+         "content": _system_message(max_tokens, language_hint, language, archive)},
+        {"role": "user",
+         "content": _user_message(previous_text, facts, turns, max_tokens, digest, known_facts)},
+    ]
+
+
+def _system_message(
+    max_tokens: int, language_hint: str | None, language: str | None, archive: bool
+) -> str:
+    """The rules: the summary's sections, its language, its bound, and the archive blocks."""
+    hint = f"\n- This channel usually speaks {language_hint}." if language_hint else ""
+    if language:  # the channel's setting wins over the conversation's language
+        hint = (f"\n- This channel's setting: write the summary in {language}, whatever "
+                "language the messages use (names and identifiers stay as written).")
+    return _SYSTEM.format(hint=hint, max_tokens=max_tokens) + (_ARCHIVE_RULES if archive else "")
+
+
+def _user_message(
+    previous_text: str,
+    facts: Sequence[CarriedIdentifier],
+    turns: Sequence[Turn],
+    max_tokens: int,
+    digest: bool,
+    known_facts: Sequence[tuple[int, str]],
+) -> str:
+    """The data, in fenced sections (``parse_summary_request`` reads it back)::
 
         <intro line>
         Token limit: 600
@@ -194,21 +224,7 @@ def build_summary_request(
         <<<KNOWN FACTS>>>             (archive only; omitted when empty)
         - [12] the deadline is Friday
         <<<END KNOWN FACTS>>>
-
-    and with ``archive`` the answer, read back by ``split_answer``::
-
-        ...the summary...             (checked like any summary)
-        <<<EPISODE>>>
-        Alice and Bob moved the deadline to Monday.
-        <<<END EPISODE>>>
-        <<<NEW FACTS>>>
-        - [replaces 12] the deadline moved to Monday (Bob)
-        <<<END NEW FACTS>>>
     """
-    hint = f"\n- This channel usually speaks {language_hint}." if language_hint else ""
-    if language:  # the channel's setting wins over the conversation's language
-        hint = (f"\n- This channel's setting: write the summary in {language}, whatever "
-                "language the messages use (names and identifiers stay as written).")
     lines = [_DIGEST_INTRO if digest else _INTRO, f"Token limit: {max_tokens}", ""]
     if previous_text:
         lines += _section("previous", [("", previous_text)])
@@ -220,14 +236,7 @@ def build_summary_request(
         esc = str.maketrans(_NAME_ESC)
         blocks = [(f"[{name.translate(esc)}]: ", text) for name, text in merge_turns(turns)]
         lines += _section("messages", blocks)
-    return [
-        {
-            "role": "system",
-            "content": _SYSTEM.format(hint=hint, max_tokens=max_tokens)
-            + (_ARCHIVE_RULES if archive else ""),
-        },
-        {"role": "user", "content": "\n".join(lines).rstrip("\n")},
-    ]
+    return "\n".join(lines).rstrip("\n")
 
 
 _RETRY_INTRO = (
@@ -363,7 +372,15 @@ _REPLACES = re.compile(r"\[\s*replaces\s*#?(\d+)\s*\]\s*", re.IGNORECASE)
 
 
 def split_answer(raw: str) -> AnswerParts:
-    """Take the ``EPISODE`` and ``NEW FACTS`` blocks out of a compaction answer.
+    """Take the ``EPISODE`` and ``NEW FACTS`` blocks out of a compaction answer::
+
+        ...the summary...             (checked like any summary)
+        <<<EPISODE>>>
+        Alice and Bob moved the deadline to Monday.
+        <<<END EPISODE>>>
+        <<<NEW FACTS>>>
+        - [replaces 12] the deadline moved to Monday (Bob)
+        <<<END NEW FACTS>>>
 
     Tolerant on purpose: a missing end marker runs to the end of the answer, a missing
     block is None/empty (the summarizer falls back to an extractive episode), and every

@@ -26,8 +26,6 @@ from dataclasses import dataclass, replace
 from memory.antecedent import asks, refers_back
 from memory.models import (
     CarriedIdentifier,
-    Episode,
-    LongTermFact,
     MemoryView,
     Recall,
     SummaryState,
@@ -235,6 +233,59 @@ def _opening(turn: Turn) -> str | None:
     return " ".join(turn.text.strip().split("\n", 1)[0].split())
 
 
+class _TurnPicker:
+    """The older turns recall shows, taken one candidate at a time while the budget lasts.
+
+    A turn the view shows already, one a reader has seen (``_said``: same speaker and
+    words; ``_opening``: a bot reply opening with a line shown before) and one that does
+    not fit are left out. A candidate may be weighed again (a hit, then a neighbour of
+    another hit): each turn is normalised, cut, rendered and priced at most once a view.
+    """
+
+    def __init__(self, budget: _Budget, shown: Sequence[Turn], split: ViewSplit) -> None:
+        self.budget = budget
+        self.split = split
+        self.shown_seqs = {t.seq for t in shown}
+        self.seen = {_said(t) for t in shown}
+        self.openings = {o for t in shown if (o := _opening(t)) is not None}
+        self.turns: dict[int, Turn] = {}
+        self.said: dict[int, tuple[str, str, str]] = {}
+        self.priced: dict[int, tuple[Turn, str, int]] = {}
+
+    def add(self, turn: Turn | None) -> None:
+        """Show ``turn`` if it is new to the reader and its line fits."""
+        if turn is None or turn.seq in self.shown_seqs or turn.seq in self.turns:
+            return
+        if _cannot_fit(turn, self.budget.room - self.budget.used, self.split):
+            return  # surely too long: not worth folding, rendering and counting
+        key = self.said.get(turn.seq)
+        if key is None:
+            key = self.said[turn.seq] = _said(turn)
+        opening = _opening(turn)
+        if key in self.seen or opening in self.openings:
+            return  # said already
+        cut, line, cost = self._priced(turn, key[2])
+        if self.budget.take([line], [TURNS_HEADING, day_heading(cut)], cost=cost):
+            self.turns[turn.seq] = cut
+            self.seen.add(key)
+            if opening is not None:
+                self.openings.add(opening)
+
+    def _priced(self, turn: Turn, words: str) -> tuple[Turn, str, int]:
+        """``turn`` cut to the longest a recalled turn may be, its line and the line's cost."""
+        if turn.seq not in self.priced:
+            cut = _cut(turn, self.split.max_recalled_turn, self.budget.tokenizer)
+            line = (recalled_line(turn.role, turn.author_name, words)
+                    + dated(words, turn.sent_at) if cut is turn
+                    else recalled_turn_line(cut))
+            self.priced[turn.seq] = (cut, line, self.budget.line_cost(line))
+        return self.priced[turn.seq]
+
+    def picked(self) -> tuple[Turn, ...]:
+        """The turns shown, oldest first."""
+        return tuple(sorted(self.turns.values(), key=lambda t: t.seq))
+
+
 def _recall(
     found: Recall,
     nearby: Sequence[Turn],
@@ -243,70 +294,34 @@ def _recall(
     tokenizer: Tokenizer,
     split: ViewSplit,
 ) -> tuple[Recall, int]:
+    """What of ``found`` fits in ``room``, and its cost, taken in order of evidence: facts;
+    the best hits with their neighbours (when the room allows); the other hits, each with
+    the question it answers; episodes; then the remaining hits' neighbours."""
     budget = _Budget(room, tokenizer)
-    shown_seqs = {t.seq for t in shown}
-    seen = {_said(t) for t in shown}
-    openings = {o for t in shown if (o := _opening(t)) is not None}
-    facts: list[LongTermFact] = []
-    for fact in found.facts:
-        if budget.take([fact_line(fact)], [RECALL_HEADING]):
-            facts.append(fact)
+    facts = [f for f in found.facts if budget.take([fact_line(f)], [RECALL_HEADING])]
+    picker = _TurnPicker(budget, shown, split)
     by_seq = {t.seq: t for t in nearby}
-    turns: dict[int, Turn] = {}
-
-    # A candidate may be weighed again (a hit, then a neighbour of another hit): each turn
-    # is normalised, cut, rendered and priced at most once a view.
-    said: dict[int, tuple[str, str, str]] = {}
-    priced: dict[int, tuple[Turn, str, int]] = {}
-
-    def add(turn: Turn | None) -> None:
-        if turn is None or turn.seq in shown_seqs or turn.seq in turns:
-            return
-        if _cannot_fit(turn, budget.room - budget.used, split):
-            return  # surely too long: not worth folding, rendering and counting
-        key = said.get(turn.seq)
-        if key is None:
-            key = said[turn.seq] = _said(turn)
-        opening = _opening(turn)
-        if key in seen or opening in openings:
-            return  # said already
-        if turn.seq not in priced:
-            cut = _cut(turn, split.max_recalled_turn, tokenizer)
-            line = (recalled_line(turn.role, turn.author_name, key[2])
-                    + dated(key[2], turn.sent_at) if cut is turn
-                    else recalled_turn_line(cut))
-            priced[turn.seq] = (cut, line, budget.line_cost(line))
-        cut, line, cost = priced[turn.seq]
-        if budget.take([line], [TURNS_HEADING, day_heading(cut)], cost=cost):
-            turns[turn.seq] = cut
-            seen.add(key)
-            if opening is not None:
-                openings.add(opening)
 
     def around(hit: Turn) -> list[Turn | None]:
         return [by_seq.get(hit.seq - 1), by_seq.get(hit.seq + 1)]
 
-    hits = [t for t in found.turns if t.seq not in shown_seqs]
+    hits = [t for t in found.turns if t.seq not in picker.shown_seqs]
     first = _WITH_NEIGHBOURS if room >= _NEIGHBOURS_ROOM else 0
     for hit in hits[:first]:
         for turn in (hit, *around(hit)):
-            add(turn)
+            picker.add(turn)
     for hit in hits[first:]:
         before = by_seq.get(hit.seq - 1)
         if before is not None and refers_back(hit.text) and asks(before.text):
-            add(before)  # "How's Roz?" / "She fractured …": the answer with its question
-        add(hit)
+            picker.add(before)  # "How's Roz?" / "She fractured …": the answer with its question
+        picker.add(hit)
     # Episodes after every match: an episode is a summary of a span, a matching turn is
     # the message itself, the better evidence (docs/decisions/0014).
-    episodes: list[Episode] = []
-    for episode in found.episodes:
-        if budget.take([episode_line(episode)], [RECALL_HEADING]):
-            episodes.append(episode)
+    episodes = [e for e in found.episodes if budget.take([episode_line(e)], [RECALL_HEADING])]
     for hit in hits:
         for turn in around(hit):
-            add(turn)
-    ordered = tuple(sorted(turns.values(), key=lambda t: t.seq))
-    return Recall(tuple(facts), tuple(episodes), ordered), budget.used
+            picker.add(turn)
+    return Recall(tuple(facts), tuple(episodes), picker.picked()), budget.used
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from memory.models import CarriedIdentifier, ChannelKey, MemoryView, SummaryState, Turn
+from memory.models import CarriedIdentifier, MemoryView, SummaryState, Turn
 from memory.speakers import speaker_label
 from memory.text import defuse
 from memory.tokens import Tokenizer
@@ -249,8 +249,3 @@ def build_view(
         truncated=truncated,
         version=state.version,
     )
-
-
-def empty_view(key: ChannelKey) -> MemoryView:
-    """The view of a channel with nothing stored."""
-    return MemoryView(key, "", 0, (), 0, (), 0)

@@ -3,8 +3,10 @@
 Product docstrings say what and why in a few lines: no files outside the repository, no
 benchmark history or issue numbers (those go to ``docs/decisions/``), module docstrings of
 at most ``MAX_DOCSTRING_LINES``. A test that starts a process or a pseudo-terminal carries
-the ``slow`` marker, so ``pytest -m "not slow"`` stays quick. Each checker takes the
-repository root, so ``test_the_checks_find_planted_violations`` can prove it fails.
+the ``slow`` marker, so ``pytest -m "not slow"`` stays quick. A product function is at
+most ``MAX_FUNCTION_LINES`` long (split by what it does), unless ``LONG_FUNCTIONS`` names it.
+Each checker takes the repository root, so ``test_the_checks_find_planted_violations`` can
+prove it fails.
 """
 
 from __future__ import annotations
@@ -28,6 +30,15 @@ HISTORY = re.compile(
 # names the rule it is excused from, and an entry no longer needed fails the test, so the
 # list only shrinks.
 EXCUSED: set[tuple[str, str]] = set()
+
+MAX_FUNCTION_LINES = 50
+# Product functions longer than that, as ``file:Class.function``: each is being split by
+# another change or kept for a reason a decision record gives. An entry no longer needed
+# fails the test, so the list only shrinks.
+LONG_FUNCTIONS: set[str] = {
+    "bot/conversation/service.py:ChatService._reply",  # being rewritten (the reply job)
+    "bot/conversation/service.py:ChatService.receive",  # being rewritten (the reply job)
+}
 
 # What starts a process or a pseudo-terminal, as a name or an attribute in a test's body.
 # (Playwright's entry points start a browser process.)
@@ -60,6 +71,25 @@ def doc_violations(root: Path) -> list[tuple[str, str, str]]:
 
 def unexcused(found: list[tuple[str, str, str]]) -> list[str]:
     return [where for name, rule, where in found if (name, rule) not in EXCUSED]
+
+
+def long_functions(root: Path) -> dict[str, int]:
+    """``file:Class.function`` → its lines (decorators left out), for each product function,
+    nested or a method, over ``MAX_FUNCTION_LINES``."""
+    found: dict[str, int] = {}
+
+    def visit(node: ast.AST, name: str, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                qualified = prefix + child.name
+                length = (child.end_lineno or child.lineno) - child.lineno + 1
+                if not isinstance(child, ast.ClassDef) and length > MAX_FUNCTION_LINES:
+                    found[f"{name}:{qualified}"] = length
+                visit(child, name, qualified + ".")
+
+    for path in product_files(root):
+        visit(ast.parse(path.read_text(encoding="utf-8")), path.relative_to(root).as_posix(), "")
+    return found
 
 
 def _is_slow_mark(node: ast.expr) -> bool:
@@ -180,6 +210,13 @@ def test_tests_that_start_processes_are_marked_slow() -> None:
     assert unmarked_spawning_tests(ROOT) == []
 
 
+def test_product_functions_are_short_or_listed() -> None:
+    found = long_functions(ROOT)
+    assert {name: n for name, n in found.items() if name not in LONG_FUNCTIONS} == {}
+    stale = LONG_FUNCTIONS - set(found)
+    assert not stale, f"no longer needed, remove from LONG_FUNCTIONS: {sorted(stale)}"
+
+
 def plant(root: Path, files: dict[str, str]) -> None:
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
@@ -193,6 +230,9 @@ def test_the_checks_find_planted_violations(tmp_path: Path) -> None:
         "memory/b.py": "# scenario 1's views read ~240 neighbours (issue 13)\n",
         "adapters/c.py": long_doc,
         "adapters/ok.py": '"""Orders like ``#88`` or ``order 48213`` are identifiers."""\n',
+        "memory/long.py": "class A:\n    def f(self):\n" + "        x = 1\n" * 49
+                          + "\n    @property\n    def g(self):\n" + "        x = 1\n" * 50
+                          + "\n\ndef h():\n    def inner():\n" + "        x = 1\n" * 50,
         "tests/harness/proc.py": "import subprocess\n\ndef run_child():\n"
                                  "    return subprocess.run(['true'])\n",
         "tests/test_direct.py": "import pexpect\n\ndef test_a():\n    pexpect.spawn('x')\n\n"
@@ -211,6 +251,8 @@ def test_the_checks_find_planted_violations(tmp_path: Path) -> None:
     })
     assert sorted((n, r) for n, r, _ in doc_violations(tmp_path)) == [
         ("adapters/c.py", "docstring"), ("bot/a.py", "outside"), ("memory/b.py", "history")]
+    assert long_functions(tmp_path) == {"memory/long.py:A.g": 51, "memory/long.py:h": 52,
+                                        "memory/long.py:h.inner": 51}
     assert unmarked_spawning_tests(tmp_path) == [
         "tests/test_direct.py::test_a", "tests/test_harness_user.py::test_d",
         "tests/test_helper.py::test_b"]

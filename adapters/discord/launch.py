@@ -75,26 +75,9 @@ async def serve(service: ChatService, settings: Settings,
         client = create_client(service, settings, history=history,
                                **shards(settings.discord))
         started = loop.time()
-        try:
-            async with client:
-                if await _run_until_stop(client, token(settings.discord), waiting, grace):
-                    return  # stopped on purpose (SIGTERM/SIGINT): replies drained
-            return  # closed on purpose
-        except discord.LoginFailure:
-            raise ConfigError(_BAD_TOKEN) from None
-        except discord.PrivilegedIntentsRequired:
-            raise ConfigError("Discord refused the Message Content intent: enable it in the "
-                              "Developer Portal (Bot → Privileged Gateway Intents → Message "
-                              "Content Intent)") from None
-        except discord.ConnectionClosed as e:
-            if e.code == 4004:
-                raise ConfigError(_BAD_TOKEN) from None
-            if e.code in _FATAL_CLOSE:
-                raise GistbotError(f"Discord closed the connection: {_FATAL_CLOSE[e.code]} "
-                                   f"(code {e.code})") from None
-            error: BaseException = e
-        except _NETWORK as e:
-            error = e
+        error = await _session(client, settings, waiting, grace)
+        if error is None:
+            return  # stopped or closed on purpose
         # A client that logged in keeps its user; one that never did ends the start here.
         logged_in = logged_in or client.user is not None
         if not logged_in:
@@ -114,9 +97,37 @@ async def serve(service: ChatService, settings: Settings,
         delay = min(delay * 2, RETRY_MAX)
 
 
+async def _session(client: GistbotClient, settings: Settings, stop: asyncio.Event,
+                   grace: float) -> BaseException | None:
+    """One client's life: None when it ended on purpose, the network failure that ended it
+    otherwise. A bad token, the Message Content intent refused and a close code no
+    reconnect can help raise (``ConfigError``, ``GistbotError``)."""
+    try:
+        async with client:
+            # stopped on purpose (SIGTERM/SIGINT: replies drained) or closed on purpose
+            await _run_until_stop(client, token(settings.discord), stop, grace)
+        return None
+    except discord.LoginFailure:
+        raise ConfigError(_BAD_TOKEN) from None
+    except discord.PrivilegedIntentsRequired:
+        raise ConfigError("Discord refused the Message Content intent: enable it in the "
+                          "Developer Portal (Bot → Privileged Gateway Intents → Message "
+                          "Content Intent)") from None
+    except discord.ConnectionClosed as e:
+        if e.code == 4004:
+            raise ConfigError(_BAD_TOKEN) from None
+        if e.code in _FATAL_CLOSE:
+            raise GistbotError(f"Discord closed the connection: {_FATAL_CLOSE[e.code]} "
+                               f"(code {e.code})") from None
+        return e
+    except _NETWORK as e:
+        return e
+
+
 async def _run_until_stop(client: GistbotClient, token: str, stop: asyncio.Event,
-                          grace: float) -> bool:
-    """Run ``client`` until it ends or ``stop`` is set; True when stopped on purpose."""
+                          grace: float) -> None:
+    """Run ``client`` until it ends or ``stop`` is set (then replies in flight get ``grace``
+    seconds)."""
     running = asyncio.create_task(client.start(token))
     stopping = asyncio.create_task(stop.wait())
     try:
@@ -129,4 +140,3 @@ async def _run_until_stop(client: GistbotClient, token: str, stop: asyncio.Event
         if not running.done():
             running.cancel()
             await asyncio.gather(running, return_exceptions=True)
-    return stop.is_set()

@@ -21,7 +21,7 @@ still refused is left for the next start or reconnect, with nothing of it record
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -32,7 +32,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.backfill import SKIP_COUNT_LIMIT, Backfiller, Fetched, HistoryStore
 from adapters.slack.text import is_conversation, mentioned_users, to_incoming
 from adapters.slack.users import BotIdentity, UserDirectory
-from bot.platform import ChatService
+from bot.platform import ChatService, IncomingMessage
 from memory.models import ChannelKey
 
 __all__ = ["THREAD_LOOKBACK", "slack_backfiller", "trigger_on_reconnect", "ts_order"]
@@ -74,15 +74,26 @@ async def _pages(method: Any, cap: int, **params: Any) -> tuple[list[Json], bool
 def slack_backfiller(client: AsyncWebClient, me: BotIdentity, users: UserDirectory,
                      service: ChatService, store: HistoryStore, bound: int) -> Backfiller:
     """The backfill of the workspace ``me`` is in (``bound`` per channel; 0 = off)."""
+    reader = _ChannelReader(client, me, users)
+    return Backfiller("slack", service, store, reader.fetch, ts_order, bound=bound)
 
-    def wanted(m: Mapping[str, Any]) -> bool:
-        return is_conversation({"type": "message", **m}, me.user_id)
 
-    async def fetch(key: ChannelKey, after: str, limit: int) -> Fetched | None:
-        if key.workspace != me.team_id or ts_order(after) is None:
+class _ChannelReader:
+    """Reads a channel of ``me``'s workspace back from a stored ``ts``: the messages and
+    thread replies newer than it, translated as the live path translates them."""
+
+    def __init__(self, client: AsyncWebClient, me: BotIdentity, users: UserDirectory) -> None:
+        self.client = client
+        self.me = me
+        self.users = users
+
+    async def fetch(self, key: ChannelKey, after: str, limit: int) -> Fetched | None:
+        """``key``'s messages after ``after``, at most ``limit``; None for another
+        workspace's channel and for one that is gone or that Slack refuses to read."""
+        if key.workspace != self.me.team_id or ts_order(after) is None:
             return None  # another workspace's channel
         try:
-            return await read(key.channel, after, limit)
+            return await self._read(key.channel, after, limit)
         except SlackApiError as e:
             error = str(e.response.get("error"))
             if error in GONE:
@@ -96,36 +107,50 @@ def slack_backfiller(client: AsyncWebClient, me: BotIdentity, users: UserDirecto
                 return None
             raise
 
-    async def read(channel: str, after: str, limit: int) -> Fetched:
+    async def _read(self, channel: str, after: str, limit: int) -> Fetched:
+        """The newest ``limit`` conversation messages after ``after``, and how many older."""
+        found, more = await self._newer(channel, after, limit + SKIP_COUNT_LIMIT)
+        ordered = sorted((m for m in found if self._wanted(m)),
+                         key=lambda m: ts_order(str(m["ts"])) or ())
+        kept, skipped = ordered[-limit:], max(0, len(ordered) - limit)
+        return Fetched(await self._incoming(channel, kept), skipped, more)
+
+    async def _newer(self, channel: str, after: str, cap: int) -> tuple[list[Json], bool]:
+        """Up to ``cap`` messages after ``after``, with the new replies of the threads
+        started in the gap or among the ``THREAD_LOOKBACK`` messages before it; whether
+        more remained."""
         since = ts_order(after) or ()
-        cap = limit + SKIP_COUNT_LIMIT
-        top, more = await _pages(client.conversations_history, cap, channel=channel,
-                                 oldest=after)
-        before = await client.conversations_history(channel=channel, latest=after,
-                                                     inclusive=True, limit=THREAD_LOOKBACK)
+        history = self.client.conversations_history
+        top, more = await _pages(history, cap, channel=channel, oldest=after)
+        before = await history(channel=channel, latest=after, inclusive=True,
+                               limit=THREAD_LOOKBACK)
         found = {str(m.get("ts")): m for m in top if _newer(m.get("ts"), since)}
         for parent in [*top, *(before.get("messages") or ())]:
             if parent.get("reply_count") and _newer(parent.get("latest_reply"), since):
-                replies, cut = await _pages(client.conversations_replies, cap, channel=channel,
-                                            ts=parent["ts"], oldest=after)
+                replies, cut = await _pages(self.client.conversations_replies, cap,
+                                            channel=channel, ts=parent["ts"], oldest=after)
                 more = more or cut
                 found |= {str(m.get("ts")): m for m in replies if _newer(m.get("ts"), since)}
-        ordered = sorted((m for m in found.values() if wanted(m)),
-                         key=lambda m: ts_order(str(m["ts"])) or ())
-        kept, skipped = ordered[-limit:], max(0, len(ordered) - limit)
+        return list(found.values()), more
+
+    def _wanted(self, m: Mapping[str, Any]) -> bool:
+        return is_conversation({"type": "message", **m}, self.me.user_id)
+
+    async def _incoming(self, channel: str, kept: Sequence[Json]) -> list[IncomingMessage]:
+        """``kept`` as the live path translates them, with their authors' and mentioned
+        people's names; a late answer (a young mention) goes to its thread."""
+        me = self.me
         ids = {str(m["user"]) for m in kept}
         ids |= {u for m in kept for u in mentioned_users(str(m.get("text") or ""))}
-        names = await users.names(i for i in ids if i != me.user_id)
+        names = await self.users.names(i for i in ids if i != me.user_id)
         names[me.user_id] = me.name
         messages = []
         for m in kept:
             msg = to_incoming(me.team_id, {"type": "message", **m, "channel": channel},
                               bot_user_id=me.user_id, names=names)
-            if msg is not None:  # a late answer (a young mention) goes to its thread
+            if msg is not None:
                 messages.append(replace(msg, route=str(m.get("thread_ts") or m["ts"])))
-        return Fetched(messages, skipped, more)
-
-    return Backfiller("slack", service, store, fetch, ts_order, bound=bound)
+        return messages
 
 
 async def trigger_on_reconnect(socket: AsyncBaseSocketModeClient, backfill: Backfiller) -> None:

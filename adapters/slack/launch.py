@@ -7,6 +7,7 @@ import asyncio
 import logging
 from dataclasses import replace
 
+from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.backfill import Backfiller, HistoryStore
@@ -65,24 +66,34 @@ async def serve(
     sweeping = asyncio.Event()
     missed = start_answering_missed(adapter, sweeping)
     try:
-        if app_token is not None:
-            async with connect_socket_mode(app, app_token, adapter.client) as handler:
-                log.info("Slack: connected in Socket Mode as @%s (team %s)", me.name, me.team_id)
-                if backfill is not None:
-                    await trigger_on_reconnect(handler.client, backfill)
-                    backfill.trigger("start")
-                await waiting.wait()
-        else:
-            async with serve_http(app, section.host, section.port) as url:
-                log.info("Slack: HTTP mode as @%s, listening on %s", me.name, url)
-                if backfill is not None:
-                    backfill.trigger("start")
-                await waiting.wait()
+        await _connected(app, adapter, me, settings, backfill, waiting)
     finally:
         if backfill is not None:
             await backfill.close()
         await stop_answering_missed(missed, sweeping, grace)
         await adapter.close(within=grace)
+
+
+async def _connected(app: AsyncApp, adapter: SlackAdapter, me: BotIdentity,
+                     settings: Settings, backfill: Backfiller | None,
+                     stop: asyncio.Event) -> None:
+    """Stay connected until ``stop`` is set: Socket Mode when there is an app token (a
+    reconnect backfills again), else HTTP; the backfill starts once connected."""
+    section = settings.slack
+    app_token = reveal(section.slack_app_token)
+    if app_token is not None:
+        async with connect_socket_mode(app, app_token, adapter.client) as handler:
+            log.info("Slack: connected in Socket Mode as @%s (team %s)", me.name, me.team_id)
+            if backfill is not None:
+                await trigger_on_reconnect(handler.client, backfill)
+                backfill.trigger("start")
+            await stop.wait()
+    else:
+        async with serve_http(app, section.host, section.port) as url:
+            log.info("Slack: HTTP mode as @%s, listening on %s", me.name, url)
+            if backfill is not None:
+                backfill.trigger("start")
+            await stop.wait()
 
 
 def make_backfill(adapter: SlackAdapter, me: BotIdentity, service: ChatService,

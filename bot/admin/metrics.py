@@ -72,6 +72,21 @@ class Metrics:
         self.registry = r = CollectorRegistry(auto_describe=True)
         self.models = BoundedLabel(16)
         self.errors = BoundedLabel(32)
+        self._model_metrics(r)
+        self._reply_metrics(r)
+        self._memory_metrics(r)
+        self._health_metrics(r)
+        self.last_model_ok: float | None = None
+        self.last_model_error: tuple[float, str] | None = None
+        self.platforms_up: set[str] = set()
+        self.last_tick: float | None = None
+        self.last_lag = 0.0
+        self.lag_refreshed: float | None = None
+        self._plots: OrderedDict[ChannelKey, deque[PromptPoint]] = OrderedDict()
+        self._plot_channels, self._plot_points = plot_channels, plot_points
+
+    def _model_metrics(self, r: CollectorRegistry) -> None:
+        """Model calls: counts, tokens, errors and latency by kind and model."""
         self.model_calls = Counter("gistbot_model_calls", "Model calls by kind, model and outcome",
                                    ["kind", "model", "outcome"], registry=r)
         self.model_tokens = Counter("gistbot_model_tokens", "Model tokens by kind, model and type "
@@ -80,6 +95,9 @@ class Metrics:
                                     "and error", ["kind", "model", "error"], registry=r)
         self.model_latency = Histogram("gistbot_model_latency_seconds", "Model call time by kind",
                                        ["kind"], buckets=LATENCY_BUCKETS, registry=r)
+
+    def _reply_metrics(self, r: CollectorRegistry) -> None:
+        """Replies and stored turns, per platform: latency, outcome, prompt size."""
         self.reply_latency = Histogram("gistbot_reply_latency_seconds", "From a stored message to "
                                        "its reply, per platform", ["platform"],
                                        buckets=LATENCY_BUCKETS, registry=r)
@@ -90,6 +108,9 @@ class Metrics:
                                        buckets=TOKEN_BUCKETS, registry=r)
         self.turns = Counter("gistbot_turns_recorded", "Turns stored, by platform and role",
                              ["platform", "role"], registry=r)
+
+    def _memory_metrics(self, r: CollectorRegistry) -> None:
+        """Memory: compactions, what waits to be summarized, channels, recall."""
         self.compactions = Counter("gistbot_compactions", "Compaction attempts by outcome "
                                    "(committed, discarded, rejected, failed, preempted)",
                                    ["outcome"],
@@ -106,6 +127,9 @@ class Metrics:
         self.semantic_fallbacks = Counter(
             "gistbot_semantic_recall_fallbacks", "Replies that recalled by words only because "
             "their message could not be embedded in time (EMBEDDING_MODEL)", registry=r)
+
+    def _health_metrics(self, r: CollectorRegistry) -> None:
+        """The process: store failures, event-loop lag, platform connections, admin actions."""
         self.store_errors = Counter("gistbot_store_errors", "Store failures by kind", ["kind"],
                                     registry=r)
         self.loop_lag = Gauge("gistbot_event_loop_lag_seconds", "Latest event-loop lag",
@@ -116,14 +140,6 @@ class Metrics:
                                      "is logged in and connected", ["platform"], registry=r)
         self.admin_actions = Counter("gistbot_admin_actions", "Inspector actions by action and "
                                      "outcome", ["action", "outcome"], registry=r)
-        self.last_model_ok: float | None = None
-        self.last_model_error: tuple[float, str] | None = None
-        self.platforms_up: set[str] = set()
-        self.last_tick: float | None = None
-        self.last_lag = 0.0
-        self.lag_refreshed: float | None = None
-        self._plots: OrderedDict[ChannelKey, deque[PromptPoint]] = OrderedDict()
-        self._plot_channels, self._plot_points = plot_channels, plot_points
 
     # ------------------------------------------------------------------ the model meter
 

@@ -14,7 +14,6 @@ channel content (``shows``) asks the read check (``bot.read_check``) first.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -288,7 +287,3 @@ class Registry:
     def names(self) -> list[str]:
         """Every command's name, in order."""
         return [c.name for c in self.commands]
-
-    def with_(self, *commands: Command[Any]) -> Registry:
-        """This registry with ``commands`` added (a feature brings its own)."""
-        return dataclasses.replace(self, commands=(*self.commands, *commands))

@@ -11,9 +11,8 @@ failure. ``LookedUp`` wraps an outlet and is the one place that decides what hap
   when it is not there. A lookup that cannot read the platform (it raises
   ``OutcomeUnknown`` too) tells nothing: the next attempt looks again instead of posting,
   since a post that took effect would otherwise show twice;
-- an **edit** puts the same text into the same message, and a **delete** deletes a message
-  an outlet reports as already gone as done: repeating them is their lookup, since doing
-  either twice shows the same as doing it once.
+- an **edit** (the same text into the same message) and a **delete** (a message already
+  gone counts as deleted) are repeated: doing either twice shows the same as once.
 
 Each is tried at most ``ATTEMPTS`` times; then it counts as failed (logged). A refusal (the
 platform said no: a 4xx, a 429 after the client's waits) is not ambiguous and is not

@@ -10,10 +10,9 @@ earlier post before posting again; one with a recorded id posts nothing.
 Replies settle their debt (``bot.missed.owed``) in the transaction that records their last
 message, so a crash leaves either both or neither. A late answer goes **into** the
 placeholder the first attempt showed (``OwedReply.placeholder``): an edit is idempotent,
-so the placeholder is replaced, never left beside a second answer; when it cannot be edited
-(refused, or given up), the post goes out on its own and the placeholder is deleted. A post
-whose outcome is unknown (5xx, reset, timeout) is looked up before it is posted again
-(``send`` puts every outlet under the rule of ``bot.conversation.lookup``).
+so the placeholder is replaced, never left beside a second answer; one that cannot be
+edited is deleted and the answer posted on its own. A post whose outcome is unknown is
+looked up before it is posted again (the rule of ``bot.conversation.lookup``).
 
 What is guaranteed: one post per outbox id while the outbox row lives (a week) and the
 platform can find it (Slack: in the thread or among the channel's last 200 messages;

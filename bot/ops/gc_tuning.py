@@ -1,12 +1,9 @@
 """The garbage collector of a long-running gistbot process, tuned once start-up is done.
 
 CPython's cyclic collector runs when container allocations outnumber deallocations by a
-threshold (700 by default), and every tenth young collection one of the next generation,
-every hundredth a full one. A full collection walks every tracked object of the process:
-the imported modules, classes and functions of discord.py, slack-bolt, openai, pydantic and
-gistbot itself (a few hundred thousand objects that live as long as the process), and the
-caches the reply path fills. It pauses the event loop that serves every channel, in
-whichever reply happens to allocate the object that trips it.
+threshold (700 by default); a full collection walks every tracked object of the process,
+the imported libraries' hundreds of thousands included, and pauses the event loop that
+serves every channel in whichever reply trips it.
 
 ``tune`` does what a long-running service does once it has started:
 
