@@ -10,6 +10,8 @@
     │   └── StoreUnavailableError  no write can succeed until the operator acts or the
     │                         server comes back: disk full, read-only, connection lost
     │                         (``cause`` names which; the store logs it once a minute)
+    ├── AnsweredTurnGone      an answer was not recorded: the turn it answers was reset
+    │                         or deleted meanwhile (``NewTurn.answers``)
     ├── SummaryRejected       the summarizer's answer failed a check (empty, too long,
     │                         error-like, identifiers lost); the old summary stays
     ├── Preempted             the summarizer's model call gave its endpoint slot to a
@@ -22,7 +24,13 @@ The name ends in ``_`` so it never shadows the builtin ``MemoryError``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memory.models import ChannelKey, TurnRef
+
 __all__ = [
+    "AnsweredTurnGone",
     "CallRefused",
     "MemoryError_",
     "Preempted",
@@ -66,6 +74,17 @@ class StoreUnavailableError(StoreError):
     def __init__(self, cause: str, detail: str) -> None:
         super().__init__(f"the database cannot store anything now ({cause}): {detail}")
         self.cause = cause
+
+
+class AnsweredTurnGone(MemoryError_):
+    """``record`` stored nothing: the turn the new one answers (``NewTurn.answers``) is no
+    longer in the channel, forgotten by ``/reset`` or deleted while the answer was made.
+    Not a store failure: the store works, and the answer must not bring the question back."""
+
+    def __init__(self, key: ChannelKey, answers: TurnRef) -> None:
+        super().__init__(f"the turn answered in {key} is gone ({answers}); nothing recorded")
+        self.key = key
+        self.answers = answers
 
 
 class SummaryRejected(MemoryError_):

@@ -157,7 +157,10 @@ class MemoryManager:
         return replace(turn, text=text, author_name=name, tokens=self.tokenizer.count(text))
 
     async def record(self, turn: NewTurn) -> RecordResult:
-        """Store a turn durably (idempotent on message id) and schedule compaction if due."""
+        """Store a turn durably (idempotent on message id) and schedule compaction if due.
+
+        A turn that ``answers`` another is stored only while that one is, checked in the
+        insert's transaction: ``AnsweredTurnGone`` when a reset or delete took it away."""
         async with self._admit:
             result = await self.store.record(self.prepare(turn))
         if self.indexer is not None and result.created and turn.role == "user":

@@ -24,6 +24,7 @@ __all__ = [
     "Role",
     "SummaryState",
     "Turn",
+    "TurnRef",
 ]
 
 Role = Literal["user", "assistant"]
@@ -60,6 +61,19 @@ class NewTurn:
     # What another store writes with this turn in its transaction when the turn is created
     # (the reply it is owed); the memory store hands it to its ``on_record`` hooks unread.
     extra: object | None = None
+    # Record only while this turn is stored (an answer: the message it answers). A reset
+    # or delete in between leaves nothing recorded; the store checks it in the insert's
+    # transaction, so no reset can fall between the check and the insert.
+    answers: TurnRef | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRef:
+    """A stored turn by seq and message id: the seq alone could be a later message's
+    after an import, the message id alone one recorded again after a reset."""
+
+    seq: int
+    message_id: str
 
 
 @dataclass(frozen=True, slots=True)

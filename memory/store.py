@@ -10,7 +10,9 @@ platform concerns, are declared by the application beside their implementations.
 
 Semantics every backend keeps (``tests/harness/store_contract.py`` runs on both):
 
-* ``record`` is idempotent on ``(key, message_id)`` and durable before it returns.
+* ``record`` is idempotent on ``(key, message_id)`` and durable before it returns; a turn
+  that ``answers`` another is inserted only while that one is stored, checked in the
+  insert's transaction (``AnsweredTurnGone`` otherwise, nothing written).
 * ``commit_summary`` is atomic and conditional on the channel's ``version``; it may store
   the folded range as an ``Episode`` (never rewritten) and new ``LongTermFact``s with it.
 * Compaction never deletes turns; only ``reset`` and ``purge_folded_before`` do.
@@ -90,7 +92,9 @@ class MemoryStore(Protocol):
     """What the memory manager needs: turns, the summary state and its atomic commit."""
 
     async def record(self, turn: NewTurn) -> RecordResult:
-        """Store a turn (or return the existing one with the same message id)."""
+        """Store a turn (or return the existing one with the same message id). With
+        ``turn.answers``, only while that turn is stored: ``AnsweredTurnGone`` when a reset
+        or delete took it, and nothing is written (no seq taken, no channel row made)."""
 
     async def state(self, key: ChannelKey, *, facts_limit: int = 500) -> SummaryState:
         """The committed summary state; an unknown channel gives an empty state."""

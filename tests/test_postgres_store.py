@@ -15,13 +15,14 @@ import sys
 import textwrap
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
-from memory.errors import SchemaTooNewError, StoreError, StoreOpenError
-from memory.models import ChannelKey
+from memory.errors import AnsweredTurnGone, SchemaTooNewError, StoreError, StoreOpenError
+from memory.models import ChannelKey, TurnRef
 from tests.harness.postgres import PG, reachable
 from tests.harness.store_contract import MakeStore, StoreContract, new_turn
 
@@ -293,6 +294,43 @@ async def test_connection_killed_mid_operation_is_retried(
         await locker.close()
     assert result.created and result.turn.seq == 2
     assert [t.message_id for t in await store.turns(KEY)] == ["first", "during"]
+
+
+async def test_an_answer_waiting_on_a_replicas_reset_records_nothing(
+    make_pg: MakeStore, admin: asyncpg.Connection
+) -> None:
+    """Another replica's reset holds the channel while an answer's record waits for it: once
+    the reset commits, the record finds the question gone and stores nothing (a check read
+    before the wait, or one re-checked on the channel row alone, would still insert)."""
+    from memory.stores.postgres import queries
+
+    app = f"gistbot-test-{uuid.uuid4().hex[:8]}"
+    store = await make_pg(min_size=1, max_size=1, application_name=app)
+    replica: PostgresStore = await make_pg()  # type: ignore[assignment]
+    asked = (await store.record(new_turn(KEY, "q1"))).turn
+    pid = await _backend_pid(admin, app)
+    holding, commit = asyncio.Event(), asyncio.Event()
+
+    async def reset_and_hold(conn: asyncpg.Connection) -> None:
+        await queries.reset(conn, KEY)
+        holding.set()
+        await commit.wait()
+
+    resetting = asyncio.create_task(replica.tx(reset_and_hold))
+    await asyncio.wait_for(holding.wait(), 10)
+    answer = replace(new_turn(KEY, "reply:q1", role="assistant"),
+                     answers=TurnRef(asked.seq, "q1"))
+    recording = asyncio.create_task(store.record(answer))
+    deadline = asyncio.get_running_loop().time() + 10
+    while await admin.fetchval(
+            "SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1", pid) != "Lock":
+        assert asyncio.get_running_loop().time() < deadline, "the record never waited"
+        await asyncio.sleep(0.02)
+    commit.set()
+    await asyncio.wait_for(resetting, 10)
+    with pytest.raises(AnsweredTurnGone):
+        await asyncio.wait_for(recording, 10)
+    assert await store.turns(KEY) == []
 
 
 async def test_hot_queries_use_indexes_on_a_long_history(

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from bot.app import storage_for_url
+from memory.models import NewTurn, RecordResult
 from tests.harness.postgres import PG, fresh_schema, reachable
 from tests.harness.slack import KEY, FakeLLM, Harness, mention, open_harness
 
@@ -82,6 +84,41 @@ async def test_a_message_forgotten_while_answered_stays_forgotten(
         await FORGET[forget](h, ts)
         llm.gate.set()
         await h.settle()
+        assert [m.get("text") for m in h.fake.bot_messages(KEY.channel)] == [llm.default]
+        assert await h.turns() == []
+        assert await _owed(backend, tmp_path, env) == 0
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_a_reset_from_another_replica_just_before_the_answer_is_stored(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reset lands after everything the reply path checks and right before the answer's
+    insert: another replica on the same database forgets the channel then. The answer is
+    still not stored, since the insert itself is conditional on the question being stored."""
+    llm = FakeLLM()
+    async with _database(backend, tmp_path) as env, open_harness(tmp_path, llm, env) as h:
+        replica = storage_for_url(env.get("DATABASE_URL", f"sqlite:///{tmp_path / 'gistbot.db'}"))
+        await replica.open()
+        try:
+            store = h.rt.memory.store
+            insert = store.record
+            resets: list[int] = []
+
+            async def reset_first(turn: NewTurn) -> RecordResult:
+                if turn.role == "assistant":  # the answer: the question is stored until now
+                    assert [t.message_id for t in await replica.memory.turns(KEY)] != []
+                    resets.append((await replica.memory.reset(KEY)).turns)
+                return await insert(turn)
+
+            monkeypatch.setattr(store, "record", reset_first)
+            ts = f"{time.time():.6f}"
+            event = mention("<@UBOT> the launch code is 0451, remember it", ts=ts)
+            assert await h.event(event) == 200
+            await h.settle()
+        finally:
+            await replica.close()
+        assert resets == [1]  # the replica's reset took the question, just before the insert
         assert [m.get("text") for m in h.fake.bot_messages(KEY.channel)] == [llm.default]
         assert await h.turns() == []
         assert await _owed(backend, tmp_path, env) == 0

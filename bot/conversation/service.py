@@ -60,9 +60,9 @@ from bot.ops.observe import NullObserver, ServiceObserver, bind_request
 from bot.settings.sections import ChatSettings
 from bot.stores.owed import OwedReply
 from memory.completion import ChatMessage
-from memory.errors import StoreError, StoreUnavailableError
+from memory.errors import AnsweredTurnGone, StoreError, StoreUnavailableError
 from memory.manager import MemoryManager
-from memory.models import ChannelKey, MemoryView, NewTurn, Turn
+from memory.models import ChannelKey, MemoryView, NewTurn, Turn, TurnRef
 from memory.speakers import human_name
 
 if TYPE_CHECKING:
@@ -434,32 +434,19 @@ class ChatService:
         reply_id = f"reply:{msg.message_id}"
         if seq is None:
             return Reply(with_refusal(msg, text))
-        if not await self._still_stored(msg, seq):
-            return Reply(with_refusal(msg, text))  # given, but memory keeps nothing of it
         try:  # answered before a crash: the stored text is repeated
             text = (await self.memory.record(NewTurn(
-                msg.key, reply_id, "assistant", bot_id, bot_name, text, 0, time.time()))).turn.text
+                msg.key, reply_id, "assistant", bot_id, bot_name, text, 0, time.time(),
+                answers=TurnRef(seq, msg.message_id)))).turn.text
             self.observer.recorded(msg.key, "assistant")
+        except AnsweredTurnGone:  # the answer, made from what was forgotten, is not kept
+            log.info("message %s in %s was forgotten while it was answered; the answer is "
+                     "not stored", msg.message_id, msg.key)
         except StoreError as e:  # the answer is still worth giving; memory lacks only it
             self.observer.store_error(type(e).__name__)
             log.error("could not record the reply to %s in %s: %s", msg.message_id, msg.key,
                       e, exc_info=e)
         return Reply(with_refusal(msg, text))
-
-    async def _still_stored(self, msg: IncomingMessage, seq: int) -> bool:
-        """Whether the message answered is still in memory: a ``/reset`` (or a delete) while
-        the model answered took it away, and the answer — made from what was forgotten —
-        must not bring it back. (Checked just before recording: a reset in between the two
-        still leaves the answer stored.)"""
-        try:
-            found = await self.memory.store.turns_at(msg.key, [seq])
-        except StoreError:
-            return True  # recording will say what is wrong with the store
-        if found and found[0].message_id == msg.message_id:
-            return True
-        log.info("message %s in %s was forgotten while it was answered; the answer is "
-                 "not stored", msg.message_id, msg.key)
-        return False
 
     async def _chain(self, msg: IncomingMessage, budget: int) -> Chain:
         """The reply chain ``msg`` belongs to, fitted into its share of ``budget``; none

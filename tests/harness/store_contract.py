@@ -17,9 +17,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 
 import pytest
 
+from memory.errors import AnsweredTurnGone
 from memory.models import (
     CarriedIdentifier,
     ChannelKey,
@@ -28,6 +30,7 @@ from memory.models import (
     NewTurn,
     Role,
     Turn,
+    TurnRef,
 )
 from memory.search_text import query_terms
 from memory.store import Store
@@ -423,6 +426,52 @@ class StoreContract(HistoryContract, CatchupContract, SearchContract, EmbeddingC
         assert await store.pending(A) == [again.turn]
         again_reset = await store.reset(A)
         assert (again_reset.turns, again_reset.had_summary) == (1, False)
+
+    # -------------------------------------------------------------------- answers
+
+    @pytest.mark.parametrize("forget", ["reset", "delete"])
+    async def test_an_answer_to_a_forgotten_turn_records_nothing(
+        self, store: Store, forget: str
+    ) -> None:
+        asked = (await store.record(new_turn(A, "q1", "the code is 0451"))).turn
+        if forget == "reset":
+            await store.reset(A)
+        else:
+            assert await store.delete(A, "q1") == "deleted"
+        version = (await store.state(A)).version
+        answer = replace(new_turn(A, "reply:q1", "noted", role="assistant"),
+                         answers=TurnRef(asked.seq, "q1"))
+        with pytest.raises(AnsweredTurnGone):
+            await store.record(answer)
+        assert await store.turns(A) == []
+        assert (await store.state(A)).version == version
+        after = await store.record(new_turn(A, "q2"))
+        assert after.turn.seq == asked.seq + 1  # the refused answer took no seq
+
+    async def test_an_answer_is_recorded_while_its_turn_is_stored(self, store: Store) -> None:
+        asked = (await store.record(new_turn(A, "q1"))).turn
+        await store.record(new_turn(A, "q2"))
+        answer = replace(new_turn(A, "reply:q1", "noted", role="assistant"),
+                         answers=TurnRef(asked.seq, "q1"))
+        first = await store.record(answer)
+        assert first.created and first.turn.seq == asked.seq + 2
+        again = await store.record(answer)  # idempotent like any record
+        assert (again.created, again.turn) == (False, first.turn)
+        assert [t.message_id for t in await store.turns(A)] == ["q1", "q2", "reply:q1"]
+
+    async def test_an_answer_names_its_turn_by_seq_and_message_id(self, store: Store) -> None:
+        asked = (await store.record(new_turn(A, "q1"))).turn
+        other = replace(new_turn(A, "reply:x", role="assistant"),
+                        answers=TurnRef(asked.seq, "another message"))
+        with pytest.raises(AnsweredTurnGone):
+            await store.record(other)
+        elsewhere = replace(new_turn(B, "reply:q1", role="assistant"),
+                            answers=TurnRef(asked.seq, "q1"))
+        with pytest.raises(AnsweredTurnGone):  # a channel with no row at all
+            await store.record(elsewhere)
+        assert [t.message_id for t in await store.turns(A)] == ["q1"]
+        assert await store.turns(B) == []
+        assert B not in await store.channels()
 
     # -------------------------------------------------------------------- reads
 

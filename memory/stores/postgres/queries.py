@@ -8,8 +8,9 @@ selects and how a row is read cannot drift apart.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
+from memory.errors import AnsweredTurnGone
 from memory.models import (
     CarriedIdentifier,
     ChannelKey,
@@ -19,6 +20,7 @@ from memory.models import (
     RecordResult,
     SummaryState,
     Turn,
+    TurnRef,
 )
 from memory.store import ChangeOutcome, ResetResult
 from memory.stores.common import (
@@ -74,6 +76,21 @@ _TURN_VALUES = (
     "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, to_tsvector('gistbot_stem', $10))"
 )  # $10: common.turn_terms(text, author), the turn's search index entry
 INSERT_TURN = f"{_TURN_VALUES} ON CONFLICT (channel_id, message_id) DO NOTHING RETURNING seq"
+# INSERT_TURN only while the turn answered ($11, $12) is stored, and whether it is: after
+# BUMP_SEQ took the channel's lock (which reset and delete take first), this statement's
+# snapshot sees every committed reset, and none can start before the commit. (Checked here,
+# not in BUMP_SEQ: a WHERE re-checked after waiting for the lock reads other tables as
+# they were before the wait.)
+INSERT_ANSWER = (
+    "WITH answered AS (SELECT 1 FROM turns WHERE channel_id = $1 AND seq = $11 "
+    "AND message_id = $12), "
+    f"stored AS (INSERT INTO turns (channel_id, {TURN_COLS}, terms) "
+    "SELECT $1::bigint, $2::bigint, $3::text, $4::text, $5::text, $6::text, $7::text, "
+    "$8::integer, $9::double precision, to_tsvector('gistbot_stem', $10::text) "
+    "WHERE EXISTS (SELECT 1 FROM answered) "
+    "ON CONFLICT (channel_id, message_id) DO NOTHING RETURNING seq) "
+    "SELECT (SELECT seq FROM stored), EXISTS (SELECT 1 FROM answered)"
+)
 COMMIT_SUMMARY = (
     "UPDATE channels SET summary = $5, folded_through = $6, version = version + 1, "
     "last_compacted_at = $7, compactions = compactions + 1 "
@@ -238,9 +255,22 @@ ResetHook = Callable[[Conn, ChannelKey], Awaitable[None]]
 """Writes another store adds to a channel's ``reset`` transaction."""
 
 
+async def _insert(conn: Conn, cid: int, stored: Turn, answers: TurnRef | None) -> int | None:
+    """Insert ``stored`` (its seq; None when its message id exists), only while the turn
+    it ``answers`` is stored: ``AnsweredTurnGone`` when not (the transaction rolls back)."""
+    if answers is None:
+        return cast("int | None", await conn.fetchval(INSERT_TURN, *turn_values(cid, stored)))
+    seq, present = await conn.fetchrow(INSERT_ANSWER, *turn_values(cid, stored), answers.seq,
+                                       answers.message_id)
+    if not present:
+        raise AnsweredTurnGone(stored.key, answers)
+    return cast("int | None", seq)
+
+
 async def record(conn: Conn, turn: NewTurn, hooks: Sequence[RecordHook] = ()) -> RecordResult:
     """Store ``turn`` at the channel's next seq, or answer the turn with its message id; a
-    created turn with an ``extra`` runs ``hooks`` in the same transaction."""
+    created turn with an ``extra`` runs ``hooks`` in the same transaction. A turn that
+    ``answers`` one no longer stored raises ``AnsweredTurnGone`` and writes nothing."""
     args = by_key(turn.key)
     while True:
         row = await conn.fetchrow(FIND_TURN, *args, turn.message_id)
@@ -254,7 +284,7 @@ async def record(conn: Conn, turn: NewTurn, hooks: Sequence[RecordHook] = ()) ->
                     bumped = await conn.fetchrow(BUMP_SEQ, *args)
                 cid, seq, folded_through = bumped
                 stored, result = recorded(turn, seq, folded_through)
-                if await conn.fetchval(INSERT_TURN, *turn_values(cid, stored)) is None:
+                if await _insert(conn, cid, stored, turn.answers) is None:
                     raise _Duplicate
                 if turn.extra is not None:  # e.g. the reply it is owed, in one transaction
                     for hook in hooks:

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from memory.errors import AnsweredTurnGone
 from memory.models import (
     CarriedIdentifier,
     ChannelKey,
@@ -67,6 +68,15 @@ __all__ = [
 ]
 
 _INSERT_TURN = f"INSERT INTO turns (channel_id, {TURN_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_BUMP_SEQ = (
+    "UPDATE channels SET next_seq = next_seq + 1 WHERE id = ? "
+    "RETURNING next_seq - 1, folded_through"
+)
+_BUMP_SEQ_ANSWERING = (  # the same, only while the turn answered is stored
+    "UPDATE channels SET next_seq = next_seq + 1 WHERE id = ? AND EXISTS "
+    "(SELECT 1 FROM turns WHERE channel_id = ? AND seq = ? AND message_id = ?) "
+    "RETURNING next_seq - 1, folded_through"
+)
 _UPSERT_FACT = (
     f"INSERT INTO facts (channel_id, {FACT_COLS}) "
     "VALUES (?, ?, ?, ?, ?) ON CONFLICT (channel_id, value) DO UPDATE SET "
@@ -123,19 +133,29 @@ ResetHook = Callable[[WriteTx, ChannelKey], None]
 
 def record(tx: WriteTx, turn: NewTurn, hooks: Sequence[RecordHook] = ()) -> RecordResult:
     """Store ``turn`` at the channel's next seq, or answer the turn with its message id; a
-    created turn with an ``extra`` runs ``hooks`` in the same transaction."""
-    cid = tx.new_channel_id(turn.key)
+    created turn with an ``extra`` runs ``hooks`` in the same transaction. A turn that
+    ``answers`` one no longer stored raises ``AnsweredTurnGone`` and writes nothing."""
+    answers = turn.answers
+    if answers is None:
+        cid = tx.new_channel_id(turn.key)
+    elif (found := tx.channel_id(turn.key, create=False)) is None:
+        raise AnsweredTurnGone(turn.key, answers)  # no channel row: nothing it answers is stored
+    else:
+        cid = found
     row = tx.conn.execute(
         f"SELECT {TURN_COLS} FROM turns WHERE channel_id = ? AND message_id = ?",
         (cid, turn.message_id),
     ).fetchone()
     if row is not None:
         return RecordResult(_turn(turn.key, row), created=False)
-    seq, folded_through = tx.conn.execute(
-        "UPDATE channels SET next_seq = next_seq + 1 WHERE id = ? "
-        "RETURNING next_seq - 1, folded_through",
-        (cid,),
-    ).fetchone()
+    if answers is None:
+        bumped = tx.conn.execute(_BUMP_SEQ, (cid,)).fetchone()
+    else:  # the one writer: no reset can come between this check and the insert
+        bumped = tx.conn.execute(_BUMP_SEQ_ANSWERING,
+                                 (cid, cid, answers.seq, answers.message_id)).fetchone()
+        if bumped is None:
+            raise AnsweredTurnGone(turn.key, answers)
+    seq, folded_through = bumped
     stored, result = recorded(turn, seq, folded_through)
     tx.conn.execute(_INSERT_TURN, (cid, *TurnRow.of(stored)))
     if turn.extra is not None:  # e.g. the reply it is owed, in the same transaction
