@@ -10,14 +10,12 @@
     │   └── StoreUnavailableError  no write can succeed until the operator acts or the
     │                         server comes back: disk full, read-only, connection lost
     │                         (``cause`` names which; the store logs it once a minute)
-    ├── AnsweredTurnGone      an answer was not recorded: the turn it answers was reset
-    │                         or deleted meanwhile (``NewTurn.answers``)
+    ├── AnsweredTurnGone      an answer not recorded: its turn was reset or deleted meanwhile
     ├── SummaryRejected       the summarizer's answer failed a check (empty, too long,
     │                         error-like, identifiers lost); the old summary stays
     ├── Preempted             the summarizer's model call gave its endpoint slot to a
     │                         reply and was cancelled; nothing changed, retried later
-    └── CallRefused           a model call was refused before it started: whoever pays
-                              for it is over a daily token limit; retried later
+    └── CallRefused           a model call refused before it started (a daily token limit)
 
 The name ends in ``_`` so it never shadows the builtin ``MemoryError``.
 """

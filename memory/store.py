@@ -10,9 +10,8 @@ platform concerns, are declared by the application beside their implementations.
 
 Semantics every backend keeps (``tests/harness/store_contract.py`` runs on both):
 
-* ``record`` is idempotent on ``(key, message_id)`` and durable before it returns; a turn
-  that ``answers`` another is inserted only while that one is stored, checked in the
-  insert's transaction (``AnsweredTurnGone`` otherwise, nothing written).
+* ``record`` is idempotent on ``(key, message_id)`` and durable before it returns; an
+  answer (``NewTurn.answers``) is inserted only while the turn it answers is stored.
 * ``commit_summary`` is atomic and conditional on the channel's ``version``; it may store
   the folded range as an ``Episode`` (never rewritten) and new ``LongTermFact``s with it.
 * Compaction never deletes turns; only ``reset`` and ``purge_folded_before`` do.
