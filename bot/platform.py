@@ -18,6 +18,7 @@ from bot.catchup.phrases import posix_locale
 from bot.commands.args import Usage
 from bot.commands.declare import Argument, Command, Permission, Registry
 from bot.commands.registry import COMMANDS
+from bot.conversation.lookup import looked_up
 from bot.conversation.outbox import Outbox, Post, answer_id, digest_id
 from bot.conversation.reply_flow import ReplyFlow
 from bot.conversation.service import ChatService
@@ -48,6 +49,6 @@ __all__ = [
     "Linker", "LiveLine", "Outbox", "OutcomeUnknown", "PendingReply", "Permission", "Platform",
     "PlatformUnreachable", "Post", "Refresh", "Registry", "ReplyFlow", "Settings", "SlackSettings",
     "Usage", "Verdict", "Viewing", "Where", "answer_id", "answer_missed_mentions", "digest_id",
-    "discord_link", "plain_links", "plural", "posix_locale", "refusal", "reply_grace", "require",
-    "stop_answering_missed", "user_text",
+    "discord_link", "looked_up", "plain_links", "plural", "posix_locale", "refusal",
+    "reply_grace", "require", "stop_answering_missed", "user_text",
 ]

@@ -76,7 +76,8 @@ class GistbotClient(discord.AutoShardedClient):
             may_reference=self._may_reference, forbidden=self._forbidden,
             timeout=chat.post_timeout), service.outbox)
         # the registry's commands
-        add_commands(self.tree, service, reset_permission(settings.discord), commands)
+        add_commands(self.tree, service, reset_permission(settings.discord), commands,
+                     timeout=chat.post_timeout)
         # Backfill after downtime (adapters.backfill): needs the store's history cursor.
         self.backfill: Backfiller | None = (
             discord_backfiller(self, service, history, backfill)

@@ -20,10 +20,20 @@ from typing import Any, Literal
 import discord
 from discord import app_commands
 
+from adapters.discord.answer import ORIGINAL, InteractionAnswer, answer_post
 from adapters.discord.context import DiscordContext, discord_permission
 from adapters.discord.text import NO_PINGS, channel_key, plan_reply, text_file
 from adapters.replies import user_text
-from bot.platform import COMMANDS, Argument, ChatService, Command, CommandResult, Registry, Usage
+from bot.platform import (
+    COMMANDS,
+    Argument,
+    ChatService,
+    Command,
+    CommandResult,
+    Registry,
+    Usage,
+    looked_up,
+)
 from memory.models import ChannelKey
 
 __all__ = ["TEXT_OPTION", "add_commands", "answer_usage", "app_command", "interaction_key",
@@ -120,8 +130,10 @@ def app_command(command: Command[Any], invoke: Invoke, service: ChatService,
 
 
 def add_commands(tree: app_commands.CommandTree[Any], service: ChatService,
-                 reset_permission: str, commands: Registry = COMMANDS) -> None:
-    """Register every command of ``commands`` on ``tree``."""
+                 reset_permission: str, commands: Registry = COMMANDS, *,
+                 timeout: float = 30.0) -> None:
+    """Register every command of ``commands`` on ``tree`` (``timeout``: seconds a public
+    answer may take before its outcome is unknown)."""
     moderate = reset_permission
 
     async def invoke(interaction: discord.Interaction, command: Command[Any],
@@ -133,7 +145,7 @@ def add_commands(tree: app_commands.CommandTree[Any], service: ChatService,
         public = command.spec.public(args) and await ctx.may(command.permission)
         await run_command(interaction, command.name,
                           lambda _key: command.respond(ctx, args, public=public),
-                          ephemeral=not public)
+                          ephemeral=not public, post_timeout=timeout)
 
     for command in commands:
         tree.add_command(app_command(command, invoke, service, commands, moderate))
@@ -167,10 +179,11 @@ def answer_unreadable_options(tree: app_commands.CommandTree[Any], commands: Reg
 
 
 async def run_command(interaction: discord.Interaction, name: str, work: Work, *,
-                      ephemeral: bool = True) -> None:
+                      ephemeral: bool = True, post_timeout: float = 30.0) -> None:
     """Defer, run ``work`` for the channel, answer (errors: one friendly sentence, logged).
     A command asked for in public that did not succeed (a quota notice, a bad argument) is
-    answered to the caller only, as on Slack."""
+    answered to the caller only, as on Slack. A public answer goes into the deferred
+    response itself (``adapters.discord.answer``: shown exactly once, whatever fails)."""
     if not await _defer(interaction, ephemeral=ephemeral):
         return
     try:
@@ -181,8 +194,19 @@ async def run_command(interaction: discord.Interaction, name: str, work: Work, *
         text, privately = user_text(e), False
     if privately:
         await _privately(interaction, text)
+    elif ephemeral:
+        await _followup(interaction, text, ephemeral=True)
     else:
-        await _followup(interaction, text, ephemeral=ephemeral)
+        await _publicly(interaction, text, post_timeout)
+
+
+async def _publicly(interaction: discord.Interaction, text: str, within: float) -> None:
+    """Put the answer into the public deferral: an edit, repeated while its outcome is
+    unknown (the same text into the same message shows it once)."""
+    outlet = looked_up(InteractionAnswer(interaction, timeout=within))
+    if not await outlet.edit(answer_post(interaction, text), ORIGINAL):
+        log.error("could not answer /%s in public", interaction.command and
+                  interaction.command.name)
 
 
 async def _privately(interaction: discord.Interaction, text: str) -> None:

@@ -75,6 +75,7 @@ READ_MESSAGE_HISTORY = 1 << 16
 ADMINISTRATOR = 1 << 3
 USE_APPLICATION_COMMANDS = 1 << 31
 SEND_MESSAGES_IN_THREADS = 1 << 38
+EPHEMERAL, LOADING = 1 << 6, 1 << 7  # message flags: only the caller sees it; "thinking…"
 NONCE_SECONDS = 300.0  # Discord: "the past few minutes" for an enforced nonce
 EVERYONE_PERMISSIONS = (VIEW_CHANNEL | SEND_MESSAGES | READ_MESSAGE_HISTORY | ATTACH_FILES
                         | EMBED_LINKS | USE_APPLICATION_COMMANDS | SEND_MESSAGES_IN_THREADS)
@@ -390,6 +391,10 @@ class FakeDiscord:
             self.world.private_thread: self.world.private_members()}
         self.identifies: list[JSON] = []
         self.messages: dict[int, JSON] = {}
+        # interaction responses: token -> its channel, its original response, its follow-ups
+        self._invoked_in: dict[str, int] = {}
+        self.originals: dict[str, JSON] = {}
+        self.followups: defaultdict[str, list[JSON]] = defaultdict(list)
         self._nonces: dict[tuple[str, str], tuple[int, float]] = {}  # enforced nonces
         self.rate_limits = 0  # the next this many history reads answer 429 (retry_after)
         self.retry_after = 0.05
@@ -537,6 +542,15 @@ class FakeDiscord:
         return sorted((m for m in self.messages.values()
                        if int(m["channel_id"]) == channel_id), key=lambda m: int(m["id"]))
 
+    def visible(self, channel_id: int) -> list[JSON]:
+        """What everyone sees in the channel: its messages and the public responses to
+        commands used there (an unanswered deferral shows "thinking…": content ""),
+        oldest first."""
+        shown = [m for m in (*self.originals.values(),
+                             *(f for fs in self.followups.values() for f in fs))
+                 if int(m["channel_id"]) == channel_id and not int(m["flags"]) & EPHEMERAL]
+        return sorted([*self.history(channel_id), *shown], key=lambda m: int(m["id"]))
+
     async def autocomplete(self, name: str, *, invoker: JSON, channel_id: int,
                            options: Mapping[str, Any], focused: str) -> JSON:
         """Someone types into option ``focused`` of ``name``: an autocomplete interaction
@@ -558,6 +572,7 @@ class FakeDiscord:
         None: the invoker's, resolved as Discord does)."""
         data = interaction_payload(self.world, name, invoker=invoker, channel_id=channel_id,
                                    permissions=permissions, options=options, locale=locale)
+        self._invoked_in[data["token"]] = channel_id
         await self.dispatch("INTERACTION_CREATE", data)
         return data
 
@@ -713,15 +728,21 @@ class FakeDiscord:
                 return 204, None
         if route[:2] == ("POST", "interactions") and parts[-1] == "callback":
             flags = ((r.json or {}).get("data") or {}).get("flags", 0)
+            self._respond(parts[2], r.json or {})
             return 200, {"interaction": {"id": parts[1], "type": 2,
                                          "response_message_loading": r.json["type"] == 5,
                                          "response_message_ephemeral": bool(flags & 64)},
                          "resource": {"type": r.json["type"]}}
         if route[:2] == ("POST", "webhooks") and len(parts) == 3:
-            return 200, self._webhook_message(r)
+            return 200, self._follow_up(parts[2], r)
         if route[:2] == ("PATCH", "webhooks") and parts[-1] == "@original":
-            return 200, self._webhook_message(r)
+            return 200, self._edit_original(parts[2], r)
+        if route[:2] == ("GET", "webhooks") and parts[-1] == "@original":
+            if parts[2] not in self.originals:
+                return 404, {"message": "Unknown Message", "code": UNKNOWN_MESSAGE}
+            return 200, self.originals[parts[2]]
         if route[:2] == ("DELETE", "webhooks") and parts[-1] == "@original":
+            self.originals.pop(parts[2], None)
             return 204, None
         return 404, {"message": f"fake Discord has no route {r.method} {r.path}", "code": 0}
 
@@ -791,18 +812,58 @@ class FakeDiscord:
             return 404, {"message": "Unknown Message", "code": UNKNOWN_MESSAGE}
         return 200, rest_message(found)
 
-    def _webhook_message(self, r: Request) -> JSON:
+    def _webhook_message(self, r: Request, channel_id: int = 0, flags: int = 0) -> JSON:
         body = r.json or {}
-        data = message(self.world, 0, self.world.bot_user, body.get("content", ""))
+        data = message(self.world, channel_id, self.world.bot_user, body.get("content", ""))
         data["webhook_id"] = str(self.world.app_id)
-        data["flags"] = body.get("flags", 0)
+        data["flags"] = body.get("flags", flags)
         data.pop("guild_id", None)
+        return data
+
+    def _respond(self, token: str, body: JSON) -> None:
+        """An interaction's callback: a message (type 4) or a deferral (type 5, "thinking…"
+        until it is edited or followed up) becomes its original response."""
+        if body.get("type") not in (4, 5):
+            return
+        data = body.get("data") or {}
+        content = data.get("content", "") if body["type"] == 4 else ""
+        original = message(self.world, self._invoked_in.get(token, 0), self.world.bot_user,
+                           content)
+        original |= {"webhook_id": str(self.world.app_id),
+                     "flags": data.get("flags", 0) | (LOADING if body["type"] == 5 else 0)}
+        original.pop("guild_id", None)
+        self.originals[token] = original
+
+    def _edit_original(self, token: str, r: Request) -> JSON:
+        """Edit Original Interaction Response: its content replaced, no longer loading."""
+        old = self.originals.get(token)
+        if old is None:
+            return self._webhook_message(r, self._invoked_in.get(token, 0))
+        body = r.json or {}
+        new = old | {"content": body.get("content", old["content"]),
+                     "flags": int(old["flags"]) & ~LOADING, "edited_timestamp": iso_now()}
+        self.originals[token] = new
+        return new
+
+    def _follow_up(self, token: str, r: Request) -> JSON:
+        """Create Followup Message. Like Discord, the first one after a deferral fills the
+        deferred response (with the deferral's visibility); any other is a new message."""
+        old = self.originals.get(token)
+        if old is not None and int(old["flags"]) & LOADING:
+            new = old | {"content": (r.json or {}).get("content", ""),
+                         "flags": int(old["flags"]) & ~LOADING}
+            self.originals[token] = new
+            return new
+        data = self._webhook_message(r, self._invoked_in.get(token, 0))
+        self.followups[token].append(data)
         return data
 
 
 def reads_one_message(r: Request) -> bool:
-    """Whether ``r`` reads one message (``GET /channels/{id}/messages/{id}``)."""
-    return endpoint(r.method, r.path) == "GET /channels/{id}/messages/{id}"
+    """Whether ``r`` reads one message (``GET /channels/{id}/messages/{id}``, or a command's
+    original response)."""
+    return endpoint(r.method, r.path) in ("GET /channels/{id}/messages/{id}",
+                                          "GET /webhooks/{id}/{token}/messages/@original")
 
 
 def thread_from_message(world: World, channel_id: int, message_id: int, body: JSON) -> JSON:

@@ -20,6 +20,7 @@ import discord
 import pytest
 
 from adapters.discord.client import GistbotClient
+from adapters.discord.commands import ANSWERED_PRIVATELY
 from adapters.discord.launch import create_client
 from adapters.discord.text import channel_key
 from bot.app import Runtime
@@ -176,9 +177,17 @@ async def posted(fake: FakeDiscord, channel_id: int, n: int = 1) -> list[Request
 
 
 async def followup_to(fake: FakeDiscord, inter: dict[str, Any]) -> Request:
-    """Wait for the first follow-up message to interaction ``inter``."""
+    """Wait for the answer to interaction ``inter``: its first follow-up message, or the
+    answer put into its deferred response (a public one), whichever comes first."""
     path = f"/webhooks/{W.app_id}/{inter['token']}"
-    reqs = await fake.wait_for(lambda f: f.calls("POST", path))
+
+    def answers(f: FakeDiscord) -> list[Request]:
+        return [r for r in f.requests if r.path.startswith(path) and (
+            (r.method == "POST" and r.path == path) or (
+                r.method == "PATCH" and r.path == f"{path}/messages/@original"
+                and (r.json or {}).get("content") != ANSWERED_PRIVATELY))]
+
+    reqs = await fake.wait_for(answers)
     return reqs[0]  # type: ignore[no-any-return]
 
 

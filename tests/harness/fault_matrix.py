@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from adapters.discord.client import GistbotClient
 from adapters.discord.text import MAX_MESSAGES, MESSAGE_LIMIT, plan_reply
 from adapters.slack.assistant import GREETING
 from adapters.slack.text import format_reply
@@ -76,6 +77,7 @@ class Row:
 
 
 POST, PATCH = "POST /channels/{id}/messages", "PATCH /channels/{id}/messages/{id}"
+ORIGINAL = "PATCH /webhooks/{id}/{token}/messages/@original"  # a command's own response
 STREAMED = (("STREAM_REPLIES", "true"),)
 ROWS = (
     Row("slack", "placeholder post", "chat.postMessage", "reply"),
@@ -91,6 +93,7 @@ ROWS = (
     Row("discord", "streamed first post", POST, "reply", env=STREAMED),
     Row("discord", "streamed edit", PATCH, "reply", env=STREAMED),
     Row("discord", "digest post", POST, "digest"),
+    Row("discord", "public catch-up", ORIGINAL, "public catch-up"),
 )
 
 
@@ -207,6 +210,7 @@ class _Discord:
     fake: FakeDiscord
     llm: FakeOpenAI
     delivered: asyncio.Event
+    client: GistbotClient
 
 
 async def _discord_reply(d: _Discord) -> list[str]:
@@ -225,27 +229,45 @@ async def _discord_long(d: _Discord) -> list[str]:
     return list(plan_reply(LONG, limit=MESSAGE_LIMIT, max_messages=MAX_MESSAGES).messages)
 
 
-async def _discord_digest(d: _Discord) -> list[str]:
-    now = time.time()
+async def _discord_conversation(d: _Discord) -> None:
+    """Two messages nobody mentions the bot in, stored."""
     await d.fake.send_message(W.general, W.alice, "deploy window is 14:00-15:00 UTC")
     await d.fake.send_message(W.general, W.bob, "rollback plan RB-7 ready")
     deadline = time.monotonic() + 10
     while not await has_turns(d.rt, 2):
         assert time.monotonic() < deadline, "the messages were not stored"
         await asyncio.sleep(0.01)
+
+
+async def _discord_digest(d: _Discord) -> list[str]:
+    now = time.time()
+    await _discord_conversation(d)
     d.llm.responder = lambda body: "- The deploy window [1]"
     await _tick(d.rt, GENERAL, now)
     return ["Daily digest"]
 
 
+async def _discord_public(d: _Discord) -> list[str]:
+    """``/catchup public``, waited for until discord.py says the command completed."""
+    await _discord_conversation(d)
+    d.llm.responder = lambda body: "- The deploy window is set [1]"
+    done = asyncio.ensure_future(d.client.wait_for("app_command_completion"))
+    await d.fake.interaction("catchup", invoker=W.carol, channel_id=W.general,
+                             options={"since": "1d", "public": True})
+    await asyncio.wait_for(done, 30)
+    return ["The deploy window is set"]
+
+
 DISCORD_SCENES: dict[str, Callable[[_Discord], Awaitable[list[str]]]] = {
     "reply": _discord_reply, "long reply": _discord_long, "digest": _discord_digest,
+    "public catch-up": _discord_public,
 }
 
 
 @contextlib.asynccontextmanager
 async def _discord_running(row: Row, tmp_path: Path,
-                           llm: FakeOpenAI) -> AsyncIterator[tuple[Runtime, asyncio.Event]]:
+                           llm: FakeOpenAI
+                           ) -> AsyncIterator[tuple[Runtime, asyncio.Event, GistbotClient]]:
     settings = make_settings(tmp_path, llm, **dict(row.env))
     chat = settings.chat.model_copy(update={"post_timeout": POST_TIMEOUT,
                                             "stream_interval": 0.05})
@@ -260,15 +282,16 @@ async def _discord_running(row: Row, tmp_path: Path,
                 delivered.set()
 
         client.flow.deliver = counted  # type: ignore[method-assign]
-        yield rt, delivered
+        yield rt, delivered, client
 
 
 async def _discord(row: Row, fault: Fault, tmp_path: Path, *, discord_fake: FakeDiscord,
                    discord_llm: FakeOpenAI, **_: Any) -> Seen:
     fake = discord_fake
-    async with _discord_running(row, tmp_path, discord_llm) as (rt, delivered):
+    async with _discord_running(row, tmp_path, discord_llm) as (rt, delivered, client):
         fake.script(row.endpoint, *[None] * row.before, fault)
-        expected = await DISCORD_SCENES[row.scene](_Discord(rt, fake, discord_llm, delivered))
-        texts = [str(m["content"]) for m in fake.history(W.general)
+        expected = await DISCORD_SCENES[row.scene](
+            _Discord(rt, fake, discord_llm, delivered, client))
+        texts = [str(m["content"]) for m in fake.visible(W.general)
                  if m["author"]["id"] == W.bot_user["id"]]
     return Seen(texts, expected, owed(tmp_path / "gistbot.db"))
