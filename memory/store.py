@@ -4,9 +4,7 @@
 episodes and long-term facts; ``LeaseStore`` keeps compaction single-flight across
 processes; ``PortingStore`` serves ``gistbot copy-db``; ``InspectStore`` the operator's
 inspector; ``CatchupStore`` (``memory.catchup_store``) reads turns by time;
-``EmbeddingStore`` (``memory.embedding_store``) keeps turn vectors for semantic recall.
-``Store`` is their union, what one backend implements. Storage that is not memory, and
-platform concerns, are declared by the application beside their implementations.
+``EmbeddingStore`` (``memory.embedding_store``) turn vectors. ``Store`` is their union.
 
 Semantics every backend keeps (``tests/harness/store_contract.py`` runs on both):
 
