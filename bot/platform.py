@@ -40,14 +40,16 @@ from bot.read_check import OPEN, Access, refusal
 from bot.settings import Settings
 from bot.settings.sections import ChatSettings, DiscordSettings, SlackSettings
 from bot.wording import plural
+from memory.errors import StoreError
+from memory.models import ChannelKey, Turn
 
 __all__ = [
     "COMMANDS", "OPEN", "SHUTDOWN_APOLOGY", "Access", "Argument", "Attachment", "ChainLink",
-    "ChainSource", "ChatService", "ChatSettings", "Command", "CommandResult", "ConfigError",
-    "DiscordSettings", "Extra", "FileSource", "GistbotError", "IncomingMessage", "Launch",
-    "Linker", "LiveLine", "Outbox", "OutcomeUnknown", "PendingReply", "Permission", "Platform",
-    "PlatformUnreachable", "Post", "Refresh", "Registry", "ReplyFlow", "Settings", "SlackSettings",
-    "Usage", "Verdict", "Viewing", "Where", "answer_id", "answer_missed_mentions", "digest_id",
-    "discord_link", "plain_links", "plural", "posix_locale", "refusal", "reply_grace", "require",
-    "stop_answering_missed", "user_text",
+    "ChainSource", "ChannelKey", "ChatService", "ChatSettings", "Command", "CommandResult",
+    "ConfigError", "DiscordSettings", "Extra", "FileSource", "GistbotError", "IncomingMessage",
+    "Launch", "Linker", "LiveLine", "Outbox", "OutcomeUnknown", "PendingReply", "Permission",
+    "Platform", "PlatformUnreachable", "Post", "Refresh", "Registry", "ReplyFlow", "Settings",
+    "SlackSettings", "StoreError", "Turn", "Usage", "Verdict", "Viewing", "Where", "answer_id",
+    "answer_missed_mentions", "digest_id", "discord_link", "plain_links", "plural", "posix_locale",
+    "refusal", "reply_grace", "require", "stop_answering_missed", "user_text",
 ]

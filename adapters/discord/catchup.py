@@ -21,8 +21,17 @@ import discord
 from adapters.discord.access import ChannelAudience
 from adapters.discord.outlet import DiscordPosts
 from adapters.discord.text import channel_key, parent_of, plan_reply
-from bot.platform import Access, ChatService, Outbox, Post, Where, digest_id, discord_link
-from memory.models import ChannelKey, Turn
+from bot.platform import (
+    Access,
+    ChannelKey,
+    ChatService,
+    Outbox,
+    Post,
+    Turn,
+    Where,
+    digest_id,
+    discord_link,
+)
 
 __all__ = ["DiscordOutlet", "register_outlet", "where"]
 

@@ -23,8 +23,16 @@ from discord import app_commands
 from adapters.discord.context import DiscordContext, discord_permission
 from adapters.discord.text import NO_PINGS, channel_key, plan_reply, text_file
 from adapters.replies import user_text
-from bot.platform import COMMANDS, Argument, ChatService, Command, CommandResult, Registry, Usage
-from memory.models import ChannelKey
+from bot.platform import (
+    COMMANDS,
+    Argument,
+    ChannelKey,
+    ChatService,
+    Command,
+    CommandResult,
+    Registry,
+    Usage,
+)
 
 __all__ = ["TEXT_OPTION", "add_commands", "answer_usage", "app_command", "interaction_key",
            "read_options"]
