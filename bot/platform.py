@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from bot.access import Verdict
 from bot.attachments import Attachment, FileSource
-from bot.catchup.citations import Linker, discord_link, plain_links
+from bot.catchup.citations import Linker, plain_links
 from bot.catchup.command import Where
 from bot.catchup.phrases import posix_locale
 from bot.commands.args import Usage
@@ -50,6 +50,6 @@ __all__ = [
     "Launch", "Linker", "LiveLine", "Outbox", "OutcomeUnknown", "PendingReply", "Permission",
     "Platform", "PlatformUnreachable", "Post", "Refresh", "Registry", "ReplyFlow", "Settings",
     "SlackSettings", "StoreError", "Turn", "Usage", "Verdict", "Viewing", "Where", "answer_id",
-    "answer_missed_mentions", "digest_id", "discord_link", "plain_links", "plural", "posix_locale",
+    "answer_missed_mentions", "digest_id", "plain_links", "plural", "posix_locale",
     "refusal", "reply_grace", "require", "stop_answering_missed", "user_text",
 ]

@@ -35,6 +35,7 @@ from bot.channels.config import ChannelSettings
 from bot.channels.usage_tab import Cost, UsageTab, open_tab, paying
 from bot.errors import OVER_QUOTA, OverQuota
 from bot.messages import Reply
+from bot.plugins import is_direct
 from bot.stores.settings import SERVER
 from bot.stores.usage import Refusal, UsageKey, UsageStore
 from memory.errors import StoreError
@@ -42,7 +43,7 @@ from memory.models import ChannelKey
 
 __all__ = [
     "FLUSH_EVERY", "KINDS", "OVER_QUOTA", "PERSONAL_KINDS", "RESERVATION_TTL", "WAIT_AT_MOST",
-    "Bill", "Quota", "Reservation", "is_direct", "utc_day",
+    "Bill", "Quota", "Reservation", "utc_day",
 ]
 
 log = logging.getLogger(__name__)
@@ -74,12 +75,6 @@ SettingsOf = Callable[[ChannelKey], Awaitable[ChannelSettings]]
 def utc_day(ts: float) -> str:
     """The UTC date of unix time ``ts``, ``YYYY-MM-DD`` (quotas reset at 00:00 UTC)."""
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
-
-
-def is_direct(key: ChannelKey) -> bool:
-    """Whether ``key`` is a direct-message channel, by the adapters' key conventions:
-    Discord's workspace ``dm``, Slack's ``D…`` channel ids."""
-    return key.workspace == "dm" or (key.platform == "slack" and key.channel.startswith("D"))
 
 
 class Quota:
