@@ -110,15 +110,14 @@ def configured_platforms(settings: Settings) -> list[str]:
 
 @cache
 def _direct_rule(platform: str) -> Callable[[ChannelKey], bool] | None:
-    """The installed ``platform``'s rule for direct keys; ``None`` for a platform that is
-    not installed (a key from an export, a test's) or has no direct conversations."""
-    try:
-        return load_platform(platform).is_direct
-    except ConfigError:
-        return None
+    """The installed ``platform``'s rule for direct keys (``None``: it has none)."""
+    return load_platform(platform).is_direct
 
 
 def is_direct(key: ChannelKey) -> bool:
-    """Whether ``key`` is a direct conversation, as the platform it belongs to says."""
+    """Whether ``key`` is a direct conversation, as the platform it belongs to says; a key
+    of a platform not installed (from an export, a test) is not."""
+    if key.platform not in platform_names():
+        return False
     rule = _direct_rule(key.platform)
     return rule is not None and rule(key)
