@@ -102,16 +102,16 @@ def configured_platforms(settings: Settings) -> list[str]:
     console). Loading a platform imports its package, not its library."""
     out = []
     for name in platform_names():
-        configured = load_platform(name).configured
+        configured = _installed(name).configured
         if configured is not None and configured(settings):
             out.append(name)
     return out
 
 
 @cache
-def _direct_rule(platform: str) -> Callable[[ChannelKey], bool] | None:
-    """The installed ``platform``'s rule for direct keys (``None``: it has none)."""
-    return load_platform(platform).is_direct
+def _installed(name: str) -> Platform:
+    """The installed platform ``name``, loaded once (``/readyz`` and every bill ask it)."""
+    return load_platform(name)
 
 
 def is_direct(key: ChannelKey) -> bool:
@@ -119,5 +119,5 @@ def is_direct(key: ChannelKey) -> bool:
     of a platform not installed (from an export, a test) is not."""
     if key.platform not in platform_names():
         return False
-    rule = _direct_rule(key.platform)
+    rule = _installed(key.platform).is_direct
     return rule is not None and rule(key)
