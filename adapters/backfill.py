@@ -27,9 +27,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from bot.platform import ChatService, IncomingMessage
-from memory.errors import StoreError
-from memory.models import ChannelKey
+from bot.platform import ChannelKey, ChatService, IncomingMessage, StoreError
 
 __all__ = [
     "CURSOR_CANDIDATES",

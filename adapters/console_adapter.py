@@ -41,6 +41,7 @@ from bot.platform import (
     OPEN,
     SHUTDOWN_APOLOGY,
     Access,
+    ChannelKey,
     ChatService,
     IncomingMessage,
     Launch,
@@ -56,7 +57,6 @@ from bot.platform import (
     posix_locale,
     reply_grace,
 )
-from memory.models import ChannelKey
 
 if TYPE_CHECKING:
     from prompt_toolkit import PromptSession

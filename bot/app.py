@@ -35,6 +35,7 @@ from bot.llm.providers import DEFAULT, ProviderRouter
 from bot.missed.owed import OwedReplies
 from bot.ops.extras import POSTGRES, require
 from bot.ops.shutdown import compaction_grace
+from bot.plugins import is_direct
 from bot.settings import Settings
 from bot.stores import Storage
 from memory.embedding_indexer import EmbeddingIndexer
@@ -209,7 +210,7 @@ class Runtime:
         try:
             # per-channel settings and quotas (bot.channels.config, bot.channels.quota)
             channels = ChannelConfig(storage.settings, Defaults.from_settings(settings))
-            quota = Quota(storage.usage, settings_of=channels.get)
+            quota = Quota(storage.usage, settings_of=channels.get, direct=is_direct)
             embedder = make_embedder(settings, model, quota, meter)
             memory = _memory(settings, storage, model, tokenizer, budget, channels, quota,
                              embedder)

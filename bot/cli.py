@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, TextIO, TypeAlias
 from bot.errors import ConfigError, GistbotError
 from bot.ops.extras import ADMIN, Extra, needed, require
 from bot.ops.logs import LiveLine, setup_logging
-from bot.plugins import Launch, load_platform
+from bot.plugins import Launch, configured_platforms, load_platform
 from bot.settings import Settings, load_settings
 from bot.settings.env_check import typo_warnings
 from bot.stores.digests import DigestSchedule
@@ -231,7 +231,7 @@ async def _run(settings: Settings, live: LiveLine) -> int:
 
     stop = asyncio.Event()  # SIGTERM/SIGINT: stop intake, finish replies in flight, exit 0
     install_stop_signals(stop)
-    adapters = settings.adapters
+    adapters = configured_platforms(settings)
     if not adapters:
         log.info("no DISCORD_TOKEN or Slack tokens configured: starting the console chat")
         return await _console(settings, "general", live, stop)
@@ -441,14 +441,17 @@ NO_PLATFORM = (
 
 def _dispatch(args: argparse.Namespace, command: str) -> int:
     settings = load_settings(env_file=args.env_file)
-    if command == "run" and not settings.adapters and not _isatty(sys.stdin):
+    # the platforms whose settings are present, asked of each (for the commands that start
+    # or check them: loading a platform imports its package)
+    configured = configured_platforms(settings) if command in ("run", "doctor") else []
+    if command == "run" and not configured and not _isatty(sys.stdin):
         # A container or a service with no tokens would otherwise chat with an empty stdin,
         # exit 0 and be restarted, again and again, without a word.
         raise ConfigError(NO_PLATFORM)
     if command in ("run", "console"):  # every part it will start, before starting any
-        platforms = _extras(settings.adapters) if command == "run" else {}
+        platforms = _extras(configured) if command == "run" else {}
         require(*needed(settings, platforms), configured=True)
-    chat = (command in ("run", "console") and not settings.adapters) or command == "console"
+    chat = (command in ("run", "console") and not configured) or command == "console"
     live = setup_logging(settings.logs.log_level, settings.secrets(), console=chat,
                          verbose=args.verbose, fmt=settings.logs.log_format)
     if command == "run":
@@ -471,7 +474,7 @@ def _dispatch(args: argparse.Namespace, command: str) -> int:
     elif command == "doctor":
         from bot.ops.doctor import doctor
 
-        return asyncio.run(doctor(settings, sys.stdout, platforms=_extras(settings.adapters)))
+        return asyncio.run(doctor(settings, sys.stdout, platforms=_extras(configured)))
     elif command == "migrate":
         from bot.app import storage_for_url
         from bot.ops.dbtools import migrate

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from bot.access import Verdict
 from bot.attachments import Attachment, FileSource
-from bot.catchup.citations import Linker, discord_link, plain_links
+from bot.catchup.citations import Linker, plain_links
 from bot.catchup.command import Where
 from bot.catchup.phrases import posix_locale
 from bot.commands.args import Usage
@@ -41,14 +41,16 @@ from bot.read_check import OPEN, Access, refusal
 from bot.settings import Settings
 from bot.settings.sections import ChatSettings, DiscordSettings, SlackSettings
 from bot.wording import plural
+from memory.errors import StoreError
+from memory.models import ChannelKey, Turn
 
 __all__ = [
     "COMMANDS", "OPEN", "SHUTDOWN_APOLOGY", "Access", "Argument", "Attachment", "ChainLink",
-    "ChainSource", "ChatService", "ChatSettings", "Command", "CommandResult", "ConfigError",
-    "DiscordSettings", "Extra", "FileSource", "GistbotError", "IncomingMessage", "Launch",
-    "Linker", "LiveLine", "Outbox", "OutcomeUnknown", "PendingReply", "Permission", "Platform",
-    "PlatformUnreachable", "Post", "Refresh", "Registry", "ReplyFlow", "Settings", "SlackSettings",
-    "Usage", "Verdict", "Viewing", "Where", "answer_id", "answer_missed_mentions", "digest_id",
-    "discord_link", "looked_up", "plain_links", "plural", "posix_locale", "refusal",
-    "reply_grace", "require", "stop_answering_missed", "user_text",
+    "ChainSource", "ChannelKey", "ChatService", "ChatSettings", "Command", "CommandResult",
+    "ConfigError", "DiscordSettings", "Extra", "FileSource", "GistbotError", "IncomingMessage",
+    "Launch", "Linker", "LiveLine", "Outbox", "OutcomeUnknown", "PendingReply", "Permission",
+    "Platform", "PlatformUnreachable", "Post", "Refresh", "Registry", "ReplyFlow", "Settings",
+    "SlackSettings", "StoreError", "Turn", "Usage", "Verdict", "Viewing", "Where", "answer_id",
+    "answer_missed_mentions", "digest_id", "looked_up", "plain_links", "plural", "posix_locale",
+    "refusal", "reply_grace", "require", "stop_answering_missed", "user_text",
 ]

@@ -7,6 +7,12 @@ package's metadata.
 A platform is launched with a :class:`Launch` (the service, the settings, the backfill history, the
 stop event; the console also reads its channel, log line and banner) and returns an exit
 status. A name without an entry point is a ``ConfigError`` naming the reinstall.
+
+The platforms also answer what only they know, so the core holds no platform names or
+rules: which are configured (``configured_platforms``, asked of each platform's entry),
+the label set of the metrics (``platform_names``), and whether a conversation's key is a
+direct one (``is_direct``, for what is billed without a message in hand: digests,
+catch-ups, summaries).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import cache
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
@@ -24,8 +31,10 @@ if TYPE_CHECKING:
     from bot.conversation.service import ChatService
     from bot.ops.logs import LiveLine
     from bot.settings import Settings
+    from memory.models import ChannelKey
 
-__all__ = ["GROUP", "Launch", "Platform", "load_platform"]
+__all__ = ["GROUP", "Launch", "Platform", "configured_platforms", "is_direct", "load_platform",
+           "platform_names"]
 
 GROUP = "gistbot.platforms"
 
@@ -50,12 +59,17 @@ class Launch:
 class Platform:
     """A chat platform as the command line sees it: its name, how to serve it until
     ``stop`` (the exit status), the optional part it needs installed (``None``: always
-    there), and, for Discord, the URL that invites the bot."""
+    there), and, for Discord, the URL that invites the bot. ``configured`` says whether
+    the settings name this platform (``None``: never by itself; the console starts when
+    none is); ``is_direct`` whether a key of this platform is a direct conversation
+    (``None``: none is)."""
 
     name: str
     serve: Callable[[Launch], Awaitable[int]]
     extra: Extra | None = None
     invite_url: Callable[[str], str] | None = None
+    configured: Callable[[Settings], bool] | None = None
+    is_direct: Callable[[ChannelKey], bool] | None = None
 
 
 def load_platform(name: str) -> Platform:
@@ -74,3 +88,36 @@ def load_platform(name: str) -> Platform:
         "gistbot (`pip install -e .` in a checkout, or `pip install gistbot`) instead of "
         "running it from an uninstalled source tree"
     )
+
+
+@cache
+def platform_names() -> tuple[str, ...]:
+    """The names of the installed platforms, sorted (read once from the metadata: nothing
+    is imported; the metrics label every turn with one)."""
+    return tuple(sorted(entry_points(group=GROUP).names))
+
+
+def configured_platforms(settings: Settings) -> list[str]:
+    """The installed platforms whose settings are present, by name (none means: the
+    console). Loading a platform imports its package, not its library."""
+    out = []
+    for name in platform_names():
+        configured = _installed(name).configured
+        if configured is not None and configured(settings):
+            out.append(name)
+    return out
+
+
+@cache
+def _installed(name: str) -> Platform:
+    """The installed platform ``name``, loaded once (``/readyz`` and every bill ask it)."""
+    return load_platform(name)
+
+
+def is_direct(key: ChannelKey) -> bool:
+    """Whether ``key`` is a direct conversation, as the platform it belongs to says; a key
+    of a platform not installed (from an export, a test) is not."""
+    if key.platform not in platform_names():
+        return False
+    rule = _installed(key.platform).is_direct
+    return rule is not None and rule(key)

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bot.catchup.citations import discord_link
+from adapters.discord.catchup import discord_link
 from bot.catchup.command import Catchups, Where
 from bot.catchup.gather import Catchup, Period, Scope
 from bot.conversation.budget import Budget

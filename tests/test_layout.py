@@ -25,6 +25,8 @@ MAX_LINES = 600  # a smoke alarm, not a target: split by concept, never to meet 
 LAYERS = ("memory", "bot", "adapters")  # each may import those before it, never after
 MAX_BOT_MODULES = 3  # per adapter: the port (bot.platform) is what adapters use of bot
 PLATFORM_LIBRARIES = ("discord", "slack", "slack_bolt", "slack_sdk")
+PLATFORM_NAMES = frozenset({"discord", "slack", "console"})
+PLATFORM_RULE_WORDS = frozenset({"discord", "slack", "dm"})  # compared with: a platform's rule
 
 
 def modules(root: Path, *packages: str) -> Iterator[Path]:
@@ -124,6 +126,45 @@ def adapters_importing_much_of_bot(root: Path) -> list[str]:
             found.append(f"{name} imports {len(used)} bot modules (at most "
                          f"{MAX_BOT_MODULES}): {', '.join(used)}")
     return found
+
+
+def adapters_past_the_port(root: Path) -> list[str]:
+    """Modules under ``adapters/`` that import ``bot`` or ``memory`` other than through
+    ``bot.platform`` (their own package, the standard library and third parties are theirs)."""
+    def bad(name: str) -> bool:
+        return within("bot", "memory")(name) and not within("bot.platform")(name)
+    return offending_imports(root, modules(root, "adapters"), bad)
+
+
+def platform_rules(root: Path) -> list[str]:
+    """``file:line`` of each platform rule in ``bot/``: a comparison with a platform's name or
+    key convention (``== "slack"``, ``== "dm"``), a key's id read for meaning
+    (``key.channel.startswith(...)``), a literal list of platform names, or one added to a
+    list (``out.append("discord")``). The platforms answer these through ``bot.plugins``."""
+    found = []
+    for path in modules(root, "bot"):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if _is_platform_rule(node):
+                found.append(f"{path.relative_to(root)}:{getattr(node, 'lineno', 0)} "
+                             f"{ast.unparse(node)[:60]}")
+    return found
+
+
+def _is_platform_rule(node: ast.AST) -> bool:
+    def words(nodes: Iterable[ast.AST]) -> set[str]:
+        return {n.value for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    if isinstance(node, ast.Compare):
+        return bool(words([node.left, *node.comparators]) & PLATFORM_RULE_WORDS)
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return len(words(node.elts) & PLATFORM_NAMES) >= 2
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        method, receiver = node.func.attr, node.func.value
+        if method in ("startswith", "endswith"):
+            return isinstance(receiver, ast.Attribute) and receiver.attr in ("channel", "workspace")
+        if method in ("append", "add", "insert"):
+            return bool(words(node.args) & PLATFORM_NAMES)
+    return False
 
 
 def memory_importing_outward(root: Path) -> list[str]:
@@ -285,6 +326,50 @@ def test_the_port_count_finds_planted_violations(tmp_path: Path) -> None:
         "bot.platform", "bot.pkg", "bot.pkg.deep"}
     assert adapters_importing_much_of_bot(tmp_path) == [
         "console imports 4 bot modules (at most 3): bot.a, bot.b, bot.c, bot.d"]
+
+
+def test_adapters_import_bot_and_memory_only_through_the_port() -> None:
+    """Every import of ``bot`` or ``memory`` under ``adapters/`` is ``bot.platform``: no
+    ``memory.models``, no settings section, each comes re-exported by the port."""
+    assert_none(adapters_past_the_port(ROOT))
+
+
+def test_the_core_holds_no_platform_rules() -> None:
+    """``bot/`` names no platform in a rule: which are configured, which keys are direct
+    messages and the metrics' label set are answered by the platforms' entries."""
+    assert_none(platform_rules(ROOT))
+
+
+def test_the_port_and_rule_checks_find_planted_violations(tmp_path: Path) -> None:
+    plant(
+        tmp_path,
+        {
+            "bot/__init__.py": "",
+            "bot/platform.py": "from memory.models import ChannelKey\n",
+            "bot/quota.py": (
+                "def direct(key):\n"
+                "    return key.workspace == 'dm' or key.channel.startswith('D')\n"),
+            "bot/metrics.py": "PLATFORMS = ('discord', 'slack', 'console')\n",
+            "bot/settings.py": "def adapters(out):\n    out.append('slack')\n",
+            "bot/fine.py": (
+                "LIBS = frozenset({'discord', 'aiohttp'})\n"
+                "def f(key, load):\n    return load('discord'), key.text.startswith('D')\n"),
+            "adapters/__init__.py": "",
+            "adapters/irc/__init__.py": (
+                "import asyncio\nfrom bot.platform import ChannelKey\n"
+                "from adapters.irc.text import x\n"),
+            "adapters/irc/text.py": "from memory.models import Turn\n",
+            "adapters/irc/web.py": "def f():\n    from bot.settings.sections import S\n",
+        },
+    )
+    assert adapters_past_the_port(tmp_path) == [
+        "adapters/irc/text.py:1 imports memory.models",
+        "adapters/irc/web.py:2 imports bot.settings.sections"]
+    assert sorted(platform_rules(tmp_path)) == [
+        "bot/metrics.py:1 ('discord', 'slack', 'console')",
+        "bot/quota.py:2 key.channel.startswith('D')",
+        "bot/quota.py:2 key.workspace == 'dm'",
+        "bot/settings.py:2 out.append('slack')"]
 
 
 def test_memory_knows_nothing_of_bot_adapters_or_platforms() -> None:

@@ -3,12 +3,25 @@ distributions (``bot.plugins``), so ``bot/`` starts the adapters without importi
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from bot.admin.metrics import platform_label
 from bot.errors import ConfigError
-from bot.plugins import GROUP, Platform, load_platform
+from bot.plugins import (
+    GROUP,
+    Platform,
+    configured_platforms,
+    is_direct,
+    load_platform,
+    platform_names,
+)
+from bot.settings import load_settings
+from memory.models import ChannelKey
+from tests.fakes.openai_server import FakeOpenAI, default_responder
+from tests.harness.service import runtime
 
 
 def test_the_installed_package_names_its_three_platforms() -> None:
@@ -55,3 +68,64 @@ async def test_another_distribution_adds_a_platform_by_its_metadata_alone(
     assert await platform.serve(None) == 7  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=r"gistbot\.platforms:broken .* is not a Platform"):
         load_platform("broken")
+
+
+MATRIX = '''from bot.plugins import Platform
+
+
+async def serve(launch):
+    return 0
+
+
+PLATFORM = Platform("matrix", serve, configured=lambda settings: True,
+                    is_direct=lambda key: key.channel.startswith("!dm"))
+'''
+
+
+@pytest.fixture
+def fresh_platforms() -> Iterator[None]:
+    """The installed platforms read anew, before and after (``platform_names`` keeps what
+    it read once a process)."""
+    platform_names.cache_clear()
+    yield
+    platform_names.cache_clear()
+
+
+@pytest.mark.usefixtures("fresh_platforms")
+def test_a_new_platform_is_configured_labelled_and_asked_by_its_entry_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The core keeps no list of platforms: an installed one is in the configured list when
+    its entry says so, has its own metrics label, and says which of its keys are direct."""
+    distribution(tmp_path, "gistbot_matrix_rules", {"matrix": "gistbot_matrix_rules:PLATFORM"})
+    (tmp_path / "gistbot_matrix_rules.py").write_text(MATRIX, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert platform_names() == ("console", "discord", "matrix", "slack")
+    assert configured_platforms(load_settings({"DISCORD_TOKEN": "abc.def.ghi"})) == [
+        "discord", "matrix"]
+    assert platform_label("matrix") == "matrix" and platform_label("irc") == "other"
+    assert is_direct(ChannelKey("matrix", "example.org", "!dm:alice"))
+    assert not is_direct(ChannelKey("matrix", "example.org", "!room:general"))
+
+
+@pytest.mark.usefixtures("fresh_platforms")
+def test_the_installed_platforms_say_which_keys_are_direct_messages() -> None:
+    assert platform_names() == ("console", "discord", "slack")
+    assert configured_platforms(load_settings({})) == []  # the console starts instead
+    assert is_direct(ChannelKey("slack", "T1", "D0DM"))
+    assert not is_direct(ChannelKey("slack", "T1", "C0GENERAL"))
+    assert is_direct(ChannelKey("discord", "dm", "600"))
+    assert not is_direct(ChannelKey("discord", "4242", "600"))
+    assert not is_direct(ChannelKey("console", "local", "general"))
+    assert not is_direct(ChannelKey("irc", "dm", "x"))  # not installed: no rule applies
+
+
+async def test_a_digest_in_a_direct_message_is_billed_to_nobody(tmp_path: Path) -> None:
+    """Billed without a message in hand (a digest), a key's kind comes from its platform:
+    in a Slack or Discord DM nobody pays, in a channel the server does."""
+    async with FakeOpenAI(responder=default_responder) as fake, runtime(tmp_path, fake) as rt:
+        quota = rt.service.quota
+        for key in (ChannelKey("slack", "T1", "D0DM"), ChannelKey("discord", "dm", "600")):
+            assert quota.bill(key, "digest") is None, key
+        for key in (ChannelKey("slack", "T1", "C0GEN"), ChannelKey("discord", "4242", "600")):
+            assert quota.bill(key, "digest") is not None, key

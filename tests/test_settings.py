@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from bot.errors import ConfigError
+from bot.plugins import configured_platforms
 from bot.settings import load_settings
 
 
@@ -14,7 +15,7 @@ def test_defaults_are_offline_sqlite_console() -> None:
     s = load_settings({})
     assert s.llm.provider == "offline"
     assert s.database.database_url == "sqlite:///gistbot.db"
-    assert s.adapters == []
+    assert configured_platforms(s) == []
     # derived window
     assert (s.memory.max_history_messages, s.memory.keep_recent_messages) == (None, None)
     assert s.memory.recall_tokens is None
@@ -99,9 +100,8 @@ def test_adapters_follow_tokens() -> None:
     s = load_settings(
         {"DISCORD_TOKEN": "abc.def.ghi", "SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}
     )
-    assert s.adapters == ["discord", "slack"]
-    assert load_settings({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s3"}).adapters == [
-        "slack"
-    ]
+    assert configured_platforms(s) == ["discord", "slack"]
+    http_mode = load_settings({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s3"})
+    assert configured_platforms(http_mode) == ["slack"]
     with pytest.raises(ConfigError, match="SLACK_APP_TOKEN"):
         load_settings({"SLACK_BOT_TOKEN": "xoxb-1"})

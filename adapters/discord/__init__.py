@@ -8,7 +8,8 @@
 - ``backfill``: reading back what was missed while the bot was away.
 - ``launch``: ``create_client`` and ``serve``.
 
-``PLATFORM`` is the ``discord`` entry point the command line starts it from.
+``PLATFORM`` is the ``discord`` entry point the command line starts it from; it also
+answers whether the settings start Discord and which keys are direct messages.
 
 Importing this package does not import discord.py; ``run_discord`` and ``invite_url``
 do, after ``bot.ops.extras.require(EXTRA)``: a missing library is one line naming the extra
@@ -20,12 +21,12 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, cast
 
-from bot.platform import ChatService, Extra, Launch, Platform, Settings, require
+from bot.platform import ChannelKey, ChatService, Extra, Launch, Platform, Settings, require
 
 if TYPE_CHECKING:
     from adapters.backfill import HistoryStore
 
-__all__ = ["EXTRA", "PLATFORM", "invite_url", "run_discord"]
+__all__ = ["EXTRA", "PLATFORM", "configured", "invite_url", "is_direct", "run_discord"]
 
 EXTRA = Extra("discord", "Discord support", "adapters.discord.launch", "DISCORD_TOKEN")
 
@@ -59,4 +60,15 @@ async def _serve(launch: Launch) -> int:
     return 0
 
 
-PLATFORM = Platform("discord", _serve, EXTRA, invite_url)
+def configured(settings: Settings) -> bool:
+    """Whether the settings start Discord: ``DISCORD_TOKEN`` is set."""
+    return bool(settings.discord.discord_token)
+
+
+def is_direct(key: ChannelKey) -> bool:
+    """Whether ``key`` is a direct message: Discord's DMs are keyed under workspace ``dm``."""
+    return key.workspace == "dm"
+
+
+PLATFORM = Platform("discord", _serve, EXTRA, invite_url, configured=configured,
+                    is_direct=is_direct)

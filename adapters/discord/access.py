@@ -26,7 +26,7 @@ import logging
 
 import discord
 
-from memory.models import ChannelKey
+from bot.platform import ChannelKey
 
 __all__ = ["ChannelAudience", "MemberAccess", "reads_history"]
 

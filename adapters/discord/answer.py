@@ -20,8 +20,7 @@ import discord
 
 from adapters.discord.outlet import unknown_when_lost
 from adapters.discord.text import NO_PINGS, channel_key, plan_reply, text_file
-from bot.platform import OutcomeUnknown, Post
-from memory.models import ChannelKey
+from bot.platform import ChannelKey, OutcomeUnknown, Post
 
 __all__ = ["ORIGINAL", "InteractionAnswer", "answer_post"]
 

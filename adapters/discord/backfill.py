@@ -27,8 +27,7 @@ import discord
 
 from adapters.backfill import SKIP_COUNT_LIMIT, Backfiller, Fetched, HistoryStore
 from adapters.discord.text import role_ids, to_incoming
-from bot.platform import ChatService
-from memory.models import ChannelKey
+from bot.platform import ChannelKey, ChatService
 
 __all__ = ["discord_backfiller", "snowflake_order"]
 

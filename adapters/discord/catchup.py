@@ -21,13 +21,27 @@ import discord
 from adapters.discord.access import ChannelAudience
 from adapters.discord.outlet import DiscordPosts
 from adapters.discord.text import channel_key, parent_of, plan_reply
-from bot.platform import Access, ChatService, Outbox, Post, Where, digest_id, discord_link
-from memory.models import ChannelKey, Turn
+from bot.platform import (
+    Access,
+    ChannelKey,
+    ChatService,
+    Outbox,
+    Post,
+    Turn,
+    Where,
+    digest_id,
+)
 
-__all__ = ["DiscordOutlet", "register_outlet", "where"]
+__all__ = ["DiscordOutlet", "discord_link", "register_outlet", "where"]
 
 log = logging.getLogger(__name__)
 OPEN_THREADS = frozenset({discord.ChannelType.public_thread, discord.ChannelType.news_thread})
+
+
+def discord_link(turn: Turn) -> str:
+    """The jump URL of a stored Discord message (threads are channels, DMs are ``@me``)."""
+    guild = "@me" if turn.key.workspace == "dm" else turn.key.workspace
+    return f"https://discord.com/channels/{guild}/{turn.key.channel}/{turn.message_id}"
 
 
 async def jump_links(turns: Sequence[Turn]) -> Mapping[Turn, str]:

@@ -27,6 +27,7 @@ from adapters.replies import user_text
 from bot.platform import (
     COMMANDS,
     Argument,
+    ChannelKey,
     ChatService,
     Command,
     CommandResult,
@@ -34,7 +35,6 @@ from bot.platform import (
     Usage,
     looked_up,
 )
-from memory.models import ChannelKey
 
 __all__ = ["TEXT_OPTION", "add_commands", "answer_usage", "app_command", "interaction_key",
            "read_options"]

@@ -28,8 +28,7 @@ import discord
 
 from adapters.discord.text import MAX_MESSAGES, MESSAGE_LIMIT, NO_PINGS, plan_reply, text_file
 from adapters.discord.text import preview as preview_of
-from bot.platform import IncomingMessage, OutcomeUnknown, Post
-from memory.models import ChannelKey
+from bot.platform import ChannelKey, IncomingMessage, OutcomeUnknown, Post
 
 __all__ = ["DiscordPosts", "DiscordReplies", "nonce"]
 

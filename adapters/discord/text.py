@@ -16,8 +16,7 @@ import discord
 from adapters.chunking import split_parts
 from adapters.discord.access import reads_history
 from adapters.discord.files import attachments_of
-from bot.platform import IncomingMessage
-from memory.models import ChannelKey
+from bot.platform import ChannelKey, IncomingMessage
 
 __all__ = [
     "MAX_MESSAGES",

@@ -12,7 +12,8 @@
 - ``backfill``: reading back what was missed while the bot was away.
 - ``launch``: ``serve``.
 
-``PLATFORM`` is the ``slack`` entry point the command line starts it from.
+``PLATFORM`` is the ``slack`` entry point the command line starts it from; it also
+answers whether the settings start Slack and which keys are direct messages.
 
 Importing this package does not import slack-bolt; ``run_slack`` does, after
 ``bot.ops.extras.require(EXTRA)``: a missing library is one line naming the extra
@@ -24,14 +25,14 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, cast
 
-from bot.platform import ChatService, Extra, Launch, Platform, Settings, require
+from bot.platform import ChannelKey, ChatService, Extra, Launch, Platform, Settings, require
 
 if TYPE_CHECKING:
     from slack_sdk.web.async_client import AsyncWebClient
 
     from adapters.backfill import HistoryStore
 
-__all__ = ["EXTRA", "PLATFORM", "run_slack"]
+__all__ = ["EXTRA", "PLATFORM", "configured", "is_direct", "run_slack"]
 
 EXTRA = Extra("slack", "Slack support", "adapters.slack.launch", "SLACK_BOT_TOKEN")
 
@@ -61,4 +62,14 @@ async def _serve(launch: Launch) -> int:
     return 0
 
 
-PLATFORM = Platform("slack", _serve, EXTRA)
+def configured(settings: Settings) -> bool:
+    """Whether the settings start Slack: a bot token with an app token or a signing secret."""
+    return settings.slack.configured
+
+
+def is_direct(key: ChannelKey) -> bool:
+    """Whether ``key`` is a direct message: Slack's DM channel ids start with ``D``."""
+    return key.channel.startswith("D")
+
+
+PLATFORM = Platform("slack", _serve, EXTRA, configured=configured, is_direct=is_direct)

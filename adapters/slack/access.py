@@ -15,7 +15,7 @@ import logging
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from memory.models import ChannelKey
+from bot.platform import ChannelKey
 
 __all__ = ["MAX_PAGES", "PAGE", "ConversationAudience", "SlackMember"]
 

@@ -48,8 +48,7 @@ from adapters.slack.events import SlackEvents, Spawn
 from adapters.slack.outlet import SlackReplies
 from adapters.slack.users import BotIdentity, UserDirectory
 from adapters.slack.web import call
-from bot.platform import ChatSettings, PendingReply, Post, Verdict, Viewing, refusal
-from memory.models import ChannelKey
+from bot.platform import ChannelKey, ChatSettings, PendingReply, Post, Verdict, Viewing, refusal
 
 __all__ = [
     "CONTEXT_EVENT",

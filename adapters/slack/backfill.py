@@ -32,8 +32,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.backfill import SKIP_COUNT_LIMIT, Backfiller, Fetched, HistoryStore
 from adapters.slack.text import is_conversation, mentioned_users, to_incoming
 from adapters.slack.users import BotIdentity, UserDirectory
-from bot.platform import ChatService, IncomingMessage
-from memory.models import ChannelKey
+from bot.platform import ChannelKey, ChatService, IncomingMessage
 
 __all__ = ["THREAD_LOOKBACK", "slack_backfiller", "trigger_on_reconnect", "ts_order"]
 

@@ -21,8 +21,7 @@ from adapters.slack.outlet import SlackPosts
 from adapters.slack.text import format_reply
 from adapters.slack.users import UserDirectory
 from adapters.slack.web import call
-from bot.platform import Outbox, Post, Where, digest_id
-from memory.models import ChannelKey, Turn
+from bot.platform import ChannelKey, Outbox, Post, Turn, Where, digest_id
 
 __all__ = ["CACHE_SIZE", "Permalinks", "SlackOutlet", "built_permalink"]
 

@@ -32,6 +32,7 @@ from adapters.slack.web import respond_once, webhook_client
 from bot.platform import COMMANDS as REGISTRY
 from bot.platform import (
     Access,
+    ChannelKey,
     ChatService,
     Linker,
     OutcomeUnknown,
@@ -44,7 +45,6 @@ from bot.platform import (
     answer_id,
     plain_links,
 )
-from memory.models import ChannelKey
 
 __all__ = ["COMMANDS", "RESPONSE_URL_LIMIT", "SlackCommands", "SlackContext", "read_command"]
 

@@ -40,9 +40,15 @@ from adapters.slack.text import (
 from adapters.slack.threads import thread_chain
 from adapters.slack.transport import escape
 from adapters.slack.users import BotIdentity, UserDirectory
-from bot.platform import ChatService, PendingReply, ReplyFlow, Settings, Viewing
-from memory.errors import StoreError
-from memory.models import ChannelKey
+from bot.platform import (
+    ChannelKey,
+    ChatService,
+    PendingReply,
+    ReplyFlow,
+    Settings,
+    StoreError,
+    Viewing,
+)
 
 __all__ = ["PLACEHOLDER", "Deliver", "SlackEvents", "Spawn"]
 

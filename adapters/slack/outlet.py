@@ -23,8 +23,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.slack.text import format_reply
 from adapters.slack.users import UserDirectory
 from adapters.slack.web import UNKNOWN, UNKNOWN_ERRORS, call, respond_once, webhook_client, write
-from bot.platform import ChatSettings, IncomingMessage, OutcomeUnknown, Post
-from memory.models import ChannelKey
+from bot.platform import ChannelKey, ChatSettings, IncomingMessage, OutcomeUnknown, Post
 
 __all__ = ["EVENT_TYPE", "PLACEHOLDER", "AnswerPosts", "SlackPosts", "SlackReplies", "metadata"]
 

@@ -19,8 +19,7 @@ from typing import Any
 
 from adapters.chunking import split_message
 from adapters.slack.files import attachments_of, file_name
-from bot.platform import IncomingMessage
-from memory.models import ChannelKey
+from bot.platform import ChannelKey, IncomingMessage
 
 __all__ = [
     "CONVERSATION_SUBTYPES",

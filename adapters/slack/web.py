@@ -31,8 +31,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.slack.options import bot_token
-from bot.platform import OutcomeUnknown
-from bot.settings.sections import SlackSettings
+from bot.platform import OutcomeUnknown, SlackSettings
 
 __all__ = ["UNKNOWN", "UNKNOWN_ERRORS", "WRITES", "call", "make_web_client", "respond_once",
            "webhook_client", "write"]

@@ -1,7 +1,7 @@
 """Prometheus metrics and readiness facts, fed by small hooks in the service, the model
 meter and compaction (``memory`` only calls a callback; it imports no metrics library).
 
-Label values are bounded: platforms and purposes come from short fixed lists, models and
+Label values are bounded: platforms are the installed ones, purposes a short fixed list, models and
 error kinds are capped (``BoundedLabel``); no channel id is ever a label. The per-channel
 prompt sizes the inspector plots are kept in memory for a bounded number of channels.
 """
@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from bot.llm.client import UsageRecord
+from bot.plugins import platform_names
 from memory.history import ChannelOverview
 from memory.models import ChannelKey
 
 __all__ = ["BoundedLabel", "Metrics", "PromptPoint"]
 
-PLATFORMS = ("discord", "slack", "console")
 KINDS = ("reply", "summary", "digest", "embedding")
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120)
 FAST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
@@ -49,8 +49,8 @@ class BoundedLabel:
 
 
 def platform_label(platform: str) -> str:
-    """One of the known platforms, else ``other``."""
-    return platform if platform in PLATFORMS else "other"
+    """One of the installed platforms, else ``other``."""
+    return platform if platform in platform_names() else "other"
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,9 +167,10 @@ class Metrics:
     def update_lag(self, rows: Sequence[ChannelOverview]) -> None:
         """Set the compaction-lag gauges from a fresh channel overview."""
         now = self.clock()
-        pending = dict.fromkeys((*PLATFORMS, "other"), 0)
-        oldest = dict.fromkeys((*PLATFORMS, "other"), 0.0)
-        channels = dict.fromkeys((*PLATFORMS, "other"), 0)
+        labels = (*platform_names(), "other")
+        pending = dict.fromkeys(labels, 0)
+        oldest = dict.fromkeys(labels, 0.0)
+        channels = dict.fromkeys(labels, 0)
         for row in rows:
             p = platform_label(row.key.platform)
             channels[p] += 1

@@ -29,6 +29,7 @@ from bot.admin.auth import Sessions
 from bot.admin.inspector import Inspector
 from bot.admin.metrics import MODEL_SEEN_WINDOW, Metrics
 from bot.app import Runtime
+from bot.plugins import configured_platforms
 from memory.models import ChannelKey
 
 __all__ = ["AdminServer", "admin_server"]
@@ -113,7 +114,7 @@ class AdminServer:
     async def readyz(self, request: web.Request) -> web.Response:
         """Ready: store, platforms and model, each reported."""
         checks: dict[str, dict[str, Any]] = {"store": await self._store_check()}
-        for platform in self.rt.settings.adapters:
+        for platform in configured_platforms(self.rt.settings):
             up = platform in self.metrics.platforms_up
             checks[platform] = {"ok": up, "detail": "logged in" if up else "not connected yet"}
         checks["model"] = self._model_check()

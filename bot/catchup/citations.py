@@ -32,7 +32,6 @@ __all__ = [
     "Linker",
     "Numbered",
     "check_bullets",
-    "discord_link",
     "number_turns",
     "numbered_line",
     "parse_bullets",
@@ -131,12 +130,6 @@ def check_bullets(bullets: Sequence[Bullet], allowed: Mapping[int, Turn]) -> lis
                 continue
         kept.append(Bullet(bullet.text, cites))
     return kept
-
-
-def discord_link(turn: Turn) -> str:
-    """The jump URL of a stored Discord message (threads are channels, DMs are ``@me``)."""
-    guild = "@me" if turn.key.workspace == "dm" else turn.key.workspace
-    return f"https://discord.com/channels/{guild}/{turn.key.channel}/{turn.message_id}"
 
 
 async def plain_links(turns: Sequence[Turn]) -> Mapping[Turn, str]:

@@ -42,7 +42,7 @@ from memory.models import ChannelKey
 
 __all__ = [
     "FLUSH_EVERY", "KINDS", "OVER_QUOTA", "PERSONAL_KINDS", "RESERVATION_TTL", "WAIT_AT_MOST",
-    "Bill", "Quota", "Reservation", "is_direct", "utc_day",
+    "Bill", "Quota", "Reservation", "utc_day",
 ]
 
 log = logging.getLogger(__name__)
@@ -76,20 +76,17 @@ def utc_day(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
 
 
-def is_direct(key: ChannelKey) -> bool:
-    """Whether ``key`` is a direct-message channel, by the adapters' key conventions:
-    Discord's workspace ``dm``, Slack's ``D…`` channel ids."""
-    return key.workspace == "dm" or (key.platform == "slack" and key.channel.startswith("D"))
-
-
 class Quota:
     """Counts tokens per person and server per UTC day, per kind; opens the bills that
     the LLM gateway admits and charges calls with. ``settings_of`` gives a channel's
-    limits (``ChannelConfig.get``)."""
+    limits (``ChannelConfig.get``); ``direct`` whether a key is a direct conversation, for
+    a bill without a message that says so (the platforms answer: ``bot.plugins.is_direct``)."""
 
     def __init__(self, store: UsageStore | None, *, settings_of: SettingsOf | None = None,
+                 direct: Callable[[ChannelKey], bool] = lambda key: False,
                  clock: Callable[[], float] = time.time) -> None:
         self.store, self.settings_of, self.clock = store, settings_of, clock
+        self.is_direct = direct
         self._settled = asyncio.Event()  # set (and replaced) whenever a call settles
         self._cleanups: set[asyncio.Future[None]] = set()
         # unwritten counts of accounts without a limit: (day, account, kind) -> tokens
@@ -126,7 +123,8 @@ class Quota:
         if self.store is None or key.platform == "console":
             return None
         user = user_id if kind in PERSONAL_KINDS else ""
-        accounts = self.accounts(key, user, direct=is_direct(key) if direct is None else direct)
+        direct = self.is_direct(key) if direct is None else direct
+        accounts = self.accounts(key, user, direct=direct)
         return Bill(self, key, accounts, kind, settings) if accounts else None
 
     @contextlib.contextmanager

@@ -30,6 +30,7 @@ from bot.llm.providers import ProviderRouter
 from bot.ops.extras import POSTGRES, Extra, describe, missing, needed
 from bot.ops.logs import scrub
 from bot.ops.redact import mask_url
+from bot.plugins import configured_platforms
 from bot.settings import Settings
 from bot.wording import plural
 from memory.tokens import TokenCounter
@@ -153,7 +154,7 @@ async def doctor(settings: Settings, out: TextIO,
 
     # Without a token, what `gistbot run` does depends on its stdin, which the doctor's
     # is not (a container has no terminal): say both, not a console that would not start.
-    adapters = settings.adapters or [
+    adapters = configured_platforms(settings) or [
         "none: no platform token set (`gistbot run` chats in a terminal, and without one "
         "stops with status 2)"]
     out.write(f"\nAdapters that would start: {', '.join(adapters)}\n")

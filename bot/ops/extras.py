@@ -103,10 +103,10 @@ def require(*extras: Extra, configured: bool = False) -> None:
 
 
 def needed(settings: Settings, platforms: Mapping[str, Extra]) -> list[Extra]:
-    """Every optional part ``settings`` asks for: the configured adapters among
-    ``platforms``, PostgreSQL for a ``postgresql://`` URL, the admin server for
+    """Every optional part ``settings`` asks for: the parts of the configured platforms
+    (``platforms``, by name), PostgreSQL for a ``postgresql://`` URL, the admin server for
     ``ADMIN_PORT``."""
-    out = [platforms[name] for name in settings.adapters if name in platforms]
+    out = list(platforms.values())
     if settings.database.sqlite_path is None:
         out.append(POSTGRES)
     if settings.admin.admin_port is not None:

@@ -220,16 +220,6 @@ class Settings(BaseSettings):
             return "openai"
         return self.llm.provider
 
-    @property
-    def adapters(self) -> list[str]:
-        """Platform adapters whose credentials are configured (none means: console)."""
-        out = []
-        if self.discord.discord_token:
-            out.append("discord")
-        if self.slack.configured:
-            out.append("slack")
-        return out
-
     def flat(self) -> dict[str, Any]:
         """Every setting's value by variable, in the reference's order (``gistbot doctor``)."""
         return {f.variable: getattr(getattr(self, f.section), f.name)
