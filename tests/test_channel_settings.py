@@ -217,7 +217,9 @@ async def test_a_server_may_lower_its_quota_but_not_raise_it(
         assert low.ok, low.text
         await rt.service.on_message(msg(1, "first", mention=True))
         refused = await rt.service.on_message(msg(2, "second", author="Bob", mention=True))
-        assert refused is not None and refused.private and "this server's" in refused.text
+        # 10 tokens is less than one answer: refused, privately, naming the server's limit
+        assert refused is not None and refused.private
+        assert "this server's daily allowance of tokens (10)" in refused.text.lower()
 
 
 async def test_every_change_is_logged_with_who_and_when(tmp_path: Path, fake: FakeOpenAI) -> None:
