@@ -35,8 +35,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from adapters.discord.catchup import discord_link
 from benchmarks.common import machine_info, percentile
-from bot.catchup.citations import discord_link, number_turns
+from bot.catchup.citations import number_turns
 from bot.catchup.gather import Catchup, Period, Scope
 from bot.catchup.text import prompt_lines
 from bot.conversation.budget import Budget
