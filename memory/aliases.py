@@ -76,16 +76,22 @@ class ChannelAliases:
     stated: dict[str, set[str]] = field(default_factory=dict)
     """Word -> words stated to be the same person."""
     _table: dict[str, list[str]] | None = field(default=None, repr=False)
+    _keys: dict[str, set[str]] = field(default_factory=dict, repr=False)
+    """Each two letters in a name word -> the name words: a message's words are checked
+    against the few names their first two letters are in (every short form's are), not
+    against every author's."""
 
     def learn(self, author_id: str, author_name: str, text: str) -> None:
         """Take in one recorded message by a person."""
         self._table = None
         for word in _words(author_name):
+            if word not in self.names:
+                for i in range(len(word) - 1):
+                    self._keys.setdefault(word[i : i + 2], set()).add(word)
             if self.names.setdefault(word, author_id) != author_id:
                 self.names[word] = ""
-        words = set(_words(text))
-        for word in words:
-            for name in self.names:
+        for word in set(_words(text)):
+            for name in self._keys.get(word[:2], ()):
                 if short_form(word, name):
                     uses = self.used.setdefault((name, word), {})
                     uses[author_id] = uses.get(author_id, 0) + 1
