@@ -47,13 +47,18 @@ WARM_TURNS = 20_000
 after a start: a long-running channel's nicknames are in its recent months."""
 WARM_PAGE = 500
 """Turns read per store call while warming up."""
+LEARN_CHARS = 20_000
+"""Characters of a message learned from: a nickname is in a message's words, not in the
+rest of a pasted log."""
 _PER_NAME = 4
 """Aliases one name expands to at most (the most used first)."""
 
 _CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _WORD = re.compile(r"[^\W\d_]+")
-_CALL_ME = re.compile(r"\b(?:call me|i go by|i'm called)\s+([^\W\d_]+)", re.IGNORECASE)
-_PAREN = re.compile(r"([^\W\d_]+)\s*\(([^\W\d_]+)\)")
+_CALL_ME = re.compile(r"\b(?:call me|i go by|i'm called)\s+([^\W\d_]{2,20})", re.IGNORECASE)
+# Bounded and anchored at a word's start: on a 1,000,000-letter "word" an unbounded
+# ``([^\W\d_]+)\s*\(`` tries every start and every length (quadratic).
+_PAREN = re.compile(r"\b([^\W\d_]{2,40})\s*\(([^\W\d_]{2,20})\)")
 
 
 def short_form(word: str, name: str) -> bool:
@@ -84,6 +89,7 @@ class ChannelAliases:
     def learn(self, author_id: str, author_name: str, text: str) -> None:
         """Take in one recorded message by a person."""
         self._table = None
+        text = text[:LEARN_CHARS]
         for word in _words(author_name):
             if word not in self.names:
                 for i in range(len(word) - 1):

@@ -120,3 +120,12 @@ def test_expand_puts_aliases_after_their_name_and_leaves_other_channels_alone() 
     assert aliases.expand(KEY, ["rosalind", "puppy"]) == ["rosalind", "roz", "puppy"]
     other = ChannelKey("discord", "g", "other")
     assert aliases.expand(other, ["rosalind", "puppy"]) == ["rosalind", "puppy"]
+
+
+def test_a_huge_one_word_message_is_learned_in_linear_time() -> None:
+    """An unbounded "X (Y)" pattern tried every start and length of a 1,000,000-letter
+    word (quadratic: the record path hung)."""
+    channel = ChannelAliases()
+    channel.learn("a", "Ana", "x" * 1_000_000 + " (xy)")
+    channel.learn("a", "Ana", "Augustin" + "q" * 50 + " (Gus) and Augustin (Gus)")
+    assert channel.of("gus") == ["augustin"]
