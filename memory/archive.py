@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol, TypeAlias
 
+from memory.aliases import Aliases
 from memory.config import VIEW_TURN_LIMIT, MemoryConfig
 from memory.hops import HOP_DOCS, HOP_FROM, HOP_LIMIT, HOPS, after_sources, hop_terms
 from memory.identifiers import contains_identifier
@@ -106,6 +107,7 @@ class Archive:
         *,
         clock: Callable[[], float] = time.time,
         semantic: SemanticRecall | None = None,
+        aliases: Aliases | None = None,
     ) -> None:
         self.store = store
         self.tokenizer = tokenizer
@@ -114,6 +116,8 @@ class Archive:
         self.semantic = semantic
         """Recall by meaning too (``EMBEDDING_MODEL``); None: by words only."""
         self._retention: asyncio.Task[None] | None = None
+        self.aliases = aliases or Aliases()
+        """Nicknames a turn search adds to the names it is asked about (``memory.aliases``)."""
 
     # ------------------------------------------------------------------ recall
 
@@ -176,7 +180,7 @@ class Archive:
         # Enough candidates to fill the recall room with short messages (~20 tokens each;
         # docs/decisions/0015).
         limit = max(self.config.recall_turns, budget // 20, POOL)
-        query = turn_query(turns)
+        query = self.aliases.expand(key, turn_query(turns))
         hits, near = await asyncio.gather(
             self.store.search_turns(key, query, before_seq=below, limit=limit,
                                     fallback=turn_fallback_query(turns, query)),

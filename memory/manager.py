@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from memory.aliases import Aliases
 from memory.archive import Archive, ArchiveWithRetention, ForgetOutcome
 from memory.compaction import CompactionStore, Compactor, fold_cost, late_turns
 from memory.config import VIEW_TURN_LIMIT, MemoryConfig
@@ -97,7 +98,11 @@ class MemoryManager:
         self.clock = clock
         self.indexer = indexer
         """Embeds recorded turns in the background (``EMBEDDING_MODEL``); None: off."""
-        self._archive = Archive(store, tokenizer, self.config, clock=clock, semantic=semantic)
+        self.aliases = Aliases()
+        self._warming: set[asyncio.Task[None]] = set()
+        """Nicknames learned from the recorded messages, per channel (``memory.aliases``)."""
+        self._archive = Archive(store, tokenizer, self.config, clock=clock, semantic=semantic,
+                                aliases=self.aliases)
         self._compaction = Compactor(
             store, summarizer, self.policy, self._archive, self.config, clock=clock
         )
@@ -138,6 +143,9 @@ class MemoryManager:
         A cancelled compaction has committed nothing, so the old state stands.
         """
         retention = self._archive.stop_retention()
+        for task in list(self._warming):
+            task.cancel()
+        await asyncio.gather(*self._warming, return_exceptions=True)
         if self.indexer is not None:
             await self.indexer.close()
         await self._compaction.close(grace=grace)
@@ -145,7 +153,9 @@ class MemoryManager:
             await asyncio.gather(retention, return_exceptions=True)
 
     async def wait_idle(self) -> None:
-        """Wait until no compaction is running or scheduled (tests, shutdown, CLI)."""
+        """Wait until no compaction is running or scheduled and no alias learning is
+        warming up (tests, shutdown, CLI)."""
+        await asyncio.gather(*self._warming, return_exceptions=True)
         await self._compaction.wait_idle()
 
     # ------------------------------------------------------------------ reply path
@@ -162,11 +172,29 @@ class MemoryManager:
         A turn that ``answers`` another is stored only while that one is, checked in the
         insert's transaction: ``AnsweredTurnGone`` when a reset or delete took it away."""
         async with self._admit:
-            result = await self.store.record(self.prepare(turn))
+            prepared = self.prepare(turn)
+            result = await self.store.record(prepared)
+        if result.created:
+            self._learn_aliases(prepared, result.turn.seq)
         if self.indexer is not None and result.created and turn.role == "user":
             self.indexer.notify(turn.key)
         await self._compaction.recorded(turn.key, result)
         return result
+
+    def _learn_aliases(self, turn: NewTurn, seq: int) -> None:
+        """Feed a recorded turn to the alias learning; the first in a channel since the
+        start also learns, in the background, from the turns stored before it."""
+        if not self.aliases.known(turn.key) and seq > 1:
+            task = asyncio.create_task(self.aliases.warm(turn.key, seq, self.store.turns_at))
+            self._warming.add(task)
+            task.add_done_callback(self._warmed)
+        if turn.role == "user":
+            self.aliases.learn(turn.key, turn.author_id, turn.author_name, turn.text)
+
+    def _warmed(self, task: asyncio.Task[None]) -> None:
+        self._warming.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("learning aliases failed: %r", task.exception())
 
     async def view(
         self,
