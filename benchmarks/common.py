@@ -8,13 +8,17 @@ with matplotlib's Agg backend (no display needed).
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import json
+import logging
 import math
 import os
 import platform
+import shlex
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -234,3 +238,37 @@ def save_plot(path: Path, title: str, xlabel: str, ylabel: str,
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def run_recall_scenario(p: argparse.ArgumentParser, a: argparse.Namespace, scenario: int,
+                        known: Sequence[str],
+                        run: Callable[..., Coroutine[Any, Any, Section]],
+                        argv: Sequence[str] | None) -> None:
+    """A recall scenario's own entry point (``benchmarks.longmem``, ``benchmarks.dialogue``):
+    check ``--methods``, run it offline, print its table, notes and targets and, with
+    ``--out``, write ``results.md``/``results.json`` as ``python -m benchmarks`` does."""
+    budgets = [int(b) for b in a.budgets.split(",")] if a.budgets else None
+    methods = [m.strip() for m in a.methods.split(",") if m.strip()]
+    unknown = set(methods) - set(known)
+    if unknown:
+        p.error(f"unknown methods: {', '.join(sorted(unknown))}; choose from {', '.join(known)}")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    from memory.tokens import ensure_offline_encodings
+
+    ensure_offline_encodings()
+    started = time.monotonic()
+    machine = machine_info()
+    sec = asyncio.run(run(a.quick, budgets, seed=a.seed, methods=methods))
+    print(markdown(sec.rows))
+    print()
+    for note in sec.notes:
+        print(f"- {note}")
+    for t in sec.targets:
+        print(f"target: {t.target} — measured {t.measured} — {'met' if t.met else 'NOT met'}")
+    if a.out:
+        machine["commit_end"] = commit()
+        cfg = Config(out=a.out, quick=a.quick, scenarios=(scenario,))
+        command = f"python -m {p.prog.split()[-1]} " + shlex.join(
+            sys.argv[1:] if argv is None else list(argv))
+        path = write_results(cfg, machine, [sec], command, time.monotonic() - started)
+        print(f"wrote {path}")

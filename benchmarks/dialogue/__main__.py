@@ -8,15 +8,10 @@ are always measured), prints the table and, with ``--out``, writes ``results.md`
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
-import shlex
-import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchmarks.common import Config, commit, machine_info, markdown, write_results
+from benchmarks.common import run_recall_scenario
 from benchmarks.dialogue.scenario import METHODS, run
 
 
@@ -31,31 +26,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=13)
     p.add_argument("--out", type=Path, help="write results.md and results.json here")
     a = p.parse_args(argv)
-    budgets = [int(b) for b in a.budgets.split(",")] if a.budgets else None
-    methods = [m.strip() for m in a.methods.split(",") if m.strip()]
-    unknown = set(methods) - set(METHODS)
-    if unknown:
-        p.error(f"unknown methods: {', '.join(sorted(unknown))}; choose from {', '.join(METHODS)}")
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    from memory.tokens import ensure_offline_encodings
-
-    ensure_offline_encodings()
-    started = time.monotonic()
-    machine = machine_info()
-    sec = asyncio.run(run(a.quick, budgets, seed=a.seed, methods=methods))
-    print(markdown(sec.rows))
-    print()
-    for note in sec.notes:
-        print(f"- {note}")
-    for t in sec.targets:
-        print(f"target: {t.target} — measured {t.measured} — {'met' if t.met else 'NOT met'}")
-    if a.out:
-        machine["commit_end"] = commit()
-        cfg = Config(out=a.out, quick=a.quick, scenarios=(7,))
-        command = "python -m benchmarks.dialogue " + shlex.join(
-            sys.argv[1:] if argv is None else list(argv))
-        path = write_results(cfg, machine, [sec], command, time.monotonic() - started)
-        print(f"wrote {path}")
+    run_recall_scenario(p, a, 7, METHODS, run, argv)
 
 
 if __name__ == "__main__":

@@ -7,15 +7,10 @@ with ``--out``, writes ``results.md`` / ``results.json`` there like ``python -m 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
-import shlex
-import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchmarks.common import Config, commit, machine_info, markdown, write_results
+from benchmarks.common import run_recall_scenario
 from benchmarks.longmem.scenario import DEFAULT_METHODS, METHODS, run
 
 
@@ -42,29 +37,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 f.write(json.dumps(to_json(conv), ensure_ascii=False) + "\n")
         print(f"wrote {a.dump}")
         return
-    budgets = [int(b) for b in a.budgets.split(",")] if a.budgets else None
-    methods = [m.strip() for m in a.methods.split(",") if m.strip()]
-    unknown = set(methods) - set(METHODS)
-    if unknown:
-        p.error(f"unknown methods: {', '.join(sorted(unknown))}; choose from {', '.join(METHODS)}")
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    from memory.tokens import ensure_offline_encodings
-
-    ensure_offline_encodings()
-    started = time.monotonic()
-    machine = machine_info()
-    sec = asyncio.run(run(a.quick, budgets, seed=a.seed, methods=methods))
-    print(markdown(sec.rows))
-    print()
-    for t in sec.targets:
-        print(f"target: {t.target} — measured {t.measured} — {'met' if t.met else 'NOT met'}")
-    if a.out:
-        machine["commit_end"] = commit()
-        cfg = Config(out=a.out, quick=a.quick, scenarios=(6,))
-        command = "python -m benchmarks.longmem " + shlex.join(
-            sys.argv[1:] if argv is None else list(argv))
-        path = write_results(cfg, machine, [sec], command, time.monotonic() - started)
-        print(f"wrote {path}")
+    run_recall_scenario(p, a, 6, METHODS, run, argv)
 
 
 if __name__ == "__main__":
