@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import re
 from typing import Annotated, Any
+from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 from pydantic_settings import NoDecode
 
-__all__ = ["CsvList", "Section", "at_least_one", "blank_is_unset", "looks_like_placeholder",
-           "real_token", "split_csv"]
+__all__ = ["CsvList", "Section", "at_least_one", "blank_is_unset", "endpoint_url",
+           "looks_like_placeholder", "real_token", "split_csv"]
 
 # A value copied from documentation rather than a key: a whole word (changeme, todo), or a
 # tell anywhere in it: an ellipsis, <angle brackets>, a leading "your", a run of x's set off
@@ -59,3 +60,12 @@ class Section(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+
+def endpoint_url(value: str) -> str:
+    """An OpenAI-compatible endpoint's URL, trimmed, or ``ValueError`` saying what one
+    looks like (``OPENAI_BASE_URL``, a ``PROVIDERS`` entry's ``base_url``)."""
+    parsed = urlparse(value.strip())
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ValueError("must be an http(s) URL ending in /v1, such as "
+                         "http://localhost:11434/v1 (Ollama) or https://api.openai.com/v1")
+    return value.strip().rstrip("/")

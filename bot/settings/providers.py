@@ -7,13 +7,19 @@ import json
 import re
 from collections.abc import Mapping
 from typing import Annotated, Any
-from urllib.parse import urlparse
 
 from pydantic import ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
 
 from bot.llm.params import parse_params
-from bot.settings.base import CsvList, Section, blank_is_unset, looks_like_placeholder, split_csv
+from bot.settings.base import (
+    CsvList,
+    Section,
+    blank_is_unset,
+    endpoint_url,
+    looks_like_placeholder,
+    split_csv,
+)
 
 __all__ = ["Provider", "ProviderSettings"]
 
@@ -34,11 +40,7 @@ class Provider(Section):
     @field_validator("base_url")
     @classmethod
     def _url(cls, v: str) -> str:
-        parsed = urlparse(v.strip())
-        if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise ValueError("must be an http(s) URL ending in /v1, such as "
-                             "http://localhost:11434/v1 (Ollama)")
-        return v.strip().rstrip("/")
+        return endpoint_url(v)
 
     @field_validator("api_key")
     @classmethod

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import urlparse
 
 from pydantic import ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
@@ -23,6 +22,7 @@ from bot.settings.base import (
     Section,
     at_least_one,
     blank_is_unset,
+    endpoint_url,
     looks_like_placeholder,
     real_token,
     split_csv,
@@ -97,15 +97,7 @@ class LLMSettings(Section):
     @field_validator("openai_base_url")
     @classmethod
     def _url(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        parsed = urlparse(v.strip())
-        if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise ValueError(
-                "must be an http(s) URL such as http://localhost:11434/v1 (Ollama) "
-                "or https://api.openai.com/v1"
-            )
-        return v.strip().rstrip("/")
+        return None if v is None else endpoint_url(v)
 
     @field_validator("llm_concurrency")
     @classmethod
