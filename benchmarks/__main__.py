@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import shlex
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +41,8 @@ from benchmarks.common import (
     progress,
     write_results,
 )
-from benchmarks.responder import FakeSummarizer, Responder
-from memory.tokens import TokenCounter, ensure_offline_encodings
-from tests.fakes.openai_server import FakeOpenAI
+from benchmarks.responder import fake_server
+from memory.tokens import ensure_offline_encodings
 
 DEFAULT_OUT = Path(__file__).parent / "results"
 
@@ -84,16 +82,6 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
     if a.quick:
         return Config.quick_config(a.out, **overrides)
     return Config(out=a.out, **overrides)  # type: ignore[arg-type]
-
-
-@contextlib.asynccontextmanager
-async def fake_server(cfg: Config) -> AsyncIterator[tuple[FakeOpenAI, Responder]]:
-    """The one loopback fake: deterministic answers, fixed latencies, every call logged."""
-    responder = Responder(FakeSummarizer(TokenCounter("gpt-4o")), cfg.summary_tokens,
-                          cfg.reply_latency, cfg.summary_latency)
-    fake = FakeOpenAI(responder=responder, latency=responder.latency, strict=False)
-    async with fake:
-        yield fake, responder
 
 
 async def run_all(cfg: Config) -> list[Section]:

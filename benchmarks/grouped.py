@@ -262,7 +262,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     import tempfile
     from pathlib import Path
 
-    from benchmarks.__main__ import fake_server
+    from benchmarks.responder import fake_server
     from memory.tokens import ensure_offline_encodings
 
     p = argparse.ArgumentParser(prog="python -m benchmarks.grouped",

@@ -46,11 +46,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.__main__ import fake_server
 from benchmarks.common import Config, machine_info, percentile, progress
 from benchmarks.conversation import load_conversation
 from benchmarks.gistbot_memory import GistbotMemory
 from benchmarks.prompt_cost import drive, memory_budget, open_memories
+from benchmarks.responder import fake_server
 from benchmarks.view_scale import measure
 from bot.ops import gc_tuning
 from memory.tokens import TokenCounter, ensure_offline_encodings

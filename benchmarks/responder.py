@@ -21,18 +21,21 @@ run, off the event loop.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import zlib
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmarks.common import Config
 from memory.identifiers import context_for, extract_identifiers, split_sentences
 from memory.summary_prompt import parse_summary_request
-from memory.tokens import Tokenizer
-from tests.fakes.openai_server import is_summary_request
+from memory.tokens import TokenCounter, Tokenizer
+from tests.fakes.openai_server import FakeOpenAI, is_summary_request
 
-__all__ = ["LANGCHAIN_MARK", "NOTHING", "Call", "FakeSummarizer", "Responder", "request_kind"]
+__all__ = ["LANGCHAIN_MARK", "NOTHING", "Call", "FakeSummarizer", "Responder", "fake_server",
+           "request_kind"]
 
 LANGCHAIN_MARK = "Progressively summarize the lines of conversation"
 SECTIONS = ("Topics", "Facts and identifiers", "Decisions", "Open requests")
@@ -253,3 +256,13 @@ class Responder:
         mine = [c for c in self.calls if c.model == model]
         self.calls = [c for c in self.calls if c.model != model]
         return mine
+
+
+@contextlib.asynccontextmanager
+async def fake_server(cfg: Config) -> AsyncIterator[tuple[FakeOpenAI, Responder]]:
+    """The one loopback fake: deterministic answers, fixed latencies, every call logged."""
+    responder = Responder(FakeSummarizer(TokenCounter("gpt-4o")), cfg.summary_tokens,
+                          cfg.reply_latency, cfg.summary_latency)
+    fake = FakeOpenAI(responder=responder, latency=responder.latency, strict=False)
+    async with fake:
+        yield fake, responder

@@ -27,12 +27,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.__main__ import fake_server
 from benchmarks.common import Config, machine_info
 from benchmarks.conversation import load_conversation, load_probes
 from benchmarks.gistbot_memory import GistbotMemory
 from benchmarks.prompt_cost import _one, prompt_tokens, summarize_calls
-from benchmarks.responder import Call
+from benchmarks.responder import Call, fake_server
 from benchmarks.retention import _row as retention_row
 from memory.tokens import TokenCounter, ensure_offline_encodings
 
