@@ -12,11 +12,27 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from bot.attachments.model import Attachment
 from memory.models import ChannelKey
 
-__all__ = ["ChainLink", "ChainSource", "CommandResult", "DeltaSink", "IncomingMessage",
-           "Outcome", "PendingReply", "Received", "Refresh", "Reply", "Viewing"]
+__all__ = ["Attachment", "ChainLink", "ChainSource", "CommandResult", "DeltaSink",
+           "IncomingMessage", "Outcome", "PendingReply", "Received", "Refresh", "Reply", "Viewing"]
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file shared with a message, from the platform's event (never from message text).
+
+    ``placeholder`` is the note standing for it in the message's text (``[attachment:
+    name]``), which its reading replaces in the stored turn; ``size`` is what the platform
+    declared (None: unknown), checked before any download.
+    """
+
+    name: str
+    url: str
+    size: int | None = None
+    content_type: str = ""
+    placeholder: str = ""
+
 
 DeltaSink = Callable[[str], Awaitable[None]]  # called with a streamed reply's text so far
 

@@ -1,7 +1,8 @@
 """Files and images people attach: fetched from the platform's own file hosts only, read
 (text, PDF text, image size), bounded, and added to the message's stored turn.
 
-- ``model``: what an adapter hands over (``Attachment``) and what reading gives back.
+- ``model``: what reading gives back (what an adapter hands over, ``Attachment``, is a
+  plain value of ``bot.messages``).
 - ``fetch``: the capped, timed download from a ``FileSource`` (a platform's hosts and auth).
 - ``sniff``, ``pdf``, ``images``, ``extract``: what the bytes are, and their text or size.
 - ``worker``, ``workers``, ``read``: that parsing, only ever in worker processes with CPU,
@@ -15,8 +16,7 @@
 """
 
 from bot.attachments.fetch import FileSource
-from bot.attachments.model import Attachment, Reading
+from bot.attachments.model import Reading
+from bot.messages import Attachment
 
-# ``AttachmentIntake`` is imported from ``bot.attachments.intake``: it needs
-# ``bot.messages``, which needs ``Attachment`` from here.
 __all__ = ["Attachment", "FileSource", "Reading"]

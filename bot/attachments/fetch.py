@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from bot.attachments.model import Attachment
+from bot.messages import Attachment
 
 if TYPE_CHECKING:
     from bot.settings.sections import AttachmentSettings

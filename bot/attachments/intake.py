@@ -25,14 +25,14 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from bot.attachments.fetch import DownloadFailed, FileSource, Refused, fetch
-from bot.attachments.model import UNREADABLE_IMAGE, Attachment, Reading
+from bot.attachments.model import UNREADABLE_IMAGE, Reading
 from bot.attachments.read import read_bytes
 from bot.attachments.refusal import is_refused, mark_refused
 from bot.attachments.render import compose, image_line, render_all
 from bot.attachments.vision import ImagePart, fit_images, sees_images
 from bot.attachments.workers import Extractor
 from bot.errors import LLMInputRejected
-from bot.messages import IncomingMessage
+from bot.messages import Attachment, IncomingMessage
 from bot.settings.sections import AttachmentSettings
 from memory.errors import StoreError
 from memory.manager import MemoryManager

@@ -1,30 +1,14 @@
-"""The plain values of attachment handling: a file as the platform announced it, the limits
-that bound reading it, and what reading it gave."""
+"""The plain values of attachment handling: the limits that bound reading a file and what
+reading it gave (the file as the platform announced it is ``bot.messages.Attachment``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["UNREADABLE_IMAGE", "Attachment", "Reading", "ReadingKind"]
+__all__ = ["UNREADABLE_IMAGE", "Reading", "ReadingKind"]
 
 ReadingKind = Literal["text", "image", "unreadable", "refused"]
-
-
-@dataclass(frozen=True, slots=True)
-class Attachment:
-    """A file shared with a message, from the platform's event (never from message text).
-
-    ``placeholder`` is the note standing for it in the message's text (``[attachment:
-    name]``), which its reading replaces in the stored turn; ``size`` is what the platform
-    declared (None: unknown), checked before any download.
-    """
-
-    name: str
-    url: str
-    size: int | None = None
-    content_type: str = ""
-    placeholder: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,8 @@ import re
 import secrets
 from collections.abc import Callable, Sequence
 
-from bot.attachments.model import UNREADABLE_IMAGE, Attachment, Reading
+from bot.attachments.model import UNREADABLE_IMAGE, Reading
+from bot.messages import Attachment
 from memory.text import defuse
 
 __all__ = ["GUTTER", "compose", "escape_file_text", "fence_tag", "image_line", "render_all"]
