@@ -27,13 +27,13 @@ from bot.conversation.outbox import Outbox
 from bot.conversation.service import ChatService
 from bot.conversation.summary_route import SummaryRouter
 from bot.errors import ConfigError
+from bot.extras import POSTGRES, require
 from bot.llm.client import LLM, OpenAILLM, UsageMeter
 from bot.llm.embeddings import OpenAIEmbedder
 from bot.llm.gate import LLMGate
 from bot.llm.offline import OfflineLLM
 from bot.llm.providers import DEFAULT, ProviderRouter
 from bot.missed.owed import OwedReplies
-from bot.ops.extras import POSTGRES, require
 from bot.ops.shutdown import compaction_grace
 from bot.plugins import is_direct
 from bot.settings import Settings

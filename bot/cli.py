@@ -24,7 +24,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, TextIO, TypeAlias
 
 from bot.errors import ConfigError, GistbotError
-from bot.ops.extras import ADMIN, Extra, needed, require
+from bot.extras import ADMIN, Extra, needed, require
 from bot.ops.logs import LiveLine, setup_logging
 from bot.plugins import Launch, configured_platforms, load_platform
 from bot.settings import Settings, load_settings

@@ -23,6 +23,7 @@ from bot.conversation.outbox import Outbox, Post, answer_id, digest_id
 from bot.conversation.reply_flow import ReplyFlow
 from bot.conversation.service import ChatService
 from bot.errors import ConfigError, GistbotError, OutcomeUnknown, PlatformUnreachable, user_text
+from bot.extras import Extra, require
 from bot.messages import (
     ChainLink,
     ChainSource,
@@ -33,7 +34,6 @@ from bot.messages import (
     Viewing,
 )
 from bot.missed.sweep import answer_missed_mentions, stop_answering_missed
-from bot.ops.extras import Extra, require
 from bot.ops.logs import LiveLine
 from bot.ops.shutdown import SHUTDOWN_APOLOGY, reply_grace
 from bot.plugins import Launch, Platform

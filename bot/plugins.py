@@ -25,7 +25,7 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
 from bot.errors import ConfigError
-from bot.ops.extras import Extra
+from bot.extras import Extra
 
 if TYPE_CHECKING:
     from bot.conversation.service import ChatService

@@ -12,8 +12,8 @@ import pytest
 
 from bot.ops.doctor import doctor
 from bot.ops.logs import scrub
-from bot.ops.redact import mask_url, url_secrets
 from bot.settings import load_settings
+from bot.settings.redact import mask_url, url_secrets
 from tests.fakes.openai_server import FakeOpenAI, default_responder
 
 DB_PASSWORD = "pg-user-info-secret-1"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.ops.extras import install_command
+from bot.extras import install_command
 from tests.harness.console import ROOT, console_env
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@
 answers whether the settings start Discord and which keys are direct messages.
 
 Importing this package does not import discord.py; ``run_discord`` and ``invite_url``
-do, after ``bot.ops.extras.require(EXTRA)``: a missing library is one line naming the extra
+do, after ``bot.extras.require(EXTRA)``: a missing library is one line naming the extra
 (``gistbot[discord]``, part of the default install).
 """
 

@@ -16,7 +16,7 @@
 answers whether the settings start Slack and which keys are direct messages.
 
 Importing this package does not import slack-bolt; ``run_slack`` does, after
-``bot.ops.extras.require(EXTRA)``: a missing library is one line naming the extra
+``bot.extras.require(EXTRA)``: a missing library is one line naming the extra
 (``gistbot[slack]``, part of the default install).
 """
 

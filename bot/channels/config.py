@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from bot.access import LIST_NAMES, NO_LISTS, Lists
-from bot.llm.params import parse_params
 from bot.messages import IncomingMessage
 from bot.settings import Settings
+from bot.settings.params import parse_params
 from bot.settings.sections import check_ids
 from bot.stores.settings import SERVER, Setting, SettingsStore, server_scope
 from memory.errors import StoreError

@@ -46,8 +46,8 @@ from bot.channels.usage_tab import UsageTab, metered, metered_hold, note_usage
 from bot.errors import LLMBadResponse, LLMError, LLMTimeout, ModelNotServed, llm_error_from
 from bot.llm.cost import chat_cost, text_cost
 from bot.llm.gate import LLMGate
-from bot.llm.params import merged, split_params
 from bot.llm.thinking import ThinkFilter, strip_think
+from bot.settings.params import merged, split_params
 from bot.wording import plural
 from memory.completion import ChatMessage
 from memory.errors import Preempted
@@ -106,7 +106,7 @@ class LLM(Protocol):
     (compaction) or ``"digest"`` (``/summary``); implementations may route by it. ``model``
     overrides the configured model for this one request (a channel's setting), and
     ``params`` adds request fields over the configured ones (a channel's ``params``,
-    ``bot.llm.params``); callers pass them only when a channel chose them."""
+    ``bot.settings.params``); callers pass them only when a channel chose them."""
 
     name: str
     is_offline: bool
@@ -250,7 +250,7 @@ class OpenAILLM:
         self.model, self.summary_model = model, summary_model or model
         self.tokenizer = tokenizer  # prices a call's prompt for its quota reservation
         # Request fields added to replies (MODEL_PARAMS) and to summaries and /summary
-        # (SUMMARY_MODEL_PARAMS); a call's own ``params`` go over them (bot.llm.params).
+        # (SUMMARY_MODEL_PARAMS); a call's own ``params`` go over them (bot.settings.params).
         self.params, self.summary_params = dict(params or {}), dict(summary_params or {})
         # Per request, from when the call holds its slot: a summary that waited behind
         # replies still gets its whole time (``SUMMARY_TIMEOUT``).
@@ -545,7 +545,7 @@ class _MessagesArgs(TypedDict):
 def _body(messages: Sequence[ChatMessage], fields: Mapping[str, Any]) -> dict[str, Any]:
     """``create()``'s messages and request ``fields``: the fields ``create()`` names as
     arguments (``temperature``, ``top_p`` …) as those, any other merged into the body with
-    the messages through ``extra_body`` (``bot.llm.params``)."""
+    the messages through ``extra_body`` (``bot.settings.params``)."""
     named, extra = split_params(fields)
     args = _messages(messages)
     return {**named, "messages": args["messages"],

@@ -2,13 +2,13 @@
 
 The verdict comes first, then one line per check — failing ones first, each with its fix —
 then what would start and the configuration. Checks: the optional parts the configuration
-asks for are installed (``bot.ops.extras``, the check ``gistbot run`` makes before starting),
+asks for are installed (``bot.extras``, the check ``gistbot run`` makes before starting),
 the database answers (a SQLite file that does not exist yet is not created: its folder must
 be writable), and the LLM endpoint serves the configured models.
 
 Secrets are masked: tokens and keys show their first 3 and last 2 characters at most, URLs
 their user name and host but no password, in the user info or in a query parameter
-(``bot.ops.redact``). Exit status 0 when every check passed, 1 otherwise.
+(``bot.settings.redact``). Exit status 0 when every check passed, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ from pydantic import SecretStr
 from bot.app import make_llm, make_storage
 from bot.channels.config import Defaults
 from bot.errors import ModelNotServed
+from bot.extras import POSTGRES, Extra, describe, missing, needed
 from bot.llm.client import UsageMeter
 from bot.llm.providers import ProviderRouter
-from bot.ops.extras import POSTGRES, Extra, describe, missing, needed
 from bot.ops.logs import scrub
-from bot.ops.redact import mask_url
 from bot.plugins import configured_platforms
 from bot.settings import Settings
+from bot.settings.redact import mask_url
 from bot.wording import plural
 from memory.tokens import TokenCounter
 

@@ -28,7 +28,7 @@ from pydantic_settings import (
 )
 
 from bot.errors import ConfigError
-from bot.ops.redact import url_secrets
+from bot.settings.redact import url_secrets
 from bot.settings.sections import (
     DEFAULT_SYSTEM_PROMPT,
     AccessSettings,

@@ -1,5 +1,5 @@
 """The settings of request parameters and of model endpoints besides the default one
-(``bot.llm.params``, ``bot.llm.providers``; docs/providers.md)."""
+(``bot.settings.params``, ``bot.llm.providers``; docs/providers.md)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
 
-from bot.llm.params import parse_params
 from bot.settings.base import (
     CsvList,
     Section,
@@ -20,6 +19,7 @@ from bot.settings.base import (
     looks_like_placeholder,
     split_csv,
 )
+from bot.settings.params import parse_params
 
 __all__ = ["Provider", "ProviderSettings"]
 
@@ -79,7 +79,7 @@ def _request_fields(value: Any) -> Any:
 
 class ProviderSettings(Section):
     """Request parameters of the model calls, and model endpoints besides the default one
-    (``bot.llm.params``, ``bot.llm.providers``; docs/providers.md)."""
+    (``bot.settings.params``, ``bot.llm.providers``; docs/providers.md)."""
 
     model_config = ConfigDict(title="Model parameters and providers")
 
