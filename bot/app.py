@@ -26,8 +26,6 @@ from bot.conversation.budget import Budget, window_policy
 from bot.conversation.outbox import Outbox
 from bot.conversation.service import ChatService
 from bot.conversation.summary_route import SummaryRouter
-from bot.errors import ConfigError
-from bot.extras import POSTGRES, require
 from bot.llm.client import LLM, OpenAILLM, UsageMeter
 from bot.llm.embeddings import OpenAIEmbedder
 from bot.llm.gate import LLMGate
@@ -38,48 +36,17 @@ from bot.ops.shutdown import compaction_grace
 from bot.plugins import is_direct
 from bot.settings import Settings
 from bot.stores import Storage
+from bot.stores.backend import make_storage, storage_for_url
 from memory.embedding_indexer import EmbeddingIndexer
 from memory.manager import MemoryManager
 from memory.semantic import SemanticRecall
 from memory.store import Store
-from memory.stores.sqlite.store import SqliteStore
 from memory.summarizer import Summarizer
 from memory.tokens import TokenCounter
 
 __all__ = ["Runtime", "make_embedder", "make_llm", "make_storage", "storage_for_url"]
 
 log = logging.getLogger(__name__)
-
-
-def make_storage(settings: Settings) -> Storage:
-    """The storage ``DATABASE_URL`` asks for (SQLite by default), not opened yet."""
-    db = settings.database
-    storage = storage_for_url(
-        db.database_url,
-        synchronous=db.sqlite_synchronous,
-        pool_size=db.database_pool_size,
-    )
-    storage.memory.summary_history = db.summary_history  # type: ignore[attr-defined]
-    return storage
-
-
-def storage_for_url(url: str, *, synchronous: str = "FULL", pool_size: int = 10) -> Storage:
-    """The memory store for ``sqlite:///path`` or ``postgresql://…`` with every storage role
-    composed on it (``copy-db`` takes two)."""
-    return Storage.on(_memory_store(url, synchronous=synchronous, pool_size=pool_size))
-
-
-def _memory_store(url: str, *, synchronous: str, pool_size: int) -> Store:
-    if url.startswith("sqlite:///"):
-        return SqliteStore(url[len("sqlite:///") :], synchronous=synchronous)  # type: ignore[arg-type]
-    if not url.startswith(("postgresql://", "postgres://")):
-        raise ConfigError(f"{url!r}: use sqlite:///path/to/file.db or postgresql://user@host/db")
-    require(POSTGRES, configured=True)
-    from memory.stores.postgres.store import PostgresStore
-
-    dsn, _, schema = url.partition("#")  # a "#schema" suffix selects a schema (tests, hosting)
-    store: Store = PostgresStore(dsn, schema=schema or "public", max_size=pool_size)
-    return store
 
 
 def make_llm(settings: Settings, tokenizer: TokenCounter, meter: UsageMeter) -> LLM:

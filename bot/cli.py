@@ -272,7 +272,7 @@ def _no_database(settings: Settings) -> str | None:
 
 
 async def _channels(settings: Settings, out: TextIO) -> int:
-    from bot.app import make_storage
+    from bot.stores.backend import make_storage
 
     if (absent := _no_database(settings)) is not None:
         print(absent, file=sys.stderr)
@@ -323,8 +323,8 @@ async def _summary(settings: Settings, key: ChannelKey, out: TextIO) -> None:
 
 
 async def _export(settings: Settings, key: ChannelKey, out: TextIO) -> int:
-    from bot.app import make_storage
     from bot.ops.dbtools import settings_rows
+    from bot.stores.backend import make_storage
 
     if (absent := _no_database(settings)) is not None:
         raise UnknownChannel(absent)
@@ -367,8 +367,8 @@ def _schedule_row(schedule: DigestSchedule | None) -> dict[str, object] | None:
 
 
 async def _copy(src: str, dst: str, *, force: bool, resume: bool) -> None:
-    from bot.app import storage_for_url
     from bot.ops.dbtools import copy_db
+    from bot.stores.backend import storage_for_url
 
     source, target = storage_for_url(src), storage_for_url(dst)
     await source.open()
@@ -472,12 +472,12 @@ def _dispatch(args: argparse.Namespace, command: str) -> int:
                 n = asyncio.run(_export(settings, key, fh))
         print(f"exported {plural(n, 'message')} of {channel_spec(key)}", file=sys.stderr)
     elif command == "doctor":
-        from bot.ops.doctor import doctor
+        from bot.doctor import doctor
 
         return asyncio.run(doctor(settings, sys.stdout, platforms=_extras(configured)))
     elif command == "migrate":
-        from bot.app import storage_for_url
         from bot.ops.dbtools import migrate
+        from bot.stores.backend import storage_for_url
 
         url = args.url or settings.database.database_url
         n = asyncio.run(migrate(storage_for_url(url)))

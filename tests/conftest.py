@@ -98,7 +98,8 @@ from tests.harness.slack import FakeLLM, Harness, open_harness  # noqa: E402
 @pytest.fixture
 def quick_busy_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     """Runtimes built in the test wait 0.2 s (not 5 s) for a locked database."""
-    monkeypatch.setattr("bot.app.SqliteStore", functools.partial(SqliteStore, busy_timeout=0.2))
+    monkeypatch.setattr("bot.stores.backend.SqliteStore",
+                        functools.partial(SqliteStore, busy_timeout=0.2))
 
 
 @pytest.fixture

@@ -18,9 +18,9 @@ from aiohttp import web
 from bot.app import Runtime
 from bot.conversation.prompts import FENCE_CLOSE, FENCE_OPEN, RULES
 from bot.conversation.service import RATE_LIMITED, TOO_LONG
+from bot.doctor import doctor
 from bot.errors import ConfigError, LLMAuthError
 from bot.messages import IncomingMessage
-from bot.ops.doctor import doctor
 from bot.ops.logs import setup_logging
 from bot.settings import Settings, load_settings
 from bot.settings.sections import ChatSettings

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.ops.doctor import doctor
+from bot.doctor import doctor
 from bot.ops.logs import scrub
 from bot.settings import load_settings
 from bot.settings.redact import mask_url, url_secrets

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from bot.channels.config_command import Caller, parse_config
+from bot.doctor import doctor
 from bot.errors import ConfigError
-from bot.ops.doctor import doctor
 from bot.settings import load_settings
 from memory.models import ChannelKey
 from tests.fakes.openai_server import FakeOpenAI, default_responder

@@ -17,8 +17,8 @@ import pytest
 
 from bot.app import Runtime
 from bot.channels.config_command import Caller, parse_config
+from bot.doctor import doctor
 from bot.errors import ConfigError
-from bot.ops.doctor import doctor
 from bot.settings import Settings, load_settings
 from memory.models import ChannelKey
 from tests.fakes.openai_server import FakeOpenAI, Hang

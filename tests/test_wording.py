@@ -16,7 +16,7 @@ HISTORY = re.compile(r"\b(?:session \d+|this session|same session|this round)\b"
                      re.IGNORECASE)
 USER_FACING = [
     "bot/cli.py", "bot/wording.py", "bot/memory_commands", "bot/commands", "bot/catchup",
-    "bot/ops/doctor.py", "bot/ops/dbtools.py", "bot/admin/templates.py", "adapters",
+    "bot/doctor.py", "bot/ops/dbtools.py", "bot/admin/templates.py", "adapters",
 ]
 LOG_METHODS = {"debug", "info", "warning", "error", "exception", "critical"}
 _MARKUP = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|<[^>]*>", re.DOTALL)  # template code, tags

@@ -34,8 +34,8 @@ def _probe(url: str) -> int:
 
 
 async def _open_store() -> None:
-    from bot.app import make_storage
     from bot.settings import load_settings
+    from bot.stores.backend import make_storage
 
     storage = make_storage(load_settings())
     await storage.open()

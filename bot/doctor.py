@@ -22,7 +22,7 @@ from typing import TextIO
 
 from pydantic import SecretStr
 
-from bot.app import make_llm, make_storage
+from bot.app import make_llm
 from bot.channels.config import Defaults
 from bot.errors import ModelNotServed
 from bot.extras import POSTGRES, Extra, describe, missing, needed
@@ -32,6 +32,7 @@ from bot.ops.logs import scrub
 from bot.plugins import configured_platforms
 from bot.settings import Settings
 from bot.settings.redact import mask_url
+from bot.stores.backend import make_storage
 from bot.wording import plural
 from memory.tokens import TokenCounter
 
