@@ -281,7 +281,7 @@ async def run_chat(base_url: str, a: argparse.Namespace, tmp: Path) -> ChatRun:
             policy = window_policy(settings.memory, rt.budget)
             run.window_tokens, run.max_fold_tokens = policy.window_tokens, policy.max_fold_tokens
             run.summary_bound = rt.budget.summary_tokens
-            metrics = Metrics()
+            metrics = Metrics(platforms=rt.installed_platforms)
             rt.service.observer = metrics
             rt.meter.listeners.append(metrics.on_usage)
             rt.memory.observe_compactions(metrics.on_compaction)

@@ -33,7 +33,7 @@ from bot.llm.offline import OfflineLLM
 from bot.llm.providers import DEFAULT, ProviderRouter
 from bot.missed.owed import OwedReplies
 from bot.ops.shutdown import compaction_grace
-from bot.plugins import is_direct
+from bot.plugins import configured_platforms, is_direct, platform_names
 from bot.settings import Settings
 from bot.stores import Storage
 from bot.stores.backend import make_storage, storage_for_url
@@ -151,6 +151,16 @@ class Runtime:
     def store(self) -> Store:
         """The memory store (``storage.memory``)."""
         return self.storage.memory
+
+    @property
+    def installed_platforms(self) -> tuple[str, ...]:
+        """The platforms installed (each is a metrics label)."""
+        return platform_names()
+
+    @property
+    def configured_platforms(self) -> list[str]:
+        """The installed platforms the settings start (``/readyz`` waits for each)."""
+        return configured_platforms(self.settings)
 
     @classmethod
     @contextlib.asynccontextmanager

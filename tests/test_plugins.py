@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.admin.metrics import platform_label
+from bot.admin.metrics import Metrics
 from bot.errors import ConfigError
 from bot.plugins import (
     GROUP,
@@ -103,7 +103,8 @@ def test_a_new_platform_is_configured_labelled_and_asked_by_its_entry_alone(
     assert platform_names() == ("console", "discord", "matrix", "slack")
     assert configured_platforms(load_settings({"DISCORD_TOKEN": "abc.def.ghi"})) == [
         "discord", "matrix"]
-    assert platform_label("matrix") == "matrix" and platform_label("irc") == "other"
+    labels = Metrics(platforms=platform_names())
+    assert labels.platform_label("matrix") == "matrix" and labels.platform_label("irc") == "other"
     assert is_direct(ChannelKey("matrix", "example.org", "!dm:alice"))
     assert not is_direct(ChannelKey("matrix", "example.org", "!room:general"))
 

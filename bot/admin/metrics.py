@@ -1,9 +1,10 @@
 """Prometheus metrics and readiness facts, fed by small hooks in the service, the model
 meter and compaction (``memory`` only calls a callback; it imports no metrics library).
 
-Label values are bounded: platforms are the installed ones, purposes a short fixed list, models and
-error kinds are capped (``BoundedLabel``); no channel id is ever a label. The per-channel
-prompt sizes the inspector plots are kept in memory for a bounded number of channels.
+Label values are bounded: platforms are the installed ones (the composition root names them),
+purposes a short fixed list, models and error kinds are capped (``BoundedLabel``); no channel
+id is ever a label. The per-channel prompt sizes the inspector plots are kept in memory for a
+bounded number of channels.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from bot.llm.client import UsageRecord
-from bot.plugins import platform_names
 from memory.history import ChannelOverview
 from memory.models import ChannelKey
 
@@ -48,11 +48,6 @@ class BoundedLabel:
         return value
 
 
-def platform_label(platform: str) -> str:
-    """One of the installed platforms, else ``other``."""
-    return platform if platform in platform_names() else "other"
-
-
 @dataclass(frozen=True, slots=True)
 class PromptPoint:
     """One reply's prompt: memory tokens sent, for the message at ``seq``."""
@@ -66,8 +61,9 @@ class Metrics:
     """Every metric of the admin server in its own registry (one per runtime, so tests can
     build many), plus what ``/readyz`` needs to know about the model and the platforms."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.time, plot_channels: int = 500,
-                 plot_points: int = 300) -> None:
+    def __init__(self, *, platforms: Sequence[str] = (), clock: Callable[[], float] = time.time,
+                 plot_channels: int = 500, plot_points: int = 300) -> None:
+        self.platforms = tuple(platforms)  # the installed ones: each its own label
         self.clock = clock
         self.registry = r = CollectorRegistry(auto_describe=True)
         self.models = BoundedLabel(16)
@@ -84,6 +80,10 @@ class Metrics:
         self.lag_refreshed: float | None = None
         self._plots: OrderedDict[ChannelKey, deque[PromptPoint]] = OrderedDict()
         self._plot_channels, self._plot_points = plot_channels, plot_points
+
+    def platform_label(self, platform: str) -> str:
+        """One of the installed platforms, else ``other``."""
+        return platform if platform in self.platforms else "other"
 
     def _model_metrics(self, r: CollectorRegistry) -> None:
         """Model calls: counts, tokens, errors and latency by kind and model."""
@@ -167,12 +167,12 @@ class Metrics:
     def update_lag(self, rows: Sequence[ChannelOverview]) -> None:
         """Set the compaction-lag gauges from a fresh channel overview."""
         now = self.clock()
-        labels = (*platform_names(), "other")
+        labels = (*self.platforms, "other")
         pending = dict.fromkeys(labels, 0)
         oldest = dict.fromkeys(labels, 0.0)
         channels = dict.fromkeys(labels, 0)
         for row in rows:
-            p = platform_label(row.key.platform)
+            p = self.platform_label(row.key.platform)
             channels[p] += 1
             pending[p] += row.pending
             if row.oldest_pending_at is not None:
@@ -187,12 +187,12 @@ class Metrics:
 
     def recorded(self, key: ChannelKey, role: str) -> None:
         """``ServiceObserver``: a new turn was stored."""
-        self.turns.labels(platform_label(key.platform), role).inc()
+        self.turns.labels(self.platform_label(key.platform), role).inc()
 
     def replied(self, key: ChannelKey, seconds: float, prompt_tokens: int, seq: int,
                 failed: bool) -> None:
         """``ServiceObserver``: a reply was produced or failed."""
-        platform = platform_label(key.platform)
+        platform = self.platform_label(key.platform)
         self.replies.labels(platform, "failed" if failed else "ok").inc()
         if failed:
             return
@@ -208,7 +208,7 @@ class Metrics:
 
     def recalled(self, key: ChannelKey, seconds: float) -> None:
         """``ServiceObserver``: a reply's memory view was built."""
-        self.recall_latency.labels(platform_label(key.platform)).observe(seconds)
+        self.recall_latency.labels(self.platform_label(key.platform)).observe(seconds)
 
     def semantic_fallback(self) -> None:
         """``SemanticRecall.on_fallback``: a reply's message could not be embedded."""
@@ -221,12 +221,12 @@ class Metrics:
     def connected(self, platform: str) -> None:
         """``ServiceObserver``: an adapter logged in."""
         self.platforms_up.add(platform)
-        self.connected_gauge.labels(platform_label(platform)).set(1)
+        self.connected_gauge.labels(self.platform_label(platform)).set(1)
 
     def disconnected(self, platform: str) -> None:
         """``ServiceObserver``: an adapter's link dropped."""
         self.platforms_up.discard(platform)
-        self.connected_gauge.labels(platform_label(platform)).set(0)
+        self.connected_gauge.labels(self.platform_label(platform)).set(0)
 
     def prompt_points(self, key: ChannelKey) -> list[PromptPoint]:
         """The channel's recent reply prompt sizes, oldest first."""

@@ -19,8 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Protocol
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, disable_created_metrics, generate_latest
@@ -28,11 +28,14 @@ from prometheus_client import CONTENT_TYPE_LATEST, disable_created_metrics, gene
 from bot.admin.auth import Sessions
 from bot.admin.inspector import Inspector
 from bot.admin.metrics import MODEL_SEEN_WINDOW, Metrics
-from bot.app import Runtime
-from bot.plugins import configured_platforms
+from bot.conversation.service import ChatService
+from bot.llm.client import LLM, UsageMeter
+from bot.settings import Settings
+from memory.manager import MemoryManager
 from memory.models import ChannelKey
+from memory.store import Store
 
-__all__ = ["AdminServer", "admin_server"]
+__all__ = ["AdminServer", "Served", "admin_server"]
 
 log = logging.getLogger("gistbot.admin")
 LAG_REFRESH = 15.0
@@ -40,15 +43,37 @@ STORE_TIMEOUT = 2.0
 PROBE = ChannelKey("admin", "readyz", "probe")  # read, never written
 
 
+class Served(Protocol):
+    """What the admin server watches and hooks into: the running application's parts and
+    its platforms, the installed ones and those the settings start (``bot.app.Runtime``)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def store(self) -> Store: ...
+    @property
+    def memory(self) -> MemoryManager: ...
+    @property
+    def llm(self) -> LLM: ...
+    @property
+    def service(self) -> ChatService: ...
+    @property
+    def meter(self) -> UsageMeter: ...
+    @property
+    def installed_platforms(self) -> Sequence[str]: ...
+    @property
+    def configured_platforms(self) -> Sequence[str]: ...
+
+
 class AdminServer:
     """The application and its listener; ``port`` is the bound port once started."""
 
-    def __init__(self, rt: Runtime, *, host: str, port: int, inspector: bool,
+    def __init__(self, rt: Served, *, host: str, port: int, inspector: bool,
                  token: str | None, metrics: Metrics | None = None) -> None:
         self.rt, self.host, self.requested_port = rt, host, port
         # The *_created series only repeat what Prometheus knows from the first scrape.
         disable_created_metrics()  # type: ignore[no-untyped-call]
-        self.metrics = metrics or Metrics()
+        self.metrics = metrics or Metrics(platforms=rt.installed_platforms)
         self.port = 0
         self.inspector: Inspector | None = None
         if inspector:
@@ -114,7 +139,7 @@ class AdminServer:
     async def readyz(self, request: web.Request) -> web.Response:
         """Ready: store, platforms and model, each reported."""
         checks: dict[str, dict[str, Any]] = {"store": await self._store_check()}
-        for platform in configured_platforms(self.rt.settings):
+        for platform in self.rt.configured_platforms:
             up = platform in self.metrics.platforms_up
             checks[platform] = {"ok": up, "detail": "logged in" if up else "not connected yet"}
         checks["model"] = self._model_check()
@@ -161,7 +186,7 @@ class AdminServer:
 
 
 @contextlib.asynccontextmanager
-async def admin_server(rt: Runtime) -> AsyncIterator[AdminServer | None]:
+async def admin_server(rt: Served) -> AsyncIterator[AdminServer | None]:
     """The admin server ``rt.settings`` asks for, running for the block; None when off."""
     s = rt.settings
     if s.admin.admin_port is None:
