@@ -11,11 +11,11 @@ and a change behind it does not reach into three adapter packages.
 from __future__ import annotations
 
 from bot.access import Verdict
+from bot.arguments import Usage
 from bot.attachments import Attachment, FileSource
 from bot.catchup.citations import Linker, plain_links
 from bot.catchup.command import Where
 from bot.catchup.phrases import posix_locale
-from bot.commands.args import Usage
 from bot.commands.declare import Argument, Command, Permission, Registry
 from bot.commands.registry import COMMANDS
 from bot.conversation.lookup import looked_up

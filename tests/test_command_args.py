@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 from adapters.console_adapter import read_line
 from adapters.discord.commands import TEXT_OPTION, read_options
 from adapters.slack.commands import COMMANDS, read_command
+from bot.arguments import Usage
 from bot.catchup.digests import describe
 from bot.catchup.since import CatchupArgs, SinceError, read_since, start_of
 from bot.catchup.text import when
 from bot.channels.config_command import ConfigRequest
-from bot.commands.args import Usage
 from bot.commands.digest import DIGEST, DigestRequest
 from bot.commands.registry import SPECS
 from bot.stores.digests import DigestSchedule

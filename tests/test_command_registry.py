@@ -31,7 +31,7 @@ from tests.harness.slack import FakeLLM, open_harness
 PING_PY = """
 from dataclasses import dataclass
 
-from bot.commands.args import ArgumentError, CommandSpec
+from bot.arguments import ArgumentError, CommandSpec
 from bot.commands.declare import Argument, Command, Context, Permission
 from bot.messages import CommandResult
 

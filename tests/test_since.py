@@ -8,13 +8,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bot.catchup.since import (
-    SinceError,
-    parse_catchup_args,
-    parse_zone,
-    resolve_since,
-    time_of_link,
-)
+from bot.catchup.since import SinceError, parse_catchup_args, resolve_since, time_of_link
+from bot.settings.zones import UnknownZone, parse_zone
 
 NY = ZoneInfo("America/New_York")
 SEOUL = ZoneInfo("Asia/Seoul")
@@ -91,5 +86,5 @@ def test_unreadable_or_future_since_says_what_is_accepted(text: str) -> None:
 
 
 def test_unknown_zone_is_named() -> None:
-    with pytest.raises(SinceError, match="Mars/Olympus"):
+    with pytest.raises(UnknownZone, match="Mars/Olympus"):
         parse_catchup_args("2h Mars/Olympus")

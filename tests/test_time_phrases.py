@@ -12,10 +12,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from bot.arguments import Usage
 from bot.catchup import phrases
 from bot.catchup.phrases import date_order, posix_locale
 from bot.catchup.since import Ago, Phrase, SinceError, read_since, resolve_since
-from bot.commands.args import Usage
 from bot.commands.registry import SPECS
 
 BERLIN = ZoneInfo("Europe/Berlin")

@@ -17,20 +17,33 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from zoneinfo import ZoneInfo
 
+from bot.arguments import CommandSpec, Usage
 from bot.catchup.citations import Linker, plain_links
 from bot.catchup.gather import Catchup, CatchupResult, Period, Scope
-from bot.catchup.since import CatchupArgs, Since, SinceError, read_since, start_of, time_of_link
+from bot.catchup.since import (
+    ACCEPTED,
+    CatchupArgs,
+    Since,
+    SinceError,
+    parse_catchup_args,
+    read_since,
+    start_of,
+    time_of_link,
+)
 from bot.catchup.text import when
 from bot.catchup.visibility import Access, Audience, visible
-from bot.commands.args import Usage
-from bot.commands.catchup import CATCHUP
 from bot.messages import CommandResult
 from bot.read_check import CANNOT_READ, NOT_FOR_EVERYONE
 from memory.catchup_store import CatchupStore
 from memory.models import ChannelKey
 
-__all__ = ["CANNOT_READ", "DEFAULT_HOURS", "LOOK_FURTHER", "Catchups", "Where"]
+__all__ = ["CANNOT_READ", "CATCHUP", "DEFAULT_HOURS", "LOOK_FURTHER", "USAGE", "Catchups", "Where"]
 
+USAGE = f"Usage: /catchup [since] [time zone] [public]; for since, {ACCEPTED}."
+CATCHUP: CommandSpec[CatchupArgs] = CommandSpec(
+    "catchup", "[since] [time zone] [public]", USAGE, parse_catchup_args,
+    public=lambda a: a.public)
+"""The ``/catchup`` parser (``bot.commands.catchup`` declares the command with it)."""
 DEFAULT_HOURS = 24
 LOOK_FURTHER = "To look further back: /catchup 2h, /catchup yesterday or /catchup 3 days ago."
 
@@ -103,7 +116,7 @@ class Catchups:
     async def command(self, where: Where, author_id: str, args: str | CatchupArgs, *,
                       public: bool = False) -> CommandResult:
         """``/catchup`` for ``author_id`` in ``where`` with the command's text (or the
-        arguments ``bot.commands.catchup`` read from it); posted for everyone here when
+        arguments ``CATCHUP`` read from it); posted for everyone here when
         ``public`` (or the arguments say ``public``)."""
         if isinstance(args, str):
             parsed = CATCHUP.parse(args)

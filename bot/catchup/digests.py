@@ -32,13 +32,13 @@ from datetime import time as clock_time
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
+from bot.arguments import Usage
 from bot.catchup.command import Catchups, Where
+from bot.catchup.digest_request import DIGEST, USAGE, DigestRequest, read_digest
 from bot.catchup.gather import Period
 from bot.catchup.since import WEEKDAYS
 from bot.catchup.text import when
 from bot.channels.usage_tab import Payer, paying
-from bot.commands.args import Usage
-from bot.commands.digest import DIGEST, USAGE, DigestRequest, read_digest
 from bot.messages import CommandResult
 from bot.stores.digests import DigestSchedule, DigestStore
 from memory.errors import CallRefused

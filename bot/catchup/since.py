@@ -25,10 +25,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
+from bot.arguments import ArgumentError
 from bot.catchup.phrases import wall_time
-from bot.commands.args import ArgumentError
+from bot.settings.zones import parse_zone
 
 __all__ = [
     "ACCEPTED",
@@ -45,7 +46,6 @@ __all__ = [
     "Weekday",
     "local_midnight",
     "parse_catchup_args",
-    "parse_zone",
     "read_since",
     "resolve_since",
     "start_of",
@@ -81,7 +81,8 @@ _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}(?:[T ][\d:.,+-]+Z?)?$", re.ASCII)
 
 
 class SinceError(ArgumentError):
-    """A ``since`` (or zone) gistbot cannot read; the message is for the user."""
+    """A ``since`` gistbot cannot read; the message is for the user (a zone it cannot find
+is ``bot.settings.zones.UnknownZone``)."""
 
 
 # ---------------------------------------------------------------- what a ``since`` means
@@ -206,20 +207,6 @@ class CatchupArgs:
     zone: ZoneInfo | None
     public: bool
     start: Since | None = None
-
-
-def parse_zone(name: str) -> ZoneInfo:
-    """An IANA zone (``Europe/Berlin``, ``UTC``); ``SinceError`` naming it otherwise."""
-    shown = name if len(name) <= 60 else name[:60] + "…"
-    try:
-        if name.upper() in ("UTC", "GMT", "Z"):
-            return ZoneInfo("UTC")
-        if len(name) > 60 or not re.fullmatch(r"[A-Za-z_]+(?:/[A-Za-z0-9_+-]+)+", name):
-            raise ZoneInfoNotFoundError(name)
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a directory, say
-        raise SinceError(f"I don't know the time zone {shown!r}; use an IANA name such as "
-                         "Europe/Berlin, America/New_York or Asia/Seoul") from None
 
 
 def _looks_like_zone(word: str) -> bool:

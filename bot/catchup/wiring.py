@@ -7,12 +7,12 @@ from zoneinfo import ZoneInfo
 
 from bot.access import NO_LISTS, AccessRules, Verdict
 from bot.catchup.command import Catchups, Where
+from bot.catchup.digest_request import DigestRequest
 from bot.catchup.digests import DigestScheduler
 from bot.catchup.gather import Catchup
 from bot.catchup.since import CatchupArgs
 from bot.channels.config import ChannelConfig
 from bot.channels.quota import Quota
-from bot.commands.digest import DigestRequest
 from bot.conversation.budget import Budget
 from bot.errors import OverQuota
 from bot.llm.client import LLM

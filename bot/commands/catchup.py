@@ -1,21 +1,14 @@
 """``/catchup [since] [time zone] [public]``, declared for every platform (the words:
-``bot.catchup.since``; the work: ``bot.catchup.command``)."""
+``bot.catchup.since``; its parser and the work: ``bot.catchup.command``)."""
 
 from __future__ import annotations
 
-from bot.catchup.since import ACCEPTED, CatchupArgs, parse_catchup_args
-from bot.commands.args import CommandSpec
+from bot.catchup.command import CATCHUP, USAGE
+from bot.catchup.since import CatchupArgs
 from bot.commands.declare import Argument, Command, Context
 from bot.messages import CommandResult
 
 __all__ = ["CATCHUP", "CATCHUP_COMMAND", "COMMANDS", "ORDER", "USAGE"]
-
-USAGE = f"Usage: /catchup [since] [time zone] [public]; for since, {ACCEPTED}."
-
-CATCHUP: CommandSpec[CatchupArgs] = CommandSpec(
-    "catchup", "[since] [time zone] [public]", USAGE, parse_catchup_args,
-    public=lambda a: a.public)
-
 
 async def _run(ctx: Context, args: CatchupArgs) -> CommandResult:
     return await ctx.service.catchup_commands.catchup(await ctx.where(), ctx.user_id, args)

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from bot.arguments import ArgumentError, CommandSpec, Usage, unreadable
 from bot.channels.config import KEYS
 from bot.channels.config_command import ACTIONS, USAGE, Caller, ConfigRequest, parse_config
-from bot.commands.args import ArgumentError, CommandSpec, Usage, unreadable
 from bot.commands.declare import Argument, Command, Context, Permission
 from bot.messages import CommandResult
 

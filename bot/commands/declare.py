@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 from bot.access import NO_LISTS, REFUSED, AccessRules, Verdict
-from bot.commands.args import CommandSpec, Usage
+from bot.arguments import CommandSpec, Usage
 from bot.messages import CommandResult
 from bot.read_check import Access, refusal
 

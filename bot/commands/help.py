@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bot.commands.args import ArgumentError, CommandSpec
+from bot.arguments import ArgumentError, CommandSpec
 from bot.commands.declare import Argument, Command, Context, Permission, Registry
 from bot.messages import CommandResult
 

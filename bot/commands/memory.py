@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bot.commands.args import ArgumentError, CommandSpec
+from bot.arguments import ArgumentError, CommandSpec
 from bot.commands.declare import Argument, Command, Context, Permission
 from bot.memory_commands.feature import MAX_FACT_CHARS
 from bot.messages import CommandResult

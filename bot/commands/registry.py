@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import Any
 
 import bot.commands
-from bot.commands.args import CommandSpec, Usage
+from bot.arguments import CommandSpec, Usage
 from bot.commands.declare import Command, Registry
 
 __all__ = ["COMMANDS", "DEFAULT_ORDER", "SPECS", "discover", "parse"]

@@ -28,6 +28,7 @@ from bot.settings.base import (
     split_csv,
 )
 from bot.settings.providers import Provider, ProviderSettings
+from bot.settings.zones import UnknownZone, parse_zone
 from memory.config import tunable
 
 __all__ = [
@@ -227,11 +228,9 @@ class CatchupSettings(Section):
     @field_validator("timezone")
     @classmethod
     def _zone(cls, v: str) -> str:
-        from bot.catchup.since import SinceError, parse_zone
-
         try:
             return parse_zone(v.strip() or "UTC").key
-        except SinceError as e:
+        except UnknownZone as e:
             raise ValueError(str(e)) from None
 
 
