@@ -22,6 +22,7 @@ from bot.conversation.lookup import looked_up
 from bot.conversation.outbox import Outbox, Post, answer_id, digest_id
 from bot.conversation.reply_flow import ReplyFlow
 from bot.conversation.service import ChatService
+from bot.conversation.sweep import answer_missed_mentions, stop_answering_missed
 from bot.errors import ConfigError, GistbotError, OutcomeUnknown, PlatformUnreachable, user_text
 from bot.extras import Extra, require
 from bot.messages import (
@@ -33,7 +34,6 @@ from bot.messages import (
     Refresh,
     Viewing,
 )
-from bot.missed.sweep import answer_missed_mentions, stop_answering_missed
 from bot.ops.logs import LiveLine
 from bot.ops.shutdown import SHUTDOWN_APOLOGY, reply_grace
 from bot.plugins import Launch, Platform

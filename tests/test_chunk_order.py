@@ -14,7 +14,7 @@ from pathlib import Path
 
 from adapters.slack.text import format_reply
 from bot.conversation.lookup import ATTEMPTS
-from bot.missed.sweep import sweep_missed
+from bot.conversation.sweep import sweep_missed
 from tests.fakes.faults import Fault
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_api import Answer, faulty

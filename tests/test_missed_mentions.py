@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import pytest
 
-from bot.missed.sweep import MAX_ATTEMPTS, sweep_missed
+from bot.conversation.sweep import MAX_ATTEMPTS, sweep_missed
 from bot.stores.owed import ReplyDue
 from memory.models import ChannelKey, NewTurn
 from memory.store import Store
@@ -225,7 +225,7 @@ async def test_two_processes_sharing_postgresql_answer_a_missed_mention_once(
 async def test_a_mention_older_than_the_limit_is_logged_not_answered(
     h: Harness, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="bot.missed.sweep")
+    caplog.set_level(logging.WARNING, logger="bot.conversation.sweep")
     now = int(time.time())
     old, young = f"{now}.000401", f"{now}.000402"
     await owe_as_a_dead_process(h.rt.store, KEY, old, age=400)  # ANSWER_MISSED_SECONDS=300

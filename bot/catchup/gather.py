@@ -43,16 +43,16 @@ from bot.catchup.text import (
     reduce_messages,
     salience,
 )
-from bot.conversation.budget import Budget
 from bot.errors import LLMError
 from bot.llm.client import LLM
-from bot.settings.sections import DEFAULT_SYSTEM_PROMPT, BudgetSettings, CatchupSettings
+from bot.settings.sections import BudgetSettings, CatchupSettings
 from memory.catchup_store import CatchupStore
 from memory.completion import ChatMessage
 from memory.models import ChannelKey, Episode, Turn
 from memory.tokens import Tokenizer
 
-__all__ = ["Catchup", "CatchupResult", "CatchupSource", "Period", "Scope"]
+__all__ = ["Catchup", "CatchupResult", "CatchupSource", "Limits", "Period", "Scope",
+           "SectionLimits"]
 
 log = logging.getLogger(__name__)
 UTC_ZONE = ZoneInfo("UTC")
@@ -103,19 +103,45 @@ class CatchupResult:
         return self.count == 0
 
 
+class Limits(Protocol):
+    """What a catch-up may spend: a prompt holds at most ``prompt_tokens``, an answer uses at
+    most ``reply_tokens`` (the shared ``bot.conversation.budget.Budget`` is one)."""
+
+    @property
+    def prompt_tokens(self) -> int: ...
+    @property
+    def reply_tokens(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SectionLimits:
+    """The limits a budget section sets by itself (when no shared budget is handed in)."""
+
+    section: BudgetSettings = field(default_factory=BudgetSettings)
+
+    @property
+    def prompt_tokens(self) -> int:
+        """The context less the reply's share."""
+        return self.section.context_tokens - self.section.reply_tokens
+
+    @property
+    def reply_tokens(self) -> int:
+        """The reply's share."""
+        return self.section.reply_tokens
+
+
 class Catchup:
     """Makes catch-ups; one per process (stateless between calls). ``parallel`` map calls
     run at once; each prompt holds at most ``budget.prompt_tokens``."""
 
     def __init__(self, store: CatchupSource, llm: LLM, tokenizer: Tokenizer,
-                 config: CatchupSettings | None = None, budget: Budget | None = None, *,
+                 config: CatchupSettings | None = None, budget: Limits | None = None, *,
                  parallel: int = 8) -> None:
         self.store = store
         self.llm = llm
         self.tokenizer = tokenizer
         self.config = config or CatchupSettings()
-        self.limits = budget or Budget.compute(BudgetSettings(), DEFAULT_SYSTEM_PROMPT,
-                                               tokenizer)
+        self.limits: Limits = budget or SectionLimits()
         self.parallel = parallel
 
     @property

@@ -9,11 +9,10 @@ from bot.access import NO_LISTS, AccessRules, Verdict
 from bot.catchup.command import Catchups, Where
 from bot.catchup.digest_request import DigestRequest
 from bot.catchup.digests import DigestScheduler
-from bot.catchup.gather import Catchup
+from bot.catchup.gather import Catchup, Limits
 from bot.catchup.since import CatchupArgs
 from bot.channels.config import ChannelConfig
 from bot.channels.quota import Quota
-from bot.conversation.budget import Budget
 from bot.errors import OverQuota
 from bot.llm.client import LLM
 from bot.messages import CommandResult
@@ -60,7 +59,7 @@ class CatchupCommands:
                 return CommandResult(e.user_message, ok=False)
 
 
-def build_catchup(settings: Settings, budget: Budget, storage: Storage, llm: LLM,
+def build_catchup(settings: Settings, budget: Limits, storage: Storage, llm: LLM,
                   tokenizer: Tokenizer, quota: Quota, *, channels: ChannelConfig | None = None,
                   access: AccessRules | None = None) -> CatchupCommands:
     """The catch-up feature with its digest scheduler (not started): its section of the

@@ -5,7 +5,7 @@ turn's own transaction), claimed by this process while it answers. The adapter r
 the delivery (``PendingReply.settle``, called by ``bot.conversation.reply_flow``): delivered settles
 the debt, failed or cut short by shutdown releases it. Whatever is still owed — the process was
 killed mid-reply, the delivery failed — is claimed again by the missed-mention sweep
-(``bot.missed.sweep``: every adapter's startup hook, then a periodic sweep) once the dead
+(``bot.conversation.sweep``: every adapter's startup hook, then a periodic sweep) once the dead
 owner's claim has run out, if the message is younger than ``ANSWER_MISSED_SECONDS``; older
 debts are dropped and logged. A platform's re-delivery of such a message claims it too, so
 it is answered, not dropped as a duplicate. Claims are conditional updates in the database,
