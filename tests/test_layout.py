@@ -8,7 +8,10 @@ the three import one another in a circle. Storage that is not memory (settings, 
 digests, owed replies, the outbox, backfill marks) lives in ``bot/stores``, not in
 ``memory/``. ``ChatService`` stays a thin pipeline (at most 8 public methods); modules stay
 small; tests share a harness, not each other. Imports are read with ``ast`` (function-level
-ones included, relative ones resolved), so a check reports each offending ``file:line``.
+ones included, relative ones resolved), so a check reports each offending ``file:line``. The same holds one level
+up: the packages of ``bot/`` (each sub-package, each module at its top) import one another
+one way only, nothing imports the composition root (``bot.app``, ``bot.cli`` …) from below,
+and ``benchmarks/`` has no circle either.
 """
 
 from __future__ import annotations
@@ -561,3 +564,153 @@ def test_the_service_checks_find_planted_violations(tmp_path: Path) -> None:
         },
     )
     assert public_methods(tmp_path, "ChatService", "bot") == ["a", "b", "d"]
+
+
+# -- packages: the floors of bot/ -------------------------------------------------------------
+
+COMPOSITION_ROOT_MODULES = ("bot.__main__", "bot.cli", "bot.doctor", "bot.app", "bot.platform",
+                            "bot.plugins")
+"""The composition root: the command line, what wires the parts (``app``), the adapters' port,
+the platforms' loader and ``doctor``, which builds the parts as the app does. Nothing else in
+``bot/`` imports them: they are handed what they wire (docs/decisions/0048)."""
+
+
+def unit_of(module: str) -> str | None:
+    """The package-level unit of a dotted module: its sub-package of the top
+    folder (``bot.catchup.since`` is ``bot.catchup``), or itself when it is a module at the
+    top (``bot.app``). The top package's own ``__init__`` is no unit (None)."""
+    parts = module.split(".")
+    if len(parts) < 2:
+        return None
+    return ".".join(parts[:2])
+
+
+def package_imports(root: Path, top: str) -> dict[tuple[str, str], list[str]]:
+    """``(unit, unit it imports)`` to the ``file:line imports name`` lines that make the
+    arrow, for the units of ``top`` (sub-packages and top-level modules, see ``unit_of``);
+    imports at any depth count, type-only ones too: they are dependencies all the same."""
+    known = {module_of(p, root) for p in modules(root, top)}
+    arrows: dict[tuple[str, str], list[str]] = {}
+    for path in modules(root, top):
+        source = unit_of(module_of(path, root))
+        for line, name in imported_names(path, root):
+            parts = name.split(".")
+            target = next((".".join(parts[:n]) for n in range(len(parts), 0, -1)
+                           if ".".join(parts[:n]) in known), None)
+            unit = None if target is None else unit_of(target)
+            if source is None or unit is None or unit == source:
+                continue
+            where = f"{path.relative_to(root)}:{line} imports {name}"
+            found = arrows.setdefault((source, unit), [])
+            if not any(w.startswith(f"{path.relative_to(root)}:{line} ") for w in found):
+                found.append(where)
+    return arrows
+
+
+def two_way_packages(root: Path, top: str) -> list[str]:
+    """Each pair of units of ``top`` that import each other, with the lines of both ways."""
+    arrows = package_imports(root, top)
+    return [f"{a} ⇄ {b}: {'; '.join(arrows[a, b])} || {'; '.join(arrows[b, a])}"
+            for a, b in sorted(arrows) if a < b and (b, a) in arrows]
+
+
+def package_cycles(root: Path, top: str) -> list[str]:
+    """Each set of units of ``top`` that import one another in a circle, as ``a ⇄ b ⇄ c``."""
+    graph: dict[str, set[str]] = {}
+    for a, b in package_imports(root, top):
+        graph.setdefault(a, set()).add(b)
+        graph.setdefault(b, set())
+    return [" ⇄ ".join(sorted(c)) for c in _circles(graph)]
+
+
+def imports_of_the_root(root: Path, top: str = "bot",
+                        composition: Iterable[str] = COMPOSITION_ROOT_MODULES) -> list[str]:
+    """Modules of ``top`` outside the composition root that import a module of it."""
+    wired = tuple(composition)
+    below = [p for p in modules(root, top) if not within(*wired)(module_of(p, root))]
+    return offending_imports(root, below, within(*wired))
+
+
+@pytest.mark.parametrize("top", LAYERS)
+def test_no_two_packages_import_each_other(top: str) -> None:
+    """No two packages of ``bot/`` (a sub-package, or a module at its top), nor of
+    ``memory/`` or ``adapters/``, import each other, in either direction, at any depth: a
+    shared piece goes to the lower one."""
+    assert_none(two_way_packages(ROOT, top))
+
+
+@pytest.mark.parametrize("top", LAYERS)
+def test_the_packages_stand_on_floors(top: str) -> None:
+    """The packages of each layer import one another without a circle of any length, so
+    each stands on a floor above everything it imports (docs/decisions/0048 names the
+    floors of ``bot/``)."""
+    assert_none(package_cycles(ROOT, top))
+
+
+def test_nothing_below_the_composition_root_imports_it() -> None:
+    """No module of ``bot/`` but the composition root's own imports ``bot.app``, ``bot.cli``,
+    ``bot.plugins``, ``bot.platform``, ``bot.doctor`` or ``bot.__main__``: the root hands
+    the parts what they need (the admin server is handed the runtime's parts)."""
+    for name in COMPOSITION_ROOT_MODULES:
+        assert (ROOT / Path(*name.split("."))).with_suffix(".py").is_file(), name
+    assert_none(imports_of_the_root(ROOT))
+
+
+def test_the_benchmarks_import_one_another_without_a_circle() -> None:
+    """No modules under ``benchmarks/`` import one another in a circle (the entry point and a
+    scenario once shared the fake model server through ``benchmarks.__main__``)."""
+    assert_none(import_cycles(ROOT, "benchmarks"))
+
+
+def test_the_package_checks_find_planted_violations(tmp_path: Path) -> None:
+    plant(
+        tmp_path,
+        {
+            "bot/__init__.py": "",
+            "bot/app.py": "from bot.feed import x\nfrom bot import words\n",
+            "bot/words.py": "",  # a module at the top is a unit of its own
+            "bot/feed/__init__.py": "from bot.feed.inner import y\n",  # inside: no arrow
+            "bot/feed/inner.py": "from bot.words import z\n",
+            "bot/feed/deep/late.py": "def f():\n    from ...app import Runtime\n",
+            "bot/catch/__init__.py": "",
+            "bot/catch/a.py": "from bot.cmds import table\n",
+            "bot/cmds/__init__.py": "",
+            "bot/cmds/table.py": "from typing import TYPE_CHECKING\n"
+                                 "if TYPE_CHECKING:\n    from bot.catch.a import Args\n",
+            "bot/one/__init__.py": "import bot.two.x\n",
+            "bot/two/x.py": "from bot import three\n",
+            "bot/three/__init__.py": "from bot.one import q\n",
+            "bot/cli.py": "from bot import app\n",
+            "bot/__main__.py": "from bot.cli import main\n",
+        },
+    )
+    assert two_way_packages(tmp_path, "bot") == [
+        "bot.app ⇄ bot.feed: bot/app.py:1 imports bot.feed || "
+        "bot/feed/deep/late.py:2 imports bot.app",
+        "bot.catch ⇄ bot.cmds: bot/catch/a.py:1 imports bot.cmds || "
+        "bot/cmds/table.py:3 imports bot.catch.a",  # a type-only import is an arrow too
+    ]
+    assert package_cycles(tmp_path, "bot") == [
+        "bot.app ⇄ bot.feed",
+        "bot.catch ⇄ bot.cmds",
+        "bot.one ⇄ bot.three ⇄ bot.two",
+    ]
+    assert imports_of_the_root(tmp_path, composition=("bot.app", "bot.cli", "bot.__main__")) == [
+        "bot/feed/deep/late.py:2 imports bot.app"]
+    with pytest.raises(AssertionError, match=r"bot\.catch ⇄ bot\.cmds"):
+        assert_none(two_way_packages(tmp_path, "bot"))
+
+
+def test_the_benchmark_check_finds_a_planted_circle(tmp_path: Path) -> None:
+    plant(
+        tmp_path,
+        {
+            "benchmarks/__init__.py": "",
+            "benchmarks/__main__.py": "from benchmarks.grouped import run\n",
+            "benchmarks/grouped.py": "def run():\n    from benchmarks.__main__ import fake\n",
+            "benchmarks/common.py": "",
+            "benchmarks/scale.py": "from benchmarks import common\n",
+        },
+    )
+    assert import_cycles(tmp_path, "benchmarks") == [
+        "benchmarks.__main__ ⇄ benchmarks.grouped"]
