@@ -8,10 +8,10 @@ the three import one another in a circle. Storage that is not memory (settings, 
 digests, owed replies, the outbox, backfill marks) lives in ``bot/stores``, not in
 ``memory/``. ``ChatService`` stays a thin pipeline (at most 8 public methods); modules stay
 small; tests share a harness, not each other. Imports are read with ``ast`` (function-level
-ones included, relative ones resolved), so a check reports each offending ``file:line``. The same holds one level
-up: the packages of ``bot/`` (each sub-package, each module at its top) import one another
-one way only, nothing imports the composition root (``bot.app``, ``bot.cli`` …) from below,
-and ``benchmarks/`` has no circle either.
+ones included, relative ones resolved), so a check reports each offending ``file:line``.
+The same holds one level up: the packages of a layer (each sub-package, each module at its
+top) import one another one way only, nothing in ``bot/`` imports its composition root
+(``bot.app``, ``bot.cli`` …) from below, and ``benchmarks/`` has no circle either.
 """
 
 from __future__ import annotations
