@@ -82,7 +82,7 @@ _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}(?:[T ][\d:.,+-]+Z?)?$", re.ASCII)
 
 class SinceError(ArgumentError):
     """A ``since`` gistbot cannot read; the message is for the user (a zone it cannot find
-is ``bot.settings.zones.UnknownZone``)."""
+    is ``bot.settings.zones.UnknownZone``)."""
 
 
 # ---------------------------------------------------------------- what a ``since`` means

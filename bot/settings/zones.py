@@ -26,4 +26,4 @@ def parse_zone(name: str) -> ZoneInfo:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a directory, say
         raise UnknownZone(f"I don't know the time zone {shown!r}; use an IANA name such as "
-                         "Europe/Berlin, America/New_York or Asia/Seoul") from None
+                          "Europe/Berlin, America/New_York or Asia/Seoul") from None
