@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from bot.access import Verdict
 from bot.arguments import Usage
-from bot.attachments import Attachment, FileSource
+from bot.attachments import FileSource
 from bot.catchup.citations import Linker, plain_links
 from bot.catchup.command import Where
 from bot.catchup.phrases import posix_locale
@@ -26,6 +26,7 @@ from bot.conversation.sweep import answer_missed_mentions, stop_answering_missed
 from bot.errors import ConfigError, GistbotError, OutcomeUnknown, PlatformUnreachable, user_text
 from bot.extras import Extra, require
 from bot.messages import (
+    Attachment,
     ChainLink,
     ChainSource,
     CommandResult,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.attachments import Attachment, FileSource, Reading
+from bot.attachments import FileSource, Reading
 from bot.attachments.fetch import Refused, fetch, origin
 from bot.attachments.images import image_size
 from bot.attachments.read import read_bytes
@@ -17,6 +17,7 @@ from bot.attachments.render import compose, render_all
 from bot.attachments.sniff import decode_text, sniff
 from bot.attachments.vision import fit_images, image_tokens, sees_images, with_images
 from bot.attachments.workers import Extractor
+from bot.messages import Attachment
 from bot.settings.sections import AttachmentSettings
 from memory.completion import ChatMessage
 from tests.harness.hostile import pdf_with_text, png

@@ -17,6 +17,5 @@
 
 from bot.attachments.fetch import FileSource
 from bot.attachments.model import Reading
-from bot.messages import Attachment
 
-__all__ = ["Attachment", "FileSource", "Reading"]
+__all__ = ["FileSource", "Reading"]

@@ -10,9 +10,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from bot.messages import Attachment
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # a worker process imports this package: it must stay light
+    from bot.messages import Attachment
     from bot.settings.sections import AttachmentSettings
 
 __all__ = ["DownloadFailed", "FileSource", "Refused", "fetch", "origin", "size_text"]
