@@ -74,18 +74,30 @@ class Debt:
         self.shown: list[str] = []
         self.settled: list[bool] = []
 
-    async def show(self, placeholder: str) -> None:
-        self.shown.append(placeholder)
 
-    async def settle(self, ok: bool) -> None:
-        self.settled.append(ok)
+class Job:
+    """A scripted reply job: ``compose`` makes the reply; what the flow reports goes to
+    ``debt``."""
+
+    def __init__(self, compose: Callable[[DeltaSink | None], Awaitable[Reply | None]],
+                 debt: Debt) -> None:
+        self.compose, self.debt = compose, debt
+
+    async def placed(self, shown: str) -> None:
+        self.debt.shown.append(shown)
+
+    async def make(self, sink: DeltaSink | None) -> Reply | None:
+        return await self.compose(sink)
+
+    async def settled(self, delivered: bool) -> None:
+        self.debt.settled.append(delivered)
 
 
 def pending(compose: Callable[[DeltaSink | None], Awaitable[Reply | None]], debt: Debt, *,
             outcome: Outcome = Outcome.RECORDED, message_id: str = "m1", **kw: Any
             ) -> PendingReply:
     msg = IncomingMessage(KEY, message_id, "alice", "Alice", "hi?", 0.0, mentions_bot=True)
-    return PendingReply(msg, outcome, compose, debt.show, debt.settle, owed=True, **kw)
+    return PendingReply(msg, outcome, Job(compose, debt), owed=True, **kw)
 
 
 def answer(text: str, *, private: bool = False) -> Callable[[DeltaSink | None],
