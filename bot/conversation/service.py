@@ -1,13 +1,13 @@
 """``ChatService``: what happens on a message. The commands are features it holds for the
 adapters (``bot.memory_commands.feature``, ``bot.catchup.wiring``, ``bot.channels.config_command``);
-delivering a reply is ``bot.conversation.reply_flow``'s.
+making a reply is ``bot.conversation.reply_job``'s, delivering it ``bot.conversation.reply_flow``'s.
 
 An adapter hands each message over once (``receive``) and gets back a ``Received`` (an
-``Outcome`` and, when a reply is owed, the ``PendingReply``). The message is recorded first,
-so it is never lost whatever the model does; the reply is built from a committed view read
-through that message's seq and recorded as ``reply:<trigger id>``, so a re-delivered event
-is neither recorded nor answered twice. Compaction runs in the background and never delays
-a reply, except once, on purpose, when the model says the prompt was too long.
+``Outcome`` and, when a reply is owed, the ``PendingReply`` with its ``ReplyJob``). The message
+is recorded first, so it is never lost whatever the model does; the reply is built from a
+committed view read through that message's seq and recorded as ``reply:<trigger id>``, so a
+re-delivered event is neither recorded nor answered twice. Compaction runs in the background
+and never delays a reply, except once, on purpose, when the model says the prompt was too long.
 
 Each limit has one outcome (SECURITY.md): an over-long message is stored cut with a marker
 and answered with a request for something shorter; a person over ``user_rate_limit`` a
