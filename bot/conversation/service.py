@@ -276,7 +276,6 @@ class ChatService:
                           self.quota, self.attachments, self.observer, self.owed,
                           self.identity)
 
-
     async def backfilled(self, msg: IncomingMessage) -> bool:
         """Remember a message missed while the bot was away (backfill); never answer it
         here. An addressed one younger than ``ANSWER_MISSED_SECONDS`` is recorded with an
