@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import Protocol
 
 from memory.models import ChannelKey
 
 __all__ = ["Attachment", "ChainLink", "ChainSource", "CommandResult", "DeltaSink",
-           "IncomingMessage", "Outcome", "PendingReply", "Received", "Refresh", "Reply", "Viewing"]
+           "IncomingMessage", "Outcome", "PendingReply", "Received", "Refresh", "Reply",
+           "ReplySteps", "Viewing"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,21 +134,32 @@ class Outcome(Enum):
     RATE_LIMITED = "rate limited"  # stored; the person asks too fast to be answered
 
 
+class ReplySteps(Protocol):
+    """The steps of an owed reply that ``ReplyFlow`` runs, by name, in this order;
+    ``bot.conversation.reply_job.ReplyJob`` is the service's."""
+
+    async def placed(self, shown: str) -> None:
+        """Remember ``shown``, the platform message shown while the reply is made ("": none
+        any more), on the debt, so a late answer replaces it."""
+
+    async def make(self, sink: DeltaSink | None) -> Reply | None:
+        """The reply, streamed through ``sink`` when one is given; None: nothing to send
+        (e.g. a quota notice told already)."""
+
+    async def settled(self, delivered: bool) -> None:
+        """The delivery, reported (False: answer it again later)."""
+
+
 @dataclass(frozen=True, slots=True)
 class PendingReply:
-    """A reply owed to ``msg``, not yet made: ``compose`` makes it (streamed through the
-    sink when one is given; None: nothing to send, e.g. a quota notice told already),
-    ``show`` remembers the platform message shown meanwhile on the debt (so a late answer
-    replaces it), ``settle`` reports the delivery (False: answer it again later).
+    """A reply owed to ``msg``, not yet made: ``job`` makes it, step by step.
     ``owed``: the debt is recorded, so a reply cut short is answered after a restart.
     ``placeholder`` is the message an earlier attempt showed (a late answer goes into it);
     ``late``: the answer to a mention a crash left unanswered."""
 
     msg: IncomingMessage
     outcome: Outcome
-    compose: Callable[[DeltaSink | None], Awaitable[Reply | None]]
-    show: Callable[[str], Awaitable[None]]
-    settle: Callable[[bool], Awaitable[None]]
+    job: ReplySteps
     owed: bool = False  # recorded as owed: cut short, it is answered after a restart
     placeholder: str = ""
     late: bool = False

@@ -147,7 +147,7 @@ async def test_a_warning_while_thinking_is_printed_above_the_spinner(
     assert "thinking…" in out
     assert "context length exceeded" in out
     assert not re.search(r"thinking…[^\r\x1b]", out), out
-    line_start = out.index("WARNING bot.conversation.service: context length exceeded")
+    line_start = out.index("WARNING bot.conversation.reply_job: context length exceeded")
     assert "\n" not in out[out.rfind("\x1b[K", 0, line_start) : line_start]
     assert "thinking…" not in out[line_start : out.index("\n", line_start)]
 

@@ -35,10 +35,7 @@ MAX_FUNCTION_LINES = 50
 # Product functions longer than that, as ``file:Class.function``: each is being split by
 # another change or kept for a reason a decision record gives. An entry no longer needed
 # fails the test, so the list only shrinks.
-LONG_FUNCTIONS: set[str] = {
-    "bot/conversation/service.py:ChatService._reply",  # being rewritten (the reply job)
-    "bot/conversation/service.py:ChatService.receive",  # being rewritten (the reply job)
-}
+LONG_FUNCTIONS: set[str] = set()
 
 # What starts a process or a pseudo-terminal, as a name or an attribute in a test's body.
 # (Playwright's entry points start a browser process.)

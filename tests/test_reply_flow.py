@@ -5,8 +5,10 @@ the adapter to the posted reply, through the real Slack adapter and service.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -74,18 +76,30 @@ class Debt:
         self.shown: list[str] = []
         self.settled: list[bool] = []
 
-    async def show(self, placeholder: str) -> None:
-        self.shown.append(placeholder)
 
-    async def settle(self, ok: bool) -> None:
-        self.settled.append(ok)
+class Job:
+    """A scripted reply job: ``compose`` makes the reply; what the flow reports goes to
+    ``debt``."""
+
+    def __init__(self, compose: Callable[[DeltaSink | None], Awaitable[Reply | None]],
+                 debt: Debt) -> None:
+        self.compose, self.debt = compose, debt
+
+    async def placed(self, shown: str) -> None:
+        self.debt.shown.append(shown)
+
+    async def make(self, sink: DeltaSink | None) -> Reply | None:
+        return await self.compose(sink)
+
+    async def settled(self, delivered: bool) -> None:
+        self.debt.settled.append(delivered)
 
 
 def pending(compose: Callable[[DeltaSink | None], Awaitable[Reply | None]], debt: Debt, *,
             outcome: Outcome = Outcome.RECORDED, message_id: str = "m1", **kw: Any
             ) -> PendingReply:
     msg = IncomingMessage(KEY, message_id, "alice", "Alice", "hi?", 0.0, mentions_bot=True)
-    return PendingReply(msg, outcome, compose, debt.show, debt.settle, owed=True, **kw)
+    return PendingReply(msg, outcome, Job(compose, debt), owed=True, **kw)
 
 
 def answer(text: str, *, private: bool = False) -> Callable[[DeltaSink | None],
@@ -205,6 +219,15 @@ async def test_with_no_placeholder_posted_the_answer_is_posted() -> None:
 # ---------------------------------------------------------------- one Slack event's path
 
 
+def named(module: Path) -> set[str]:
+    """The functions of ``module`` a reader finds by name: its own and its classes' (not
+    those defined inside another function)."""
+    bodies = [ast.parse(module.read_text(encoding="utf-8")).body]
+    bodies += [node.body for node in bodies[0] if isinstance(node, ast.ClassDef)]
+    return {node.name for body in bodies for node in body
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)}
+
+
 def on_path(frames: list[inspect.FrameInfo]) -> list[str]:
     """The gistbot functions (adapters/, bot/) on a stack, outermost first."""
     names = []
@@ -246,3 +269,14 @@ async def test_one_slack_event_reaches_its_reply_through_few_functions(h: Harnes
         and not a.startswith("bot/")]
     assert sorted(set(crossings)) == [
         "bot/conversation/reply_flow:deliver", "bot/conversation/service:receive"]
+    unnamed = [step for step in path if step.startswith("bot/") and step.partition(":")[2]
+               not in named(ROOT / f"{step.partition(':')[0]}.py")]
+    assert not unnamed, unnamed  # past the adapter, each step is found by its name
+
+
+def test_a_pending_reply_carries_data_and_its_job_not_closures() -> None:
+    """What the service hands the flow is read by name: no field of ``PendingReply`` is a
+    function the flow calls (the job's steps are methods, ``bot.messages.ReplySteps``)."""
+    fields = {f.name: str(f.type) for f in dataclasses.fields(PendingReply)}
+    assert fields["job"] == "ReplySteps"
+    assert not [name for name, kind in fields.items() if "Callable" in kind], fields

@@ -9,7 +9,7 @@ session) at channel pace (each message after background compaction is idle), wai
 compaction, and snapshots the database file.
 
 ``ask(question)`` builds the prompt a reply would send, on the replayed state: the question
-is recorded as the newest user turn, the view is read as ``ChatService._reply`` reads it
+is recorded as the newest user turn, the view is read as ``ReplyJob.gather`` reads it
 (``MemoryManager.view(key, budget.memory_tokens, through_seq=<question seq>, recall=True)``)
 and rendered by ``bot.conversation.prompts.build_messages``; then the question turn is deleted
 again. If anything else changed meanwhile (the question triggered a compaction, the delete did not
@@ -206,7 +206,7 @@ class GistbotChannel:
 async def reply_prompt(rt: Runtime, msg: IncomingMessage) -> list[ChatMessage]:
     """Record ``msg`` as the newest turn and return the prompt a reply to it would send:
     recorded as ``ChatService.on_message`` records it, the view read and rendered as
-    ``ChatService._reply`` does (keep them in step)."""
+    ``ReplyJob.gather`` does (keep them in step)."""
     result = await rt.memory.record(NewTurn(msg.key, msg.message_id, "user", msg.author_id,
                                             msg.author_name, msg.text, 0, msg.sent_at))
     view = await rt.memory.view(msg.key, rt.budget.memory_tokens,

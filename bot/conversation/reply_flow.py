@@ -4,16 +4,16 @@ formats and whispers).
 
 An adapter hands a message to ``ChatService.receive`` and, when a reply is owed, hands the
 ``PendingReply`` to :meth:`ReplyFlow.deliver`; nothing else about a reply is the adapter's.
-The flow:
+The flow runs the reply's job (``bot.conversation.reply_job.ReplyJob``) step by step:
 
-1. shows the outlet's placeholder ("thinking…", Slack) and remembers it on the debt, so a
-   late answer after a crash goes into it (``bot.conversation.outbox``); where there is none
-   (Discord), a streamed reply's first text is posted instead and remembered the same way;
-2. composes the answer inside the outlet's ``working`` indicator (typing, a spinner),
-   streamed into the placeholder at most once per ``stream_interval``;
+1. shows the outlet's placeholder ("thinking…", Slack), remembered on the debt (``placed``)
+   so that a late answer after a crash goes into it (``bot.conversation.outbox``); where
+   there is none (Discord), a streamed reply's first text is posted and remembered instead;
+2. has the answer made (``make``) inside the outlet's ``working`` indicator (typing, a
+   spinner), streamed into the placeholder at most once per ``stream_interval``;
 3. delivers it through the outbox, split by the outlet, into the placeholder (or privately:
-   the quota notice), settling the debt with its last message; a "couldn't save" notice is
-   told once per message, however often the platform delivers it again;
+   the quota notice), settling the debt with its last message (``settled``); a "couldn't
+   save" notice is told once per message, however often the platform delivers it again;
 4. cut short by shutdown before the answer went out, it releases the debt, so the message
    is answered after the restart, and says so in place of the placeholder (a reply nobody
    owes — nothing was recorded — just takes the placeholder away).
@@ -107,7 +107,7 @@ class _Shown:
         self.id = await self.calls.post(self.post(text)) or ""
         self.broken = not self.id
         if self.id:
-            await self.pending.show(self.id)
+            await self.pending.job.placed(self.id)
 
     async def start(self) -> None:
         """Post the outlet's placeholder (none for a notice or a late answer)."""
@@ -152,7 +152,7 @@ class _Shown:
                        reply_to(self.msg))
         if self.id:
             await self.calls.edit(apology, self.id)
-            await self.pending.show("")
+            await self.pending.job.placed("")
         elif not self.pending.late:  # a late answer's mention was told sorry the first time
             await self.calls.post(apology)
 
@@ -182,7 +182,7 @@ class ReplyFlow:
             working = contextlib.nullcontext() if pending.late else self.outlet.working(msg.key)
             async with working:
                 try:
-                    reply = await pending.compose(shown.sink())
+                    reply = await pending.job.make(shown.sink())
                 except Exception as e:  # a sentence for the person, the stack for the log
                     log.exception("reply to %s in %s failed", msg.message_id, msg.key)
                     reply = Reply(user_text(e), failed=True)
@@ -209,7 +209,7 @@ class ReplyFlow:
             log.exception("replying to %s in %s failed", msg.message_id, msg.key)
             return False
         finally:
-            await asyncio.shield(pending.settle(ok))
+            await asyncio.shield(pending.job.settled(ok))
 
     def _posts(self, msg: IncomingMessage, reply: Reply) -> list[Post]:
         """The reply's messages as the outlet splits it, each with its outbox id; the
