@@ -44,6 +44,7 @@ import httpx
 
 from benchmarks.common import machine_info, markdown, percentile
 from benchmarks.conversation import load_conversation, load_probes
+from benchmarks.delivered import answer as delivered
 from benchmarks.recording_proxy import Call, RecordingProxy
 from memory.models import ChannelKey
 
@@ -339,7 +340,7 @@ async def _paced(rt: Any, run: ChatRun, a: argparse.Namespace, lines: list[str],
         msg = IncomingMessage(KEY, f"m{i}", author.lower(), author, text, time.time(),
                               mentions_bot=mention)
         started = time.monotonic()
-        reply = await rt.service.on_message(msg)
+        reply = await delivered(rt, msg)
         if reply is not None:
             run.answers.append((text, reply.text, time.monotonic() - started))
 

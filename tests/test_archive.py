@@ -25,6 +25,7 @@ from bot.settings import load_settings
 from memory.models import ChannelKey
 from memory.search_text import query_terms
 from tests.fakes.models import ArchiveModel
+from tests.harness.chat import ask as deliver
 
 KEY = ChannelKey("test", "w1", "c1")
 OTHER = ChannelKey("test", "w1", "c2")
@@ -59,7 +60,7 @@ def fence(prompt: str) -> str:
 
 
 async def ask(rt: Runtime, model: ArchiveModel, text: str, key: ChannelKey = KEY) -> str:
-    reply = await rt.service.on_message(msg(text, key=key, who="Bob", ask=True))
+    reply = await deliver(rt, msg(text, key=key, who="Bob", ask=True))
     assert reply is not None and reply.text == "ok"
     return fence(model.prompts[-1])
 
@@ -67,7 +68,7 @@ async def ask(rt: Runtime, model: ArchiveModel, text: str, key: ChannelKey = KEY
 async def chat(rt: Runtime, n: int, *, key: ChannelKey = KEY, start: int = 0) -> None:
     for i in range(start, start + n):
         topic = TOPICS[i % len(TOPICS)]
-        await rt.service.on_message(msg(f"let us talk about {topic}", key=key, at=1e9 + i * 60))
+        await deliver(rt, msg(f"let us talk about {topic}", key=key, at=1e9 + i * 60))
         if i % 50 == 0:
             await rt.memory.wait_idle()
     await rt.memory.wait_idle()
@@ -79,7 +80,7 @@ async def test_a_fact_lost_by_the_summary_is_recalled_when_asked_and_only_then(
     model = ArchiveModel()
     async with runtime(tmp_path, model) as rt:
         await chat(rt, 9)
-        await rt.service.on_message(msg("FACT: the garage door password is blue heron"))  # 10
+        await deliver(rt, msg("FACT: the garage door password is blue heron"))  # 10
         await chat(rt, 588, start=10)
         state = await rt.store.state(KEY)
         assert "heron" not in state.text  # the rolling summary lost it long ago
@@ -96,9 +97,9 @@ async def test_a_fact_lost_by_the_summary_is_recalled_when_asked_and_only_then(
 async def test_superseded_fact_is_ranked_after_its_update_and_marked(tmp_path: Path) -> None:
     model = ArchiveModel()
     async with runtime(tmp_path, model) as rt:
-        await rt.service.on_message(msg("FACT: the deadline is Friday"))
+        await deliver(rt, msg("FACT: the deadline is Friday"))
         await chat(rt, 12)
-        await rt.service.on_message(msg("FACT: the deadline moved to Monday", who="Carol"))
+        await deliver(rt, msg("FACT: the deadline moved to Monday", who="Carol"))
         await chat(rt, 12, start=12)
         found = await rt.store.search(KEY, query_terms("deadline"))
         assert [f.text for f in found.facts] == [
@@ -121,7 +122,7 @@ async def test_superseded_fact_is_ranked_after_its_update_and_marked(tmp_path: P
 async def test_recall_never_crosses_channels(tmp_path: Path) -> None:
     model = ArchiveModel()
     async with runtime(tmp_path, model) as rt:
-        await rt.service.on_message(msg("FACT: the vault combination is seven owls", key=OTHER))
+        await deliver(rt, msg("FACT: the vault combination is seven owls", key=OTHER))
         await chat(rt, 12, key=OTHER)
         await rt.service.memory_commands.remember(OTHER, "the vault is in the basement")
         assert len(await rt.memory.facts(OTHER)) == 2
@@ -151,7 +152,7 @@ async def test_episodes_record_what_each_compaction_folded(tmp_path: Path) -> No
 async def test_a_missing_episode_block_falls_back_to_an_extractive_line(tmp_path: Path) -> None:
     model = ArchiveModel(blocks=False)
     async with runtime(tmp_path, model) as rt:
-        await rt.service.on_message(msg("첫 번째 안건은 예산입니다. 나머지는 나중에.", who="민지"))
+        await deliver(rt, msg("첫 번째 안건은 예산입니다. 나머지는 나중에.", who="민지"))
         await chat(rt, 10)
         [episode] = await rt.store.episodes(KEY)
         assert episode.text.startswith("민지: 첫 번째 안건은 예산입니다.")
@@ -183,7 +184,7 @@ async def test_recall_stays_within_its_budget(tmp_path: Path) -> None:
         for i in range(20):
             note = f"budget note {TOPICS[i % 8]} number {i} is long text"
             await rt.service.memory_commands.remember(KEY, note)
-        await rt.service.on_message(msg("tell me the budget notes", ask=True))
+        await deliver(rt, msg("tell me the budget notes", ask=True))
         view = await rt.memory.view(KEY, rt.budget.memory_tokens,
                                     recall=True)
         assert 0 < view.recall_tokens <= 60
@@ -193,7 +194,7 @@ async def test_recall_stays_within_its_budget(tmp_path: Path) -> None:
 async def test_archive_survives_restart(tmp_path: Path) -> None:
     model = ArchiveModel()
     async with runtime(tmp_path, model) as rt:
-        await rt.service.on_message(msg("FACT: the garage door password is blue heron"))
+        await deliver(rt, msg("FACT: the garage door password is blue heron"))
         await chat(rt, 12)
         episodes = await rt.store.episodes(KEY)
         facts = await rt.memory.facts(KEY)
@@ -208,7 +209,7 @@ async def test_reset_removes_episodes_and_facts_of_that_channel_only(tmp_path: P
     model = ArchiveModel()
     async with runtime(tmp_path, model) as rt:
         for key in (KEY, OTHER):
-            await rt.service.on_message(msg("FACT: the office plant is called Fern", key=key))
+            await deliver(rt, msg("FACT: the office plant is called Fern", key=key))
             await chat(rt, 12, key=key)
         result = await rt.service.memory_commands.reset(KEY, allowed=True)
         assert "1 archived episode," in result.text and "1 long-term fact " in result.text

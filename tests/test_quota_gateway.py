@@ -26,6 +26,7 @@ from bot.stores.usage import UsageKey
 from memory.errors import CallRefused
 from memory.models import ChannelKey
 from tests.fakes.openai_server import FakeOpenAI, default_responder, is_summary_request
+from tests.harness.chat import ask
 from tests.harness.service import KEY, bodies, msg, runtime
 
 ALICE, SERVER = UsageKey("test", "w1", "alice"), UsageKey("test", "w1")
@@ -41,7 +42,7 @@ async def fake() -> AsyncIterator[FakeOpenAI]:
 async def chat(service: Any, n: int) -> None:
     """``n`` messages nobody addresses to the bot (recorded, not answered)."""
     for i in range(n):
-        await service.on_message(msg(i, f"release v2.{i} is tagged, ticket OPS-{i}"))
+        await ask(service, msg(i, f"release v2.{i} is tagged, ticket OPS-{i}"))
 
 
 def usage_request() -> ConfigRequest:
@@ -96,7 +97,7 @@ async def test_each_call_is_charged_to_the_person_and_the_server_by_kind(
         assert (await rt.service.memory_commands.summary(KEY, "alice")).ok
         assert (await rt.service.catchup_commands.catchup(HERE, "alice", "1d")).ok
         assert (await rt.service.catchup_commands.digest(HERE, "now", allowed=True, by="alice")).ok
-        reply = await rt.service.on_message(msg(9, "what was tagged?", mention=True))
+        reply = await ask(rt, msg(9, "what was tagged?", mention=True))
         assert reply is not None and not reply.failed
         await rt.service.quota.flush()
         day = rt.service.quota.day()
@@ -115,7 +116,7 @@ async def test_a_direct_message_counts_against_the_person_only(
 ) -> None:
     async with runtime(tmp_path, fake, DAILY_TOKENS_PER_SERVER="10") as rt:
         await rt.storage.usage.add_tokens(rt.service.quota.day(), [SERVER], 10)  # server: over
-        reply = await rt.service.on_message(replace(msg(1, "hello there"), is_direct=True))
+        reply = await ask(rt, replace(msg(1, "hello there"), is_direct=True))
         assert reply is not None and not reply.failed
         await rt.service.quota.flush()
         used = await rt.storage.usage.tokens_used(rt.service.quota.day(), [ALICE, SERVER])
@@ -140,7 +141,7 @@ async def test_background_summaries_are_the_servers_and_wait_while_it_is_over(
             await rt.memory.compact_now(KEY, force=True)
         caplog.set_level(logging.INFO, logger="memory.compaction")
         for i in range(10, 20):  # overflow the window: background compaction is due
-            await rt.service.on_message(msg(i, f"more news number {i}"))
+            await ask(rt, msg(i, f"more news number {i}"))
         deadline = time.monotonic() + 5
         while "waits: over this server's daily token limit" not in caplog.text:
             assert time.monotonic() < deadline, "the refused compaction was never reported"
@@ -202,7 +203,7 @@ async def test_a_scheduled_digest_over_the_servers_limit_waits_unposted_then_is_
         await rt.storage.digests.set_digest_schedule(schedule)
         slot = latest_slot(schedule, now)
         for i in range(3):
-            await rt.service.on_message(replace(msg(i, f"ticket OPS-{i} is done"),
+            await ask(rt, replace(msg(i, f"ticket OPS-{i} is done"),
                                                 sent_at=slot - 600 + i))
         posts, digests.claim_ttl = Posts(), 0.2
         digests.add_outlet("test", posts)
@@ -242,7 +243,7 @@ async def test_a_compaction_started_by_someones_reply_is_charged_to_the_server_o
            "KEEP_RECENT_MESSAGES": "2"}
     async with runtime(tmp_path, fake, **env) as rt:
         for i in range(3):  # each reply's record overflows the window: compaction starts
-            reply = await rt.service.on_message(msg(i, f"note OPS-{i}, please", mention=True))
+            reply = await ask(rt, msg(i, f"note OPS-{i}, please", mention=True))
             assert reply is not None and not reply.failed
 
         async def compacted() -> bool:
@@ -272,7 +273,7 @@ async def test_a_reply_on_a_limited_server_does_not_wait_for_its_background_summ
 
             await poll(summary_in_flight, "the summary never reached the model")
             reply = await asyncio.wait_for(
-                rt.service.on_message(msg(9, "still there?", mention=True)), 10)
+                ask(rt, msg(9, "still there?", mention=True)), 10)
             assert reply is not None and not reply.failed  # did not wait 30 s for it
             assert not summary.done()  # both were admitted: their reservations fit
             summary.cancel()

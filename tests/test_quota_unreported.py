@@ -16,6 +16,7 @@ from bot.app import Runtime
 from bot.catchup.command import Where
 from bot.stores.usage import UsageKey
 from tests.fakes.openai_server import FakeOpenAI, Text, default_responder
+from tests.harness.chat import ask
 from tests.harness.postgres import fresh_schema
 from tests.harness.service import KEY, msg, runtime
 
@@ -46,7 +47,7 @@ async def test_replies_and_catchups_without_reported_usage_still_reach_the_limit
             tmp_path, fake, DAILY_TOKENS_PER_SERVER=str(LIMIT), DATABASE_URL=database,
             USER_RATE_LIMIT="0") as rt:
         fake.report_usage = False
-        reply = await rt.service.on_message(msg(1, "ticket OPS-1 is done", mention=True))
+        reply = await ask(rt, msg(1, "ticket OPS-1 is done", mention=True))
         assert reply is not None and not reply.failed
         after_reply = await used_today(rt)
         assert after_reply > 0  # the reply's prompt and answer, estimated
@@ -55,7 +56,7 @@ async def test_replies_and_catchups_without_reported_usage_still_reach_the_limit
         assert await used_today(rt) > after_reply  # the catch-up's too
         answered = 0
         for i in range(2, 200):  # each call costs something: the limit is reached
-            reply = await rt.service.on_message(msg(i, f"and OPS-{i}?", mention=True))
+            reply = await ask(rt, msg(i, f"and OPS-{i}?", mention=True))
             if reply is None or reply.failed:
                 break
             answered += 1

@@ -235,18 +235,6 @@ class ChatService:
                   msg.author_id, verdict.value)
         return False if self.access.records(verdict) else None
 
-    async def on_message(self, msg: IncomingMessage, *,
-                         on_delta: DeltaSink | None = None) -> Reply | None:
-        """``receive``, then the reply as text, taken as delivered (nothing is posted):
-        for callers that want the answer itself (benchmarks, tests, scripts)."""
-        pending = (await self.receive(msg)).reply
-        if pending is None:
-            return None
-        try:
-            return await pending.compose(on_delta)
-        finally:
-            await pending.settle(True)
-
     async def answer(self, owed: OwedReply, refresh: Refresh | None = None
                      ) -> PendingReply | None:
         """The late reply to a recorded message whose reply was never delivered (the
