@@ -73,5 +73,5 @@ async def answer(rt: Runtime, msg: IncomingMessage) -> Reply | None:
     if received.reply is None:
         return None
     outlet = _Kept(msg)
-    await ReplyFlow(outlet, rt.service.outbox).deliver(received.reply)
+    await ReplyFlow(outlet, rt.features.outbox).deliver(received.reply)
     return outlet.reply()

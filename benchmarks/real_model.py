@@ -283,7 +283,7 @@ async def run_chat(base_url: str, a: argparse.Namespace, tmp: Path) -> ChatRun:
             run.window_tokens, run.max_fold_tokens = policy.window_tokens, policy.max_fold_tokens
             run.summary_bound = rt.budget.summary_tokens
             metrics = Metrics()
-            rt.service.observer = metrics
+            rt.features.observers.add(metrics)
             rt.meter.listeners.append(metrics.on_usage)
             rt.memory.observe_compactions(metrics.on_compaction)
             try:
@@ -318,7 +318,7 @@ async def _console_batch(rt: Any, run: ChatRun, feed: list[str]) -> None:
     from adapters.console_adapter import ConsoleChat
 
     stdin, stdout = _TimedLines(feed), _TimedOut()
-    chat = ConsoleChat(rt.service, channel=KEY.channel, user="operator",
+    chat = ConsoleChat(rt.features, channel=KEY.channel, user="operator",
                        stdin=cast(TextIO, stdin), stdout=cast(TextIO, stdout), json_lines=True)
     try:
         await chat.run()

@@ -40,7 +40,7 @@ async def main(url: str, base_url: str, channel: str, n: int, limit: int, kind: 
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
         if kind == "catchup":
             results = await asyncio.gather(*(
-                rt.service.catchup_commands.catchup(Where(key), "alice", "1d") for _ in range(n)))
+                rt.features.catchup_commands.catchup(Where(key), "alice", "1d") for _ in range(n)))
             answered = sum(1 for r in results if r.ok)
         else:
             replies = await asyncio.gather(*(

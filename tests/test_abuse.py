@@ -103,7 +103,8 @@ async def test_secrets_never_reach_logs_or_the_user(
     async with Runtime.open(settings) as rt:
         reply = await ask(rt, msg(1, "hello?", mention=True))
         assert reply is not None and reply.failed and reply.text == LLMAuthError.user_message
-        digest = await rt.service.memory_commands.summary(KEY)  # the digest call fails the same way
+        # the digest call fails the same way
+        digest = await rt.features.memory_commands.summary(KEY)
         assert not leaks(reply.text + digest.text)
     log.info("configured with %s and %s", SECRETS["DISCORD_TOKEN"], SECRETS["SLACK_BOT_TOKEN"])
     try:
@@ -143,11 +144,15 @@ class Clock:
 
 
 @pytest.fixture
-async def limited(tmp_path: Path, llm: FakeLLM) -> AsyncIterator[Runtime]:
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+async def limited(tmp_path: Path, llm: FakeLLM, clock: Clock) -> AsyncIterator[Runtime]:
     settings = load_settings({"DATABASE_URL": f"sqlite:///{tmp_path / 'r.db'}",
                               "USER_RATE_LIMIT": "3", "MAX_INPUT_CHARS": "100"}, env_file=None)
-    async with Runtime.open(settings, llm=llm) as rt:
-        rt.service.clock = Clock()
+    async with Runtime.open(settings, llm=llm, clock=clock) as rt:  # the rate limit's clock
         yield rt
 
 
@@ -159,9 +164,8 @@ def said(i: int, author: str, text: str = "question", mention: bool = True,
 
 
 async def test_rate_limit_tells_once_then_stays_quiet_and_remembers(
-    limited: Runtime, llm: FakeLLM
+    limited: Runtime, llm: FakeLLM, clock: Clock
 ) -> None:
-    service = limited.service
     answers = [await ask(limited, said(i, "alice")) for i in range(5)]
     assert [a is not None and not a.failed for a in answers[:3]] == [True] * 3
     assert answers[3] is not None and answers[3].failed
@@ -175,8 +179,7 @@ async def test_rate_limit_tells_once_then_stays_quiet_and_remembers(
     user_turns = [t for t in await limited.store.turns(ChannelKey("test", "w1", "c1"))
                   if t.role == "user"]
     assert [t.message_id for t in user_turns] == ["m0", "m1", "m2", "m3", "m4", "m10"]
-    assert isinstance(service.clock, Clock)
-    service.clock.now += 61
+    clock.now += 61
     again = await ask(limited, said(20, "alice"))
     assert again is not None and not again.failed and llm.reply_calls == 6
     assert await ask(limited, said(21, "alice", mention=False)) is None  # not counted

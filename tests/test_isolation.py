@@ -72,7 +72,7 @@ async def test_nothing_crosses_channels_guilds_workspaces_platforms_or_dms(
             prompt = json.dumps(bodies(fake, summary=False)[-1], ensure_ascii=False)
             assert SECRET[name] in prompt
             assert not [s for s in others(name) if s in prompt], name
-            shown = (await rt.service.memory_commands.summary(key)).text
+            shown = (await rt.features.memory_commands.summary(key)).text
             digest = json.dumps(bodies(fake, summary=True)[-1], ensure_ascii=False)
             assert SECRET[name] in shown + digest
             assert not [s for s in others(name) if s in shown + digest], name

@@ -83,7 +83,7 @@ async def test_a_channels_params_go_over_model_params_within_the_allowlist(
 ) -> None:
     other = ChannelKey("test", "w1", "c2")
     async with FakeOpenAI() as fake, runtime(tmp_path, fake, MODEL_PARAMS=PARAMS) as rt:
-        configure = rt.service.config_command.configure
+        configure = rt.features.config_command.configure
         answer = await configure(KEY, parse_config("set params temperature=0.2 top_p=0.5"),
                                  OPERATOR)
         assert answer.ok, answer.text
@@ -109,7 +109,7 @@ async def test_a_channel_may_not_set_params_outside_the_allowlist(
     tmp_path: Path, words: str, says: str
 ) -> None:
     async with FakeOpenAI() as fake, runtime(tmp_path, fake, MODEL_PARAMS=PARAMS) as rt:
-        answer = await rt.service.config_command.configure(KEY, parse_config(words), OPERATOR)
+        answer = await rt.features.config_command.configure(KEY, parse_config(words), OPERATOR)
         fake.push("hello")
         await ask(rt, msg(1, "hi", mention=True))
         stored = await rt.storage.settings.scope_settings(KEY)
@@ -122,7 +122,7 @@ async def test_a_channel_may_not_set_params_outside_the_allowlist(
 async def test_model_params_allowed_widens_what_a_channel_may_set(tmp_path: Path) -> None:
     async with FakeOpenAI() as fake, runtime(tmp_path, fake,
                                              MODEL_PARAMS_ALLOWED="temperature,seed") as rt:
-        answer = await rt.service.config_command.configure(
+        answer = await rt.features.config_command.configure(
             KEY, parse_config('set params {"seed": 7}'), OPERATOR)
         fake.push("hello")
         await ask(rt, msg(1, "hi", mention=True))

@@ -83,7 +83,7 @@ async def test_the_several_providers_example_sends_a_channel_to_the_local_server
                "DATABASE_URL": f"sqlite:///{tmp_path}/t.db", "LLM_MAX_RETRIES": "0"}
         async with Runtime.open(load_settings(env)) as rt:
             other = ChannelKey("test", "w1", "c2")
-            answer = await rt.service.config_command.configure(
+            answer = await rt.features.config_command.configure(
                 other, parse_config(f"set model {local_model}"), Caller("u", "U", may_channel=True))
             assert answer.ok, answer.text
             hosted.push("hosted")

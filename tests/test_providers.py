@@ -64,7 +64,7 @@ async def test_each_channel_is_answered_by_its_models_provider_with_its_key(
 ) -> None:
     async with fakes() as (local, hosted), \
             Runtime.open(two_providers(tmp_path, local, hosted)) as rt:
-        answer = await rt.service.config_command.configure(
+        answer = await rt.features.config_command.configure(
             OTHER, parse_config("set model gpt-4o"), OPERATOR)
         assert answer.ok, answer.text
         local.push("from llama")
@@ -82,7 +82,7 @@ async def test_each_channel_is_answered_by_its_models_provider_with_its_key(
 async def test_provider_models_are_allowed_and_others_refused(tmp_path: Path) -> None:
     async with fakes() as (local, hosted), \
             Runtime.open(two_providers(tmp_path, local, hosted)) as rt:
-        refused = await rt.service.config_command.configure(
+        refused = await rt.features.config_command.configure(
             OTHER, parse_config("set model gpt-5"), OPERATOR)
     assert not refused.ok
     assert "allowed models: llama3.1, gpt-4o" in refused.text
@@ -91,7 +91,7 @@ async def test_provider_models_are_allowed_and_others_refused(tmp_path: Path) ->
 async def test_model_params_go_to_every_provider(tmp_path: Path) -> None:
     async with fakes() as (local, hosted), Runtime.open(two_providers(
             tmp_path, local, hosted, MODEL_PARAMS='{"temperature": 0.4, "top_k": 20}')) as rt:
-        await rt.service.config_command.configure(OTHER, parse_config("set model gpt-4o"),
+        await rt.features.config_command.configure(OTHER, parse_config("set model gpt-4o"),
                                                   OPERATOR)
         local.push("a")
         hosted.push("b")
@@ -107,7 +107,7 @@ async def test_a_hung_provider_holds_up_only_its_own_channels(tmp_path: Path) ->
     hosted provider is still answered meanwhile."""
     async with fakes() as (local, hosted), Runtime.open(two_providers(
             tmp_path, local, hosted, LLM_CONCURRENCY="1")) as rt:
-        await rt.service.config_command.configure(OTHER, parse_config("set model gpt-4o"),
+        await rt.features.config_command.configure(OTHER, parse_config("set model gpt-4o"),
                                                   OPERATOR)
         local.push(Hang(600))
         stuck = asyncio.create_task(ask(rt, msg(1, "hi", mention=True)))
@@ -125,7 +125,7 @@ async def test_a_dead_provider_fails_only_its_own_channels(tmp_path: Path) -> No
         settings = two_providers(tmp_path, local, hosted)
         await local.close()
         async with Runtime.open(settings) as rt:
-            await rt.service.config_command.configure(
+            await rt.features.config_command.configure(
                 OTHER, parse_config("set model gpt-4o"), OPERATOR)
             hosted.push("fine")
             here = await ask(rt, msg(1, "hi", mention=True))
@@ -158,7 +158,7 @@ async def test_the_default_endpoint_serves_models_no_provider_lists(tmp_path: Pa
             "LLM_MAX_RETRIES": "0",
         })
         async with Runtime.open(settings) as rt:
-            await rt.service.config_command.configure(
+            await rt.features.config_command.configure(
                 OTHER, parse_config("set model llama3.1"), OPERATOR)
             default.push("default")
             local.push("local")

@@ -54,20 +54,20 @@ async def slow_llm() -> AsyncIterator[FakeOpenAI]:
 
 async def used_today(rt: Runtime, account: UsageKey) -> int:
     """``account``'s count today, with what the process has not written yet."""
-    await rt.service.quota.flush()
-    return (await rt.storage.usage.tokens_used(rt.service.quota.day(), [account]))[account]
+    await rt.features.quota.flush()
+    return (await rt.storage.usage.tokens_used(rt.features.quota.day(), [account]))[account]
 
 
 def counting_refusals(rt: Runtime) -> list[str]:
     """The people the quota refuses from now on (each refusal, in order)."""
     refused: list[str] = []
-    original = rt.service.quota.refused
+    original = rt.features.quota.refused
 
     async def refused_and_counted(error: Any, key: Any, user_id: str) -> Any:
         refused.append(user_id)
         return await original(error, key, user_id)
 
-    rt.service.quota.refused = refused_and_counted  # type: ignore[method-assign]
+    rt.features.quota.refused = refused_and_counted  # type: ignore[method-assign]
     return refused
 
 
@@ -116,8 +116,8 @@ async def test_replies_summaries_and_catchups_at_once_stay_within_the_limit(
         for i in range(8):
             calls.append(ask(rt, msg(10 + i, f"what about OPS-{i}?",
                                                    author=f"Q{i}", mention=True)))
-            calls.append(rt.service.memory_commands.summary(KEY, f"s{i}"))
-            calls.append(rt.service.catchup_commands.catchup(Where(KEY), f"c{i}", "1d"))
+            calls.append(rt.features.memory_commands.summary(KEY, f"s{i}"))
+            calls.append(rt.features.catchup_commands.catchup(Where(KEY), f"c{i}", "1d"))
         results = await asyncio.gather(*calls)
         commands_refused = sum(1 for r in results if hasattr(r, "ok") and not r.ok)
         used = await used_today(rt, SERVER)
@@ -129,12 +129,12 @@ async def test_replies_summaries_and_catchups_at_once_stay_within_the_limit(
 async def reserve_everything(rt: Runtime, tokens: int = LIMIT) -> bool:
     """Whether ``tokens`` can be reserved on the server under ``LIMIT`` now."""
     rid = uuid.uuid4().hex
-    now = rt.service.quota.clock()
+    now = rt.features.quota.clock()
     refusal = await rt.storage.usage.reserve_tokens(
-        rt.service.quota.day(), {SERVER: LIMIT}, tokens, rid=rid, now=now,
+        rt.features.quota.day(), {SERVER: LIMIT}, tokens, rid=rid, now=now,
         expires_at=now + RESERVATION_TTL)
     if refusal is None:
-        await rt.storage.usage.settle_tokens(rid, rt.service.quota.day(), [SERVER], 0)
+        await rt.storage.usage.settle_tokens(rid, rt.features.quota.day(), [SERVER], 0)
     return refusal is None
 
 
@@ -180,7 +180,7 @@ async def test_a_reply_stream_cut_short_counts_what_it_spent_and_releases_the_re
     async with FakeOpenAI(responder=default_responder) as fake, runtime(
             tmp_path, fake, DAILY_TOKENS_PER_SERVER=str(LIMIT)) as rt:
         fake.push(Text("one two three four five six seven eight", chunk_delay=0.2))
-        with rt.service.quota.paying(KEY, "reply", "alice"):
+        with rt.features.quota.paying(KEY, "reply", "alice"):
             stream = cast(AsyncGenerator[str, None], rt.llm.stream(
                 [{"role": "user", "content": "count slowly, please"}], max_tokens=100,
                 purpose="reply"))
@@ -194,9 +194,9 @@ async def test_a_reply_stream_cut_short_counts_what_it_spent_and_releases_the_re
 
 async def plant(rt: Runtime, tokens: int, *, expires_in: float) -> None:
     """A reservation as a process killed between reserving and settling leaves it."""
-    now = rt.service.quota.clock()
+    now = rt.features.quota.clock()
     refusal = await rt.storage.usage.reserve_tokens(
-        rt.service.quota.day(), {SERVER: LIMIT}, tokens, rid=uuid.uuid4().hex,
+        rt.features.quota.day(), {SERVER: LIMIT}, tokens, rid=uuid.uuid4().hex,
         now=now - RESERVATION_TTL, expires_at=now + expires_in)
     assert refusal is None
 
@@ -212,8 +212,8 @@ async def test_a_reservation_left_by_a_killed_process_holds_until_it_expires(
         await ask(rt, msg(1, "anyone?", mention=True))
         assert refused == ["alice"] and fake.chat_requests == []
 
-        clock: Callable[[], float] = rt.service.quota.clock
-        rt.service.quota.clock = lambda: clock() + RESERVATION_TTL  # it has expired now
+        clock: Callable[[], float] = rt.features.quota.clock
+        rt.features.quota.clock = lambda: clock() + RESERVATION_TTL  # it has expired now
         reply = await ask(rt, msg(2, "anyone now?", mention=True))
         assert reply is not None and not reply.failed
         assert len(fake.chat_requests) == 1

@@ -36,8 +36,8 @@ async def database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncItera
 
 async def used_today(rt: Runtime) -> int:
     """The server's count today, with what the process has not written yet."""
-    await rt.service.quota.flush()
-    return (await rt.storage.usage.tokens_used(rt.service.quota.day(), [SERVER]))[SERVER]
+    await rt.features.quota.flush()
+    return (await rt.storage.usage.tokens_used(rt.features.quota.day(), [SERVER]))[SERVER]
 
 
 async def test_replies_and_catchups_without_reported_usage_still_reach_the_limit(
@@ -51,7 +51,7 @@ async def test_replies_and_catchups_without_reported_usage_still_reach_the_limit
         assert reply is not None and not reply.failed
         after_reply = await used_today(rt)
         assert after_reply > 0  # the reply's prompt and answer, estimated
-        done = await rt.service.catchup_commands.catchup(Where(KEY), "u1", "1d")
+        done = await rt.features.catchup_commands.catchup(Where(KEY), "u1", "1d")
         assert done.ok
         assert await used_today(rt) > after_reply  # the catch-up's too
         answered = 0
@@ -73,7 +73,7 @@ async def test_a_stream_in_big_chunks_without_reported_usage_counts_its_text(
             tmp_path, fake, DAILY_TOKENS_PER_SERVER=str(LIMIT)) as rt:
         fake.report_usage = False
         fake.push(Text(answer, chunks=[answer]))
-        with rt.service.quota.paying(KEY, "reply", "alice"):
+        with rt.features.quota.paying(KEY, "reply", "alice"):
             got = [piece async for piece in rt.llm.stream(
                 [{"role": "user", "content": "say a lot"}], max_tokens=1000, purpose="reply")]
         assert "".join(got) == answer

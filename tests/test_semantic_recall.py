@@ -157,7 +157,7 @@ async def test_background_batches_are_metered_as_embeddings_of_the_server(
             await wait_embedded(rt)
             await deliver(rt, msg("a reply turn is not embedded", ask=True))
             await wait_embedded(rt)
-            usage = await rt.service.quota.usage(KEY, "alice")
+            usage = await rt.features.quota.usage(KEY, "alice")
             totals = rt.meter.totals()
             assert await rt.store.embedding_count(KEY, MODEL) == 71
     server = next(counts for account, counts in usage.items() if account.user == "")
@@ -252,6 +252,6 @@ async def test_embeddings_without_reported_usage_are_metered_by_their_estimate(
         async with runtime(tmp_path, fake, EMBEDDING_MODEL=MODEL) as rt:
             await converse(rt, 20)
             await wait_embedded(rt)
-            usage = await rt.service.quota.usage(KEY, "alice")
+            usage = await rt.features.quota.usage(KEY, "alice")
     server = next(counts for account, counts in usage.items() if account.user == "")
     assert server.get("embedding", 0) > 0  # counted, not free

@@ -147,18 +147,18 @@ async def test_streaming_reply_reports_growing_text(tmp_path: Path) -> None:
 
 async def test_summary_and_reset_commands(tmp_path: Path) -> None:
     async with FakeOpenAI(responder=default_responder) as fake, runtime(tmp_path, fake) as rt:
-        empty = await rt.service.memory_commands.summary(KEY)
+        empty = await rt.features.memory_commands.summary(KEY)
         assert "Nothing to summarize" in empty.text
         for i in range(3):
             await ask(rt, msg(i, f"we ship release {i}.0 on Friday"))
         before = await rt.store.state(KEY)
-        result = await rt.service.memory_commands.summary(KEY)
+        result = await rt.features.memory_commands.summary(KEY)
         assert "release 2.0" in result.text and "Remembering 3 messages" in result.text
         assert await rt.store.state(KEY) == before  # /summary does not change stored state
         assert bodies(fake, summary=True)[-1]["model"] == "gpt-test-mini"
-        refused = await rt.service.memory_commands.reset(KEY, allowed=False)
+        refused = await rt.features.memory_commands.reset(KEY, allowed=False)
         assert not refused.ok and len(await rt.store.turns(KEY)) == 3
-        done = await rt.service.memory_commands.reset(KEY, allowed=True)
+        done = await rt.features.memory_commands.reset(KEY, allowed=True)
         assert done.ok and "3 messages" in done.text
         assert await rt.store.turns(KEY) == []
 
@@ -229,7 +229,8 @@ async def test_whole_service_runs_on_postgresql(tmp_path: Path) -> None:
             assert state.folded_through > 0 and "ORD-500" in (
                 state.text + " ".join(f.value for f in state.facts)
             )
-            assert "Remembering 14 messages" in (await rt.service.memory_commands.summary(KEY)).text
+            summary = await rt.features.memory_commands.summary(KEY)
+            assert "Remembering 14 messages" in summary.text
     finally:
         conn = await asyncpg.connect(pg)
         await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

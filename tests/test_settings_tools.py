@@ -112,7 +112,7 @@ async def test_console_config_is_the_operators(tmp_path: Path) -> None:
     settings = load_settings({"DATABASE_URL": f"sqlite:///{tmp_path / 'c.db'}"})
     out = io.StringIO()
     async with Runtime.open(settings) as rt:
-        chat = ConsoleChat(rt.service, channel="general", user="op", stdin=io.StringIO(),
+        chat = ConsoleChat(rt.features, channel="general", user="op", stdin=io.StringIO(),
                            stdout=out)
         await chat.handle("/config set server reply_mode off")
         await chat.handle("/config set persona You answer in haiku.")

@@ -33,7 +33,7 @@ async def test_summary_names_the_failure(tmp_path: Path, answer: object, said: s
     ) as rt:
         await ask(rt, msg(1, "The release is v2.7.1, order ORD-2041."))
         fake.push(answer)  # type: ignore[arg-type]
-        text = (await rt.service.memory_commands.summary(KEY)).text
+        text = (await rt.features.memory_commands.summary(KEY)).text
     assert said in text, text
     assert "this is the stored summary" in text
     assert "unavailable" not in text

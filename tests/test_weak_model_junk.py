@@ -110,7 +110,7 @@ async def test_summary_command_marks_an_unusable_answer_and_shows_the_stored_sum
         assert stored
         await ask(rt, msg(9, "and the coffee machine is fixed", author="Ivo"))
         fake.push("Sure! I am ready to help you with that whenever you like.")
-        result = await rt.service.memory_commands.summary(SERVICE_KEY)
+        result = await rt.features.memory_commands.summary(SERVICE_KEY)
     assert "ready to help" not in result.text
     assert stored.strip() in result.text
     assert "answer was unusable; this is the stored summary" in result.text

@@ -212,7 +212,7 @@ async def reply_prompt(rt: Runtime, msg: IncomingMessage) -> list[ChatMessage]:
                                             msg.author_name, msg.text, 0, msg.sent_at))
     view = await rt.memory.view(msg.key, rt.budget.memory_tokens,
                                 through_seq=result.turn.seq, recall=True)
-    return build_messages(rt.service.config.system_prompt, view)
+    return build_messages(rt.settings.chat.system_prompt, view)
 
 
 def snapshot_sqlite(db: Path, dest: Path) -> None:

@@ -60,8 +60,8 @@ class AdminServer:
         self._lag_lock = asyncio.Lock()
 
     def attach(self) -> None:
-        """Hook the metrics into the service, the model meter and compaction."""
-        self.rt.service.observer = self.metrics
+        """Hook the metrics into the service's observers, the model meter and compaction."""
+        self.rt.features.observers.add(self.metrics)
         self.rt.meter.listeners.append(self.metrics.on_usage)
         self.rt.memory.observe_compactions(self.metrics.on_compaction)
         if self.rt.memory.semantic is not None:

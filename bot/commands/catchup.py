@@ -18,7 +18,7 @@ CATCHUP: CommandSpec[CatchupArgs] = CommandSpec(
 
 
 async def _run(ctx: Context, args: CatchupArgs) -> CommandResult:
-    return await ctx.service.catchup_commands.catchup(await ctx.where(), ctx.user_id, args)
+    return await ctx.features.catchup_commands.catchup(await ctx.where(), ctx.user_id, args)
 
 
 CATCHUP_COMMAND: Command[CatchupArgs] = Command(

@@ -1,6 +1,7 @@
-"""``ChatService``: what happens on a message. The commands are features it holds for the
-adapters (``bot.memory_commands.feature``, ``bot.catchup.wiring``, ``bot.channels.config_command``);
-delivering a reply is ``bot.conversation.reply_flow``'s.
+"""``ChatService``: what happens on a message, and nothing else. It is handed the parts it
+uses (``bot.app`` composes them); the commands and the adapters are handed theirs too
+(``bot.features``), never reaching through it. Delivering a reply is
+``bot.conversation.reply_flow``'s.
 
 An adapter hands each message over once (``receive``) and gets back a ``Received`` (an
 ``Outcome`` and, when a reply is owed, the ``PendingReply``). The message is recorded first,
@@ -29,13 +30,10 @@ from bot.access import AccessRules, Verdict
 from bot.attachments.intake import AttachmentIntake
 from bot.attachments.refusal import mark_refused
 from bot.attachments.vision import ImagePart, with_images
-from bot.catchup.wiring import CatchupCommands
 from bot.channels.config import ChannelConfig, ChannelSettings, Defaults, answers
-from bot.channels.config_command import ConfigCommand
 from bot.channels.quota import Quota
 from bot.conversation.budget import Budget
 from bot.conversation.chain import CHAIN_SHARE, Chain, fit_chain, read_chain
-from bot.conversation.outbox import Outbox
 from bot.conversation.prompts import (
     build_messages,
     settled_reply,
@@ -46,7 +44,6 @@ from bot.conversation.rate_limit import RateLimiter
 from bot.conversation.viewing import viewed_memory, with_refusal
 from bot.errors import ContextLengthExceeded, LLMError, LLMInputRejected, OverQuota
 from bot.llm.client import LLM
-from bot.memory_commands.feature import MemoryCommands
 from bot.messages import (
     DeltaSink,
     IncomingMessage,
@@ -108,37 +105,32 @@ def cut(text: str, limit: int, what: str = "message") -> str:
 
 
 class ChatService:
-    """The application core: adapters hand it messages (``receive``), it calls memory and
-    the LLM. The commands are features it holds for the adapters: ``memory_commands``,
-    ``catchup_commands`` and ``config_command``."""
+    """The message pipeline: adapters hand it messages (``receive``), it calls memory and
+    the LLM. Its parts are its own (no public attributes; the layout test checks)."""
 
     def __init__(self, memory: MemoryManager, llm: LLM, config: ChatSettings,
                  budget: Budget, *, clock: Callable[[], float] = time.monotonic,
                  owed: OwedReplies | None = None, channels: ChannelConfig | None = None,
-                 quota: Quota | None = None, outbox: Outbox | None = None,
-                 catchup: CatchupCommands | None = None,
-                 access: AccessRules | None = None) -> None:
-        self.memory = memory
-        self.llm = llm
-        self.config = config
-        self.budget = budget
-        self.clock = clock
-        self.owed = owed  # replies owed to mentions, across crashes (bot.missed.owed)
-        self.channels = channels or ChannelConfig(None, Defaults(
+                 quota: Quota | None = None, access: AccessRules | None = None,
+                 attachments: AttachmentIntake | None = None,
+                 observer: ServiceObserver | None = None) -> None:
+        self._memory = memory
+        self._llm = llm
+        self._config = config
+        self._budget = budget
+        self._clock = clock
+        self._owed = owed  # replies owed to mentions, across crashes (bot.missed.owed)
+        self._channels = channels or ChannelConfig(None, Defaults(
             config.system_prompt, "", "", (), config.record_mode,
             frozenset(config.always_reply_channels)))
-        self.quota = quota or Quota(None)
-        self.outbox = outbox or Outbox(None)  # every outgoing post (bot.conversation.outbox)
-        self.memory_commands = MemoryCommands(memory, self.channels, self.quota)
-        self.catchup_commands = catchup or CatchupCommands(self.quota)
-        self.config_command = ConfigCommand(self.channels, self.quota)
-        self.access = access or AccessRules()  # who may talk to the bot (bot.access)
+        self._quota = quota or Quota(None)
+        self._access = access or AccessRules()  # who may talk to the bot (bot.access)
         self._identities: dict[str, tuple[str, str]] = {}
-        # USER_RATE_LIMIT; reads self.clock when asked (tests replace the clock)
-        self._rate = RateLimiter(config.user_rate_limit, lambda: self.clock())
-        self.observer: ServiceObserver = NullObserver()  # the admin server's metrics
-        # files people attach, read into their turns (bot.attachments); Runtime sets limits
-        self.attachments = AttachmentIntake(memory)
+        # USER_RATE_LIMIT; reads the clock when asked
+        self._rate = RateLimiter(config.user_rate_limit, lambda: self._clock())
+        self._observer: ServiceObserver = observer or NullObserver()  # the admin's metrics
+        # files people attach, read into their turns (bot.attachments)
+        self._attachments = attachments or AttachmentIntake(memory)
 
     def set_identity(self, platform: str, bot_id: str, bot_name: str) -> None:
         """Record who the bot is on ``platform`` (after login), for its assistant turns.
@@ -146,20 +138,20 @@ class ChatService:
         Per platform, because one process may run Discord and Slack at once.
         """
         self._identities[platform] = (bot_id, bot_name)
-        self.observer.connected(platform)
+        self._observer.connected(platform)
 
     def identity(self, platform: str) -> tuple[str, str]:
         """(bot id, bot name) on ``platform``; the configured defaults until login."""
-        return self._identities.get(platform, (self.config.bot_id, self.config.bot_name))
+        return self._identities.get(platform, (self._config.bot_id, self._config.bot_name))
 
     def _bot_names(self, platform: str) -> tuple[str, str]:
         """Names a person may not be labelled with: the bot's here and the configured one."""
-        return self.identity(platform)[1], self.config.bot_name
+        return self.identity(platform)[1], self._config.bot_name
 
     def _memory_budget(self, persona: str | None = None) -> int:
         """Tokens left for summary, facts and turns once the fixed parts are paid for."""
-        return self.budget.memory_with(persona or self.config.system_prompt,
-                                       self.memory.tokenizer)
+        return self._budget.memory_with(persona or self._config.system_prompt,
+                                       self._memory.tokenizer)
 
     async def receive(self, msg: IncomingMessage) -> Received:
         """Record ``msg`` (per the channel's ``record`` and ``reply_mode``) and say what
@@ -168,7 +160,7 @@ class ChatService:
         needs no storing."""
         # Cached and nobody waiting: no suspension. Else ChannelConfig queues callers per
         # channel in order, so messages reach record() in arrival order.
-        settings = await self.channels.get(msg.key)
+        settings = await self._channels.get(msg.key)
         admitted = self._admitted(msg, settings)
         if admitted is None:  # a channel the bot stays out of, or a person not recorded
             return Received(Outcome.NOT_RECORDED)
@@ -179,17 +171,17 @@ class ChatService:
                 if addressed else None)
         if settings.record == "addressed" and not addressed:
             return Received(Outcome.NOT_RECORDED)
-        limit = self.config.max_input_chars
+        limit = self._config.max_input_chars
         bind_request(msg.key, msg.message_id)
-        due = self.owed.due(msg) if addressed and self.owed is not None else None
+        due = self._owed.due(msg) if addressed and self._owed is not None else None
         # No other await before record(): messages must be queued in arrival order.
         try:
-            result = await self.memory.record(NewTurn(
+            result = await self._memory.record(NewTurn(
                 msg.key, msg.message_id, "user", msg.author_id,
                 human_name(msg.author_name, self._bot_names(msg.key.platform)),
                 cut(msg.text, limit), 0, msg.sent_at, due))
         except StoreError as e:
-            self.observer.store_error(type(e).__name__)
+            self._observer.store_error(type(e).__name__)
             if isinstance(e, StoreUnavailableError):  # the store reports it, once a minute
                 log.debug("could not record message %s in %s: %s", msg.message_id, msg.key, e)
             else:
@@ -197,10 +189,10 @@ class ChatService:
                           exc_info=e)
             return Received(Outcome.STORE_FAILED, self._notice(
                 msg, Outcome.STORE_FAILED, STORE_FAILED) if addressed else None)
-        self.attachments.start(msg, cut(msg.text, limit))  # files: read, then edit the turn
+        self._attachments.start(msg, cut(msg.text, limit))  # files: read, then edit the turn
         if result.created:
-            self.observer.recorded(msg.key, "user")
-        owed = self.owed  # a re-delivery is answered only while its reply is still owed
+            self._observer.recorded(msg.key, "user")
+        owed = self._owed  # a re-delivery is answered only while its reply is still owed
         if not addressed or not (result.created or (owed and await owed.redelivered(msg))):
             # not for us, or a re-delivery we answered (or are answering)
             return Received(Outcome.RECORDED if result.created else Outcome.REDELIVERED)
@@ -216,10 +208,10 @@ class ChatService:
                 await self._settle(msg, True)  # told this minute; quiet, nothing owed
                 return Received(Outcome.RATE_LIMITED)
             log.info("user %s on %s is over %d replies a minute", msg.author_id,
-                     msg.key.platform, self.config.user_rate_limit)
+                     msg.key.platform, self._config.user_rate_limit)
             return Received(Outcome.RATE_LIMITED, self._notice(
                 msg, Outcome.RATE_LIMITED,
-                RATE_LIMITED.format(limit=self.config.user_rate_limit)))
+                RATE_LIMITED.format(limit=self._config.user_rate_limit)))
         return Received(Outcome.RECORDED, self._pending(
             msg, Outcome.RECORDED, self._composer(msg, result.turn.seq, settings)))
 
@@ -227,13 +219,13 @@ class ChatService:
         """The access lists on ``msg`` (``bot.access``; the server's own in ``settings``):
         True, may be answered; False, may be stored but never answered (a blocked person);
         None, neither."""
-        verdict = self.access.verdict(msg.key, msg.author_id, msg.roles, direct=msg.is_direct,
+        verdict = self._access.verdict(msg.key, msg.author_id, msg.roles, direct=msg.is_direct,
                                       parent=msg.parent, server=settings.access)
         if verdict is Verdict.ADMITTED:
             return True
         log.debug("message %s in %s by %s: %s not admitted", msg.message_id, msg.key,
                   msg.author_id, verdict.value)
-        return False if self.access.records(verdict) else None
+        return False if self._access.records(verdict) else None
 
     async def answer(self, owed: OwedReply, refresh: Refresh | None = None
                      ) -> PendingReply | None:
@@ -242,7 +234,7 @@ class ChatService:
         ``/reset``) or the access lists refuse it now (the person or the channel was
         blocked since, DMs turned off): ``refresh`` (the adapter's) says who and where the
         author is now."""
-        found = await self.memory.store.turns_at(owed.key, [owed.seq])
+        found = await self._memory.store.turns_at(owed.key, [owed.seq])
         if not found or found[0].message_id != owed.message_id:
             return None
         t = found[0]
@@ -250,7 +242,7 @@ class ChatService:
                               t.sent_at, mentions_bot=True, route=owed.route)
         if refresh is not None:
             msg = await refresh(msg)
-        if not self._admitted(msg, await self.channels.get(msg.key)):
+        if not self._admitted(msg, await self._channels.get(msg.key)):
             log.info("not answering message %s in %s late: the access lists refuse it now",
                      msg.message_id, msg.key)
             return None
@@ -263,16 +255,16 @@ class ChatService:
         channel's settings and quotas; store failures become a sentence."""
 
         async def compose(on_delta: DeltaSink | None) -> Reply | None:
-            chosen = settings or await self.channels.get(msg.key)
+            chosen = settings or await self._channels.get(msg.key)
             try:  # the model calls are metered on the person's and server's daily quotas
-                with self.quota.paying(msg.key, "reply", msg.author_id, direct=msg.is_direct,
+                with self._quota.paying(msg.key, "reply", msg.author_id, direct=msg.is_direct,
                                        settings=chosen):
                     try:
                         return await self._reply(msg, seq, on_delta, chosen)
                     except OverQuota as e:  # refused: the private notice, once a day
-                        return await self.quota.refused(e, msg.key, msg.author_id)
+                        return await self._quota.refused(e, msg.key, msg.author_id)
             except StoreError as e:
-                self.observer.store_error(type(e).__name__)
+                self._observer.store_error(type(e).__name__)
                 log.error("reply to %s in %s failed on the store: %s", msg.message_id,
                           msg.key, e, exc_info=e)
                 return Reply(STORE_FAILED, failed=True)
@@ -289,7 +281,7 @@ class ChatService:
 
     def _pending(self, msg: IncomingMessage, outcome: Outcome, compose: Compose
                  ) -> PendingReply:
-        owed = self.owed
+        owed = self._owed
 
         async def show(placeholder: str) -> None:
             if owed is not None and owed.is_answering(msg.key, msg.message_id):
@@ -301,8 +293,8 @@ class ChatService:
     async def _settle(self, msg: IncomingMessage, ok: bool) -> None:
         """A reply delivered (or nothing was to be sent), or not (failed, or cut short by
         shutdown): then it is answered again later (``bot.missed.owed``)."""
-        if self.owed is not None:
-            await self.owed.finished(msg.key, msg.message_id, delivered=ok)
+        if self._owed is not None:
+            await self._owed.finished(msg.key, msg.message_id, delivered=ok)
 
     async def backfilled(self, msg: IncomingMessage) -> bool:
         """Remember a message missed while the bot was away (backfill); never answer it
@@ -314,7 +306,7 @@ class ChatService:
         it the same turn, so a live delivery and a backfill of one message store it once.
         True when it was new.
         """
-        settings = await self.channels.get(msg.key)
+        settings = await self._channels.get(msg.key)
         admitted = self._admitted(msg, settings)
         if admitted is None:
             return False
@@ -322,16 +314,16 @@ class ChatService:
         if settings.record == "off" or (settings.record == "addressed" and not addressed):
             return False
         due = None
-        if addressed and self.owed is not None and self.owed.young(msg.sent_at):
+        if addressed and self._owed is not None and self._owed.young(msg.sent_at):
             # A mention posted while the bot was down is owed a reply like one a crash left
             # unanswered: recorded unclaimed, so the sweep (``bot.missed.sweep``) answers it once.
-            due = self.owed.due(msg)
+            due = self._owed.due(msg)
             due = replace(due, owner="") if due is not None else None
         name = human_name(msg.author_name, self._bot_names(msg.key.platform))
         turn = NewTurn(msg.key, msg.message_id, "user", msg.author_id, name,
-                       cut(msg.text, self.config.max_input_chars), 0, msg.sent_at, due)
-        created = (await self.memory.record(turn)).created
-        self.attachments.start(msg, turn.text)  # files: read, then edit the turn
+                       cut(msg.text, self._config.max_input_chars), 0, msg.sent_at, due)
+        created = (await self._memory.record(turn)).created
+        self._attachments.start(msg, turn.text)  # files: read, then edit the turn
         return created
 
     async def _reply(self, msg: IncomingMessage, seq: int | None, on_delta: DeltaSink | None,
@@ -346,36 +338,36 @@ class ChatService:
         params = settings.chosen("params")
         budget, floor = self._memory_budget(persona), self._memory_budget() // 2
         if budget < floor:  # a channel's long persona may not crowd out the conversation
-            tok = self.memory.tokenizer
+            tok = self._memory.tokenizer
             persona = tok.truncate(persona, max(0, tok.count(persona) - (floor - budget)))
             budget = floor
         # attachments: the files read, this message's and those of the messages the
         # prompt shows (waiting until one deadline), and the images a vision model gets,
         # paid for out of the memory budget
-        stored = cut(msg.text, self.config.max_input_chars)
-        until = self.attachments.deadline()
-        files = await self.attachments.settle(msg, stored, store=seq is not None, until=until)
-        seer = "" if self.llm.is_offline else model or _model_name(self.llm)
-        images = self.attachments.images_for(files, seer, budget // 2)
-        budget -= sum(p.tokens for p in images) + self.attachments.note_tokens(msg.key)
+        stored = cut(msg.text, self._config.max_input_chars)
+        until = self._attachments.deadline()
+        files = await self._attachments.settle(msg, stored, store=seq is not None, until=until)
+        seer = "" if self._llm.is_offline else model or _model_name(self._llm)
+        images = self._attachments.images_for(files, seer, budget // 2)
+        budget -= sum(p.tokens for p in images) + self._attachments.note_tokens(msg.key)
         chain = Chain() if alone else await self._chain(msg, budget)  # paid before the view
         budget -= chain.tokens
         viewed, cost = ((None, 0) if not msg.reads_history  # the channel in view
-                        else await viewed_memory(self.memory, msg, budget))
+                        else await viewed_memory(self._memory, msg, budget))
         budget -= cost
         if alone:
             lone = Turn(msg.key, 0, msg.message_id, "user", msg.author_id, msg.author_name,
                         files.text if files else stored, 0, msg.sent_at)
             view = MemoryView(msg.key, "", 0, (), 0, (lone,), 0)
         else:
-            view = await self.memory.view(msg.key, budget, through_seq=seq, recall=True)
-            if await self.attachments.wait_for(view, until):  # earlier messages' files
-                view = await self.memory.view(msg.key, budget, through_seq=seq, recall=True)
-        view = self.attachments.mark_unread(view)  # files still on their way say so
+            view = await self._memory.view(msg.key, budget, through_seq=seq, recall=True)
+            if await self._attachments.wait_for(view, until):  # earlier messages' files
+                view = await self._memory.view(msg.key, budget, through_seq=seq, recall=True)
+        view = self._attachments.mark_unread(view)  # files still on their way say so
         chain = chain.without(view)
         view = chain.unrecalled(view)
-        self.observer.recalled(msg.key, time.monotonic() - started)
-        shown = {len(view.turns): images} | self.attachments.earlier_images(  # attachments
+        self._observer.recalled(msg.key, time.monotonic() - started)
+        shown = {len(view.turns): images} | self._attachments.earlier_images(  # attachments
             view.turns, seer, budget - view.tokens)
         try:
             try:
@@ -396,24 +388,24 @@ class ChatService:
                              failed=True)
             log.warning("context length exceeded in %s; compacting and retrying once", msg.key)
             try:
-                await self.memory.compact_now(msg.key, force=True)
+                await self._memory.compact_now(msg.key, force=True)
             except Exception:
                 log.warning("forced compaction of %s failed", msg.key, exc_info=True)
-            view = self.attachments.mark_unread(
-                await self.memory.view(msg.key, budget // 2, through_seq=seq, recall=True))
+            view = self._attachments.mark_unread(
+                await self._memory.view(msg.key, budget // 2, through_seq=seq, recall=True))
             chain = chain.without(view)
             view = chain.unrecalled(view)
             try:
                 text = await self._generate(view, on_delta, persona, model, params=params,
                                             chain=chain.turns, viewed=viewed)
             except LLMError as e:
-                self.observer.replied(msg.key, time.monotonic() - started, view.tokens,
+                self._observer.replied(msg.key, time.monotonic() - started, view.tokens,
                                       seq or 0, True)
                 return self._failure(msg, e)
         except LLMError as e:
-            self.observer.replied(msg.key, time.monotonic() - started, view.tokens, seq or 0, True)
+            self._observer.replied(msg.key, time.monotonic() - started, view.tokens, seq or 0, True)
             return self._failure(msg, e)
-        self.observer.replied(msg.key, time.monotonic() - started, view.tokens, seq or 0, False)
+        self._observer.replied(msg.key, time.monotonic() - started, view.tokens, seq or 0, False)
         if len(text) > MAX_REPLY_CHARS:
             log.warning("the model's answer in %s was %d characters; cut to %d",
                         msg.key, len(text), MAX_REPLY_CHARS)
@@ -423,15 +415,15 @@ class ChatService:
         if seq is None:
             return Reply(with_refusal(msg, text))
         try:  # answered before a crash: the stored text is repeated
-            text = (await self.memory.record(NewTurn(
+            text = (await self._memory.record(NewTurn(
                 msg.key, reply_id, "assistant", bot_id, bot_name, text, 0, time.time(),
                 answers=TurnRef(seq, msg.message_id)))).turn.text
-            self.observer.recorded(msg.key, "assistant")
+            self._observer.recorded(msg.key, "assistant")
         except AnsweredTurnGone:  # the answer, made from what was forgotten, is not kept
             log.info("message %s in %s was forgotten while it was answered; the answer is "
                      "not stored", msg.message_id, msg.key)
         except StoreError as e:  # the answer is still worth giving; memory lacks only it
-            self.observer.store_error(type(e).__name__)
+            self._observer.store_error(type(e).__name__)
             log.error("could not record the reply to %s in %s: %s", msg.message_id, msg.key,
                       e, exc_info=e)
         return Reply(with_refusal(msg, text))
@@ -442,12 +434,12 @@ class ChatService:
         if msg.chain is None:
             return Chain()
         try:
-            turns = await read_chain(self.memory.store, msg)
+            turns = await read_chain(self._memory.store, msg)
         except Exception:
             log.warning("could not read the reply chain of %s in %s; answering without it",
                         msg.message_id, msg.key, exc_info=True)
             return Chain()
-        return fit_chain(turns, int(budget * CHAIN_SHARE), self.memory.tokenizer)
+        return fit_chain(turns, int(budget * CHAIN_SHARE), self._memory.tokenizer)
 
     @staticmethod
     def _without_parts(view: MemoryView, shown: Mapping[int, Sequence[ImagePart]]
@@ -474,7 +466,7 @@ class ChatService:
             if not parts or not 0 < at <= len(turns):
                 continue
             turn = turns[at - 1]
-            text = await self.attachments.refused(turn.key, turn.message_id, turn.text, parts,
+            text = await self._attachments.refused(turn.key, turn.message_id, turn.text, parts,
                                                   store=stored)
             turns[at - 1] = replace(turn, text=text)
         log.warning("the model endpoint refused a request with %d image(s) in %s; answered "
@@ -494,13 +486,13 @@ class ChatService:
             extra["params"] = json.loads(params)
         names = speaker_names(view)
         if on_delta is None:
-            completion = await self.llm.complete(
-                messages, max_tokens=self.budget.reply_tokens, purpose="reply", **extra
+            completion = await self._llm.complete(
+                messages, max_tokens=self._budget.reply_tokens, purpose="reply", **extra
             )
             return strip_echoed_label(completion.text, names) or completion.text
         parts: list[str] = []
-        async for delta in self.llm.stream(
-            messages, max_tokens=self.budget.reply_tokens, purpose="reply", **extra
+        async for delta in self._llm.stream(
+            messages, max_tokens=self._budget.reply_tokens, purpose="reply", **extra
         ):
             parts.append(delta)
             shown = settled_reply("".join(parts), names)
@@ -518,11 +510,11 @@ class ChatService:
 
     async def edited(self, key: ChannelKey, message_id: str, text: str) -> None:
         """A platform edit: update the turn if it is not summarized yet."""
-        text = self.attachments.reapply(key, message_id, cut(text, self.config.max_input_chars))
-        outcome = await self.memory.edit(key, message_id, text)
+        text = self._attachments.reapply(key, message_id, cut(text, self._config.max_input_chars))
+        outcome = await self._memory.edit(key, message_id, text)
         log.debug("edit of %s in %s: %s", message_id, key, outcome)
 
     async def deleted(self, key: ChannelKey, message_id: str) -> None:
         """A platform delete: remove the turn if it is not summarized yet."""
-        outcome = await self.memory.delete(key, message_id)
+        outcome = await self._memory.delete(key, message_id)
         log.debug("delete of %s in %s: %s", message_id, key, outcome)

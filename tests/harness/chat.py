@@ -83,7 +83,8 @@ async def ask(via: Runtime | ChatService, msg: IncomingMessage, *,
               on_delta: DeltaSink | None = None) -> Reply | None:
     """Hand ``msg`` over as an adapter does and deliver its reply, if one is owed, through
     a ``ReplyFlow`` on the runtime's outbox; the reply the person saw (None: none)."""
-    service, outbox = (via.service, via.service.outbox) if isinstance(via, Runtime) else (via, None)
+    service, outbox = ((via.service, via.features.outbox) if isinstance(via, Runtime)
+                       else (via, None))
     received = await service.receive(msg)
     if received.reply is None:
         return None
