@@ -165,7 +165,7 @@ async def test_korean_query_recalls_a_korean_fact(tmp_path: Path) -> None:
     model = ArchiveModel()
     async with runtime(tmp_path, model) as rt:
         await rt.features.memory_commands.remember(KEY, "프로젝트 마감은 금요일이에요",
-                                                  author="민지")
+                                                   author="민지")
         await rt.features.memory_commands.remember(KEY, "점심은 12시에 먹어요", author="민지")
         prompt = await ask(rt, model, "마감 언제였지?")
         assert "프로젝트 마감은 금요일이에요" in prompt and "점심" not in prompt
@@ -236,10 +236,10 @@ async def test_forget_by_text_needs_one_match(tmp_path: Path) -> None:
         several = await rt.features.memory_commands.forget(KEY, "prefers", allowed=True)
         assert not several.ok and f"#{a.id}" in several.text and f"#{b.id}" in several.text
         assert (await rt.features.memory_commands.forget(KEY, "bob prefers tea",
-                                                        allowed=True)).ok  # exact
+                                                         allowed=True)).ok  # exact
         assert [f.id for f in await rt.memory.facts(KEY)] == [b.id]
         assert not (await rt.features.memory_commands.forget(KEY, "nothing like it",
-                                                            allowed=True)).ok
+                                                             allowed=True)).ok
         assert not (await rt.features.memory_commands.forget(KEY, "999", allowed=True)).ok
 
 

@@ -177,8 +177,8 @@ async def test_message_case(case: dict[str, Any], objects: Objects, rt: Runtime,
 async def test_model_output_case(case: dict[str, Any], rt: Runtime, llm: FakeLLM) -> None:
     llm.replies.append(case["text"])
     key = ChannelKey("slack", TEAM, "C1")
-    reply = await ask(rt,
-        IncomingMessage(key, "1.0", "U1", "Alice", "@gistbot say it", 1.0, mentions_bot=True))
+    reply = await ask(
+        rt, IncomingMessage(key, "1.0", "U1", "Alice", "@gistbot say it", 1.0, mentions_bot=True))
     assert reply is not None and reply.text == case["text"]
     assert_no_slack_ping(format_reply(reply.text, NAMES))
     assert [t.role for t in await rt.store.turns(key)] == ["user", "assistant"]

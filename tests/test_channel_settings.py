@@ -59,10 +59,10 @@ async def test_a_channels_persona_and_model_reach_the_request(
 ) -> None:
     async with runtime(tmp_path, fake, **ENV) as rt:
         done = await rt.features.config_command.configure(KEY, setting("set", "model",
-                                                                      "gpt-big"), ADMIN)
+                                                                       "gpt-big"), ADMIN)
         assert done.ok, done.text
         await rt.features.config_command.configure(KEY, setting("set", "persona",
-                                                               "You are a terse pirate."),
+                                                                "You are a terse pirate."),
                                    ADMIN)
         await ask(rt, msg(1, "hello", mention=True))
         await ask(rt, msg(2, "hello", mention=True, key=OTHER))
@@ -79,7 +79,7 @@ async def test_a_model_off_the_allowlist_is_refused_with_the_list(
 ) -> None:
     async with runtime(tmp_path, fake, **ENV) as rt:
         answer = await rt.features.config_command.configure(KEY, setting("set", "model",
-                                                                        "gpt-5-pro"), ADMIN)
+                                                                         "gpt-5-pro"), ADMIN)
         assert not answer.ok
         assert "gpt-5-pro" in answer.text
         assert "gpt-test, gpt-big, gpt-test-mini" in answer.text
@@ -132,7 +132,7 @@ async def test_reply_mode_off_remembers_only_and_all_answers_everything(
         assert [t.message_id for t in await rt.store.turns(KEY)] == ["m1"]
         assert reply_bodies(fake) == []
         await rt.features.config_command.configure(KEY, setting("set", "reply_mode", "all",
-                                                               server=True), ADMIN)
+                                                                server=True), ADMIN)
         await rt.features.config_command.configure(KEY, setting("unset", "reply_mode"), ADMIN)
         assert await answered(rt, msg(2, "no mention", key=OTHER))  # server-wide
         reply = await ask(rt, msg(2, "nobody mentioned you"))
@@ -148,7 +148,7 @@ async def test_always_reply_channels_is_the_env_default_of_reply_mode(
         shown = await rt.features.config_command.configure(KEY, setting("show"), ADMIN)
         assert "reply_mode: all  (default)" in shown.text
         await rt.features.config_command.configure(KEY, setting("set", "reply_mode", "mentions"),
-                                                  ADMIN)
+                                                   ADMIN)
         assert not await answered(rt, msg(3, "plain"))
 
 
@@ -157,9 +157,9 @@ async def test_summary_language_and_model_and_their_tokens_count_for_the_server(
 ) -> None:
     async with runtime(tmp_path, fake, **ENV) as rt:
         await rt.features.config_command.configure(KEY, setting("set", "language", "Korean",
-                                                               server=True), ADMIN)
+                                                                server=True), ADMIN)
         await rt.features.config_command.configure(KEY, setting("set", "summary_model",
-                                                               "gpt-big"), ADMIN)
+                                                                "gpt-big"), ADMIN)
         await ask(rt, msg(1, "the launch is on Friday, ticket OPS-42"))
         await rt.features.memory_commands.summary(KEY)
         [digest] = bodies(fake, summary=True)
@@ -199,7 +199,7 @@ async def test_daily_user_quota_refuses_tells_once_privately_and_still_remembers
         bob = await ask(rt, msg(4, "hi", author="Bob", mention=True))
         assert bob is not None and not bob.private  # another person has their own quota
         usage = await rt.features.config_command.configure(KEY, setting("usage"), Caller("alice",
-                                                                                        "Alice"))
+                                                                                         "Alice"))
         assert f"you: {spent:,} of 2,000" in usage.text and "this server:" in usage.text
 
         rt.features.quota.clock = lambda: time.time() + 86_400  # tomorrow, after 00:00 UTC
@@ -228,12 +228,12 @@ async def test_every_change_is_logged_with_who_and_when(tmp_path: Path, fake: Fa
     async with runtime(tmp_path, fake) as rt:
         member = Caller("u9", "Mallory")
         refused = await rt.features.config_command.configure(KEY, setting("set", "persona",
-                                                                         "evil"), member)
+                                                                          "evil"), member)
         assert not refused.ok
         await rt.features.config_command.configure(KEY, setting("set", "reply_mode", "all"), ADMIN)
         await rt.features.config_command.configure(KEY, setting("unset", "reply_mode"), ADMIN)
         await rt.features.config_command.configure(KEY, setting("set", "language", "German",
-                                                               server=True),
+                                                                server=True),
                                    Caller("u2", "Sam", may_server=True))
         history = (await rt.features.config_command.configure(KEY, setting("history"), member)).text
         lines = history.splitlines()[1:]
@@ -277,7 +277,7 @@ async def test_usage_without_a_limit_is_written_by_close_at_the_latest(
         await ask(rt, msg(1, "hello", mention=True))
         day = rt.features.quota.day()
         shown = await rt.features.config_command.configure(KEY, setting("usage"), Caller("alice",
-                                                                                        "Alice"))
+                                                                                         "Alice"))
         assert "(no limit)" in shown.text and "you: 0 " not in shown.text
     from bot.app import storage_for_url
 

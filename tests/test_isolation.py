@@ -59,15 +59,14 @@ async def test_nothing_crosses_channels_guilds_workspaces_platforms_or_dms(
     ) as rt:
         for name, key in KEYS.items():  # enough per channel to be summarized, then a fresh one
             for i in range(7):
-                await ask(rt,
-                    msg(i, f"note {i}: remember {SECRET[name]} for ticket T-{i}", key=key))
+                await ask(
+                    rt, msg(i, f"note {i}: remember {SECRET[name]} for ticket T-{i}", key=key))
         await rt.memory.wait_idle()
         for name, key in KEYS.items():
             state = await rt.store.state(key)
             assert SECRET[name] in state.text and state.folded_through > 0  # summarized
             fake.push("ok")
-            reply = await ask(rt, msg(99, "what do we know?", key=key,
-                                                    mention=True))
+            reply = await ask(rt, msg(99, "what do we know?", key=key, mention=True))
             assert reply is not None and not reply.failed
             prompt = json.dumps(bodies(fake, summary=False)[-1], ensure_ascii=False)
             assert SECRET[name] in prompt

@@ -92,7 +92,7 @@ async def test_model_params_go_to_every_provider(tmp_path: Path) -> None:
     async with fakes() as (local, hosted), Runtime.open(two_providers(
             tmp_path, local, hosted, MODEL_PARAMS='{"temperature": 0.4, "top_k": 20}')) as rt:
         await rt.features.config_command.configure(OTHER, parse_config("set model gpt-4o"),
-                                                  OPERATOR)
+                                                   OPERATOR)
         local.push("a")
         hosted.push("b")
         await ask(rt, msg(1, "hi", mention=True))
@@ -108,7 +108,7 @@ async def test_a_hung_provider_holds_up_only_its_own_channels(tmp_path: Path) ->
     async with fakes() as (local, hosted), Runtime.open(two_providers(
             tmp_path, local, hosted, LLM_CONCURRENCY="1")) as rt:
         await rt.features.config_command.configure(OTHER, parse_config("set model gpt-4o"),
-                                                  OPERATOR)
+                                                   OPERATOR)
         local.push(Hang(600))
         stuck = asyncio.create_task(ask(rt, msg(1, "hi", mention=True)))
         await local.wait_for(lambda f: len(f.chat_requests) == 1)

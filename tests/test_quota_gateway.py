@@ -163,7 +163,7 @@ async def test_config_usage_lists_every_kind_for_the_person_and_the_server(
         kinds = await rt.storage.usage.tokens_by_kind(day, [ALICE, SERVER])
         await rt.storage.usage.add_tokens(day, [SERVER], 7)  # counted before kinds were kept
         answer = await rt.features.config_command.configure(KEY, usage_request(), Caller("alice",
-                                                                                        "Alice"))
+                                                                                         "Alice"))
         server_line, you_line = answer.text.splitlines()[1:]
         assert server_line.startswith(f"- this server: {sum(kinds[SERVER].values()) + 7:,} "
                                       "of 1,000,000")
@@ -204,7 +204,7 @@ async def test_a_scheduled_digest_over_the_servers_limit_waits_unposted_then_is_
         slot = latest_slot(schedule, now)
         for i in range(3):
             await ask(rt, replace(msg(i, f"ticket OPS-{i} is done"),
-                                                sent_at=slot - 600 + i))
+                                  sent_at=slot - 600 + i))
         posts, digests.claim_ttl = Posts(), 0.2
         digests.add_outlet("test", posts)
         await rt.storage.usage.add_tokens(rt.features.quota.day(), [SERVER], 3000)

@@ -115,7 +115,7 @@ async def test_replies_summaries_and_catchups_at_once_stay_within_the_limit(
         calls: list[Awaitable[Any]] = []
         for i in range(8):
             calls.append(ask(rt, msg(10 + i, f"what about OPS-{i}?",
-                                                   author=f"Q{i}", mention=True)))
+                                     author=f"Q{i}", mention=True)))
             calls.append(rt.features.memory_commands.summary(KEY, f"s{i}"))
             calls.append(rt.features.catchup_commands.catchup(Where(KEY), f"c{i}", "1d"))
         results = await asyncio.gather(*calls)

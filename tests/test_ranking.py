@@ -125,8 +125,8 @@ async def test_a_paraphrased_question_recalls_the_named_speakers_answer(tmp_path
             await ask(rt, _msg(f"I like {a} and {b} a lot", "Evan", at))
             if i == 30:
                 at += 60
-                await ask(rt,
-                    _msg("We finally adopted a beagle puppy, we named him Mochi!", "Evan", at))
+                await ask(
+                    rt, _msg("We finally adopted a beagle puppy, we named him Mochi!", "Evan", at))
             if i < 40:
                 at += 60
                 await ask(rt, _msg(f"the dog near the {b} and {a}", "Max", at))
@@ -135,8 +135,8 @@ async def test_a_paraphrased_question_recalls_the_named_speakers_answer(tmp_path
             at += 60
             await ask(rt, _msg(f"more {topics[i % 8]} talk", "Max", at))
         await rt.memory.wait_idle()
-        reply = await ask(rt,
-            _msg("What did Evan call his new dog?", "Quinn", at + 86_400, ask=True))
+        reply = await ask(
+            rt, _msg("What did Evan call his new dog?", "Quinn", at + 86_400, ask=True))
         assert reply is not None
         prompt = model.prompts[-1]
         memory = prompt[prompt.index(FENCE_OPEN):prompt.index(FENCE_CLOSE)]

@@ -189,7 +189,7 @@ def test_a_speakers_plain_name_label_is_stripped_but_other_words_are_not() -> No
 async def test_a_reply_does_not_start_with_a_speakers_name_label(tmp_path: Path) -> None:
     async with FakeOpenAI() as fake, runtime(tmp_path, fake) as rt:
         await ask(rt, msg(1, "The notifications flag is still off.",
-                                        author="Kenji"))
+                          author="Kenji"))
         fake.push("Kenji: yeah.", Text("Kenji: the flag is off", chunks=["Ken", "ji", ": the",
                                                                          " flag is off"]))
         reply = await ask(rt, msg(2, "what about the flag?", mention=True))

@@ -226,7 +226,7 @@ class SlackAssistant:
         features = self.events.features  # the access lists, with this DM's server's own
         lists = (await features.channels.get(key)).access
         if features.access.verdict(key, user, None, direct=True,
-                                  server=lists) is not Verdict.ADMITTED:
+                                   server=lists) is not Verdict.ADMITTED:
             return  # kept out: nothing is shown
         await decorate(f"assistant.threads.setSuggestedPrompts in {channel}",
                        set_suggested_prompts(list(PROMPTS), title=PROMPTS_TITLE))

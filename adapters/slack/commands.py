@@ -180,7 +180,7 @@ class SlackCommands:
         posts = AnswerPosts(self.client, url, timeout=self.timeout)
         for i, chunk in enumerate(chunks):
             if await self.features.outbox.send(posts, Post(key, answer_id(key, trigger, i),
-                                                          chunk)) is None:
+                                                           chunk)) is None:
                 log.error("posting an answer in %s failed", key)
                 return
 

@@ -151,7 +151,7 @@ class ChatService:
     def _memory_budget(self, persona: str | None = None) -> int:
         """Tokens left for summary, facts and turns once the fixed parts are paid for."""
         return self._budget.memory_with(persona or self._config.system_prompt,
-                                       self._memory.tokenizer)
+                                        self._memory.tokenizer)
 
     async def receive(self, msg: IncomingMessage) -> Received:
         """Record ``msg`` (per the channel's ``record`` and ``reply_mode``) and say what
@@ -220,7 +220,7 @@ class ChatService:
         True, may be answered; False, may be stored but never answered (a blocked person);
         None, neither."""
         verdict = self._access.verdict(msg.key, msg.author_id, msg.roles, direct=msg.is_direct,
-                                      parent=msg.parent, server=settings.access)
+                                       parent=msg.parent, server=settings.access)
         if verdict is Verdict.ADMITTED:
             return True
         log.debug("message %s in %s by %s: %s not admitted", msg.message_id, msg.key,
@@ -258,7 +258,7 @@ class ChatService:
             chosen = settings or await self._channels.get(msg.key)
             try:  # the model calls are metered on the person's and server's daily quotas
                 with self._quota.paying(msg.key, "reply", msg.author_id, direct=msg.is_direct,
-                                       settings=chosen):
+                                        settings=chosen):
                     try:
                         return await self._reply(msg, seq, on_delta, chosen)
                     except OverQuota as e:  # refused: the private notice, once a day
@@ -400,7 +400,7 @@ class ChatService:
                                             chain=chain.turns, viewed=viewed)
             except LLMError as e:
                 self._observer.replied(msg.key, time.monotonic() - started, view.tokens,
-                                      seq or 0, True)
+                                       seq or 0, True)
                 return self._failure(msg, e)
         except LLMError as e:
             self._observer.replied(msg.key, time.monotonic() - started, view.tokens, seq or 0, True)
@@ -467,7 +467,7 @@ class ChatService:
                 continue
             turn = turns[at - 1]
             text = await self._attachments.refused(turn.key, turn.message_id, turn.text, parts,
-                                                  store=stored)
+                                                   store=stored)
             turns[at - 1] = replace(turn, text=text)
         log.warning("the model endpoint refused a request with %d image(s) in %s; answered "
                     "without them, and they are not sent again", sum(map(len, shown.values())),
