@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from bot.app import Runtime
 from bot.catchup.command import Where
 from bot.catchup.digests import latest_slot
 from bot.channels.config_command import Caller, ConfigRequest, parse_config
@@ -39,10 +40,10 @@ async def fake() -> AsyncIterator[FakeOpenAI]:
         yield server
 
 
-async def chat(service: Any, n: int) -> None:
+async def chat(rt: Runtime, n: int) -> None:
     """``n`` messages nobody addresses to the bot (recorded, not answered)."""
     for i in range(n):
-        await ask(service, msg(i, f"release v2.{i} is tagged, ticket OPS-{i}"))
+        await ask(rt, msg(i, f"release v2.{i} is tagged, ticket OPS-{i}"))
 
 
 def usage_request() -> ConfigRequest:
@@ -55,7 +56,7 @@ async def test_a_server_over_its_limit_gets_no_model_call_for_summary_catchup_or
     tmp_path: Path, fake: FakeOpenAI
 ) -> None:
     async with runtime(tmp_path, fake, DAILY_TOKENS_PER_SERVER="3000") as rt:
-        await chat(rt.service, 3)
+        await chat(rt, 3)
         await rt.storage.usage.add_tokens(rt.features.quota.day(), [SERVER], 3000)
         answers = [
             await rt.features.memory_commands.summary(KEY, "alice"),
@@ -75,7 +76,7 @@ async def test_a_person_over_their_limit_gets_no_model_call_and_others_still_do(
     tmp_path: Path, fake: FakeOpenAI
 ) -> None:
     async with runtime(tmp_path, fake, DAILY_TOKENS_PER_USER="50000") as rt:
-        await chat(rt.service, 3)
+        await chat(rt, 3)
         await rt.storage.usage.add_tokens(rt.features.quota.day(), [ALICE], 50000)
         for answer in (await rt.features.memory_commands.summary(KEY, "alice"),
                        await rt.features.catchup_commands.catchup(HERE, "alice", "1d"),
@@ -93,7 +94,7 @@ async def test_each_call_is_charged_to_the_person_and_the_server_by_kind(
 ) -> None:
     env = {"DAILY_TOKENS_PER_SERVER": limit, "DAILY_TOKENS_PER_USER": limit}
     async with runtime(tmp_path, fake, **env) as rt:
-        await chat(rt.service, 3)
+        await chat(rt, 3)
         assert (await rt.features.memory_commands.summary(KEY, "alice")).ok
         assert (await rt.features.catchup_commands.catchup(HERE, "alice", "1d")).ok
         assert (await rt.features.catchup_commands.digest(HERE, "now", allowed=True, by="alice")).ok
@@ -129,7 +130,7 @@ async def test_background_summaries_are_the_servers_and_wait_while_it_is_over(
     env = {"DAILY_TOKENS_PER_SERVER": "1000000", "MAX_HISTORY_MESSAGES": "4",
            "KEEP_RECENT_MESSAGES": "2"}
     async with runtime(tmp_path, fake, **env) as rt:
-        await chat(rt.service, 3)
+        await chat(rt, 3)
         await rt.memory.compact_now(KEY, force=True)
         assert len(bodies(fake, summary=True)) == 1
         day = rt.features.quota.day()
@@ -155,7 +156,7 @@ async def test_config_usage_lists_every_kind_for_the_person_and_the_server(
     tmp_path: Path, fake: FakeOpenAI
 ) -> None:
     async with runtime(tmp_path, fake, DAILY_TOKENS_PER_SERVER="1000000") as rt:
-        await chat(rt.service, 3)
+        await chat(rt, 3)
         await rt.features.memory_commands.summary(KEY, "alice")
         await rt.features.catchup_commands.catchup(HERE, "alice", "1d")
         await rt.memory.compact_now(KEY, force=True)
@@ -265,7 +266,7 @@ async def test_a_reply_on_a_limited_server_does_not_wait_for_its_background_summ
     async with FakeOpenAI(responder=default_responder, latency=slow_summaries) as fake:
         env = {"DAILY_TOKENS_PER_SERVER": "1000000", "MAX_HISTORY_MESSAGES": "1000"}
         async with runtime(tmp_path, fake, **env) as rt:
-            await chat(rt.service, 3)
+            await chat(rt, 3)
             summary = asyncio.ensure_future(rt.memory.compact_now(KEY, force=True))
 
             async def summary_in_flight() -> bool:

@@ -14,9 +14,8 @@ import itertools
 from contextlib import AbstractAsyncContextManager
 
 from bot.app import Runtime
-from bot.conversation.outbox import Outbox, Post, placeholder_id
+from bot.conversation.outbox import Post, placeholder_id
 from bot.conversation.reply_flow import ReplyFlow
-from bot.conversation.service import ChatService
 from bot.messages import DeltaSink, IncomingMessage, Reply
 from memory.models import ChannelKey
 
@@ -79,15 +78,14 @@ class Collected:
                      failed=parts[0].outbox_id.startswith("notice:"))
 
 
-async def ask(via: Runtime | ChatService, msg: IncomingMessage, *,
+async def ask(rt: Runtime, msg: IncomingMessage, *,
               on_delta: DeltaSink | None = None) -> Reply | None:
-    """Hand ``msg`` over as an adapter does and deliver its reply, if one is owed, through
-    a ``ReplyFlow`` on the runtime's outbox; the reply the person saw (None: none)."""
-    service, outbox = ((via.service, via.features.outbox) if isinstance(via, Runtime)
-                       else (via, None))
-    received = await service.receive(msg)
+    """Hand ``msg`` to ``rt``'s service as an adapter does and deliver its reply, if one is
+    owed, through a ``ReplyFlow`` on the runtime's outbox; the reply the person saw (None:
+    none was sent)."""
+    received = await rt.service.receive(msg)
     if received.reply is None:
         return None
     outlet = Collected(msg, on_delta)
-    await ReplyFlow(outlet, outbox or Outbox(None)).deliver(received.reply)
+    await ReplyFlow(outlet, rt.features.outbox).deliver(received.reply)
     return outlet.reply()
