@@ -42,7 +42,7 @@ from bot.platform import (
     SHUTDOWN_APOLOGY,
     Access,
     ChannelKey,
-    ChatService,
+    Features,
     IncomingMessage,
     Launch,
     LiveLine,
@@ -124,7 +124,7 @@ class ConsoleChat:
 
     def __init__(
         self,
-        service: ChatService,
+        features: Features,
         *,
         channel: str = "general",
         user: str | None = None,
@@ -135,7 +135,7 @@ class ConsoleChat:
         json_lines: bool = False,
         commands: Registry = COMMANDS,
     ) -> None:
-        self.service = service
+        self.service, self.features = features.service, features
         self.commands = commands
         self.key = console_key(channel)
         self.user = user or _username()
@@ -419,7 +419,7 @@ class ConsoleContext:
     everything; there are no threads and no links."""
 
     def __init__(self, chat: ConsoleChat) -> None:
-        self.service, self.commands = chat.service, chat.commands
+        self.features, self.commands = chat.features, chat.commands
         self.key, self.user_id, self.is_direct = chat.key, chat.user, False
         self.roles: tuple[str, ...] | None = None
         self.parent = ""
@@ -552,7 +552,7 @@ def _username() -> str:
 async def serve(launch: Launch) -> int:
     """The terminal chat in ``launch.channel`` until ``/quit``, end of input or ``stop``;
     Ctrl-C belongs to the chat (cancel, clear, quit) while SIGTERM still stops."""
-    chat = ConsoleChat(launch.service, channel=launch.channel, live=launch.live,
+    chat = ConsoleChat(launch.features, channel=launch.channel, live=launch.live,
                        json_lines=launch.json_lines)
     with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
         asyncio.get_running_loop().add_signal_handler(signal.SIGINT, chat.interrupt)

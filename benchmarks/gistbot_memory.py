@@ -20,6 +20,7 @@ from typing import Any
 
 from benchmarks.common import Config
 from benchmarks.conversation import Row, message
+from benchmarks.delivered import answer
 from bot.app import Runtime
 from bot.settings import load_settings
 from memory.models import ChannelKey
@@ -81,11 +82,11 @@ class GistbotMemory:
 
     async def observe(self, row: Row) -> None:
         """Record a message that does not mention the bot."""
-        await self.rt.service.on_message(message(KEY, row, mention=False))
+        await answer(self.rt, message(KEY, row, mention=False))
 
     async def reply(self, row: Row) -> str:
         """Record a mention and return the bot's answer."""
-        reply = await self.rt.service.on_message(message(KEY, row, mention=True))
+        reply = await answer(self.rt, message(KEY, row, mention=True))
         if reply is None or reply.failed:
             self.failures += 1
             return "" if reply is None else reply.text

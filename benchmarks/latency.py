@@ -97,8 +97,9 @@ async def run(cfg: Config, base_url: str, responder: Responder) -> Section:
         "building a bigger request costs client CPU): with summarization off the view fills "
         "the budget; with slow summaries compaction lags, so views hold more turns than with "
         f"instant ones (p95 slow / p95 instant = {same_prompts:.2f}x).",
-        "Latency is measured around ChatService.on_message (record, view, model call, "
-        "record the reply). LangChain's buffer summarizes inside the reply: see scenario 1.",
+        "Latency is measured around a mention's path (ChatService.receive, the reply flow: "
+        "record, view, model call, record the reply). LangChain's buffer summarizes inside "
+        "the reply: see scenario 1.",
         f"Plot: {plot.name}.",
     ]
     return Section("2", "Reply latency under slow summaries", rows, targets, notes,

@@ -44,6 +44,7 @@ import httpx
 
 from benchmarks.common import machine_info, markdown, percentile
 from benchmarks.conversation import load_conversation, load_probes
+from benchmarks.delivered import answer as delivered
 from benchmarks.recording_proxy import Call, RecordingProxy
 from memory.models import ChannelKey
 
@@ -282,7 +283,7 @@ async def run_chat(base_url: str, a: argparse.Namespace, tmp: Path) -> ChatRun:
             run.window_tokens, run.max_fold_tokens = policy.window_tokens, policy.max_fold_tokens
             run.summary_bound = rt.budget.summary_tokens
             metrics = Metrics(platforms=rt.installed_platforms)
-            rt.service.observer = metrics
+            rt.features.observers.add(metrics)
             rt.meter.listeners.append(metrics.on_usage)
             rt.memory.observe_compactions(metrics.on_compaction)
             try:
@@ -317,7 +318,7 @@ async def _console_batch(rt: Any, run: ChatRun, feed: list[str]) -> None:
     from adapters.console_adapter import ConsoleChat
 
     stdin, stdout = _TimedLines(feed), _TimedOut()
-    chat = ConsoleChat(rt.service, channel=KEY.channel, user="operator",
+    chat = ConsoleChat(rt.features, channel=KEY.channel, user="operator",
                        stdin=cast(TextIO, stdin), stdout=cast(TextIO, stdout), json_lines=True)
     try:
         await chat.run()
@@ -339,7 +340,7 @@ async def _paced(rt: Any, run: ChatRun, a: argparse.Namespace, lines: list[str],
         msg = IncomingMessage(KEY, f"m{i}", author.lower(), author, text, time.time(),
                               mentions_bot=mention)
         started = time.monotonic()
-        reply = await rt.service.on_message(msg)
+        reply = await delivered(rt, msg)
         if reply is not None:
             run.answers.append((text, reply.text, time.monotonic() - started))
 

@@ -6,7 +6,7 @@ its resident set size (psutil RSS) is gistbot's alone: a real ``Runtime`` (SQLit
 parent's fake server. The worker
 
 1. records ``turns_per_channel`` messages in every one of ``channels`` channels through
-   ``ChatService.on_message`` (1,024 in flight, as a busy gateway delivers them): record
+   ``ChatService.receive`` (1,024 in flight, as a busy gateway delivers them): record
    throughput;
 2. measures RSS;
 3. delivers a burst of ``burst`` messages to random channels as fast as the loop takes
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import Config, Section, Target, percentile, progress, save_plot
+from benchmarks.delivered import answer
 
 __all__ = ["run", "worker"]
 
@@ -74,7 +75,7 @@ async def worker(channels: int, per_channel: int, burst: int, base_url: str,
                     for c, k in enumerate(keys)]
             started = time.perf_counter()
             for i in range(0, len(todo), 1024):
-                await asyncio.gather(*(rt.service.on_message(m) for m in todo[i:i + 1024]))
+                await asyncio.gather(*(answer(rt, m) for m in todo[i:i + 1024]))
             populate_s = time.perf_counter() - started
             gc.collect()
             rss_populated = proc.memory_info().rss
@@ -91,7 +92,7 @@ async def worker(channels: int, per_channel: int, burst: int, base_url: str,
             started = time.perf_counter()
             tasks = []
             for m in burst_msgs:  # as a gateway dispatches: one task per event, then yield
-                tasks.append(asyncio.create_task(rt.service.on_message(m)))
+                tasks.append(asyncio.create_task(answer(rt, m)))
                 await asyncio.sleep(0)
             replies = await asyncio.gather(*tasks)
             burst_s = time.perf_counter() - started
@@ -154,7 +155,7 @@ async def run(cfg: Config, base_url: str) -> Section:
     notes = [
         "RSS after recording every channel, in a fresh process (Python, SQLite caches, "
         "gistbot's per-channel state); 'before' is the same process right after start.",
-        "Throughput counts ChatService.on_message calls that stored a turn durably "
+        "Throughput counts messages handed to ChatService.receive that stored a turn durably "
         "(SQLite WAL, synchronous=FULL, group commit), 1,024 in flight.",
         "Burst: one task per message, created back to back; one in ten mentions the bot "
         f"(fake reply {cfg.reply_latency * 1000:.0f} ms, summaries "

@@ -5,6 +5,9 @@ Everything is created here and passed in (constructor injection); nothing is glo
     async with Runtime.open(settings) as rt:
         received = await rt.service.receive(...)
 
+The service is the message pipeline only; what the platforms and the commands use beside
+it is ``rt.features`` (``bot.features``), each part built here once.
+
 Leaving the block lets running compactions finish briefly, then closes the LLM client and
 the store (which flushes queued writes).
 """
@@ -13,7 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from bot.access import AccessRules
@@ -21,17 +25,21 @@ from bot.attachments.describe import ImageDescriber
 from bot.attachments.intake import AttachmentIntake
 from bot.catchup.wiring import CatchupCommands, build_catchup
 from bot.channels.config import ChannelConfig, Defaults
+from bot.channels.config_command import ConfigCommand
 from bot.channels.quota import Quota
 from bot.conversation.budget import Budget, window_policy
 from bot.conversation.outbox import Outbox
 from bot.conversation.service import ChatService
 from bot.conversation.summary_route import SummaryRouter
+from bot.features import Features
 from bot.llm.client import LLM, OpenAILLM, UsageMeter
 from bot.llm.embeddings import OpenAIEmbedder
 from bot.llm.gate import LLMGate
 from bot.llm.offline import OfflineLLM
 from bot.llm.providers import DEFAULT, ProviderRouter
+from bot.memory_commands.feature import MemoryCommands
 from bot.missed.owed import OwedReplies
+from bot.ops.observe import Observers
 from bot.ops.shutdown import compaction_grace
 from bot.plugins import configured_platforms, is_direct, platform_names
 from bot.settings import Settings
@@ -146,6 +154,7 @@ class Runtime:
     llm: LLM
     service: ChatService
     meter: UsageMeter
+    features: Features  # what the platforms and the commands are handed (bot.features)
 
     @property
     def store(self) -> Store:
@@ -171,11 +180,13 @@ class Runtime:
         llm: LLM | None = None,
         start_background: bool = True,
         warn_offline: bool = True,
+        clock: Callable[[], float] = time.monotonic,
     ) -> AsyncIterator[Runtime]:
         """Build and start everything; close it all on exit, whatever happened.
 
         ``warn_offline=False`` when the caller tells the person itself that the model is
-        offline (the console's banner), so no log line says it again.
+        offline (the console's banner), so no log line says it again. ``clock`` is the
+        service's (the per-person rate limit reads it).
         """
         tokenizer = TokenCounter(settings.llm.model_name)
         budget = Budget.compute(settings.budget, settings.chat.system_prompt, tokenizer)
@@ -192,7 +203,7 @@ class Runtime:
             memory = _memory(settings, storage, model, tokenizer, budget, channels, quota,
                              embedder)
             parts = _serving(settings, budget, storage, model, tokenizer, channels, quota,
-                             memory)
+                             memory, clock)
             if start_background:
                 await parts.start()
             if model.is_offline and warn_offline:
@@ -201,7 +212,8 @@ class Runtime:
                     "(set OPENAI_API_KEY or OPENAI_BASE_URL to use a real one)"
                 )
             try:
-                yield cls(settings, budget, storage, memory, model, parts.service, meter)
+                yield cls(settings, budget, storage, memory, model, parts.features.service,
+                          meter, parts.features)
             finally:
                 await parts.close(settings)
         finally:
@@ -240,23 +252,27 @@ def _memory(settings: Settings, storage: Storage, model: LLM, tokenizer: TokenCo
 
 def _serving(settings: Settings, budget: Budget, storage: Storage, model: LLM,
              tokenizer: TokenCounter, channels: ChannelConfig, quota: Quota,
-             memory: MemoryManager) -> _Parts:
-    """The chat service and the features it runs, not started yet."""
+             memory: MemoryManager, clock: Callable[[], float]) -> _Parts:
+    """The chat service and the features beside it, each handed what it needs; not
+    started yet."""
     restarts = settings.restarts
     owed = OwedReplies(storage.owed, claim_seconds=restarts.reply_claim_seconds,
                        answer_missed_seconds=restarts.answer_missed_seconds)
     access = AccessRules(settings.access)
     catchup = build_catchup(settings, budget, storage, model, tokenizer, quota,
                             channels=channels, access=access)
-    outbox = Outbox(storage.outbox)
-    service = ChatService(memory, model, settings.chat, budget, owed=owed,
-                          channels=channels, quota=quota, outbox=outbox, catchup=catchup,
-                          access=access)
-    service.attachments = AttachmentIntake(memory, settings.attachments)
+    attachments = AttachmentIntake(memory, settings.attachments)
     model_name = settings.llm.model_name
-    if not model.is_offline and service.attachments.sees(model_name):
-        service.attachments.describe = ImageDescriber(model, quota, model_name)
-    return _Parts(channels, quota, memory, owed, catchup, service)
+    if not model.is_offline and attachments.sees(model_name):
+        attachments.describe = ImageDescriber(model, quota, model_name)
+    observers = Observers()
+    service = ChatService(memory, model, settings.chat, budget, clock=clock, owed=owed,
+                          channels=channels, quota=quota, access=access,
+                          attachments=attachments, observer=observers)
+    features = Features(
+        service, channels, quota, access, Outbox(storage.outbox), attachments, observers, owed,
+        MemoryCommands(memory, channels, quota), ConfigCommand(channels, quota), catchup)
+    return _Parts(channels, quota, memory, owed, catchup, features)
 
 
 @dataclass
@@ -269,7 +285,7 @@ class _Parts:
     memory: MemoryManager
     owed: OwedReplies
     catchup: CatchupCommands
-    service: ChatService
+    features: Features
 
     async def start(self) -> None:
         """Start compaction, the channel settings' refresh, owed replies and digests."""
@@ -283,7 +299,7 @@ class _Parts:
         """Stop them all, letting running compactions finish within the shutdown grace."""
         if self.catchup.digests is not None:
             await self.catchup.digests.stop()
-        await self.service.attachments.close()
+        await self.features.attachments.close()
         await self.owed.close()
         await self.channels.close()
         await self.memory.close(grace=compaction_grace(settings.restarts.shutdown_grace_seconds))

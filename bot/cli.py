@@ -210,7 +210,7 @@ async def _console(settings: Settings, channel: str, live: LiveLine,
         if "@" in where:  # user:password@host: show the host only
             where = where.split("://", 1)[0] + "://…@" + where.rsplit("@", 1)[1]
         banner = f"gistbot console · channel {channel} · {where} · {model}"
-        return await console.serve(Launch(rt.service, settings, rt.storage.history(), stop,
+        return await console.serve(Launch(rt.features, settings, rt.storage.history(), stop,
                                           live=live, channel=channel, json_lines=json_lines,
                                           banner=banner))
 
@@ -238,7 +238,7 @@ async def _run(settings: Settings, live: LiveLine) -> int:
     platforms = [load_platform(name) for name in adapters]
     async with Runtime.open(settings) as rt, _admin(rt):
         _started()
-        launch = Launch(rt.service, settings, rt.storage.history(), stop)
+        launch = Launch(rt.features, settings, rt.storage.history(), stop)
         await asyncio.gather(*(p.serve(launch) for p in platforms))
     if stop.is_set():
         log.info("stopped cleanly")
@@ -318,7 +318,7 @@ async def _summary(settings: Settings, key: ChannelKey, out: TextIO) -> None:
         raise UnknownChannel(absent)
     async with Runtime.open(settings, start_background=False, warn_offline=False) as rt:
         await _known(rt.store, key, settings)
-        result = await rt.service.memory_commands.summary(key)
+        result = await rt.features.memory_commands.summary(key)
         out.write(result.text + "\n")
 
 

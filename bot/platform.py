@@ -1,11 +1,12 @@
 """The adapters' port: everything a platform adapter may use of ``bot``, and nothing else.
 
 An adapter translates a platform's events into an ``IncomingMessage``, hands it to the
-``ChatService`` once, and delivers what comes back through a ``ReplyFlow`` and its own
-outlet (``Post``, the ``Outbox``); it builds its command table from ``COMMANDS`` and
-answers with ``user_text`` for an error. Adapters import from this module only (the
-layout test counts), so what the application offers a platform is read in one place,
-and a change behind it does not reach into three adapter packages.
+``ChatService`` once (``Features.service``; the parts beside it are handed over in
+``Features``, never reached through it), and delivers what comes back through a
+``ReplyFlow`` and its own outlet (``Post``, the ``Outbox``); it builds its command table
+from ``COMMANDS`` and answers with ``user_text`` for an error. Adapters import from this
+module only (the layout test counts), so what the application offers a platform is read
+in one place, and a change behind it does not reach into three adapter packages.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from bot.conversation.service import ChatService
 from bot.conversation.sweep import answer_missed_mentions, stop_answering_missed
 from bot.errors import ConfigError, GistbotError, OutcomeUnknown, PlatformUnreachable, user_text
 from bot.extras import Extra, require
+from bot.features import Features
 from bot.messages import (
     Attachment,
     ChainLink,
@@ -48,7 +50,8 @@ from memory.models import ChannelKey, Turn
 __all__ = [
     "COMMANDS", "OPEN", "SHUTDOWN_APOLOGY", "Access", "Argument", "Attachment", "ChainLink",
     "ChainSource", "ChannelKey", "ChatService", "ChatSettings", "Command", "CommandResult",
-    "ConfigError", "DiscordSettings", "Extra", "FileSource", "GistbotError", "IncomingMessage",
+    "ConfigError", "DiscordSettings", "Extra", "Features", "FileSource", "GistbotError",
+    "IncomingMessage",
     "Launch", "Linker", "LiveLine", "Outbox", "OutcomeUnknown", "PendingReply", "Permission",
     "Platform", "PlatformUnreachable", "Post", "Refresh", "Registry", "ReplyFlow", "Settings",
     "SlackSettings", "StoreError", "Turn", "Usage", "Verdict", "Viewing", "Where", "answer_id",

@@ -4,7 +4,7 @@ the ones it starts by name. So ``bot/`` never imports ``adapters/``: the arrows 
 the adapters down to ``bot`` and the composition sits above both, in the installed
 package's metadata.
 
-A platform is launched with a :class:`Launch` (the service, the settings, the backfill history, the
+A platform is launched with a :class:`Launch` (the features, the settings, the backfill history, the
 stop event; the console also reads its channel, log line and banner) and returns an exit
 status. A name without an entry point is a ``ConfigError`` naming the reinstall.
 
@@ -28,7 +28,7 @@ from bot.errors import ConfigError
 from bot.extras import Extra
 
 if TYPE_CHECKING:
-    from bot.conversation.service import ChatService
+    from bot.features import Features
     from bot.ops.logs import LiveLine
     from bot.settings import Settings
     from memory.models import ChannelKey
@@ -45,7 +45,7 @@ class Launch:
     marks (memory plus its backfill marks); ``channel``, ``live``, ``json_lines`` and ``banner``
     are the terminal chat's (``gistbot console``)."""
 
-    service: ChatService
+    features: Features  # the message pipeline and the parts beside it (bot.features)
     settings: Settings
     history: object
     stop: asyncio.Event

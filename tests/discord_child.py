@@ -44,7 +44,7 @@ async def main(db: str, api_base: str, gateway: str) -> None:
                 sys.stdout.flush()
 
         rt.service.receive = receive  # type: ignore[method-assign]
-        await run_discord(rt.service, settings, rt.storage.history())
+        await run_discord(rt.features, settings, rt.storage.history())
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from bot.catchup.command import Where
 from bot.messages import IncomingMessage
 from bot.settings import load_settings
 from memory.models import ChannelKey
+from tests.harness.chat import ask
 
 
 async def main(url: str, base_url: str, channel: str, n: int, limit: int, kind: str) -> None:
@@ -32,18 +33,18 @@ async def main(url: str, base_url: str, channel: str, n: int, limit: int, kind: 
     key = ChannelKey("discord", "g1", channel)
     async with Runtime.open(settings) as rt:
         for i in range(3 if kind == "catchup" else 0):  # something to catch up on
-            await rt.service.on_message(IncomingMessage(
+            await ask(rt, IncomingMessage(
                 key, f"{channel}-note-{i}", "bob", "Bob", f"ticket OPS-{i} is done",
                 time.time() - 60))
         print("ready", flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
         if kind == "catchup":
             results = await asyncio.gather(*(
-                rt.service.catchup_commands.catchup(Where(key), "alice", "1d") for _ in range(n)))
+                rt.features.catchup_commands.catchup(Where(key), "alice", "1d") for _ in range(n)))
             answered = sum(1 for r in results if r.ok)
         else:
             replies = await asyncio.gather(*(
-                rt.service.on_message(IncomingMessage(
+                ask(rt, IncomingMessage(
                     key, f"{channel}-{i}", "alice", "Alice", f"question {i} from {channel}",
                     time.time(), mentions_bot=True))
                 for i in range(n)

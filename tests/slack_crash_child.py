@@ -66,7 +66,7 @@ async def main(db: str, api_url: str, app_token: str | None) -> None:
     async with Runtime.open(settings, llm=llm) as rt:
         client = web_client(settings, api_url)
         arm(rt.storage, client)  # GISTBOT_TEST_KILL_AT: die at an exact point (tests only)
-        await run_slack(rt.service, rt.settings, client=client)
+        await run_slack(rt.features, rt.settings, client=client)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from bot.settings import Settings, load_settings
 from bot.settings.sections import ChatSettings
 from memory.models import ChannelKey
 from tests.fakes.openai_server import FakeOpenAI, default_responder, is_summary_request
+from tests.harness.chat import ask
 from tests.harness.service import KEY, bodies, msg, runtime
 from tests.harness.slack import (
     PLACEHOLDER,
@@ -100,9 +101,10 @@ async def test_secrets_never_reach_logs_or_the_user(
     setup_logging("DEBUG", settings.secrets())
     log = logging.getLogger("gistbot.test")
     async with Runtime.open(settings) as rt:
-        reply = await rt.service.on_message(msg(1, "hello?", mention=True))
+        reply = await ask(rt, msg(1, "hello?", mention=True))
         assert reply is not None and reply.failed and reply.text == LLMAuthError.user_message
-        digest = await rt.service.memory_commands.summary(KEY)  # the digest call fails the same way
+        # the digest call fails the same way
+        digest = await rt.features.memory_commands.summary(KEY)
         assert not leaks(reply.text + digest.text)
     log.info("configured with %s and %s", SECRETS["DISCORD_TOKEN"], SECRETS["SLACK_BOT_TOKEN"])
     try:
@@ -142,11 +144,15 @@ class Clock:
 
 
 @pytest.fixture
-async def limited(tmp_path: Path, llm: FakeLLM) -> AsyncIterator[Runtime]:
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+async def limited(tmp_path: Path, llm: FakeLLM, clock: Clock) -> AsyncIterator[Runtime]:
     settings = load_settings({"DATABASE_URL": f"sqlite:///{tmp_path / 'r.db'}",
                               "USER_RATE_LIMIT": "3", "MAX_INPUT_CHARS": "100"}, env_file=None)
-    async with Runtime.open(settings, llm=llm) as rt:
-        rt.service.clock = Clock()
+    async with Runtime.open(settings, llm=llm, clock=clock) as rt:  # the rate limit's clock
         yield rt
 
 
@@ -158,28 +164,26 @@ def said(i: int, author: str, text: str = "question", mention: bool = True,
 
 
 async def test_rate_limit_tells_once_then_stays_quiet_and_remembers(
-    limited: Runtime, llm: FakeLLM
+    limited: Runtime, llm: FakeLLM, clock: Clock
 ) -> None:
-    service = limited.service
-    answers = [await service.on_message(said(i, "alice")) for i in range(5)]
+    answers = [await ask(limited, said(i, "alice")) for i in range(5)]
     assert [a is not None and not a.failed for a in answers[:3]] == [True] * 3
     assert answers[3] is not None and answers[3].failed
     assert answers[3].text == RATE_LIMITED.format(limit=3)
     assert answers[4] is None  # told once; quiet until the minute is over
     assert llm.reply_calls == 3
-    other = await service.on_message(said(10, "bob"))  # others are not affected
-    elsewhere = await service.on_message(said(11, "alice", platform="slack"))  # per platform
+    other = await ask(limited, said(10, "bob"))  # others are not affected
+    elsewhere = await ask(limited, said(11, "alice", platform="slack"))  # per platform
     assert other is not None and not other.failed
     assert elsewhere is not None and not elsewhere.failed
     user_turns = [t for t in await limited.store.turns(ChannelKey("test", "w1", "c1"))
                   if t.role == "user"]
     assert [t.message_id for t in user_turns] == ["m0", "m1", "m2", "m3", "m4", "m10"]
-    assert isinstance(service.clock, Clock)
-    service.clock.now += 61
-    again = await service.on_message(said(20, "alice"))
+    clock.now += 61
+    again = await ask(limited, said(20, "alice"))
     assert again is not None and not again.failed and llm.reply_calls == 6
-    assert await service.on_message(said(21, "alice", mention=False)) is None  # not counted
-    console = [await service.on_message(said(30 + i, "op", platform="console"))
+    assert await ask(limited, said(21, "alice", mention=False)) is None  # not counted
+    console = [await ask(limited, said(30 + i, "op", platform="console"))
                for i in range(5)]  # the operator at their own terminal is never limited
     assert all(r is not None and not r.failed for r in console)
 
@@ -189,7 +193,7 @@ async def test_rate_limit_zero_means_no_limit(tmp_path: Path, llm: FakeLLM) -> N
                               "USER_RATE_LIMIT": "0"}, env_file=None)
     async with Runtime.open(settings, llm=llm) as rt:
         for i in range(30):
-            reply = await rt.service.on_message(said(i, "alice"))
+            reply = await ask(rt, said(i, "alice"))
             assert reply is not None and not reply.failed
     assert ChatSettings.model_fields["user_rate_limit"].default == 20
     with pytest.raises(ConfigError, match="USER_RATE_LIMIT"):
@@ -220,12 +224,12 @@ async def test_too_long_is_stored_cut_and_answered_politely(
 ) -> None:
     service, key = limited.service, ChannelKey("test", "w1", "c1")
     long = "x" * 150
-    reply = await service.on_message(said(1, "alice", long))
+    reply = await ask(limited, said(1, "alice", long))
     assert reply is not None and reply.failed and llm.reply_calls == 0
     assert reply.text == TOO_LONG.format(length=len(long) + 2, limit=100)
-    assert await service.on_message(said(2, "bob", long, mention=False)) is None
+    assert await ask(limited, said(2, "bob", long, mention=False)) is None
     await service.edited(key, "m2", "y" * 500)
-    await service.on_message(said(3, "carol", "short enough", mention=False))
+    await ask(limited, said(3, "carol", "short enough", mention=False))
     texts = [t.text for t in await limited.store.turns(key)]
     assert texts[0] == "x" * 100 + "\n[…message cut: 52 more characters not kept]"
     assert texts[1] == "y" * 100 + "\n[…message cut: 400 more characters not kept]"
@@ -236,7 +240,7 @@ async def test_no_input_limit_when_zero(tmp_path: Path, llm: FakeLLM) -> None:
     settings = load_settings({"DATABASE_URL": f"sqlite:///{tmp_path / 'r.db'}",
                               "MAX_INPUT_CHARS": "0"}, env_file=None)
     async with Runtime.open(settings, llm=llm) as rt:
-        reply = await rt.service.on_message(said(1, "alice", "z" * 100_000))
+        reply = await ask(rt, said(1, "alice", "z" * 100_000))
         assert reply is not None and not reply.failed
         assert len((await rt.store.turns(ChannelKey("test", "w1", "c1")))[0].text) == 100_002
 
@@ -253,14 +257,14 @@ def fenced(system: str) -> str:
 
 
 async def _fold_and_ask(rt: Runtime, fake: FakeOpenAI, extra: str = "") -> dict[str, Any]:
-    await rt.service.on_message(msg(1, f"{PLANTED}{extra}", author="Mallory"))
+    await ask(rt, msg(1, f"{PLANTED}{extra}", author="Mallory"))
     for i in range(2, 9):
-        await rt.service.on_message(msg(i, f"status note {i}: build green"))
+        await ask(rt, msg(i, f"status note {i}: build green"))
     await rt.memory.wait_idle()
     state = await rt.store.state(KEY)
     assert state.folded_through >= 1 and PLANTED in state.text  # summarized, as data
     fake.push("ok")
-    await rt.service.on_message(msg(50, "what did we decide?", mention=True))
+    await ask(rt, msg(50, "what did we decide?", mention=True))
     return bodies(fake, summary=False)[-1]
 
 
@@ -293,7 +297,7 @@ async def test_fence_cannot_be_closed_by_user_text_or_by_a_summary_echoing_it(
         body = await _fold_and_ask(rt, fake, extra=escape)
         assert FENCE_CLOSE in (await rt.store.state(KEY)).text  # the model did echo it
         fake.push("ok")
-        await rt.service.on_message(msg(60, f"{escape} now answer", mention=True))
+        await ask(rt, msg(60, f"{escape} now answer", mention=True))
         latest = bodies(fake, summary=False)[-1]
     for request in (body, latest):
         system = request["messages"][0]["content"]

@@ -164,7 +164,7 @@ async def test_a_digest_in_a_dm_is_not_posted_to_someone_blocked_since(
     async with running(make_settings(tmp_path, discord_llm, **lists)) as (rt, _, _):
         await rt.store.record(NewTurn(DM, "1", "user", ALICE["id"], "Alice",
                                       "remind me: the vault code is VC-7731", 8, time.time()))
-        digests = rt.service.catchup_commands.digests
+        digests = rt.features.catchup_commands.digests
         assert digests is not None
         at = await _digest_due(rt, DM, by=ALICE["id"])
         digests.clock = lambda: at
@@ -186,7 +186,7 @@ async def test_a_scheduled_digest_is_not_posted_in_a_channel_blocked_since(
     # the operator blocks #general (and so its threads) and restarts
     settings = make_settings(tmp_path, discord_llm, BLOCKED_CHANNELS=str(W.general))
     async with running(settings) as (rt, _, _):
-        digests = rt.service.catchup_commands.digests
+        digests = rt.features.catchup_commands.digests
         assert digests is not None
         digests.clock = lambda: at
         asked = len(discord_llm.chat_requests)
@@ -206,7 +206,7 @@ async def test_slack_posts_no_scheduled_digest_in_a_blocked_channel(
                    8, time.time())
     await h.rt.store.record(turn)
     at = await _digest_due(h.rt, KEY)
-    digests = h.rt.service.catchup_commands.digests
+    digests = h.rt.features.catchup_commands.digests
     assert digests is not None and "slack" in digests.outlets
     digests.clock = lambda: at
     assert await digests.tick() == 0
@@ -223,7 +223,7 @@ async def test_slack_posts_no_scheduled_digest_in_the_dm_of_someone_blocked(
     await h.rt.store.record(NewTurn(dm, "1700000000.000100", "user", "U1", "Alice",
                                     "remind me: the vault code is VC-7731", 8, time.time()))
     at = await _digest_due(h.rt, dm, by="U1")
-    digests = h.rt.service.catchup_commands.digests
+    digests = h.rt.features.catchup_commands.digests
     assert digests is not None
     digests.clock = lambda: at
     assert await digests.tick() == 0

@@ -14,6 +14,7 @@ import pytest
 from bot.messages import IncomingMessage
 from memory.models import ChannelKey
 from tests.harness.admin import TOKEN, Admin, admin, csrf_of, fill, ref
+from tests.harness.chat import ask
 
 KEY = ChannelKey("discord", "g1", "general")
 XSS = "<script>alert('x')</script>"
@@ -89,7 +90,7 @@ async def test_changes_without_a_session_are_401(tmp_path: Path) -> None:
 async def test_hostile_names_summaries_and_turns_are_escaped(tmp_path: Path) -> None:
     evil = ChannelKey("discord", "g1", f"chan{XSS}")
     async with admin(tmp_path) as a:
-        await a.rt.service.on_message(IncomingMessage(
+        await ask(a.rt, IncomingMessage(
             evil, "x1", "u1", IMG, f"hello {XSS} {IMG}", time.time()))
         await a.rt.memory.remember(evil, f"fact {XSS}")
         state = await a.rt.store.state(evil)

@@ -25,6 +25,7 @@ from bot.settings import load_settings
 from memory.models import ChannelKey
 from memory.search_text import query_terms
 from tests.fakes.models import ArchiveModel
+from tests.harness.chat import ask as deliver
 
 KEY = ChannelKey("test", "w1", "c1")
 OTHER = ChannelKey("test", "w1", "c2")
@@ -59,7 +60,7 @@ def fence(prompt: str) -> str:
 
 
 async def ask(rt: Runtime, model: ArchiveModel, text: str, key: ChannelKey = KEY) -> str:
-    reply = await rt.service.on_message(msg(text, key=key, who="Bob", ask=True))
+    reply = await deliver(rt, msg(text, key=key, who="Bob", ask=True))
     assert reply is not None and reply.text == "ok"
     return fence(model.prompts[-1])
 
@@ -67,7 +68,7 @@ async def ask(rt: Runtime, model: ArchiveModel, text: str, key: ChannelKey = KEY
 async def chat(rt: Runtime, n: int, *, key: ChannelKey = KEY, start: int = 0) -> None:
     for i in range(start, start + n):
         topic = TOPICS[i % len(TOPICS)]
-        await rt.service.on_message(msg(f"let us talk about {topic}", key=key, at=1e9 + i * 60))
+        await deliver(rt, msg(f"let us talk about {topic}", key=key, at=1e9 + i * 60))
         if i % 50 == 0:
             await rt.memory.wait_idle()
     await rt.memory.wait_idle()
@@ -79,7 +80,7 @@ async def test_a_fact_lost_by_the_summary_is_recalled_when_asked_and_only_then(
     model = ArchiveModel()
     async with runtime(tmp_path, model) as rt:
         await chat(rt, 9)
-        await rt.service.on_message(msg("FACT: the garage door password is blue heron"))  # 10
+        await deliver(rt, msg("FACT: the garage door password is blue heron"))  # 10
         await chat(rt, 588, start=10)
         state = await rt.store.state(KEY)
         assert "heron" not in state.text  # the rolling summary lost it long ago
@@ -96,9 +97,9 @@ async def test_a_fact_lost_by_the_summary_is_recalled_when_asked_and_only_then(
 async def test_superseded_fact_is_ranked_after_its_update_and_marked(tmp_path: Path) -> None:
     model = ArchiveModel()
     async with runtime(tmp_path, model) as rt:
-        await rt.service.on_message(msg("FACT: the deadline is Friday"))
+        await deliver(rt, msg("FACT: the deadline is Friday"))
         await chat(rt, 12)
-        await rt.service.on_message(msg("FACT: the deadline moved to Monday", who="Carol"))
+        await deliver(rt, msg("FACT: the deadline moved to Monday", who="Carol"))
         await chat(rt, 12, start=12)
         found = await rt.store.search(KEY, query_terms("deadline"))
         assert [f.text for f in found.facts] == [
@@ -121,9 +122,9 @@ async def test_superseded_fact_is_ranked_after_its_update_and_marked(tmp_path: P
 async def test_recall_never_crosses_channels(tmp_path: Path) -> None:
     model = ArchiveModel()
     async with runtime(tmp_path, model) as rt:
-        await rt.service.on_message(msg("FACT: the vault combination is seven owls", key=OTHER))
+        await deliver(rt, msg("FACT: the vault combination is seven owls", key=OTHER))
         await chat(rt, 12, key=OTHER)
-        await rt.service.memory_commands.remember(OTHER, "the vault is in the basement")
+        await rt.features.memory_commands.remember(OTHER, "the vault is in the basement")
         assert len(await rt.memory.facts(OTHER)) == 2
         assert await rt.store.episodes(OTHER)
         await chat(rt, 12)
@@ -143,7 +144,7 @@ async def test_episodes_record_what_each_compaction_folded(tmp_path: Path) -> No
         assert (episode.started_at, episode.ended_at) == (folded[0].sent_at, folded[-1].sent_at)
         assert episode.speakers == ("Alice",)
         assert episode.text == f"Alice talked about {folded[-1].text.split()[-1]}"
-        summary = (await rt.service.memory_commands.summary(KEY)).text
+        summary = (await rt.features.memory_commands.summary(KEY)).text
         assert ("Earlier stretches, folded into this summary and still searchable: "
                 "9 Sep 2001 01:46–01:52 (UTC)") in summary  # not this year: with the year
 
@@ -151,7 +152,7 @@ async def test_episodes_record_what_each_compaction_folded(tmp_path: Path) -> No
 async def test_a_missing_episode_block_falls_back_to_an_extractive_line(tmp_path: Path) -> None:
     model = ArchiveModel(blocks=False)
     async with runtime(tmp_path, model) as rt:
-        await rt.service.on_message(msg("첫 번째 안건은 예산입니다. 나머지는 나중에.", who="민지"))
+        await deliver(rt, msg("첫 번째 안건은 예산입니다. 나머지는 나중에.", who="민지"))
         await chat(rt, 10)
         [episode] = await rt.store.episodes(KEY)
         assert episode.text.startswith("민지: 첫 번째 안건은 예산입니다.")
@@ -163,9 +164,9 @@ async def test_a_missing_episode_block_falls_back_to_an_extractive_line(tmp_path
 async def test_korean_query_recalls_a_korean_fact(tmp_path: Path) -> None:
     model = ArchiveModel()
     async with runtime(tmp_path, model) as rt:
-        await rt.service.memory_commands.remember(KEY, "프로젝트 마감은 금요일이에요",
-                                                  author="민지")
-        await rt.service.memory_commands.remember(KEY, "점심은 12시에 먹어요", author="민지")
+        await rt.features.memory_commands.remember(KEY, "프로젝트 마감은 금요일이에요",
+                                                   author="민지")
+        await rt.features.memory_commands.remember(KEY, "점심은 12시에 먹어요", author="민지")
         prompt = await ask(rt, model, "마감 언제였지?")
         assert "프로젝트 마감은 금요일이에요" in prompt and "점심" not in prompt
 
@@ -173,7 +174,7 @@ async def test_korean_query_recalls_a_korean_fact(tmp_path: Path) -> None:
 async def test_recall_tokens_zero_turns_retrieval_off(tmp_path: Path) -> None:
     model = ArchiveModel()
     async with runtime(tmp_path, model, RECALL_TOKENS="0") as rt:
-        await rt.service.memory_commands.remember(KEY, "the garage door password is blue heron")
+        await rt.features.memory_commands.remember(KEY, "the garage door password is blue heron")
         assert "heron" not in await ask(rt, model, "garage door password?")
 
 
@@ -182,8 +183,8 @@ async def test_recall_stays_within_its_budget(tmp_path: Path) -> None:
     async with runtime(tmp_path, model, RECALL_TOKENS="60") as rt:
         for i in range(20):
             note = f"budget note {TOPICS[i % 8]} number {i} is long text"
-            await rt.service.memory_commands.remember(KEY, note)
-        await rt.service.on_message(msg("tell me the budget notes", ask=True))
+            await rt.features.memory_commands.remember(KEY, note)
+        await deliver(rt, msg("tell me the budget notes", ask=True))
         view = await rt.memory.view(KEY, rt.budget.memory_tokens,
                                     recall=True)
         assert 0 < view.recall_tokens <= 60
@@ -193,7 +194,7 @@ async def test_recall_stays_within_its_budget(tmp_path: Path) -> None:
 async def test_archive_survives_restart(tmp_path: Path) -> None:
     model = ArchiveModel()
     async with runtime(tmp_path, model) as rt:
-        await rt.service.on_message(msg("FACT: the garage door password is blue heron"))
+        await deliver(rt, msg("FACT: the garage door password is blue heron"))
         await chat(rt, 12)
         episodes = await rt.store.episodes(KEY)
         facts = await rt.memory.facts(KEY)
@@ -208,9 +209,9 @@ async def test_reset_removes_episodes_and_facts_of_that_channel_only(tmp_path: P
     model = ArchiveModel()
     async with runtime(tmp_path, model) as rt:
         for key in (KEY, OTHER):
-            await rt.service.on_message(msg("FACT: the office plant is called Fern", key=key))
+            await deliver(rt, msg("FACT: the office plant is called Fern", key=key))
             await chat(rt, 12, key=key)
-        result = await rt.service.memory_commands.reset(KEY, allowed=True)
+        result = await rt.features.memory_commands.reset(KEY, allowed=True)
         assert "1 archived episode," in result.text and "1 long-term fact " in result.text
         assert await rt.store.episodes(KEY) == [] and await rt.memory.facts(KEY) == []
         assert await rt.store.episodes(OTHER) and await rt.memory.facts(OTHER)
@@ -221,10 +222,10 @@ async def test_reset_removes_episodes_and_facts_of_that_channel_only(tmp_path: P
 async def test_forget_is_refused_without_permission(tmp_path: Path) -> None:
     async with runtime(tmp_path, ArchiveModel()) as rt:
         fact = await rt.memory.remember(KEY, "keep me")
-        refused = await rt.service.memory_commands.forget(KEY, str(fact.id), allowed=False)
+        refused = await rt.features.memory_commands.forget(KEY, str(fact.id), allowed=False)
         assert not refused.ok
         assert [f.id for f in await rt.memory.facts(KEY)] == [fact.id]
-        done = await rt.service.memory_commands.forget(KEY, f"#{fact.id}", allowed=True)
+        done = await rt.features.memory_commands.forget(KEY, f"#{fact.id}", allowed=True)
         assert done.ok and await rt.memory.facts(KEY) == []
 
 
@@ -232,24 +233,24 @@ async def test_forget_by_text_needs_one_match(tmp_path: Path) -> None:
     async with runtime(tmp_path, ArchiveModel()) as rt:
         a = await rt.memory.remember(KEY, "Bob prefers tea")
         b = await rt.memory.remember(KEY, "Bob prefers green tea")
-        several = await rt.service.memory_commands.forget(KEY, "prefers", allowed=True)
+        several = await rt.features.memory_commands.forget(KEY, "prefers", allowed=True)
         assert not several.ok and f"#{a.id}" in several.text and f"#{b.id}" in several.text
-        assert (await rt.service.memory_commands.forget(KEY, "bob prefers tea",
-                                                        allowed=True)).ok  # exact
+        assert (await rt.features.memory_commands.forget(KEY, "bob prefers tea",
+                                                         allowed=True)).ok  # exact
         assert [f.id for f in await rt.memory.facts(KEY)] == [b.id]
-        assert not (await rt.service.memory_commands.forget(KEY, "nothing like it",
-                                                            allowed=True)).ok
-        assert not (await rt.service.memory_commands.forget(KEY, "999", allowed=True)).ok
+        assert not (await rt.features.memory_commands.forget(KEY, "nothing like it",
+                                                             allowed=True)).ok
+        assert not (await rt.features.memory_commands.forget(KEY, "999", allowed=True)).ok
 
 
 async def test_console_remember_memory_forget(tmp_path: Path) -> None:
     async with runtime(tmp_path, ArchiveModel()) as rt:
         out = io.StringIO()
         console = ConsoleChat(
-            rt.service, channel="ops", user="mina", stdin=io.StringIO(), stdout=out
+            rt.features, channel="ops", user="mina", stdin=io.StringIO(), stdout=out
         )
         other = ConsoleChat(
-            rt.service, channel="elsewhere", user="mina", stdin=io.StringIO(), stdout=io.StringIO()
+            rt.features, channel="elsewhere", user="mina", stdin=io.StringIO(), stdout=io.StringIO()
         )
         await other.handle("/remember not for ops")
         assert await console.handle("/remember the release train leaves on Thursday")
@@ -277,12 +278,12 @@ async def test_forget_with_an_odd_number_answers_in_one_line(tmp_path: Path, ref
     the database's integer: both are "no such fact", never an error."""
     async with runtime(tmp_path, ArchiveModel()) as rt:
         kept = await rt.memory.remember(KEY, "keep me")
-        result = await rt.service.memory_commands.forget(KEY, ref, allowed=True)
+        result = await rt.features.memory_commands.forget(KEY, ref, allowed=True)
         assert not result.ok and result.text.startswith("I have no fact matching")
         assert "\n" not in result.text
         assert [f.id for f in await rt.memory.facts(KEY)] == [kept.id]
         out = io.StringIO()
-        console = ConsoleChat(rt.service, channel="c", user="u", stdin=io.StringIO(), stdout=out)
+        console = ConsoleChat(rt.features, channel="c", user="u", stdin=io.StringIO(), stdout=out)
         assert await console.handle(f"/forget {ref}")
         assert "I have no fact matching" in out.getvalue()
         assert "Traceback" not in out.getvalue() and "went wrong" not in out.getvalue()
@@ -290,13 +291,13 @@ async def test_forget_with_an_odd_number_answers_in_one_line(tmp_path: Path, ref
 
 async def test_forget_by_the_largest_id_is_no_such_fact(tmp_path: Path) -> None:
     async with runtime(tmp_path, ArchiveModel()) as rt:
-        assert not (await rt.service.memory_commands.forget(KEY, str(2**63 - 1), allowed=True)).ok
+        assert not (await rt.features.memory_commands.forget(KEY, str(2**63 - 1), allowed=True)).ok
 
 
 @pytest.mark.parametrize("ref", ["", "  "])
 async def test_forget_without_a_reference_asks_which(tmp_path: Path, ref: str) -> None:
     async with runtime(tmp_path, ArchiveModel()) as rt:
-        assert not (await rt.service.memory_commands.forget(KEY, ref, allowed=True)).ok
+        assert not (await rt.features.memory_commands.forget(KEY, ref, allowed=True)).ok
 
 
 async def test_common_terms_are_left_out_of_archive_queries(

@@ -222,7 +222,7 @@ async def test_an_image_is_described_once_and_the_description_is_remembered(
             await discord_fake.send_message(W.general, W.alice, "after the deploy",
                                             attachments=[att])
             await watch.until(lambda: _has(rt, "after the deploy"))
-            await asyncio.wait_for(rt.service.attachments.idle(), 10)
+            await asyncio.wait_for(rt.features.attachments.idle(), 10)
             ((_, _, text),) = await turns(rt)
             asks = [r for r in model.chat_requests if describing(r.json or {})]
             if vision == "off":
@@ -266,7 +266,7 @@ async def test_an_image_of_an_earlier_message_is_shown_when_the_budget_leaves_ro
     async with running(settings) as (rt, _, watch):
         await discord_fake.send_message(W.general, W.alice, "the chart", attachments=[att])
         await watch.until(lambda: _has(rt, "the chart"))
-        await asyncio.wait_for(rt.service.attachments.idle(), 10)
+        await asyncio.wait_for(rt.features.attachments.idle(), 10)
         await discord_fake.send_message(W.general, W.bob, mention("what does the chart show?"),
                                         mentions=[W.bot_user])
         await posted(discord_fake, W.general)

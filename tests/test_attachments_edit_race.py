@@ -69,7 +69,7 @@ async def test_an_edit_made_while_the_file_is_read_is_kept_with_the_files_text(
                 assert "Friday" in turn.text  # the edit is stored while the file is read
             finally:
                 held.set()
-            await asyncio.wait_for(h.rt.service.attachments.idle(), 20)
+            await asyncio.wait_for(h.rt.features.attachments.idle(), 20)
             (turn,) = await h.turns()
             assert TOKEN in turn.text, turn.text  # the file's text joined the message
             assert "rollback moved to Friday" in turn.text, turn.text  # and the edit stayed
@@ -96,7 +96,7 @@ async def test_a_file_read_after_its_channel_was_reset_does_not_bring_it_back(
                 assert call.params["text"].startswith("Done: I forgot 1 message")
             finally:
                 held.set()
-            await asyncio.wait_for(h.rt.service.attachments.idle(), 20)
+            await asyncio.wait_for(h.rt.features.attachments.idle(), 20)
             assert await h.turns() == []  # the late text found nothing to join
             ask = mention("<@UBOT> what is the deploy token?", ts="1700000002.000100",
                           user="U2")

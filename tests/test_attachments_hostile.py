@@ -37,7 +37,7 @@ async def test_fifty_hostile_files_each_become_one_line_and_nothing_else_is_lost
                                         mentions=[W.bot_user], attachments=[good])
         await posted(discord_fake, W.general)
         async with asyncio.timeout(30):  # every file read or refused, every turn edited
-            await rt.service.attachments.idle()
+            await rt.features.attachments.idle()
         stored = [t for t in await turns(rt) if t[0] == "user"]
         assert len(stored) == 51
         by_text = {t.split("\n", 1)[0]: t for _, _, t in stored}

@@ -125,7 +125,7 @@ async def test_a_file_read_after_compaction_folded_its_message_joins_its_turn(
                 assert (await h.rt.store.state(KEY)).folded_through >= first.seq  # folded first
             finally:
                 held.set()  # the download finishes only now
-            await asyncio.wait_for(h.rt.service.attachments.idle(), 60)
+            await asyncio.wait_for(h.rt.features.attachments.idle(), 60)
 
             # stored with its turn, and the turn search finds it
             (turn,) = await h.rt.store.turns_at(KEY, [first.seq])
@@ -189,7 +189,7 @@ async def test_a_question_sent_right_after_its_file_waits_for_the_file(
                           ts="1700000001.000200")
             assert await h.event(ask, event_id="Ev2") == 200
             # the reply either went out without the file, or it is waiting for it
-            await until(lambda: replies(model) or h.rt.service.attachments.waiting,
+            await until(lambda: replies(model) or h.rt.features.attachments.waiting,
                         "the reply to be made or to wait")
         finally:
             held.set()
@@ -223,11 +223,11 @@ async def test_a_file_host_that_never_answers_holds_a_reply_only_as_long_as_the_
             assert f"[attachment: handover.txt, {STILL_READING}]" in prompt_of(reply)
             assert TOKEN not in prompt_of(reply)
             assert shown(h)[-1].startswith("You said:")
-            assert h.rt.service.attachments.reading == 2
+            assert h.rt.features.attachments.reading == 2
         finally:
             never.set()
         # the files still join their messages once they arrive
-        await asyncio.wait_for(h.rt.service.attachments.idle(), 60)
+        await asyncio.wait_for(h.rt.features.attachments.idle(), 60)
         assert any(TOKEN in t.text for t in await h.turns())
 
 
@@ -242,7 +242,7 @@ async def test_a_read_cut_short_by_shutdown_leaves_its_message_with_the_file_nam
             f = h.fake.file("handover.txt", NOTES, "text/plain", release=held)
             assert await h.event(shared("the handover notes", "1700000001.000100", f)) == 200
             await until(lambda: h.fake.files.fetched, "the download to start")
-            await h.rt.service.attachments.close()  # what shutdown does with reads in flight
+            await h.rt.features.attachments.close()  # what shutdown does with reads in flight
         finally:
             held.set()
         (turn,) = await h.turns()

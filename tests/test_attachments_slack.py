@@ -59,7 +59,7 @@ async def test_a_shared_file_is_read_with_the_bot_token_and_kept_a_thousand_turn
         f = h.fake.file("deploy.yaml", CONFIG, "text/plain")
         assert await h.event(shared("our deploy settings", "1700000001.000100", f)) == 200
         await h.settle()
-        await asyncio.wait_for(h.rt.service.attachments.idle(), 10)
+        await asyncio.wait_for(h.rt.features.attachments.idle(), 10)
         gutter = "".join(f"│ {line}\n" for line in CONFIG.decode().strip().split("\n"))
         assert [untagged(t) for t in await texts(h)] == [
             "our deploy settings\n[attachment: deploy.yaml]\n" + gutter
@@ -90,7 +90,7 @@ async def test_a_pdf_is_read_and_a_file_without_the_token_is_not(
         locked = h.fake.file("locked.txt", b"secret", "text/plain", token="xoxb-other")
         assert await h.event(shared("two files", "1700000001.000100", good, locked)) == 200
         await h.settle()
-        await asyncio.wait_for(h.rt.service.attachments.idle(), 10)
+        await asyncio.wait_for(h.rt.features.attachments.idle(), 10)
         (text,) = await texts(h)
         assert "Quarterly total 88412" in text
         assert text.endswith("[attachment: locked.txt, not fetched: the file host answered 403]")
@@ -125,7 +125,7 @@ async def test_a_file_elsewhere_or_too_large_is_a_line_and_the_token_goes_nowher
             broken = h.fake.file("scan.pdf", b"%PDF-1.4 broken", "application/pdf")
             assert await h.event(shared("three", "1700000001.000100", away, big, broken)) == 200
             await h.settle()
-            await asyncio.wait_for(h.rt.service.attachments.idle(), 10)
+            await asyncio.wait_for(h.rt.features.attachments.idle(), 10)
             assert await texts(h) == ["\n".join([
                 "three",
                 "[attachment: away.txt, not fetched: not on slack's file host]",

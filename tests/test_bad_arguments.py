@@ -80,7 +80,7 @@ async def test_the_console_answers_unreadable_arguments_with_the_usage(
     settings = load_settings({"DATABASE_URL": f"sqlite:///{tmp_path}/c.db"}, env_file=None)
     async with Runtime.open(settings) as rt:
         out = io.StringIO()
-        chat = ConsoleChat(rt.service, channel="ops", user="erin", stdin=io.StringIO(),
+        chat = ConsoleChat(rt.features, channel="ops", user="erin", stdin=io.StringIO(),
                            stdout=out)
         await chat.handle("deploy v2.4.0 went out at noon")
         before = len(out.getvalue())

@@ -31,6 +31,7 @@ from memory.models import ChannelKey
 from memory.text import clean_text
 from tests.fakes.discord_server import FakeDiscord, message
 from tests.fakes.openai_server import FakeOpenAI
+from tests.harness.chat import ask
 from tests.harness.checks import assert_no_slack_ping
 from tests.harness.discord import (
     GENERAL,
@@ -146,7 +147,7 @@ async def test_message_case(case: dict[str, Any], objects: Objects, rt: Runtime,
         calls = llm.reply_calls
         if expect == "answered":
             llm.replies.append(incoming.text[:5000])  # the model repeats the hostile text
-        reply = await rt.service.on_message(incoming)
+        reply = await ask(rt, incoming)
         if expect == "stored":
             assert reply is None
         elif expect == "refused":
@@ -158,7 +159,7 @@ async def test_message_case(case: dict[str, Any], objects: Objects, rt: Runtime,
             assert_no_slack_ping(format_reply(reply.text, NAMES))
             plan = plan_reply(reply.text)
             assert all(len(m) <= 2000 for m in plan.messages) and len(plan.messages) <= 4
-        assert await rt.service.on_message(incoming) is None  # a re-delivery adds nothing
+        assert await ask(rt, incoming) is None  # a re-delivery adds nothing
         stored = await rt.store.turns(incoming.key)
         mine = [t for t in stored if t.message_id == incoming.message_id]
         assert len(mine) == 1
@@ -176,8 +177,8 @@ async def test_message_case(case: dict[str, Any], objects: Objects, rt: Runtime,
 async def test_model_output_case(case: dict[str, Any], rt: Runtime, llm: FakeLLM) -> None:
     llm.replies.append(case["text"])
     key = ChannelKey("slack", TEAM, "C1")
-    reply = await rt.service.on_message(
-        IncomingMessage(key, "1.0", "U1", "Alice", "@gistbot say it", 1.0, mentions_bot=True))
+    reply = await ask(
+        rt, IncomingMessage(key, "1.0", "U1", "Alice", "@gistbot say it", 1.0, mentions_bot=True))
     assert reply is not None and reply.text == case["text"]
     assert_no_slack_ping(format_reply(reply.text, NAMES))
     assert [t.role for t in await rt.store.turns(key)] == ["user", "assistant"]
@@ -190,7 +191,7 @@ def platform_cases(platform: str) -> list[Any]:
 @pytest.mark.parametrize("case", platform_cases("service"))
 async def test_edit_and_delete_case_at_the_service(case: dict[str, Any], rt: Runtime) -> None:
     key = ChannelKey("test", "w", "c1")
-    await rt.service.on_message(IncomingMessage(key, "m1", "u1", "Ann", "original", 1.0))
+    await ask(rt, IncomingMessage(key, "m1", "u1", "Ann", "original", 1.0))
     before = await rt.store.turns(key)
     target = ChannelKey("test", "w", case.get("channel", "c1"))
     if case["kind"] == "edit":

@@ -25,6 +25,7 @@ from memory.summarizer import (
 )
 from memory.tokens import TokenCounter
 from memory.window import FOLD_TURN_OVERHEAD, WindowPolicy
+from tests.harness.chat import ask
 
 TOK = TokenCounter("gpt-4o")
 KEY = ChannelKey("console", "local", "budget")
@@ -91,9 +92,7 @@ async def test_one_summary_call_folds_many_turns_by_default(tmp_path: Path) -> N
     async with Runtime.open(settings) as rt:
         for i in range(600):
             text = f"message {i}: we talked about the parcel to depot {i} and lunch plans"
-            await rt.service.on_message(
-                IncomingMessage(KEY, f"m{i}", "u1", "Dana", text, 1e9 + i)
-            )
+            await ask(rt, IncomingMessage(KEY, f"m{i}", "u1", "Dana", text, 1e9 + i))
             await rt.memory.wait_idle()
         state = await rt.store.state(KEY)
     assert state.folded_through > 300

@@ -254,7 +254,7 @@ async def test_console_catchup_cites_plain_references(tmp_path: Path) -> None:
     settings = load_settings({"DATABASE_URL": f"sqlite:///{tmp_path}/c.db"}, env_file=None)
     async with Runtime.open(settings) as rt:
         out = io.StringIO()
-        chat = ConsoleChat(rt.service, channel="ops", user="erin", stdin=io.StringIO(),
+        chat = ConsoleChat(rt.features, channel="ops", user="erin", stdin=io.StringIO(),
                            stdout=out)
         for line in ("deploy v2.4.0 went out at noon", "ticket OPS-4411 tracks the rollback"):
             await chat.handle(line)

@@ -101,7 +101,7 @@ async def test_scheduled_digest_is_posted_in_the_channel_with_links(
         slot_minute = int((now % 86400) // 60 + 2) % 1440  # a slot two minutes ahead, UTC
         await rt.storage.digests.set_digest_schedule(
             DigestSchedule(GENERAL, "daily", -1, slot_minute, "UTC", now - 86400 * 2))
-        digests = rt.service.catchup_commands.digests
+        digests = rt.features.catchup_commands.digests
         assert digests is not None
         digests.clock = lambda: now + 181
         before = len(discord_fake.sent_to(W.general))
@@ -131,7 +131,7 @@ async def test_a_digest_in_a_thread_posts_a_heading_and_the_points_under_it(
         minute = int((now % 86400) // 60 + 2) % 1440
         await rt.storage.digests.set_digest_schedule(
             DigestSchedule(GENERAL, "daily", -1, minute, "UTC", now - 86400 * 2, "", True))
-        digests = rt.service.catchup_commands.digests
+        digests = rt.features.catchup_commands.digests
         assert digests is not None
         digests.clock = lambda: now + 181
         before = len(discord_fake.sent_to(W.general))

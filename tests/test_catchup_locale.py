@@ -67,7 +67,7 @@ async def test_the_console_reads_dates_in_the_terminals_locale(
     settings = load_settings({"DATABASE_URL": f"sqlite:///{tmp_path}/c.db"}, env_file=None)
     async with Runtime.open(settings) as rt:
         out = io.StringIO()
-        chat = ConsoleChat(rt.service, channel="ops", user="erin", stdin=io.StringIO(),
+        chat = ConsoleChat(rt.features, channel="ops", user="erin", stdin=io.StringIO(),
                            stdout=out)
         await chat.handle("/catchup 2/12")
         text = out.getvalue()

@@ -106,7 +106,7 @@ async def test_scheduled_digest_posts_once_in_the_channel(h: Harness) -> None:
     minute = int((now % 86400) // 60 + 2) % 1440
     await h.rt.storage.digests.set_digest_schedule(
         DigestSchedule(KEY, "daily", -1, minute, "UTC", now - 3 * 86400))
-    digests = h.rt.service.catchup_commands.digests
+    digests = h.rt.features.catchup_commands.digests
     assert digests is not None
     digests.clock = lambda: now + 181
     assert await digests.tick() == 1
@@ -128,7 +128,7 @@ async def test_a_digest_in_a_thread_replies_under_its_heading(h: Harness) -> Non
     minute = int((now % 86400) // 60 + 2) % 1440
     await h.rt.storage.digests.set_digest_schedule(
         DigestSchedule(KEY, "daily", -1, minute, "UTC", now - 3 * 86400, "", True))
-    digests = h.rt.service.catchup_commands.digests
+    digests = h.rt.features.catchup_commands.digests
     assert digests is not None
     digests.clock = lambda: now + 181
     assert await digests.tick() == 1

@@ -19,6 +19,7 @@ from bot.settings import load_settings
 from memory.errors import StoreUnavailableError
 from memory.models import ChannelKey, MemoryView, Recall, Turn
 from memory.tokens import TokenCounter
+from tests.harness.chat import ask
 
 TOK = TokenCounter("gpt-4o")
 KEY = ChannelKey("discord", "1", "2")
@@ -80,6 +81,6 @@ async def test_a_chain_the_store_cannot_read_leaves_the_reply_without_it(
         monkeypatch.setattr(rt.store, "turns_with_ids", unreadable)
         msg = IncomingMessage(KEY, "m1", "u1", "Dana", "so which bucket?", 1e9,
                               mentions_bot=True, chain=chain)
-        reply = await rt.service.on_message(msg)
+        reply = await ask(rt, msg)
     assert reply is not None and not reply.failed
     assert "answering without it" in caplog.text

@@ -290,8 +290,9 @@ async def test_messages_arriving_while_settings_load_are_recorded_in_arrival_ord
     model = ScriptedModel()
     memory = MemoryManager(storage.memory, Summarizer(model, tok), tok)
     budget = Budget.compute(BudgetSettings(), "Be nice.", tok)
+    channels = ChannelConfig(store, DEFAULTS)
     service = ChatService(memory, model, ChatSettings(system_prompt="Be nice."),  # type: ignore[arg-type]
-                          budget, channels=ChannelConfig(store, DEFAULTS))
+                          budget, channels=channels)
 
     async def arrive(i: int) -> None:  # what the Discord and Slack adapters do
         m = IncomingMessage(KEY, f"m{i:03}", "u", "U", f"message {i}", time.time())
@@ -303,7 +304,7 @@ async def test_messages_arriving_while_settings_load_are_recorded_in_arrival_ord
             tasks.append(asyncio.create_task(arrive(i)))
             await asyncio.sleep(0)  # one arrival per turn of the loop
             if i % 20 == 19:
-                service.channels.invalidate()  # a change elsewhere: loads again
+                channels.invalidate()  # a change elsewhere: loads again
         await asyncio.gather(*tasks)
         ids = [t.message_id for t in await storage.memory.turns(KEY)]
         assert ids == [f"m{i:03}" for i in range(60)]

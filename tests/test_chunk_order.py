@@ -38,5 +38,5 @@ async def test_a_part_that_could_not_be_posted_is_not_overtaken_by_the_next(
         await h.settle()
         shown = [m.get("text") for m in h.fake.bot_messages(KEY.channel)]
         assert shown == parts[:1]  # the first, in the placeholder; nothing past the gap
-        assert await sweep_missed(h.rt.service, "slack", h.adapter.events.flow) == 1
+        assert await sweep_missed(h.rt.features, "slack", h.adapter.events.flow) == 1
         assert [m.get("text") for m in h.fake.bot_messages(KEY.channel)] == parts

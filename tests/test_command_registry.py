@@ -148,13 +148,13 @@ async def test_a_new_command_runs_at_the_console(tmp_path: Path, with_ping: Regi
     settings = load_settings({"DATABASE_URL": f"sqlite:///{tmp_path}/c.db"}, env_file=None)
     async with Runtime.open(settings) as rt:
         out = io.StringIO()
-        chat = ConsoleChat(rt.service, user="erin", stdin=io.StringIO(), stdout=out,
+        chat = ConsoleChat(rt.features, user="erin", stdin=io.StringIO(), stdout=out,
                            commands=with_ping)
         assert await chat.handle("/ping yo")
         assert await chat.handle("/help")
         assert await rt.store.turns(chat.key) == []  # a command, not a message
         without = io.StringIO()
-        plain = ConsoleChat(rt.service, user="erin", stdin=io.StringIO(), stdout=without)
+        plain = ConsoleChat(rt.features, user="erin", stdin=io.StringIO(), stdout=without)
         assert await plain.handle("/ping yo")
         assert "pong" not in without.getvalue()
         assert (await rt.store.turns(chat.key))[0].text == "/ping yo"  # a message

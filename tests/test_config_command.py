@@ -157,7 +157,7 @@ async def test_slack_quota_notice_is_ephemeral_and_the_message_is_remembered(
     env = {"DAILY_TOKENS_PER_USER": "100", "OPENAI_BASE_URL": discord_llm.base_url,
            "MODEL_NAME": "gpt-test", "LLM_MAX_RETRIES": "0"}
     async with open_harness(tmp_path, None, env) as h:
-        day = h.rt.service.quota.day()
+        day = h.rt.features.quota.day()
         await h.rt.storage.usage.add_tokens(day, [UsageKey("slack", KEY.workspace, "U1")], 100)
         assert await h.event(mention("<@UBOT> are you there?")) == 200
         await h.settle()
@@ -177,7 +177,7 @@ async def test_discord_quota_notice_is_a_direct_message(
 
     settings = make_settings(tmp_path, discord_llm, DAILY_TOKENS_PER_USER="10")
     async with running(settings) as (rt, _, watch):
-        day = rt.service.quota.day()
+        day = rt.features.quota.day()
         alice = UsageKey("discord", str(W.guild_id), W.alice["id"])
         await rt.storage.usage.add_tokens(day, [alice], 10)
         await discord_fake.send_message(W.general, W.alice, mention("are you there?"))

@@ -76,7 +76,7 @@ async def test_run_discord_connects_and_stops_when_cancelled(
     tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI
 ) -> None:
     async with Runtime.open(make_settings(tmp_path, discord_llm)) as rt:
-        task = asyncio.create_task(run_discord(rt.service, rt.settings))
+        task = asyncio.create_task(run_discord(rt.features, rt.settings))
         await discord_fake.wait_for(lambda f: f.identifies)
         assert discord_fake.identifies[0]["token"] == TOKEN
         task.cancel()
@@ -91,7 +91,7 @@ async def test_run_discord_with_a_rejected_token_is_a_config_error(
     discord_fake.token = "another-token"
     async with Runtime.open(make_settings(tmp_path, discord_llm)) as rt:
         with pytest.raises(ConfigError, match="DISCORD_TOKEN was rejected"):
-            await asyncio.wait_for(run_discord(rt.service, rt.settings), 10)
+            await asyncio.wait_for(run_discord(rt.features, rt.settings), 10)
 
 
 async def test_shard_settings_start_only_this_process_shards(
@@ -99,7 +99,7 @@ async def test_shard_settings_start_only_this_process_shards(
 ) -> None:
     settings = make_settings(tmp_path, discord_llm, SHARD_COUNT="4", SHARD_IDS="1,3")
     async with Runtime.open(settings) as rt:
-        task = asyncio.create_task(run_discord(rt.service, rt.settings))
+        task = asyncio.create_task(run_discord(rt.features, rt.settings))
         try:
             await discord_fake.wait_for(lambda f: len(f.identifies) >= 2, within=20)
             assert sorted(i["shard"] for i in discord_fake.identifies) == [[1, 4], [3, 4]]

@@ -190,12 +190,12 @@ def test_compose_file_is_valid_for_compose_2_20_and_later() -> None:
     yaml = pytest.importorskip("yaml")
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     assert set(compose) <= _TOP_LEVEL_2_20
-    for name, service in compose["services"].items():
-        env_file = service.get("env_file", [])
+    for name, container in compose["services"].items():  # Compose's services
+        env_file = container.get("env_file", [])
         files = [env_file] if isinstance(env_file, str) else env_file
         assert isinstance(files, list) and all(isinstance(f, str) for f in files), (
             f"{name}: env_file must be a string or a list of strings for Compose < 2.24")
-        assert set(service.get("healthcheck", {})) <= _HEALTHCHECK_2_20, name
-        for dependency in (service.get("depends_on") or {}).values():
+        assert set(container.get("healthcheck", {})) <= _HEALTHCHECK_2_20, name
+        for dependency in (container.get("depends_on") or {}).values():
             assert set(dependency) <= {"condition"}, name  # the form every v2 reads
     assert compose["services"]["gistbot"]["env_file"] == [".env"]

@@ -44,6 +44,7 @@ from tests.fakes.openai_server import (
 )
 from tests.fakes.slack_api import api_error
 from tests.fakes.slack_api import rate_limited as slack_rate_limited
+from tests.harness.chat import ask
 from tests.harness.checks import records
 from tests.harness.discord import (
     W,
@@ -87,9 +88,9 @@ async def test_llm_fault_is_told_logged_once_and_recovers(
     step, error = LLM_FAULTS[fault]
     caplog.set_level(logging.INFO)
     async with FakeOpenAI() as fake, runtime(tmp_path, fake, LLM_TIMEOUT="0.5") as rt:
-        await rt.service.on_message(msg(1, "order ORD-1 shipped"))
+        await ask(rt, msg(1, "order ORD-1 shipped"))
         fake.push(step)
-        reply = await rt.service.on_message(msg(2, "where is my order?", mention=True))
+        reply = await ask(rt, msg(2, "where is my order?", mention=True))
         assert reply is not None and reply.failed
         assert reply.text == error.user_message
         logged = records(caplog, logging.ERROR, "reply in", str(KEY))
@@ -97,7 +98,7 @@ async def test_llm_fault_is_told_logged_once_and_recovers(
         assert await texts(rt) == [("user", "order ORD-1 shipped"),
                                    ("user", "where is my order?")]
         fake.push("It shipped.")
-        again = await rt.service.on_message(msg(3, "and now?", mention=True))
+        again = await ask(rt, msg(3, "and now?", mention=True))
         assert again is not None and not again.failed and again.text == "It shipped."
         assert [t for _, t in await texts(rt)][-2:] == ["and now?", "It shipped."]
         assert len(records(caplog, logging.ERROR)) == 1
@@ -110,14 +111,14 @@ async def test_llm_connection_reset_is_told_and_recovers(
     async with FakeOpenAI() as fake, ResettingProxy(int(fake.base_url.split(":")[2][:-3])) as px:
         async with runtime(tmp_path, fake, OPENAI_BASE_URL=px.base_url) as rt:
             px.resets = 1
-            reply = await rt.service.on_message(msg(1, "hello?", mention=True))
+            reply = await ask(rt, msg(1, "hello?", mention=True))
             assert px.reset_done == 1
             assert reply is not None and reply.failed
             assert reply.text == LLMUnavailable.user_message
             (logged,) = records(caplog, logging.ERROR, "reply in", str(KEY))
             assert "LLMUnavailable" in logged
             fake.push("back again")
-            again = await rt.service.on_message(msg(2, "hello again?", mention=True))
+            again = await ask(rt, msg(2, "hello again?", mention=True))
             assert again is not None and again.text == "back again"
             assert await texts(rt) == [("user", "hello?"), ("user", "hello again?"),
                                        ("assistant", "back again")]
@@ -130,7 +131,7 @@ async def test_an_enormous_answer_is_cut_stored_and_sent_in_bounded_pieces(
     # The message window: the huge answer alone must not start a compaction here.
     async with FakeOpenAI() as fake, runtime(tmp_path, fake, MAX_HISTORY_MESSAGES="10") as rt:
         fake.push("paragraph of nonsense. " * 20_000)  # 460,000 characters
-        reply = await rt.service.on_message(msg(1, "say a lot", mention=True))
+        reply = await ask(rt, msg(1, "say a lot", mention=True))
         assert reply is not None and not reply.failed
         assert MAX_REPLY_CHARS < len(reply.text) < MAX_REPLY_CHARS + 100
         assert reply.text.endswith("more characters not kept]")
@@ -168,14 +169,14 @@ async def _db_fault_round(rt: Runtime, llm: FakeLLM, caplog: pytest.LogCaptureFi
     Each unsaved message is logged with its id (at DEBUG for a fault the store reports
     itself once a minute: read-only, full; at ERROR otherwise)."""
     caplog.set_level(logging.DEBUG, logger="bot.conversation.service")
-    await rt.service.on_message(msg(1, "the code word is heron"))
+    await ask(rt, msg(1, "the code word is heron"))
     before = await texts(rt)
     body = "x" * 300_000 if big else ""
     assert callable(start) and callable(stop)
     await start()
     try:
-        quiet = await rt.service.on_message(msg(2, f"not for the bot {body}"))
-        told = await rt.service.on_message(msg(3, f"what is the code word? {body}", mention=True))
+        quiet = await ask(rt, msg(2, f"not for the bot {body}"))
+        told = await ask(rt, msg(3, f"what is the code word? {body}", mention=True))
     finally:
         await stop()
     assert quiet is None
@@ -186,7 +187,7 @@ async def _db_fault_round(rt: Runtime, llm: FakeLLM, caplog: pytest.LogCaptureFi
     assert await texts(rt) == before  # nothing half-written, nothing lost
     # The platform re-delivers (or the person repeats): served normally, no restart.
     llm.replies.append("heron")
-    again = await rt.service.on_message(msg(3, "what is the code word?", mention=True))
+    again = await ask(rt, msg(3, "what is the code word?", mention=True))
     assert again is not None and not again.failed and again.text == "heron"
     assert await texts(rt) == [*before, ("user", "what is the code word?"),
                                ("assistant", "heron")]

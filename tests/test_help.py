@@ -104,7 +104,7 @@ async def test_help_at_the_console(tmp_path: Path, discord_llm: FakeOpenAI) -> N
                               "LLM_MAX_RETRIES": "0"}, env_file=None)
     async with Runtime.open(settings) as rt:
         out = io.StringIO()
-        chat = ConsoleChat(rt.service, user="erin", stdin=io.StringIO(), stdout=out)
+        chat = ConsoleChat(rt.features, user="erin", stdin=io.StringIO(), stdout=out)
 
         async def ask(line: str) -> str:
             before = len(out.getvalue())

@@ -17,6 +17,7 @@ from memory.models import ChannelKey
 from tests.fakes.discord_server import MANAGE_MESSAGES, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, default_responder
 from tests.fakes.slack_api import api_error
+from tests.harness.chat import ask
 from tests.harness.discord import (
     W,
     followup_to,
@@ -58,20 +59,19 @@ async def test_nothing_crosses_channels_guilds_workspaces_platforms_or_dms(
     ) as rt:
         for name, key in KEYS.items():  # enough per channel to be summarized, then a fresh one
             for i in range(7):
-                await rt.service.on_message(
-                    msg(i, f"note {i}: remember {SECRET[name]} for ticket T-{i}", key=key))
+                await ask(
+                    rt, msg(i, f"note {i}: remember {SECRET[name]} for ticket T-{i}", key=key))
         await rt.memory.wait_idle()
         for name, key in KEYS.items():
             state = await rt.store.state(key)
             assert SECRET[name] in state.text and state.folded_through > 0  # summarized
             fake.push("ok")
-            reply = await rt.service.on_message(msg(99, "what do we know?", key=key,
-                                                    mention=True))
+            reply = await ask(rt, msg(99, "what do we know?", key=key, mention=True))
             assert reply is not None and not reply.failed
             prompt = json.dumps(bodies(fake, summary=False)[-1], ensure_ascii=False)
             assert SECRET[name] in prompt
             assert not [s for s in others(name) if s in prompt], name
-            shown = (await rt.service.memory_commands.summary(key)).text
+            shown = (await rt.features.memory_commands.summary(key)).text
             digest = json.dumps(bodies(fake, summary=True)[-1], ensure_ascii=False)
             assert SECRET[name] in shown + digest
             assert not [s for s in others(name) if s in shown + digest], name

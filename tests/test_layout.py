@@ -6,12 +6,13 @@ the bot or the chat platforms; ``bot/`` is the application and never imports ``a
 between a platform and the ``ChatService`` and never reach into ``bot.app``. No modules of
 the three import one another in a circle. Storage that is not memory (settings, usage,
 digests, owed replies, the outbox, backfill marks) lives in ``bot/stores``, not in
-``memory/``. ``ChatService`` stays a thin pipeline (at most 8 public methods); modules stay
-small; tests share a harness, not each other. Imports are read with ``ast`` (function-level
-ones included, relative ones resolved), so a check reports each offending ``file:line``.
-The same holds one level up: the packages of a layer (each sub-package, each module at its
-top) import one another one way only, nothing in ``bot/`` imports its composition root
-(``bot.app``, ``bot.cli`` …) from below, and ``benchmarks/`` has no circle either.
+``memory/``. ``ChatService`` stays a thin pipeline (at most 8 public methods, no public
+attributes, nothing read through it); modules stay small; tests share a harness, not each
+other. Imports are read with ``ast`` (function-level ones included, relative ones
+resolved), so a check reports each offending ``file:line``. The same holds one level up:
+the packages of a layer (each sub-package, each module at its top) import one another one
+way only, nothing in ``bot/`` imports its composition root (``bot.app``, ``bot.cli`` …)
+from below, and ``benchmarks/`` has no circle either.
 """
 
 from __future__ import annotations
@@ -714,3 +715,101 @@ def test_the_benchmark_check_finds_a_planted_circle(tmp_path: Path) -> None:
     )
     assert import_cycles(tmp_path, "benchmarks") == [
         "benchmarks.__main__ ⇄ benchmarks.grouped"]
+
+
+# -- nobody reaches through the service ----------------------------------------------------------
+
+SERVICE_HANDLES = frozenset({"service", "_service"})  # what code calls a ChatService it holds
+
+
+def service_attributes(root: Path) -> list[str]:
+    """The public attributes of ``ChatService`` that are not methods: ``self.x = …`` in
+    its methods, a class-level field, a property. Its parts are its own; what the
+    platforms and the commands use is handed to them (``bot.features``)."""
+    cls = classes(root, "bot").get("ChatService")
+    assert cls is not None, "no class ChatService under bot/: the check would pass vacuously"
+    found = []
+    for node in ast.walk(cls):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+            targets = [node.target]
+        for target in targets:
+            for t in ast.walk(target):
+                if (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                        and t.value.id == "self" and not t.attr.startswith("_")):
+                    found.append(f"ChatService.{t.attr} (line {t.lineno})")
+                elif isinstance(t, ast.Name) and node in cls.body and not t.id.startswith("_"):
+                    found.append(f"ChatService.{t.id} (line {t.lineno})")
+    for node in cls.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and any(
+                isinstance(d, ast.Name) and d.id in ("property", "cached_property")
+                for d in node.decorator_list) and not node.name.startswith("_"):
+            found.append(f"ChatService.{node.name} (line {node.lineno}, a property)")
+    return sorted(set(found))
+
+
+def reads_through_the_service(root: Path, *packages: str) -> list[str]:
+    """``file:line`` wherever code outside the module defining ``ChatService`` reads
+    anything but one of its public methods off something it calls ``service``
+    (``rt.service.quota``, ``service._memory``, ``ctx.service.channels``)."""
+    methods = set(public_methods(root, "ChatService", "bot"))
+    found: list[tuple[str, int, str]] = []
+    for path in modules(root, *packages):
+        text = path.read_text(encoding="utf-8")
+        if re.search(r"^class ChatService\b", text, re.MULTILINE):
+            continue
+        for node in ast.walk(ast.parse(text, filename=str(path))):
+            if not isinstance(node, ast.Attribute) or node.attr in methods:
+                continue
+            held = node.value
+            name = (held.id if isinstance(held, ast.Name)
+                    else held.attr if isinstance(held, ast.Attribute) else "")
+            if name in SERVICE_HANDLES:
+                found.append((str(path.relative_to(root)), node.lineno, f"{name}.{node.attr}"))
+    return [f"{where}:{line}: {what}" for where, line, what in sorted(found)]
+
+
+def test_chat_service_has_no_public_attributes() -> None:
+    """Only methods: the memory, the model, the quota, the outbox… are its own."""
+    assert_none(service_attributes(ROOT))
+
+
+def test_nobody_reaches_through_the_service() -> None:
+    """The platforms, the commands, the benchmarks and the tests call the service's methods
+    and take the parts they need from ``Features`` (``bot.features``), never through it."""
+    assert_none(reads_through_the_service(ROOT, "bot", "adapters", "benchmarks", "tests"))
+
+
+def test_the_reach_checks_find_planted_violations(tmp_path: Path) -> None:
+    plant(
+        tmp_path,
+        {
+            "bot/__init__.py": "",
+            "bot/service.py": "class ChatService:\n"
+                              "    limit: int = 3\n"
+                              "    def __init__(self, quota):\n"
+                              "        self._quota, self.outbox = quota, None\n"
+                              "        self._rate = 1\n"
+                              "    @property\n    def memory(self): ...\n"
+                              "    async def receive(self, msg):\n"
+                              "        return self._quota, self.outbox\n",
+            "adapters/a.py": "async def run(service, rt, ctx):\n"
+                             "    await service.receive(1)\n"
+                             "    rt.service.outbox.send()\n"
+                             "    service._quota.bill()\n"
+                             "    ctx.service.receive\n"
+                             "    x = rt._service._rate\n"
+                             "    return rt.features.outbox\n",
+        },
+    )
+    assert service_attributes(tmp_path) == [
+        "ChatService.limit (line 2)", "ChatService.memory (line 7, a property)",
+        "ChatService.outbox (line 4)"]
+    assert reads_through_the_service(tmp_path, "bot", "adapters") == [
+        "adapters/a.py:3: service.outbox", "adapters/a.py:4: service._quota",
+        "adapters/a.py:6: _service._rate"]
+    plant(tmp_path, {"bot/service.py": "class ChatService:\n"
+                                       "    def receive(self, msg):\n        self._x = msg\n"})
+    assert service_attributes(tmp_path) == []

@@ -231,13 +231,13 @@ async def test_a_mention_older_than_the_limit_is_logged_not_answered(
     await owe_as_a_dead_process(h.rt.store, KEY, old, age=400)  # ANSWER_MISSED_SECONDS=300
     await owe_as_a_dead_process(h.rt.store, KEY, young, age=200)
     await asyncio.sleep(0.3)
-    assert await sweep_missed(h.rt.service, "slack", h.adapter.events.flow) == 1
+    assert await sweep_missed(h.rt.features, "slack", h.adapter.events.flow) == 1
     assert [p["thread_ts"] for p in posts(h.fake)] == [young]
     assert h.llm.reply_calls == 1
     [warning] = [r.getMessage() for r in caplog.records if "not answering" in r.getMessage()]
     assert old in warning and "ANSWER_MISSED_SECONDS" in warning
     assert await h.rt.storage.owed.claim_owed(KEY, old, "x", 30) is None  # dropped, not retried
-    assert await sweep_missed(h.rt.service, "slack", h.adapter.events.flow) == 0
+    assert await sweep_missed(h.rt.features, "slack", h.adapter.events.flow) == 0
 
 
 async def test_a_sweep_cut_short_charges_only_the_mention_it_was_answering(h: Harness) -> None:
@@ -257,8 +257,8 @@ async def test_a_sweep_cut_short_charges_only_the_mention_it_was_answering(h: Ha
 
     for _ in range(MAX_ATTEMPTS):
         with pytest.raises(asyncio.CancelledError):
-            await sweep_missed(h.rt.service, "slack", Killed())  # type: ignore[arg-type]
-    assert await sweep_missed(h.rt.service, "slack", h.adapter.events.flow) == 2
+            await sweep_missed(h.rt.features, "slack", Killed())  # type: ignore[arg-type]
+    assert await sweep_missed(h.rt.features, "slack", h.adapter.events.flow) == 2
     assert sorted(p["thread_ts"] for p in posts(h.fake)) == tss[1:]
 
 
@@ -302,10 +302,10 @@ async def test_discord_answers_a_missed_mention_as_a_reply_to_it(
                        "@gistbot what about order 1234?", 8, time.time())
         await rt.store.record(replace(turn, extra=ReplyDue("dead-process", 0.2)))
         await asyncio.sleep(0.3)
-        assert await sweep_missed(rt.service, "discord", client.flow) == 1
+        assert await sweep_missed(rt.features, "discord", client.flow) == 1
         [sent] = fake.sent_to(W.general)  # type: ignore[attr-defined]
         assert str(sent.json["message_reference"]["message_id"]) == mid
         assert "You said" in sent.json["content"]
         assert sent.json["allowed_mentions"]["parse"] == []
-        assert await sweep_missed(rt.service, "discord", client.flow) == 0
+        assert await sweep_missed(rt.features, "discord", client.flow) == 0
         assert await rt.storage.owed.claim_owed(GENERAL, mid, "x", 30) is None  # settled

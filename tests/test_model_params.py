@@ -16,6 +16,7 @@ from bot.errors import ConfigError
 from bot.settings import load_settings
 from memory.models import ChannelKey
 from tests.fakes.openai_server import FakeOpenAI, default_responder
+from tests.harness.chat import ask
 from tests.harness.service import KEY, bodies, msg, runtime
 
 OPERATOR = Caller("u1", "Ops", may_channel=True, may_server=True)
@@ -29,7 +30,7 @@ async def test_model_params_reach_the_reply_request_through_the_sdk(
     async with FakeOpenAI() as fake, runtime(tmp_path, fake, MODEL_PARAMS=PARAMS,
                                              STREAM_REPLIES=stream) as rt:
         fake.push("hello")
-        reply = await rt.service.on_message(msg(1, "hi bot", mention=True))
+        reply = await ask(rt, msg(1, "hi bot", mention=True))
     assert reply is not None and reply.text == "hello"
     [body] = bodies(fake, summary=False)
     assert body["temperature"] == 0.7  # a named argument of create()
@@ -67,9 +68,9 @@ async def test_summaries_get_summary_model_params_not_the_replys(tmp_path: Path)
         MAX_HISTORY_MESSAGES="4", KEEP_RECENT_MESSAGES="1",
     ) as rt:
         for i in range(1, 7):
-            await rt.service.on_message(msg(i, f"note {i}: the deploy is on Friday"))
+            await ask(rt, msg(i, f"note {i}: the deploy is on Friday"))
         await rt.memory.wait_idle()
-        await rt.service.on_message(msg(9, "when is the deploy?", mention=True))
+        await ask(rt, msg(9, "when is the deploy?", mention=True))
     summaries, replies = bodies(fake, summary=True), bodies(fake, summary=False)
     assert summaries and replies
     assert all(b["temperature"] == 0.1 for b in summaries)
@@ -82,13 +83,13 @@ async def test_a_channels_params_go_over_model_params_within_the_allowlist(
 ) -> None:
     other = ChannelKey("test", "w1", "c2")
     async with FakeOpenAI() as fake, runtime(tmp_path, fake, MODEL_PARAMS=PARAMS) as rt:
-        configure = rt.service.config_command.configure
+        configure = rt.features.config_command.configure
         answer = await configure(KEY, parse_config("set params temperature=0.2 top_p=0.5"),
                                  OPERATOR)
         assert answer.ok, answer.text
         fake.push("here", "there")
-        await rt.service.on_message(msg(1, "hi", mention=True))
-        await rt.service.on_message(msg(2, "hi", mention=True, key=other))
+        await ask(rt, msg(1, "hi", mention=True))
+        await ask(rt, msg(2, "hi", mention=True, key=other))
         shown = await configure(KEY, parse_config("show"), OPERATOR)
     here, there = bodies(fake, summary=False)
     assert (here["temperature"], here["top_p"], here["repetition_penalty"]) == (0.2, 0.5, 1.1)
@@ -108,9 +109,9 @@ async def test_a_channel_may_not_set_params_outside_the_allowlist(
     tmp_path: Path, words: str, says: str
 ) -> None:
     async with FakeOpenAI() as fake, runtime(tmp_path, fake, MODEL_PARAMS=PARAMS) as rt:
-        answer = await rt.service.config_command.configure(KEY, parse_config(words), OPERATOR)
+        answer = await rt.features.config_command.configure(KEY, parse_config(words), OPERATOR)
         fake.push("hello")
-        await rt.service.on_message(msg(1, "hi", mention=True))
+        await ask(rt, msg(1, "hi", mention=True))
         stored = await rt.storage.settings.scope_settings(KEY)
     assert not answer.ok and says in answer.text
     assert stored == []
@@ -121,10 +122,10 @@ async def test_a_channel_may_not_set_params_outside_the_allowlist(
 async def test_model_params_allowed_widens_what_a_channel_may_set(tmp_path: Path) -> None:
     async with FakeOpenAI() as fake, runtime(tmp_path, fake,
                                              MODEL_PARAMS_ALLOWED="temperature,seed") as rt:
-        answer = await rt.service.config_command.configure(
+        answer = await rt.features.config_command.configure(
             KEY, parse_config('set params {"seed": 7}'), OPERATOR)
         fake.push("hello")
-        await rt.service.on_message(msg(1, "hi", mention=True))
+        await ask(rt, msg(1, "hi", mention=True))
     assert answer.ok, answer.text
     [body] = bodies(fake, summary=False)
     assert body["seed"] == 7

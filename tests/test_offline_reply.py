@@ -14,7 +14,7 @@ async def test_recent_messages_are_the_peoples(tmp_path: Path) -> None:
     settings = load_settings({"DATABASE_URL": f"sqlite:///{tmp_path / 'o.db'}"})
     out = io.StringIO()
     async with Runtime.open(settings) as rt:
-        chat = ConsoleChat(rt.service, user="ana", stdin=io.StringIO(), stdout=out)
+        chat = ConsoleChat(rt.features, user="ana", stdin=io.StringIO(), stdout=out)
         for text in ("hello", "the order is ORD-7", "what do you see?"):
             await chat.handle(text)
     last = out.getvalue().splitlines()[-1]

@@ -20,6 +20,7 @@ from bot.llm.client import OpenAILLM
 from bot.llm.gate import LLMGate
 from memory.errors import Preempted
 from tests.fakes.openai_server import FakeOpenAI, default_responder, is_summary_request
+from tests.harness.chat import ask
 from tests.harness.service import msg, runtime
 
 pytestmark = pytest.mark.timeout(90)
@@ -91,7 +92,7 @@ async def test_compaction_commits_under_steady_chat_and_no_reply_times_out(
                 text = f"@gistbot note {i}: order ORD-{100 + i} ships on day {i}"
                 who = AUTHORS[i % len(AUTHORS)]  # each under the replies-a-minute limit
                 chat.append(asyncio.create_task(
-                    rt.service.on_message(msg(i, text, author=who, mention=True))))
+                    ask(rt, msg(i, text, author=who, mention=True))))
                 await asyncio.sleep(0.15)  # a reply every 0.15 s: never a 1.5 s gap
             replies = await asyncio.gather(*chat)
             committed = rt.memory.compactions

@@ -76,7 +76,7 @@ async def test_discord_outage_after_login_is_retried_not_fatal(
     monkeypatch.setattr(discord_fake, "_answer", flaky)
     caplog.set_level(logging.WARNING, logger="adapters.discord.launch")
     async with Runtime.open(make_settings(tmp_path, discord_llm)) as rt:
-        task = asyncio.create_task(run_discord(rt.service, rt.settings))
+        task = asyncio.create_task(run_discord(rt.features, rt.settings))
         try:
             await discord_fake.wait_for(lambda f: f.identifies, within=30)
             assert outages and not task.done()
@@ -96,7 +96,7 @@ async def test_slack_unreachable_at_start_is_one_line(tmp_path: Path) -> None:
     async with Runtime.open(settings) as rt:
         client = web_client(settings, f"http://127.0.0.1:{port}/api/")
         with pytest.raises(PlatformUnreachable) as info:
-            await serve_slack(rt.service, settings, client=client)
+            await serve_slack(rt.features, settings, client=client)
     message = str(info.value)
     assert message.startswith(f"cannot reach 127.0.0.1:{port} (")
     assert "\n" not in message and "check the network" in message

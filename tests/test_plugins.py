@@ -125,7 +125,7 @@ async def test_a_digest_in_a_direct_message_is_billed_to_nobody(tmp_path: Path) 
     """Billed without a message in hand (a digest), a key's kind comes from its platform:
     in a Slack or Discord DM nobody pays, in a channel the server does."""
     async with FakeOpenAI(responder=default_responder) as fake, runtime(tmp_path, fake) as rt:
-        quota = rt.service.quota
+        quota = rt.features.quota
         for key in (ChannelKey("slack", "T1", "D0DM"), ChannelKey("discord", "dm", "600")):
             assert quota.bill(key, "digest") is None, key
         for key in (ChannelKey("slack", "T1", "C0GEN"), ChannelKey("discord", "4242", "600")):

@@ -106,7 +106,7 @@ async def test_an_image_the_endpoint_refuses_is_answered_without_and_never_sent_
     env = {"OPENAI_BASE_URL": model.base_url, "MODEL_NAME": "gpt-4o", "VISION": "on",
            "LLM_MAX_RETRIES": "0", "DATABASE_URL": database}
     async with open_harness(tmp_path, None, env) as h:
-        h.rt.service.attachments.describe = None  # the reply is the call that carries it
+        h.rt.features.attachments.describe = None  # the reply is the call that carries it
         f = h.fake.file("broken.png", POISON, "image/png")
         assert await h.event(shared("<@UBOT> what does this show?", "1700000001.000100",
                                     f)) == 200
@@ -137,7 +137,7 @@ async def test_an_image_refused_while_being_described_is_never_sent_with_a_reply
         f = h.fake.file("broken.png", POISON, "image/png")
         assert await h.event(shared("look at this", "1700000001.000100", f)) == 200
         await h.settle()
-        await asyncio.wait_for(h.rt.service.attachments.idle(), 20)
+        await asyncio.wait_for(h.rt.features.attachments.idle(), 20)
         assert len(model.refused) == 1  # the description's request
         (stored,) = [t.text for t in await h.turns()]
         assert stored.endswith("[image: broken.png, 8×8, could not be read]")
@@ -156,7 +156,7 @@ async def test_on_discord_a_refused_image_is_answered_without_and_never_sent_aga
     att = discord_fake.attachment("broken.png", POISON, "image/png")
     settings = make_settings(tmp_path, discord_llm, VISION="on")
     async with running(settings) as (rt, _, _watch):
-        rt.service.attachments.describe = None  # the reply is the call that carries it
+        rt.features.attachments.describe = None  # the reply is the call that carries it
         await discord_fake.send_message(W.general, W.alice, discord_mention("what is this?"),
                                         mentions=[W.bot_user], attachments=[att])
         (answer,) = await posted(discord_fake, W.general)
@@ -254,11 +254,11 @@ async def test_cpu_burning_pdfs_are_killed_at_the_limit_and_replies_still_reach_
         await poll(lambda: any("are you still there?" in a for a in answers(h.fake)), 60,
                    "the answer never reached Slack while the files were being read")
         print(f"answered {time.monotonic() - asked:.2f} s after the mention")
-        await asyncio.wait_for(h.rt.service.attachments.idle(), 90)
+        await asyncio.wait_for(h.rt.features.attachments.idle(), 90)
         first = next(t.text for t in await h.turns() if t.message_id == "1700000001.000100")
         for i in range(6):
             assert f"[attachment: report{i}.pdf, {TOOK_TOO_LONG}]" in first
-        extractor = h.rt.service.attachments.extractor
+        extractor = h.rt.features.attachments.extractor
         assert extractor.killed == 6
         assert len(extractor.pids) <= h.rt.settings.attachments.attachment_workers
 

@@ -19,6 +19,7 @@ from bot.channels.config_command import Caller, parse_config
 from bot.settings import load_settings
 from memory.models import ChannelKey
 from tests.fakes.openai_server import FakeOpenAI
+from tests.harness.chat import ask
 from tests.harness.service import bodies, msg
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "providers.md"
@@ -55,7 +56,7 @@ async def test_a_local_server_example_answers_with_its_documented_params(
                "DATABASE_URL": f"sqlite:///{tmp_path}/t.db", "LLM_MAX_RETRIES": "0"}
         async with Runtime.open(load_settings(env)) as rt:
             probed = await rt.llm.probe()  # type: ignore[attr-defined]
-            reply = await rt.service.on_message(msg(1, "hello there", mention=True))
+            reply = await ask(rt, msg(1, "hello there", mention=True))
     assert reply is not None and reply.text == "OK" and f"using {model}" in probed
     body = bodies(fake, summary=False)[-1]
     assert body["model"] == model
@@ -82,13 +83,13 @@ async def test_the_several_providers_example_sends_a_channel_to_the_local_server
                "DATABASE_URL": f"sqlite:///{tmp_path}/t.db", "LLM_MAX_RETRIES": "0"}
         async with Runtime.open(load_settings(env)) as rt:
             other = ChannelKey("test", "w1", "c2")
-            answer = await rt.service.config_command.configure(
+            answer = await rt.features.config_command.configure(
                 other, parse_config(f"set model {local_model}"), Caller("u", "U", may_channel=True))
             assert answer.ok, answer.text
             hosted.push("hosted")
             local.push("local")
-            replies = [await rt.service.on_message(msg(1, "hi", mention=True)),
-                       await rt.service.on_message(msg(2, "hi", mention=True, key=other))]
+            replies = [await ask(rt, msg(1, "hi", mention=True)),
+                       await ask(rt, msg(2, "hi", mention=True, key=other))]
     assert [r.text if r else None for r in replies] == ["hosted", "local"]
     assert documented["OPENAI_API_KEY"] == "sk-…"  # the placeholder a reader replaces
     assert hosted.chat_requests[-1].headers["Authorization"] == f"Bearer {key}"

@@ -22,6 +22,7 @@ from bot.errors import ConfigError
 from bot.settings import Settings, load_settings
 from memory.models import ChannelKey
 from tests.fakes.openai_server import FakeOpenAI, Hang
+from tests.harness.chat import ask
 from tests.harness.service import bodies, msg
 
 HOSTED_KEY = "sk-hosted-4f9a1c2e7b"
@@ -63,13 +64,13 @@ async def test_each_channel_is_answered_by_its_models_provider_with_its_key(
 ) -> None:
     async with fakes() as (local, hosted), \
             Runtime.open(two_providers(tmp_path, local, hosted)) as rt:
-        answer = await rt.service.config_command.configure(
+        answer = await rt.features.config_command.configure(
             OTHER, parse_config("set model gpt-4o"), OPERATOR)
         assert answer.ok, answer.text
         local.push("from llama")
         hosted.push("from gpt-4o")
-        here = await rt.service.on_message(msg(1, "hi", mention=True))
-        there = await rt.service.on_message(msg(2, "hi", mention=True, key=OTHER))
+        here = await ask(rt, msg(1, "hi", mention=True))
+        there = await ask(rt, msg(2, "hi", mention=True, key=OTHER))
     assert here is not None and here.text == "from llama"
     assert there is not None and there.text == "from gpt-4o"
     assert [b["model"] for b in bodies(local, summary=False)] == ["llama3.1"]
@@ -81,7 +82,7 @@ async def test_each_channel_is_answered_by_its_models_provider_with_its_key(
 async def test_provider_models_are_allowed_and_others_refused(tmp_path: Path) -> None:
     async with fakes() as (local, hosted), \
             Runtime.open(two_providers(tmp_path, local, hosted)) as rt:
-        refused = await rt.service.config_command.configure(
+        refused = await rt.features.config_command.configure(
             OTHER, parse_config("set model gpt-5"), OPERATOR)
     assert not refused.ok
     assert "allowed models: llama3.1, gpt-4o" in refused.text
@@ -90,12 +91,12 @@ async def test_provider_models_are_allowed_and_others_refused(tmp_path: Path) ->
 async def test_model_params_go_to_every_provider(tmp_path: Path) -> None:
     async with fakes() as (local, hosted), Runtime.open(two_providers(
             tmp_path, local, hosted, MODEL_PARAMS='{"temperature": 0.4, "top_k": 20}')) as rt:
-        await rt.service.config_command.configure(OTHER, parse_config("set model gpt-4o"),
-                                                  OPERATOR)
+        await rt.features.config_command.configure(OTHER, parse_config("set model gpt-4o"),
+                                                   OPERATOR)
         local.push("a")
         hosted.push("b")
-        await rt.service.on_message(msg(1, "hi", mention=True))
-        await rt.service.on_message(msg(2, "hi", mention=True, key=OTHER))
+        await ask(rt, msg(1, "hi", mention=True))
+        await ask(rt, msg(2, "hi", mention=True, key=OTHER))
     for fake in (local, hosted):
         [body] = bodies(fake, summary=False)
         assert (body["temperature"], body["top_k"]) == (0.4, 20)
@@ -106,13 +107,13 @@ async def test_a_hung_provider_holds_up_only_its_own_channels(tmp_path: Path) ->
     hosted provider is still answered meanwhile."""
     async with fakes() as (local, hosted), Runtime.open(two_providers(
             tmp_path, local, hosted, LLM_CONCURRENCY="1")) as rt:
-        await rt.service.config_command.configure(OTHER, parse_config("set model gpt-4o"),
-                                                  OPERATOR)
+        await rt.features.config_command.configure(OTHER, parse_config("set model gpt-4o"),
+                                                   OPERATOR)
         local.push(Hang(600))
-        stuck = asyncio.create_task(rt.service.on_message(msg(1, "hi", mention=True)))
+        stuck = asyncio.create_task(ask(rt, msg(1, "hi", mention=True)))
         await local.wait_for(lambda f: len(f.chat_requests) == 1)
         hosted.push("still here")
-        there = await rt.service.on_message(msg(2, "hi", mention=True, key=OTHER))
+        there = await ask(rt, msg(2, "hi", mention=True, key=OTHER))
         assert there is not None and there.text == "still here"
         assert not stuck.done()
         await local.close()  # the hung request ends; its reply is settled either way
@@ -124,11 +125,11 @@ async def test_a_dead_provider_fails_only_its_own_channels(tmp_path: Path) -> No
         settings = two_providers(tmp_path, local, hosted)
         await local.close()
         async with Runtime.open(settings) as rt:
-            await rt.service.config_command.configure(
+            await rt.features.config_command.configure(
                 OTHER, parse_config("set model gpt-4o"), OPERATOR)
             hosted.push("fine")
-            here = await rt.service.on_message(msg(1, "hi", mention=True))
-            there = await rt.service.on_message(msg(2, "hi", mention=True, key=OTHER))
+            here = await ask(rt, msg(1, "hi", mention=True))
+            there = await ask(rt, msg(2, "hi", mention=True, key=OTHER))
     assert here is not None and here.failed
     assert there is not None and there.text == "fine"
 
@@ -157,12 +158,12 @@ async def test_the_default_endpoint_serves_models_no_provider_lists(tmp_path: Pa
             "LLM_MAX_RETRIES": "0",
         })
         async with Runtime.open(settings) as rt:
-            await rt.service.config_command.configure(
+            await rt.features.config_command.configure(
                 OTHER, parse_config("set model llama3.1"), OPERATOR)
             default.push("default")
             local.push("local")
-            await rt.service.on_message(msg(1, "hi", mention=True))
-            await rt.service.on_message(msg(2, "hi", mention=True, key=OTHER))
+            await ask(rt, msg(1, "hi", mention=True))
+            await ask(rt, msg(2, "hi", mention=True, key=OTHER))
     assert [b["model"] for b in bodies(default, summary=False)] == ["gpt-test"]
     assert authorization(default) == {"Bearer sk-default-8c1d2e3f4a"}
     assert [b["model"] for b in bodies(local, summary=False)] == ["llama3.1"]

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from bot.app import Runtime
 from bot.catchup.command import Where
 from bot.catchup.digests import latest_slot
 from bot.channels.config_command import Caller, ConfigRequest, parse_config
@@ -26,6 +27,7 @@ from bot.stores.usage import UsageKey
 from memory.errors import CallRefused
 from memory.models import ChannelKey
 from tests.fakes.openai_server import FakeOpenAI, default_responder, is_summary_request
+from tests.harness.chat import ask
 from tests.harness.service import KEY, bodies, msg, runtime
 
 ALICE, SERVER = UsageKey("test", "w1", "alice"), UsageKey("test", "w1")
@@ -38,10 +40,10 @@ async def fake() -> AsyncIterator[FakeOpenAI]:
         yield server
 
 
-async def chat(service: Any, n: int) -> None:
+async def chat(rt: Runtime, n: int) -> None:
     """``n`` messages nobody addresses to the bot (recorded, not answered)."""
     for i in range(n):
-        await service.on_message(msg(i, f"release v2.{i} is tagged, ticket OPS-{i}"))
+        await ask(rt, msg(i, f"release v2.{i} is tagged, ticket OPS-{i}"))
 
 
 def usage_request() -> ConfigRequest:
@@ -54,19 +56,19 @@ async def test_a_server_over_its_limit_gets_no_model_call_for_summary_catchup_or
     tmp_path: Path, fake: FakeOpenAI
 ) -> None:
     async with runtime(tmp_path, fake, DAILY_TOKENS_PER_SERVER="3000") as rt:
-        await chat(rt.service, 3)
-        await rt.storage.usage.add_tokens(rt.service.quota.day(), [SERVER], 3000)
+        await chat(rt, 3)
+        await rt.storage.usage.add_tokens(rt.features.quota.day(), [SERVER], 3000)
         answers = [
-            await rt.service.memory_commands.summary(KEY, "alice"),
-            await rt.service.catchup_commands.catchup(HERE, "alice", "1d"),
-            await rt.service.catchup_commands.digest(HERE, "now", allowed=True, by="alice"),
+            await rt.features.memory_commands.summary(KEY, "alice"),
+            await rt.features.catchup_commands.catchup(HERE, "alice", "1d"),
+            await rt.features.catchup_commands.digest(HERE, "now", allowed=True, by="alice"),
         ]
         for answer in answers:
             assert not answer.ok  # private wherever it was asked
             assert "this server's daily allowance of tokens (3,000)" in answer.text
             assert "00:00 UTC" in answer.text
         assert fake.chat_requests == []  # nothing reached the model
-        used = await rt.storage.usage.tokens_used(rt.service.quota.day(), [SERVER, ALICE])
+        used = await rt.storage.usage.tokens_used(rt.features.quota.day(), [SERVER, ALICE])
         assert used == {SERVER: 3000, ALICE: 0}
 
 
@@ -74,14 +76,14 @@ async def test_a_person_over_their_limit_gets_no_model_call_and_others_still_do(
     tmp_path: Path, fake: FakeOpenAI
 ) -> None:
     async with runtime(tmp_path, fake, DAILY_TOKENS_PER_USER="50000") as rt:
-        await chat(rt.service, 3)
-        await rt.storage.usage.add_tokens(rt.service.quota.day(), [ALICE], 50000)
-        for answer in (await rt.service.memory_commands.summary(KEY, "alice"),
-                       await rt.service.catchup_commands.catchup(HERE, "alice", "1d"),
-                       await rt.service.catchup_commands.catchup(HERE, "alice", "1d")):
+        await chat(rt, 3)
+        await rt.storage.usage.add_tokens(rt.features.quota.day(), [ALICE], 50000)
+        for answer in (await rt.features.memory_commands.summary(KEY, "alice"),
+                       await rt.features.catchup_commands.catchup(HERE, "alice", "1d"),
+                       await rt.features.catchup_commands.catchup(HERE, "alice", "1d")):
             assert not answer.ok and "your daily allowance of tokens (50,000)" in answer.text
         assert fake.chat_requests == []
-        bob = await rt.service.memory_commands.summary(KEY, "bob")
+        bob = await rt.features.memory_commands.summary(KEY, "bob")
         assert bob.ok and "OPS-" in bob.text
         assert len(fake.chat_requests) == 1  # bob has his own allowance
 
@@ -92,14 +94,14 @@ async def test_each_call_is_charged_to_the_person_and_the_server_by_kind(
 ) -> None:
     env = {"DAILY_TOKENS_PER_SERVER": limit, "DAILY_TOKENS_PER_USER": limit}
     async with runtime(tmp_path, fake, **env) as rt:
-        await chat(rt.service, 3)
-        assert (await rt.service.memory_commands.summary(KEY, "alice")).ok
-        assert (await rt.service.catchup_commands.catchup(HERE, "alice", "1d")).ok
-        assert (await rt.service.catchup_commands.digest(HERE, "now", allowed=True, by="alice")).ok
-        reply = await rt.service.on_message(msg(9, "what was tagged?", mention=True))
+        await chat(rt, 3)
+        assert (await rt.features.memory_commands.summary(KEY, "alice")).ok
+        assert (await rt.features.catchup_commands.catchup(HERE, "alice", "1d")).ok
+        assert (await rt.features.catchup_commands.digest(HERE, "now", allowed=True, by="alice")).ok
+        reply = await ask(rt, msg(9, "what was tagged?", mention=True))
         assert reply is not None and not reply.failed
-        await rt.service.quota.flush()
-        day = rt.service.quota.day()
+        await rt.features.quota.flush()
+        day = rt.features.quota.day()
         kinds = await rt.storage.usage.tokens_by_kind(day, [ALICE, SERVER])
         assert set(kinds[ALICE]) == {"reply", "summary", "catchup"}  # a digest is the server's
         assert set(kinds[SERVER]) == {"reply", "summary", "catchup", "digest"}
@@ -114,11 +116,11 @@ async def test_a_direct_message_counts_against_the_person_only(
     tmp_path: Path, fake: FakeOpenAI
 ) -> None:
     async with runtime(tmp_path, fake, DAILY_TOKENS_PER_SERVER="10") as rt:
-        await rt.storage.usage.add_tokens(rt.service.quota.day(), [SERVER], 10)  # server: over
-        reply = await rt.service.on_message(replace(msg(1, "hello there"), is_direct=True))
+        await rt.storage.usage.add_tokens(rt.features.quota.day(), [SERVER], 10)  # server: over
+        reply = await ask(rt, replace(msg(1, "hello there"), is_direct=True))
         assert reply is not None and not reply.failed
-        await rt.service.quota.flush()
-        used = await rt.storage.usage.tokens_used(rt.service.quota.day(), [ALICE, SERVER])
+        await rt.features.quota.flush()
+        used = await rt.storage.usage.tokens_used(rt.features.quota.day(), [ALICE, SERVER])
         assert used[ALICE] > 0 and used[SERVER] == 10
 
 
@@ -128,10 +130,10 @@ async def test_background_summaries_are_the_servers_and_wait_while_it_is_over(
     env = {"DAILY_TOKENS_PER_SERVER": "1000000", "MAX_HISTORY_MESSAGES": "4",
            "KEEP_RECENT_MESSAGES": "2"}
     async with runtime(tmp_path, fake, **env) as rt:
-        await chat(rt.service, 3)
+        await chat(rt, 3)
         await rt.memory.compact_now(KEY, force=True)
         assert len(bodies(fake, summary=True)) == 1
-        day = rt.service.quota.day()
+        day = rt.features.quota.day()
         kinds = await rt.storage.usage.tokens_by_kind(day, [ALICE, SERVER])
         assert kinds[ALICE] == {} and set(kinds[SERVER]) == {"compaction"}
 
@@ -140,7 +142,7 @@ async def test_background_summaries_are_the_servers_and_wait_while_it_is_over(
             await rt.memory.compact_now(KEY, force=True)
         caplog.set_level(logging.INFO, logger="memory.compaction")
         for i in range(10, 20):  # overflow the window: background compaction is due
-            await rt.service.on_message(msg(i, f"more news number {i}"))
+            await ask(rt, msg(i, f"more news number {i}"))
         deadline = time.monotonic() + 5
         while "waits: over this server's daily token limit" not in caplog.text:
             assert time.monotonic() < deadline, "the refused compaction was never reported"
@@ -154,15 +156,15 @@ async def test_config_usage_lists_every_kind_for_the_person_and_the_server(
     tmp_path: Path, fake: FakeOpenAI
 ) -> None:
     async with runtime(tmp_path, fake, DAILY_TOKENS_PER_SERVER="1000000") as rt:
-        await chat(rt.service, 3)
-        await rt.service.memory_commands.summary(KEY, "alice")
-        await rt.service.catchup_commands.catchup(HERE, "alice", "1d")
+        await chat(rt, 3)
+        await rt.features.memory_commands.summary(KEY, "alice")
+        await rt.features.catchup_commands.catchup(HERE, "alice", "1d")
         await rt.memory.compact_now(KEY, force=True)
-        day = rt.service.quota.day()
+        day = rt.features.quota.day()
         kinds = await rt.storage.usage.tokens_by_kind(day, [ALICE, SERVER])
         await rt.storage.usage.add_tokens(day, [SERVER], 7)  # counted before kinds were kept
-        answer = await rt.service.config_command.configure(KEY, usage_request(), Caller("alice",
-                                                                                        "Alice"))
+        answer = await rt.features.config_command.configure(KEY, usage_request(), Caller("alice",
+                                                                                         "Alice"))
         server_line, you_line = answer.text.splitlines()[1:]
         assert server_line.startswith(f"- this server: {sum(kinds[SERVER].values()) + 7:,} "
                                       "of 1,000,000")
@@ -194,7 +196,7 @@ async def test_a_scheduled_digest_over_the_servers_limit_waits_unposted_then_is_
 ) -> None:
     caplog.set_level(logging.INFO, logger="bot.catchup.digests")
     async with runtime(tmp_path, fake, DAILY_TOKENS_PER_SERVER="3000") as rt:
-        digests = rt.service.catchup_commands.digests
+        digests = rt.features.catchup_commands.digests
         assert digests is not None
         now = time.time()
         minute = (int(now % 86400) // 60 - 30) % 1440  # the slot was half an hour ago
@@ -202,11 +204,11 @@ async def test_a_scheduled_digest_over_the_servers_limit_waits_unposted_then_is_
         await rt.storage.digests.set_digest_schedule(schedule)
         slot = latest_slot(schedule, now)
         for i in range(3):
-            await rt.service.on_message(replace(msg(i, f"ticket OPS-{i} is done"),
-                                                sent_at=slot - 600 + i))
+            await ask(rt, replace(msg(i, f"ticket OPS-{i} is done"),
+                                  sent_at=slot - 600 + i))
         posts, digests.claim_ttl = Posts(), 0.2
         digests.add_outlet("test", posts)
-        await rt.storage.usage.add_tokens(rt.service.quota.day(), [SERVER], 3000)
+        await rt.storage.usage.add_tokens(rt.features.quota.day(), [SERVER], 3000)
 
         assert await digests.tick() == 0
         assert posts.texts == [] and fake.chat_requests == []
@@ -215,15 +217,15 @@ async def test_a_scheduled_digest_over_the_servers_limit_waits_unposted_then_is_
         assert "not posted: over this server's daily token limit" in caplog.text
         assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
-        rt.service.quota.clock = lambda: time.time() + 86_400  # a new UTC day
+        rt.features.quota.clock = lambda: time.time() + 86_400  # a new UTC day
         deadline = time.monotonic() + 5
         while not await digests.tick():  # once the claim has expired
             assert time.monotonic() < deadline, "the digest was never posted"
             await asyncio.sleep(0.05)
         assert len(posts.texts) == 1 and "OPS-" in posts.texts[0]
         assert await digests.tick() == 0  # once
-        await rt.service.quota.flush()
-        kinds = await rt.storage.usage.tokens_by_kind(rt.service.quota.day(), [SERVER])
+        await rt.features.quota.flush()
+        kinds = await rt.storage.usage.tokens_by_kind(rt.features.quota.day(), [SERVER])
         assert set(kinds[SERVER]) == {"digest"}
 
 
@@ -242,16 +244,16 @@ async def test_a_compaction_started_by_someones_reply_is_charged_to_the_server_o
            "KEEP_RECENT_MESSAGES": "2"}
     async with runtime(tmp_path, fake, **env) as rt:
         for i in range(3):  # each reply's record overflows the window: compaction starts
-            reply = await rt.service.on_message(msg(i, f"note OPS-{i}, please", mention=True))
+            reply = await ask(rt, msg(i, f"note OPS-{i}, please", mention=True))
             assert reply is not None and not reply.failed
 
         async def compacted() -> bool:
-            await rt.service.quota.flush()
-            kinds = await rt.storage.usage.tokens_by_kind(rt.service.quota.day(), [SERVER])
+            await rt.features.quota.flush()
+            kinds = await rt.storage.usage.tokens_by_kind(rt.features.quota.day(), [SERVER])
             return "compaction" in kinds[SERVER]
 
         await poll(compacted, "no background summary was charged")
-        kinds = await rt.storage.usage.tokens_by_kind(rt.service.quota.day(), [ALICE])
+        kinds = await rt.storage.usage.tokens_by_kind(rt.features.quota.day(), [ALICE])
         assert set(kinds[ALICE]) == {"reply"}  # the task inherited alice's bill, not her tab
 
 
@@ -264,7 +266,7 @@ async def test_a_reply_on_a_limited_server_does_not_wait_for_its_background_summ
     async with FakeOpenAI(responder=default_responder, latency=slow_summaries) as fake:
         env = {"DAILY_TOKENS_PER_SERVER": "1000000", "MAX_HISTORY_MESSAGES": "1000"}
         async with runtime(tmp_path, fake, **env) as rt:
-            await chat(rt.service, 3)
+            await chat(rt, 3)
             summary = asyncio.ensure_future(rt.memory.compact_now(KEY, force=True))
 
             async def summary_in_flight() -> bool:
@@ -272,7 +274,7 @@ async def test_a_reply_on_a_limited_server_does_not_wait_for_its_background_summ
 
             await poll(summary_in_flight, "the summary never reached the model")
             reply = await asyncio.wait_for(
-                rt.service.on_message(msg(9, "still there?", mention=True)), 10)
+                ask(rt, msg(9, "still there?", mention=True)), 10)
             assert reply is not None and not reply.failed  # did not wait 30 s for it
             assert not summary.done()  # both were admitted: their reservations fit
             summary.cancel()

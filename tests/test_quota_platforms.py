@@ -28,7 +28,7 @@ async def test_slack_catchup_over_the_servers_limit_is_refused_privately_without
         await h.event(mention("release v2.4.0 is tagged", kind="message",
                               ts=f"{time.time() - 30:.6f}"), event_id="E1")
         await h.settle()
-        await h.rt.storage.usage.add_tokens(h.rt.service.quota.day(),
+        await h.rt.storage.usage.add_tokens(h.rt.features.quota.day(),
                                             [UsageKey("slack", KEY.workspace)], 3000)
         await h.command("/catchup", user="U2", text="1d public")
         [call] = await h.fake.wait_for("response_url:catchup")
@@ -45,7 +45,7 @@ async def test_slack_summary_of_a_person_over_their_limit_is_refused_and_others_
         await h.event(mention("order ORD-5521 waits", kind="message",
                               ts=f"{time.time() - 30:.6f}"), event_id="E1")
         await h.settle()
-        day = h.rt.service.quota.day()
+        day = h.rt.features.quota.day()
         await h.rt.storage.usage.add_tokens(day, [UsageKey("slack", KEY.workspace, "U1")],
                                             50000)
         await h.command("/summary", user="U1")
@@ -56,7 +56,7 @@ async def test_slack_summary_of_a_person_over_their_limit_is_refused_and_others_
         [_, answered] = await h.fake.wait_for("response_url:summary", 2)
         assert "ORD-5521" in answered.params["text"]
         assert len(discord_llm.chat_requests) == 1
-        await h.rt.service.quota.flush()
+        await h.rt.features.quota.flush()
         bob = UsageKey("slack", KEY.workspace, "U2")
         server = UsageKey("slack", KEY.workspace)
         kinds = await h.rt.storage.usage.tokens_by_kind(day, [bob, server])
@@ -71,7 +71,7 @@ async def test_discord_summary_over_your_limit_is_an_ephemeral_notice_without_a_
     async with running(settings) as (rt, _, watch):
         await discord_fake.send_message(W.general, W.bob, "ticket OPS-42 tracks the launch")
         await watch.until(lambda: has_turns(rt, 1))
-        day = rt.service.quota.day()
+        day = rt.features.quota.day()
         alice = UsageKey("discord", str(W.guild_id), W.alice["id"])
         await rt.storage.usage.add_tokens(day, [alice], 10)
         inter = await discord_fake.interaction("summary", invoker=W.alice, channel_id=W.general)
@@ -88,7 +88,7 @@ async def test_discord_catchup_over_the_servers_limit_is_refused_without_a_call(
     async with running(settings) as (rt, _, watch):
         await discord_fake.send_message(W.general, W.bob, "ticket OPS-42 tracks the launch")
         await watch.until(lambda: has_turns(rt, 1))
-        await rt.storage.usage.add_tokens(rt.service.quota.day(),
+        await rt.storage.usage.add_tokens(rt.features.quota.day(),
                                   [UsageKey("discord", str(W.guild_id))], 3000)
         inter = await discord_fake.interaction("catchup", invoker=W.alice, channel_id=W.general,
                                                options={"since": "1d"})
@@ -105,7 +105,7 @@ async def test_discord_catchup_asked_in_public_over_the_limit_is_told_only_to_th
     async with running(settings) as (rt, _, watch):
         await discord_fake.send_message(W.general, W.bob, "ticket OPS-42 tracks the launch")
         await watch.until(lambda: has_turns(rt, 1))
-        await rt.storage.usage.add_tokens(rt.service.quota.day(),
+        await rt.storage.usage.add_tokens(rt.features.quota.day(),
                                   [UsageKey("discord", str(W.guild_id))], 3000)
         inter = await discord_fake.interaction("catchup", invoker=W.alice, channel_id=W.general,
                                                options={"since": "1d", "public": True})

@@ -25,6 +25,7 @@ from bot.stores.usage import UsageKey
 from memory.errors import StoreUnavailableError
 from tests.fakes.discord_server import FakeDiscord, user
 from tests.fakes.openai_server import Error, FakeOpenAI, Hang, Text, default_responder
+from tests.harness.chat import ask
 from tests.harness.deadlines import scaled
 from tests.harness.discord import W, make_settings, mention, running
 from tests.harness.postgres import fresh_schema
@@ -53,20 +54,20 @@ async def slow_llm() -> AsyncIterator[FakeOpenAI]:
 
 async def used_today(rt: Runtime, account: UsageKey) -> int:
     """``account``'s count today, with what the process has not written yet."""
-    await rt.service.quota.flush()
-    return (await rt.storage.usage.tokens_used(rt.service.quota.day(), [account]))[account]
+    await rt.features.quota.flush()
+    return (await rt.storage.usage.tokens_used(rt.features.quota.day(), [account]))[account]
 
 
 def counting_refusals(rt: Runtime) -> list[str]:
     """The people the quota refuses from now on (each refusal, in order)."""
     refused: list[str] = []
-    original = rt.service.quota.refused
+    original = rt.features.quota.refused
 
     async def refused_and_counted(error: Any, key: Any, user_id: str) -> Any:
         refused.append(user_id)
         return await original(error, key, user_id)
 
-    rt.service.quota.refused = refused_and_counted  # type: ignore[method-assign]
+    rt.features.quota.refused = refused_and_counted  # type: ignore[method-assign]
     return refused
 
 
@@ -109,14 +110,14 @@ async def test_replies_summaries_and_catchups_at_once_stay_within_the_limit(
     async with runtime(tmp_path, slow_llm, DAILY_TOKENS_PER_SERVER=str(LIMIT),
                        DATABASE_URL=database, USER_RATE_LIMIT="0") as rt:
         for i in range(3):
-            await rt.service.on_message(msg(i, f"ticket OPS-{i} is done", author=f"P{i}"))
+            await ask(rt, msg(i, f"ticket OPS-{i} is done", author=f"P{i}"))
         refused = counting_refusals(rt)
         calls: list[Awaitable[Any]] = []
         for i in range(8):
-            calls.append(rt.service.on_message(msg(10 + i, f"what about OPS-{i}?",
-                                                   author=f"Q{i}", mention=True)))
-            calls.append(rt.service.memory_commands.summary(KEY, f"s{i}"))
-            calls.append(rt.service.catchup_commands.catchup(Where(KEY), f"c{i}", "1d"))
+            calls.append(ask(rt, msg(10 + i, f"what about OPS-{i}?",
+                                     author=f"Q{i}", mention=True)))
+            calls.append(rt.features.memory_commands.summary(KEY, f"s{i}"))
+            calls.append(rt.features.catchup_commands.catchup(Where(KEY), f"c{i}", "1d"))
         results = await asyncio.gather(*calls)
         commands_refused = sum(1 for r in results if hasattr(r, "ok") and not r.ok)
         used = await used_today(rt, SERVER)
@@ -128,12 +129,12 @@ async def test_replies_summaries_and_catchups_at_once_stay_within_the_limit(
 async def reserve_everything(rt: Runtime, tokens: int = LIMIT) -> bool:
     """Whether ``tokens`` can be reserved on the server under ``LIMIT`` now."""
     rid = uuid.uuid4().hex
-    now = rt.service.quota.clock()
+    now = rt.features.quota.clock()
     refusal = await rt.storage.usage.reserve_tokens(
-        rt.service.quota.day(), {SERVER: LIMIT}, tokens, rid=rid, now=now,
+        rt.features.quota.day(), {SERVER: LIMIT}, tokens, rid=rid, now=now,
         expires_at=now + RESERVATION_TTL)
     if refusal is None:
-        await rt.storage.usage.settle_tokens(rid, rt.service.quota.day(), [SERVER], 0)
+        await rt.storage.usage.settle_tokens(rid, rt.features.quota.day(), [SERVER], 0)
     return refusal is None
 
 
@@ -146,11 +147,11 @@ async def test_a_reply_that_fails_settles_to_zero(tmp_path: Path, failure: Error
     async with FakeOpenAI(responder=default_responder) as fake, runtime(
             tmp_path, fake, DAILY_TOKENS_PER_SERVER=str(LIMIT)) as rt:
         fake.push(failure)
-        reply = await rt.service.on_message(msg(1, "are you there?", mention=True))
+        reply = await ask(rt, msg(1, "are you there?", mention=True))
         assert reply is not None and reply.failed
         assert await used_today(rt, SERVER) == 0
         assert await reserve_everything(rt)  # its reservation was given back
-        reply = await rt.service.on_message(msg(2, "and now?", mention=True))
+        reply = await ask(rt, msg(2, "and now?", mention=True))
         assert reply is not None and not reply.failed
         assert 0 < await used_today(rt, SERVER) < LIMIT
         assert await reserve_everything(rt, LIMIT - await used_today(rt, SERVER))
@@ -160,7 +161,7 @@ async def test_a_reply_cancelled_mid_call_gives_its_reservation_back(tmp_path: P
     async with FakeOpenAI(responder=default_responder) as fake, runtime(
             tmp_path, fake, DAILY_TOKENS_PER_SERVER=str(LIMIT)) as rt:
         fake.push(Hang(30))
-        task = asyncio.ensure_future(rt.service.on_message(msg(1, "slow one", mention=True)))
+        task = asyncio.ensure_future(ask(rt, msg(1, "slow one", mention=True)))
         deadline = time.monotonic() + scaled(10)
         while not fake.chat_requests:  # the call is admitted and on the wire
             assert time.monotonic() < deadline, "the reply never reached the model"
@@ -179,7 +180,7 @@ async def test_a_reply_stream_cut_short_counts_what_it_spent_and_releases_the_re
     async with FakeOpenAI(responder=default_responder) as fake, runtime(
             tmp_path, fake, DAILY_TOKENS_PER_SERVER=str(LIMIT)) as rt:
         fake.push(Text("one two three four five six seven eight", chunk_delay=0.2))
-        with rt.service.quota.paying(KEY, "reply", "alice"):
+        with rt.features.quota.paying(KEY, "reply", "alice"):
             stream = cast(AsyncGenerator[str, None], rt.llm.stream(
                 [{"role": "user", "content": "count slowly, please"}], max_tokens=100,
                 purpose="reply"))
@@ -193,9 +194,9 @@ async def test_a_reply_stream_cut_short_counts_what_it_spent_and_releases_the_re
 
 async def plant(rt: Runtime, tokens: int, *, expires_in: float) -> None:
     """A reservation as a process killed between reserving and settling leaves it."""
-    now = rt.service.quota.clock()
+    now = rt.features.quota.clock()
     refusal = await rt.storage.usage.reserve_tokens(
-        rt.service.quota.day(), {SERVER: LIMIT}, tokens, rid=uuid.uuid4().hex,
+        rt.features.quota.day(), {SERVER: LIMIT}, tokens, rid=uuid.uuid4().hex,
         now=now - RESERVATION_TTL, expires_at=now + expires_in)
     assert refusal is None
 
@@ -208,12 +209,12 @@ async def test_a_reservation_left_by_a_killed_process_holds_until_it_expires(
             tmp_path, fake, DAILY_TOKENS_PER_SERVER=str(LIMIT)) as rt:
         await plant(rt, LIMIT, expires_in=RESERVATION_TTL)
         refused = counting_refusals(rt)
-        await rt.service.on_message(msg(1, "anyone?", mention=True))
+        await ask(rt, msg(1, "anyone?", mention=True))
         assert refused == ["alice"] and fake.chat_requests == []
 
-        clock: Callable[[], float] = rt.service.quota.clock
-        rt.service.quota.clock = lambda: clock() + RESERVATION_TTL  # it has expired now
-        reply = await rt.service.on_message(msg(2, "anyone now?", mention=True))
+        clock: Callable[[], float] = rt.features.quota.clock
+        rt.features.quota.clock = lambda: clock() + RESERVATION_TTL  # it has expired now
+        reply = await ask(rt, msg(2, "anyone now?", mention=True))
         assert reply is not None and not reply.failed
         assert len(fake.chat_requests) == 1
         assert 0 < await used_today(rt, SERVER) < LIMIT  # the stale hold is gone
@@ -228,6 +229,6 @@ async def test_without_the_database_a_call_goes_ahead_and_is_counted_after(
             raise StoreUnavailableError("connection lost", "the server went away")
 
         monkeypatch.setattr(rt.storage.usage, "reserve_tokens", unreachable)
-        reply = await rt.service.on_message(msg(1, "are you there?", mention=True))
+        reply = await ask(rt, msg(1, "are you there?", mention=True))
         assert reply is not None and not reply.failed  # not an over-quota notice
         assert 0 < await used_today(rt, SERVER) < LIMIT  # counted when it ended

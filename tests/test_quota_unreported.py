@@ -16,6 +16,7 @@ from bot.app import Runtime
 from bot.catchup.command import Where
 from bot.stores.usage import UsageKey
 from tests.fakes.openai_server import FakeOpenAI, Text, default_responder
+from tests.harness.chat import ask
 from tests.harness.postgres import fresh_schema
 from tests.harness.service import KEY, msg, runtime
 
@@ -35,8 +36,8 @@ async def database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncItera
 
 async def used_today(rt: Runtime) -> int:
     """The server's count today, with what the process has not written yet."""
-    await rt.service.quota.flush()
-    return (await rt.storage.usage.tokens_used(rt.service.quota.day(), [SERVER]))[SERVER]
+    await rt.features.quota.flush()
+    return (await rt.storage.usage.tokens_used(rt.features.quota.day(), [SERVER]))[SERVER]
 
 
 async def test_replies_and_catchups_without_reported_usage_still_reach_the_limit(
@@ -46,16 +47,16 @@ async def test_replies_and_catchups_without_reported_usage_still_reach_the_limit
             tmp_path, fake, DAILY_TOKENS_PER_SERVER=str(LIMIT), DATABASE_URL=database,
             USER_RATE_LIMIT="0") as rt:
         fake.report_usage = False
-        reply = await rt.service.on_message(msg(1, "ticket OPS-1 is done", mention=True))
+        reply = await ask(rt, msg(1, "ticket OPS-1 is done", mention=True))
         assert reply is not None and not reply.failed
         after_reply = await used_today(rt)
         assert after_reply > 0  # the reply's prompt and answer, estimated
-        done = await rt.service.catchup_commands.catchup(Where(KEY), "u1", "1d")
+        done = await rt.features.catchup_commands.catchup(Where(KEY), "u1", "1d")
         assert done.ok
         assert await used_today(rt) > after_reply  # the catch-up's too
         answered = 0
         for i in range(2, 200):  # each call costs something: the limit is reached
-            reply = await rt.service.on_message(msg(i, f"and OPS-{i}?", mention=True))
+            reply = await ask(rt, msg(i, f"and OPS-{i}?", mention=True))
             if reply is None or reply.failed:
                 break
             answered += 1
@@ -72,7 +73,7 @@ async def test_a_stream_in_big_chunks_without_reported_usage_counts_its_text(
             tmp_path, fake, DAILY_TOKENS_PER_SERVER=str(LIMIT)) as rt:
         fake.report_usage = False
         fake.push(Text(answer, chunks=[answer]))
-        with rt.service.quota.paying(KEY, "reply", "alice"):
+        with rt.features.quota.paying(KEY, "reply", "alice"):
             got = [piece async for piece in rt.llm.stream(
                 [{"role": "user", "content": "say a lot"}], max_tokens=1000, purpose="reply")]
         assert "".join(got) == answer

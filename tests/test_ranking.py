@@ -14,6 +14,7 @@ from bot.settings import load_settings
 from memory.models import ChannelKey, Turn
 from memory.ranking import Ranked, Weights, fuse, named_speakers, rank
 from tests.fakes.models import ArchiveModel
+from tests.harness.chat import ask
 
 KEY = ChannelKey("test", "w1", "rank")
 FILLER = "we talked about the weather again today"  # the same words: no turn is specific
@@ -121,21 +122,21 @@ async def test_a_paraphrased_question_recalls_the_named_speakers_answer(tmp_path
         for i in range(60):
             a, b = pairs[i]
             at += 60
-            await rt.service.on_message(_msg(f"I like {a} and {b} a lot", "Evan", at))
+            await ask(rt, _msg(f"I like {a} and {b} a lot", "Evan", at))
             if i == 30:
                 at += 60
-                await rt.service.on_message(
-                    _msg("We finally adopted a beagle puppy, we named him Mochi!", "Evan", at))
+                await ask(
+                    rt, _msg("We finally adopted a beagle puppy, we named him Mochi!", "Evan", at))
             if i < 40:
                 at += 60
-                await rt.service.on_message(_msg(f"the dog near the {b} and {a}", "Max", at))
+                await ask(rt, _msg(f"the dog near the {b} and {a}", "Max", at))
             await rt.memory.wait_idle()
         for i in range(12):  # the recent window: far from the answer
             at += 60
-            await rt.service.on_message(_msg(f"more {topics[i % 8]} talk", "Max", at))
+            await ask(rt, _msg(f"more {topics[i % 8]} talk", "Max", at))
         await rt.memory.wait_idle()
-        reply = await rt.service.on_message(
-            _msg("What did Evan call his new dog?", "Quinn", at + 86_400, ask=True))
+        reply = await ask(
+            rt, _msg("What did Evan call his new dog?", "Quinn", at + 86_400, ask=True))
         assert reply is not None
         prompt = model.prompts[-1]
         memory = prompt[prompt.index(FENCE_OPEN):prompt.index(FENCE_CLOSE)]

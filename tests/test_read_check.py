@@ -119,7 +119,7 @@ async def _lobby(fake: FakeDiscord, rt: Runtime, watch: Watch) -> None:
     """#lobby holds a message and a fact."""
     await fake.send_message(W.lobby, W.bob, SECRET)
     await watch.until(lambda: has_turns(rt, 1, LOBBY))
-    await rt.service.memory_commands.remember(LOBBY, FACT, author="Bob")
+    await rt.features.memory_commands.remember(LOBBY, FACT, author="Bob")
 
 
 async def _answer(fake: FakeDiscord, name: str, invoker: dict[str, Any],
@@ -175,7 +175,7 @@ async def test_a_scheduled_digest_is_not_posted_where_some_cannot_read_the_histo
         minute = int((now % 86400) // 60 + 2) % 1440
         await rt.storage.digests.set_digest_schedule(
             DigestSchedule(LOBBY, "daily", -1, minute, "UTC", now - 86400 * 2))
-        digests = rt.service.catchup_commands.digests
+        digests = rt.features.catchup_commands.digests
         assert digests is not None
         digests.clock = lambda: now + 181
         asked = len(discord_llm.chat_requests)
@@ -201,7 +201,7 @@ async def _slack_channel(h: Harness) -> None:
     """C1 holds a message and a fact; U1 is not one of its members."""
     assert await h.event(mention(SECRET, user="U2", kind="message")) == 200
     await h.settle()
-    await h.rt.service.memory_commands.remember(KEY, FACT, author="Bob")
+    await h.rt.features.memory_commands.remember(KEY, FACT, author="Bob")
     h.fake.members["C1"] = ["U2", "U3", "UBOT"]
 
 

@@ -75,7 +75,7 @@ async def test_a_400_about_a_request_field_leaves_the_channels_image_unmarked(
                              kind="message", subtype="file_share", files=[f])
             assert await h.event(shared) == 200
             await h.settle()
-            await asyncio.wait_for(h.rt.service.attachments.idle(), 20)
+            await asyncio.wait_for(h.rt.features.attachments.idle(), 20)
             (described,) = [t.text for t in await h.turns()]
             assert "[image: meadow.png, 8×8: " in described  # the model's description
 
@@ -110,7 +110,7 @@ async def test_a_400_about_a_request_field_while_describing_leaves_the_image_unm
                              kind="message", subtype="file_share", files=[f])
             assert await h.event(shared) == 200
             await h.settle()
-            await asyncio.wait_for(h.rt.service.attachments.idle(), 20)
+            await asyncio.wait_for(h.rt.features.attachments.idle(), 20)
             assert model.rejected and image_parts(model.rejected[0].json)
             (stored,) = [t.text for t in await h.turns()]
             assert stored.endswith("[image: meadow.png, 8×8]"), stored  # as it was

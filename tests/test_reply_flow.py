@@ -254,8 +254,8 @@ async def test_one_slack_event_reaches_its_reply_through_few_functions(h: Harnes
         setattr(target, name, wrapper)
 
     spy(h.rt.service, "receive")
-    spy(h.rt.service.llm, "complete")
-    spy(h.rt.service.llm, "stream")
+    spy(h.rt.llm, "complete")
+    spy(h.rt.llm, "stream")
     spy(h.adapter.events.flow.outlet, "edit")
     assert await h.event(mention()) == 200
     await h.settle()

@@ -44,7 +44,7 @@ async def _lobby_knows(fake: FakeDiscord, rt: Runtime, watch: Watch) -> dict[str
     """#lobby's memory holds the secret: a message and a pinned fact."""
     sent = await fake.send_message(W.lobby, W.bob, SAID)
     await watch.until(lambda: has_turns(rt, 1, LOBBY))
-    await rt.service.memory_commands.remember(LOBBY, FACT, author="Bob")
+    await rt.features.memory_commands.remember(LOBBY, FACT, author="Bob")
     return sent
 
 

@@ -21,6 +21,7 @@ from memory.models import ChannelKey, NewTurn, Turn
 from memory.ranking import Ranked, Weights, rank
 from memory.semantic import WEIGHT as SEMANTIC_WEIGHT
 from tests.fakes.openai_server import Error, FakeOpenAI, Hang, content_text
+from tests.harness.chat import ask as deliver
 
 KEY = ChannelKey("test", "w1", "c1")
 MODEL = "embed-test"
@@ -90,7 +91,7 @@ async def converse(rt: Runtime, n: int = 160, start: int = 0) -> None:
 async def ask(rt: Runtime, fake: FakeOpenAI, text: str) -> str:
     """The prompt the reply to ``text`` was written from."""
     before = len(fake.chat_requests)
-    reply = await rt.service.on_message(msg(text, who="Bob", ask=True, at=2e9))
+    reply = await deliver(rt, msg(text, who="Bob", ask=True, at=2e9))
     assert reply is not None and reply.text == "ok"
     [request] = fake.chat_requests[before:]
     return "\n".join(content_text(m["content"]) for m in (request.json or {})["messages"])
@@ -154,9 +155,9 @@ async def test_background_batches_are_metered_as_embeddings_of_the_server(
         async with runtime(tmp_path, fake, EMBEDDING_MODEL=MODEL) as rt:
             await converse(rt, 70)
             await wait_embedded(rt)
-            await rt.service.on_message(msg("a reply turn is not embedded", ask=True))
+            await deliver(rt, msg("a reply turn is not embedded", ask=True))
             await wait_embedded(rt)
-            usage = await rt.service.quota.usage(KEY, "alice")
+            usage = await rt.features.quota.usage(KEY, "alice")
             totals = rt.meter.totals()
             assert await rt.store.embedding_count(KEY, MODEL) == 71
     server = next(counts for account, counts in usage.items() if account.user == "")
@@ -251,6 +252,6 @@ async def test_embeddings_without_reported_usage_are_metered_by_their_estimate(
         async with runtime(tmp_path, fake, EMBEDDING_MODEL=MODEL) as rt:
             await converse(rt, 20)
             await wait_embedded(rt)
-            usage = await rt.service.quota.usage(KEY, "alice")
+            usage = await rt.features.quota.usage(KEY, "alice")
     server = next(counts for account, counts in usage.items() if account.user == "")
     assert server.get("embedding", 0) > 0  # counted, not free

@@ -22,14 +22,15 @@ from tests.fakes.openai_server import (
     context_length_error,
     default_responder,
 )
+from tests.harness.chat import ask
 from tests.harness.service import KEY, bodies, msg, runtime
 
 
 async def test_only_addressed_messages_get_replies_and_all_are_recorded(tmp_path: Path) -> None:
     async with FakeOpenAI() as fake, runtime(tmp_path, fake) as rt:
         fake.push("Hi Bob!")
-        assert await rt.service.on_message(msg(1, "hello all")) is None
-        reply = await rt.service.on_message(msg(2, "@gistbot say hi", author="Bob", mention=True))
+        assert await ask(rt, msg(1, "hello all")) is None
+        reply = await ask(rt, msg(2, "@gistbot say hi", author="Bob", mention=True))
         assert reply is not None and reply.text == "Hi Bob!" and not reply.failed
         turns = await rt.store.turns(KEY)
         assert [(t.role, t.text) for t in turns] == [
@@ -44,9 +45,9 @@ async def test_redelivered_message_is_neither_stored_nor_answered_twice(tmp_path
     async with FakeOpenAI() as fake, runtime(tmp_path, fake) as rt:
         fake.push("once")
         m = msg(1, "hey bot", mention=True)
-        assert (await rt.service.on_message(m)) is not None
-        assert (await rt.service.on_message(m)) is None
-        assert (await rt.service.on_message(m)) is None
+        assert (await ask(rt, m)) is not None
+        assert (await ask(rt, m)) is None
+        assert (await ask(rt, m)) is None
         assert len(await rt.store.turns(KEY)) == 2
         assert len(fake.chat_requests) == 1
 
@@ -54,8 +55,8 @@ async def test_redelivered_message_is_neither_stored_nor_answered_twice(tmp_path
 async def test_prompt_fences_summary_names_speakers_and_uses_assistant_role(tmp_path: Path) -> None:
     async with FakeOpenAI() as fake, runtime(tmp_path, fake) as rt:
         fake.push("first answer", "second answer")
-        await rt.service.on_message(msg(1, "my ticket is INC-4411", mention=True))
-        await rt.service.on_message(msg(2, "and now?", author="Bob", mention=True))
+        await ask(rt, msg(1, "my ticket is INC-4411", mention=True))
+        await ask(rt, msg(2, "and now?", author="Bob", mention=True))
         body = bodies(fake, summary=False)[-1]
         roles = [m["role"] for m in body["messages"]]
         assert roles == ["system", "user", "assistant", "user"]
@@ -93,10 +94,10 @@ async def test_prompt_never_exceeds_context_budget(tmp_path: Path) -> None:
         ) as rt,
     ):
         for i in range(40):
-            await rt.service.on_message(msg(i, f"message {i}: " + "lorem ipsum " * 40))
+            await ask(rt, msg(i, f"message {i}: " + "lorem ipsum " * 40))
         fake.push("ok")
         big = "x" * 20000
-        reply = await rt.service.on_message(msg(99, big, mention=True))
+        reply = await ask(rt, msg(99, big, mention=True))
         assert reply is not None and reply.text == "ok"
         body = bodies(fake, summary=False)[-1]
         prompt_tokens = sum(tok.count(m["content"]) + 6 for m in body["messages"])
@@ -108,7 +109,7 @@ async def test_prompt_never_exceeds_context_budget(tmp_path: Path) -> None:
 async def test_llm_failure_gives_one_sentence_and_keeps_the_message(tmp_path: Path) -> None:
     async with FakeOpenAI() as fake, runtime(tmp_path, fake) as rt:
         fake.push(Error(500, {"error": {"message": "boom sk-secret"}}))
-        reply = await rt.service.on_message(msg(1, "are you there?", mention=True))
+        reply = await ask(rt, msg(1, "are you there?", mention=True))
         assert reply is not None and reply.failed
         assert "boom" not in reply.text and "sk-secret" not in reply.text
         assert reply.text.count(".") <= 2
@@ -118,9 +119,9 @@ async def test_llm_failure_gives_one_sentence_and_keeps_the_message(tmp_path: Pa
 async def test_context_length_error_compacts_and_retries_once(tmp_path: Path) -> None:
     async with FakeOpenAI(responder=default_responder) as fake, runtime(tmp_path, fake) as rt:
         for i in range(8):  # under the trigger: nothing is compacted yet
-            await rt.service.on_message(msg(i, f"note {i}: order ORD-{100 + i} is packed"))
+            await ask(rt, msg(i, f"note {i}: order ORD-{100 + i} is packed"))
         fake.push(context_length_error())
-        reply = await rt.service.on_message(msg(50, "what is packed?", mention=True))
+        reply = await ask(rt, msg(50, "what is packed?", mention=True))
         assert reply is not None and not reply.failed
         assert len(bodies(fake, summary=True)) >= 1  # forced compaction happened
         state = await rt.store.state(KEY)
@@ -138,7 +139,7 @@ async def test_streaming_reply_reports_growing_text(tmp_path: Path) -> None:
         async def sink(text: str) -> None:
             seen.append(text)
 
-        reply = await rt.service.on_message(msg(1, "count", mention=True), on_delta=sink)
+        reply = await ask(rt, msg(1, "count", mention=True), on_delta=sink)
         assert reply is not None and reply.text == "one two three four"
         assert seen[-1].strip() == "one two three four" and len(seen) >= 2
         assert all(a in b for a, b in itertools.pairwise(seen))
@@ -146,18 +147,18 @@ async def test_streaming_reply_reports_growing_text(tmp_path: Path) -> None:
 
 async def test_summary_and_reset_commands(tmp_path: Path) -> None:
     async with FakeOpenAI(responder=default_responder) as fake, runtime(tmp_path, fake) as rt:
-        empty = await rt.service.memory_commands.summary(KEY)
+        empty = await rt.features.memory_commands.summary(KEY)
         assert "Nothing to summarize" in empty.text
         for i in range(3):
-            await rt.service.on_message(msg(i, f"we ship release {i}.0 on Friday"))
+            await ask(rt, msg(i, f"we ship release {i}.0 on Friday"))
         before = await rt.store.state(KEY)
-        result = await rt.service.memory_commands.summary(KEY)
+        result = await rt.features.memory_commands.summary(KEY)
         assert "release 2.0" in result.text and "Remembering 3 messages" in result.text
         assert await rt.store.state(KEY) == before  # /summary does not change stored state
         assert bodies(fake, summary=True)[-1]["model"] == "gpt-test-mini"
-        refused = await rt.service.memory_commands.reset(KEY, allowed=False)
+        refused = await rt.features.memory_commands.reset(KEY, allowed=False)
         assert not refused.ok and len(await rt.store.turns(KEY)) == 3
-        done = await rt.service.memory_commands.reset(KEY, allowed=True)
+        done = await rt.features.memory_commands.reset(KEY, allowed=True)
         assert done.ok and "3 messages" in done.text
         assert await rt.store.turns(KEY) == []
 
@@ -165,9 +166,9 @@ async def test_summary_and_reset_commands(tmp_path: Path) -> None:
 async def test_channels_are_isolated_in_prompts(tmp_path: Path) -> None:
     other = ChannelKey("test", "w2", "c9")
     async with FakeOpenAI() as fake, runtime(tmp_path, fake) as rt:
-        await rt.service.on_message(msg(1, "secret plan `bluebird`", key=other))
+        await ask(rt, msg(1, "secret plan `bluebird`", key=other))
         fake.push("hello")
-        await rt.service.on_message(msg(2, "hi", mention=True))
+        await ask(rt, msg(2, "hi", mention=True))
         body = bodies(fake, summary=False)[-1]
         assert "bluebird" not in str(body)
 
@@ -198,8 +199,8 @@ async def test_bot_identity_is_per_platform(tmp_path: Path) -> None:
         rt.service.set_identity("discord", "D-BOT", "gist-discord")
         rt.service.set_identity("slack", "U-BOT", "gist-slack")
         fake.push("from slack", "from discord")
-        await rt.service.on_message(msg(1, "hi", mention=True, key=slack))
-        await rt.service.on_message(msg(2, "hi", mention=True, key=ChannelKey("discord", "g", "c")))
+        await ask(rt, msg(1, "hi", mention=True, key=slack))
+        await ask(rt, msg(2, "hi", mention=True, key=ChannelKey("discord", "g", "c")))
         slack_reply = (await rt.store.turns(slack))[-1]
         assert (slack_reply.author_id, slack_reply.author_name) == ("U-BOT", "gist-slack")
         discord_reply = (await rt.store.turns(ChannelKey("discord", "g", "c")))[-1]
@@ -220,15 +221,16 @@ async def test_whole_service_runs_on_postgresql(tmp_path: Path) -> None:
         ):
             assert type(rt.store).__name__ == "PostgresStore"
             for i in range(12):
-                await rt.service.on_message(msg(i, f"order ORD-{500 + i} shipped"))
-            reply = await rt.service.on_message(msg(99, "what shipped?", mention=True))
+                await ask(rt, msg(i, f"order ORD-{500 + i} shipped"))
+            reply = await ask(rt, msg(99, "what shipped?", mention=True))
             assert reply is not None and not reply.failed
             await rt.memory.wait_idle()
             state = await rt.store.state(KEY)
             assert state.folded_through > 0 and "ORD-500" in (
                 state.text + " ".join(f.value for f in state.facts)
             )
-            assert "Remembering 14 messages" in (await rt.service.memory_commands.summary(KEY)).text
+            summary = await rt.features.memory_commands.summary(KEY)
+            assert "Remembering 14 messages" in summary.text
     finally:
         conn = await asyncpg.connect(pg)
         await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

@@ -22,6 +22,7 @@ from bot.stores import Storage
 from bot.stores.settings import server_scope
 from memory.models import ChannelKey
 from memory.stores.sqlite.store import SqliteStore
+from tests.harness.chat import ask
 from tests.harness.postgres import fresh_schema
 from tests.harness.store_contract import new_turn
 
@@ -111,13 +112,13 @@ async def test_console_config_is_the_operators(tmp_path: Path) -> None:
     settings = load_settings({"DATABASE_URL": f"sqlite:///{tmp_path / 'c.db'}"})
     out = io.StringIO()
     async with Runtime.open(settings) as rt:
-        chat = ConsoleChat(rt.service, channel="general", user="op", stdin=io.StringIO(),
+        chat = ConsoleChat(rt.features, channel="general", user="op", stdin=io.StringIO(),
                            stdout=out)
         await chat.handle("/config set server reply_mode off")
         await chat.handle("/config set persona You answer in haiku.")
         await chat.handle("/config")
         await chat.handle("/config bogus")
-        assert await rt.service.on_message(chat_message(chat, "hello?")) is None  # off
+        assert await ask(rt, chat_message(chat, "hello?")) is None  # off
     text = out.getvalue()
     assert "Set reply_mode for this server to off." in text
     assert "persona: You answer in haiku.  (channel)" in text

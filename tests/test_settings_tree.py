@@ -87,19 +87,20 @@ async def test_the_sections_are_the_objects_the_parts_take(tmp_path: Path) -> No
         assert rt.memory.config is settings.memory
         assert (rt.memory.config.facts_tokens, rt.memory.config.retention_days) == (123, 9)
         assert rt.memory.config.split.recall_tokens == 77
-        service = rt.service
-        assert service.config is settings.chat
-        assert (service.config.max_input_chars, service.config.user_rate_limit) == (999, 3)
-        assert service.attachments.limits is settings.attachments
-        assert (service.attachments.limits.attachment_max_chars, service.attachments.vision) == (
+        parts = rt.features  # the service is handed the same (MAX_INPUT_CHARS and
+        # USER_RATE_LIMIT as the service applies them: tests/test_abuse.py)
+        assert rt.settings.chat is settings.chat
+        assert (settings.chat.max_input_chars, settings.chat.user_rate_limit) == (999, 3)
+        assert parts.attachments.limits is settings.attachments
+        assert (parts.attachments.limits.attachment_max_chars, parts.attachments.vision) == (
             55, "on")
-        catchups = service.catchup_commands.catchups
+        catchups = parts.catchup_commands.catchups
         assert catchups is not None
         assert catchups.engine.config is settings.catchup and catchups.zone.key == "Asia/Tokyo"
         assert catchups.engine.parallel == 6  # twice LLM_CONCURRENCY
-        assert service.owed is not None
-        assert (service.owed.claim_seconds, service.owed.answer_missed_seconds) == (44, 66)
-        assert service.channels.defaults.persona == "Be brief."
+        assert parts.owed is not None
+        assert (parts.owed.claim_seconds, parts.owed.answer_missed_seconds) == (44, 66)
+        assert parts.channels.defaults.persona == "Be brief."
 
 
 def test_the_llm_section_reaches_the_client() -> None:
@@ -116,7 +117,7 @@ async def test_the_adapters_take_the_tree(tmp_path: Path) -> None:
         BACKFILL_MAX_MESSAGES="0", SLACK_BOT_TOKEN="xoxb-1", SLACK_SIGNING_SECRET="s3",
         SLACK_ADMIN_USER_IDS="U7"))
     async with Runtime.open(settings, start_background=False, warn_offline=False) as rt:
-        client = create_client(rt.service, rt.settings)  # not logged in: nothing to close
+        client = create_client(rt.features, rt.settings)  # not logged in: nothing to close
         assert client.settings.discord is settings.discord
         assert client.flow.outlet.stream_interval == 1.0  # type: ignore[attr-defined]
         assert client.backfill is None  # BACKFILL_MAX_MESSAGES=0
@@ -143,15 +144,15 @@ async def test_one_budget_serves_the_reply_catchup_and_compaction(
         bound = settings.budget.summary_tokens or min(600, max(100, (context - reply) // 10))
         memory = context - reply - fixed_overhead(prompt, tok)
         window = WindowPolicy.for_budget(memory, summary_tokens=bound)
-        catchups = rt.service.catchup_commands.catchups
+        catchups = rt.features.catchup_commands.catchups
         assert catchups is not None
-        assert rt.service.budget is rt.budget is catchups.engine.limits
-        assert rt.service._memory_budget() == rt.budget.memory_tokens == memory
+        assert rt.budget is catchups.engine.limits  # the service is handed it too (bot.app)
+        assert rt.budget.memory_with(prompt, tok) == rt.budget.memory_tokens == memory
         assert catchups.engine.budget == rt.budget.prompt_tokens == context - reply
         assert rt.memory.summarizer.summary_tokens == rt.budget.summary_tokens == bound
         assert rt.memory.policy.window_tokens == window.window_tokens
         assert rt.memory.policy.max_fold_tokens == min(window.max_fold_tokens,
                                                        fold_limit(context, bound, tok))
         persona = "You are a pirate. " * 20
-        assert rt.service._memory_budget(persona) == (
+        assert rt.budget.memory_with(persona, tok) == (
             context - reply - fixed_overhead(persona, tok))

@@ -174,7 +174,7 @@ async def socket_mode(tmp_path: Path, llm: FakeLLM) -> AsyncIterator[tuple[FakeS
             stop = asyncio.Event()
             client = web_client(settings, fake.api_url)
             task = asyncio.create_task(
-                run_slack(rt.service, rt.settings, client=client, stop=stop)
+                run_slack(rt.features, rt.settings, client=client, stop=stop)
             )
             try:
                 yield fake, rt

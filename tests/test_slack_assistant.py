@@ -294,7 +294,7 @@ async def test_socket_mode_thread_prompts_and_answer(tmp_path: Path, llm: FakeLL
         async with Runtime.open(settings, llm=llm) as rt:
             stop = asyncio.Event()
             task = asyncio.create_task(run_slack(
-                rt.service, rt.settings, client=web_client(settings, fake.api_url), stop=stop))
+                rt.features, rt.settings, client=web_client(settings, fake.api_url), stop=stop))
             try:
                 for eid, event in (("env-1", started()), ("env-2", asked("Hi?", "1729999400.1"))):
                     await fake.socket_send({

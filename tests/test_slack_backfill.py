@@ -181,7 +181,7 @@ async def test_socket_mode_backfills_on_start_and_after_every_reconnect(
             seen = Backfilled(rt.service)
             stop = asyncio.Event()
             client = web_client(settings, fake.api_url)
-            task = asyncio.create_task(run_slack(rt.service, rt.settings, client=client,
+            task = asyncio.create_task(run_slack(rt.features, rt.settings, client=client,
                                                  stop=stop, history=rt.storage.history()))
             try:
                 await seen.until(2)
@@ -227,7 +227,7 @@ async def test_http_mode_backfills_on_start(tmp_path: Path, llm: FakeLLM) -> Non
             seen = Backfilled(rt.service)
             stop = asyncio.Event()
             task = asyncio.create_task(run_slack(
-                rt.service, rt.settings, client=web_client(settings, fake.api_url),
+                rt.features, rt.settings, client=web_client(settings, fake.api_url),
                 stop=stop, history=rt.storage.history()))
             try:
                 await seen.until(1)

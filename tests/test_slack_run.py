@@ -40,7 +40,7 @@ async def test_socket_mode_round_trip(tmp_path: Path, llm: FakeLLM) -> None:
         async with Runtime.open(settings, llm=llm) as rt:
             stop = asyncio.Event()
             client = web_client(settings, fake.api_url)
-            serving = run_slack(rt.service, rt.settings, client=client, stop=stop)
+            serving = run_slack(rt.features, rt.settings, client=client, stop=stop)
             task = asyncio.create_task(serving)
             try:
                 await fake.socket_send({
@@ -72,7 +72,7 @@ async def test_run_slack_http_mode_serves_signed_events(
         async with Runtime.open(settings, llm=llm) as rt:
             stop = asyncio.Event()
             client = web_client(settings, fake.api_url)
-            serving = run_slack(rt.service, rt.settings, client=client, stop=stop)
+            serving = run_slack(rt.features, rt.settings, client=client, stop=stop)
             task = asyncio.create_task(serving)
             try:
                 url = await listening_url(caplog, task)
@@ -107,7 +107,7 @@ async def test_rejected_bot_token_is_a_config_error(tmp_path: Path, llm: FakeLLM
         async with Runtime.open(settings, llm=llm) as rt:
             client = web_client(settings, fake.api_url)
             with pytest.raises(ConfigError, match="invalid_auth"):
-                serving = run_slack(rt.service, rt.settings, client=client)
+                serving = run_slack(rt.features, rt.settings, client=client)
                 await asyncio.wait_for(serving, 10)
 
 

@@ -155,7 +155,7 @@ async def world(tmp_path: Path, rng: random.Random) -> AsyncIterator[dict[str, A
         try:
             async with Runtime.open(settings) as rt:
                 finished = Finished(rt)
-                client = create_client(rt.service, rt.settings,
+                client = create_client(rt.features, rt.settings,
                                        guild_ready_timeout=0.05, max_messages=200)
                 adapter = make_adapter(rt, sfake.api_url)
                 async with client, serve_http(build_app(adapter), "127.0.0.1",

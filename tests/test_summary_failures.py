@@ -15,6 +15,7 @@ import pytest
 from bot.memory_commands.feature import digest_failure
 from memory.errors import SummaryRejected
 from tests.fakes.openai_server import Error, FakeOpenAI, Hang, Text
+from tests.harness.chat import ask
 from tests.harness.service import KEY, msg, runtime
 
 
@@ -30,9 +31,9 @@ async def test_summary_names_the_failure(tmp_path: Path, answer: object, said: s
     async with FakeOpenAI(strict=False) as fake, runtime(
         tmp_path, fake, MAX_HISTORY_MESSAGES="1000", LLM_TIMEOUT="1", SUMMARY_TIMEOUT="1"
     ) as rt:
-        await rt.service.on_message(msg(1, "The release is v2.7.1, order ORD-2041."))
+        await ask(rt, msg(1, "The release is v2.7.1, order ORD-2041."))
         fake.push(answer)  # type: ignore[arg-type]
-        text = (await rt.service.memory_commands.summary(KEY)).text
+        text = (await rt.features.memory_commands.summary(KEY)).text
     assert said in text, text
     assert "this is the stored summary" in text
     assert "unavailable" not in text

@@ -121,7 +121,7 @@ async def test_a_scheduled_digest_never_includes_a_private_thread(
         minute = int((now % 86400) // 60 + 2) % 1440
         await rt.storage.digests.set_digest_schedule(
             DigestSchedule(GENERAL, "daily", -1, minute, "UTC", now - 86400 * 2))
-        digests = rt.service.catchup_commands.digests
+        digests = rt.features.catchup_commands.digests
         assert digests is not None
         digests.clock = lambda: now + 181
         before = len(discord_fake.sent_to(W.general))

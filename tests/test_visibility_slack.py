@@ -103,7 +103,7 @@ async def test_digests_of_a_channel_show_nothing_of_other_channels_or_dms(h: Har
     minute = int((now % 86400) // 60 + 2) % 1440
     await h.rt.storage.digests.set_digest_schedule(
         DigestSchedule(KEY, "daily", -1, minute, "UTC", now - 3 * 86400))
-    digests = h.rt.service.catchup_commands.digests
+    digests = h.rt.features.catchup_commands.digests
     assert digests is not None
     digests.clock = lambda: now + 181
     assert await digests.tick() == 1

@@ -20,6 +20,7 @@ from memory.non_answer import non_answer
 from memory.stores.sqlite.store import SqliteStore
 from memory.tokens import TokenCounter
 from tests.fakes.openai_server import FakeOpenAI, default_responder
+from tests.harness.chat import ask
 from tests.harness.service import KEY as SERVICE_KEY
 from tests.harness.service import msg, runtime
 
@@ -103,13 +104,13 @@ async def test_summary_command_marks_an_unusable_answer_and_shows_the_stored_sum
     async with FakeOpenAI(responder=default_responder) as fake, runtime(tmp_path, fake) as rt:
         for i, text in enumerate(["tomorrow team standup moves to the harbour office",
                                   "bring the B-77 badge", "Ivo books the retro room"]):
-            await rt.service.on_message(msg(i, text, author="Morena"))
+            await ask(rt, msg(i, text, author="Morena"))
         assert await rt.memory.compact_now(SERVICE_KEY, force=True)
         stored = (await rt.store.state(SERVICE_KEY)).text
         assert stored
-        await rt.service.on_message(msg(9, "and the coffee machine is fixed", author="Ivo"))
+        await ask(rt, msg(9, "and the coffee machine is fixed", author="Ivo"))
         fake.push("Sure! I am ready to help you with that whenever you like.")
-        result = await rt.service.memory_commands.summary(SERVICE_KEY)
+        result = await rt.features.memory_commands.summary(SERVICE_KEY)
     assert "ready to help" not in result.text
     assert stored.strip() in result.text
     assert "answer was unusable; this is the stored summary" in result.text

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, cast
 
-from bot.platform import ChannelKey, ChatService, Extra, Launch, Platform, Settings, require
+from bot.platform import ChannelKey, Extra, Features, Launch, Platform, Settings, require
 
 if TYPE_CHECKING:
     from adapters.backfill import HistoryStore
@@ -31,7 +31,7 @@ __all__ = ["EXTRA", "PLATFORM", "configured", "invite_url", "is_direct", "run_di
 EXTRA = Extra("discord", "Discord support", "adapters.discord.launch", "DISCORD_TOKEN")
 
 
-async def run_discord(service: ChatService, settings: Settings,
+async def run_discord(features: Features, settings: Settings,
                       history: HistoryStore | None = None,
                       stop: asyncio.Event | None = None) -> None:
     """Serve Discord for ``service`` with the ``DISCORD_*`` settings until cancelled or
@@ -42,7 +42,7 @@ async def run_discord(service: ChatService, settings: Settings,
     from adapters.discord.options import checked
     from bot.platform import reply_grace
 
-    await serve(service, checked(settings), history, stop=stop,
+    await serve(features, checked(settings), history, stop=stop,
                 grace=reply_grace(settings.restarts.shutdown_grace_seconds))
 
 
@@ -56,7 +56,7 @@ def invite_url(application_id: int | str) -> str:
 
 async def _serve(launch: Launch) -> int:
     history = cast("HistoryStore", launch.history)  # backfill after downtime reads the cursor
-    await run_discord(launch.service, launch.settings, history, launch.stop)
+    await run_discord(launch.features, launch.settings, history, launch.stop)
     return 0
 
 

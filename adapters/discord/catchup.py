@@ -24,7 +24,7 @@ from adapters.discord.text import channel_key, parent_of, plan_reply
 from bot.platform import (
     Access,
     ChannelKey,
-    ChatService,
+    Features,
     Outbox,
     Post,
     Turn,
@@ -111,9 +111,9 @@ class DiscordOutlet:
         return sent
 
 
-def register_outlet(client: discord.Client, service: ChatService, *,
+def register_outlet(client: discord.Client, features: Features, *,
                     timeout: float = 30.0) -> None:
     """Let the digest scheduler post on Discord through ``client`` (``timeout``: seconds a
     post may take before its outcome is unknown)."""
-    if (digests := service.catchup_commands.digests) is not None:
-        digests.add_outlet("discord", DiscordOutlet(client, service.outbox, timeout=timeout))
+    if (digests := features.catchup_commands.digests) is not None:
+        digests.add_outlet("discord", DiscordOutlet(client, features.outbox, timeout=timeout))

@@ -32,7 +32,7 @@ from adapters.discord.text import NO_PINGS, channel_key, parent_of, role_ids
 from adapters.discord.text import to_incoming as translate
 from bot.platform import (
     COMMANDS,
-    ChatService,
+    Features,
     IncomingMessage,
     Registry,
     ReplyFlow,
@@ -54,7 +54,7 @@ class GistbotClient(discord.AutoShardedClient):
     them with ``shard_count=`` and ``shard_ids=`` (``adapters.discord.options.shards``).
     """
 
-    def __init__(self, service: ChatService, settings: Settings, *,
+    def __init__(self, features: Features, settings: Settings, *,
                  history: HistoryStore | None = None, commands: Registry = COMMANDS,
                  **kwargs: Any) -> None:
         # Only what the bot reads: servers and channels (names, permissions), messages in
@@ -63,7 +63,7 @@ class GistbotClient(discord.AutoShardedClient):
                                   message_content=True)
         kwargs.setdefault("allowed_mentions", NO_PINGS)
         super().__init__(intents=intents, **kwargs)
-        self.service = service
+        self.service, self.features = features.service, features
         self.settings = settings
         self.tree = app_commands.CommandTree(self)
         chat, backfill = settings.chat, settings.restarts.backfill_max_messages
@@ -74,15 +74,15 @@ class GistbotClient(discord.AutoShardedClient):
         self.flow = ReplyFlow(DiscordReplies(
             self, stream_interval=chat.stream_interval if chat.stream_replies else None,
             may_reference=self._may_reference, forbidden=self._forbidden,
-            timeout=chat.post_timeout), service.outbox)
+            timeout=chat.post_timeout), features.outbox)
         # the registry's commands
-        add_commands(self.tree, service, reset_permission(settings.discord), commands,
+        add_commands(self.tree, features, reset_permission(settings.discord), commands,
                      timeout=chat.post_timeout)
         # Backfill after downtime (adapters.backfill): needs the store's history cursor.
         self.backfill: Backfiller | None = (
-            discord_backfiller(self, service, history, backfill)
+            discord_backfiller(self, features.service, history, backfill)
             if history is not None and backfill > 0 else None)
-        register_outlet(self, service, timeout=chat.post_timeout)  # scheduled digests
+        register_outlet(self, features, timeout=chat.post_timeout)  # scheduled digests
         self.chains = ReplyChains(self._cached)  # what a reply answers, up the chain
 
     # ------------------------------------------------------------------ lifecycle
@@ -93,7 +93,7 @@ class GistbotClient(discord.AutoShardedClient):
             self.service.set_identity("discord", str(self.user.id), self.user.display_name)
         # Startup hook: answer the mentions a crash left unanswered, then keep sweeping.
         self._missed = asyncio.create_task(
-            answer_missed_mentions(self.service, "discord", self.flow, self._sweeping,
+            answer_missed_mentions(self.features, "discord", self.flow, self._sweeping,
                                    refresh=self._author_now))
         targets: list[discord.Object | None] = [
             discord.Object(g) for g in guild_ids(self.settings.discord)]
@@ -139,15 +139,15 @@ class GistbotClient(discord.AutoShardedClient):
         """Log where the bot is."""
         log.info("connected to Discord as %s in %s", self.user,
                  plural(len(self.guilds), "server"))
-        self.service.observer.connected("discord")
+        self.features.observers.connected("discord")
 
     async def on_disconnect(self) -> None:
         """Not ready while the gateway link is down (discord.py reconnects by itself)."""
-        self.service.observer.disconnected("discord")
+        self.features.observers.disconnected("discord")
 
     async def on_resumed(self) -> None:
         """The gateway session resumed: ready again."""
-        self.service.observer.connected("discord")
+        self.features.observers.connected("discord")
 
     async def on_shard_ready(self, shard_id: int) -> None:
         """A shard has a new session (start, or after a lost one): read what it missed."""

@@ -28,9 +28,9 @@ from bot.platform import (
     COMMANDS,
     Argument,
     ChannelKey,
-    ChatService,
     Command,
     CommandResult,
+    Features,
     Registry,
     Usage,
     looked_up,
@@ -87,7 +87,7 @@ Suggestions = Callable[[discord.Interaction, str],
                       Coroutine[Any, Any, list[app_commands.Choice[str]]]]
 
 
-def _suggester(command: Command[Any], arg: Argument, service: ChatService,
+def _suggester(command: Command[Any], arg: Argument, features: Features,
                commands: Registry) -> Suggestions:
     suggest = arg.suggest
     assert suggest is not None
@@ -96,13 +96,13 @@ def _suggester(command: Command[Any], arg: Argument, service: ChatService,
                        current: str) -> list[app_commands.Choice[str]]:
         typed = {a.name: str(getattr(interaction.namespace, a.name, "") or "")
                  for a in command.arguments}
-        offered = [o for o in suggest(service, commands, typed) if current.lower() in o.lower()]
+        offered = [o for o in suggest(features, commands, typed) if current.lower() in o.lower()]
         return [app_commands.Choice(name=o[:100], value=o[:100]) for o in offered[:MAX_CHOICES]]
 
     return complete
 
 
-def app_command(command: Command[Any], invoke: Invoke, service: ChatService,
+def app_command(command: Command[Any], invoke: Invoke, features: Features,
                 commands: Registry, moderate: str) -> app_commands.Command[Any, ..., None]:
     """``command`` as a discord.py application command whose callback hands its options to
     ``invoke``. discord.py reads a command's options from its callback's signature, so the
@@ -117,7 +117,7 @@ def app_command(command: Command[Any], invoke: Invoke, service: ChatService,
         [first, *(_parameter(a) for a in command.arguments)])
     if command.arguments:
         app_commands.describe(**{a.name: a.description for a in command.arguments})(callback)
-    suggested = {a.name: _suggester(command, a, service, commands)
+    suggested = {a.name: _suggester(command, a, features, commands)
                  for a in command.arguments if a.suggest is not None}
     if suggested:
         app_commands.autocomplete(**suggested)(callback)
@@ -129,7 +129,7 @@ def app_command(command: Command[Any], invoke: Invoke, service: ChatService,
     return made
 
 
-def add_commands(tree: app_commands.CommandTree[Any], service: ChatService,
+def add_commands(tree: app_commands.CommandTree[Any], features: Features,
                  reset_permission: str, commands: Registry = COMMANDS, *,
                  timeout: float = 30.0) -> None:
     """Register every command of ``commands`` on ``tree`` (``timeout``: seconds a public
@@ -141,14 +141,14 @@ def add_commands(tree: app_commands.CommandTree[Any], service: ChatService,
         args = command.read_options(values)
         if isinstance(args, Usage):
             return await answer_usage(interaction, command.name, args)
-        ctx = DiscordContext(interaction, service, commands, moderate)
+        ctx = DiscordContext(interaction, features, commands, moderate)
         public = command.spec.public(args) and await ctx.may(command.permission)
         await run_command(interaction, command.name,
                           lambda _key: command.respond(ctx, args, public=public),
                           ephemeral=not public, post_timeout=timeout)
 
     for command in commands:
-        tree.add_command(app_command(command, invoke, service, commands, moderate))
+        tree.add_command(app_command(command, invoke, features, commands, moderate))
     answer_unreadable_options(tree, commands)
 
 

@@ -14,7 +14,7 @@ import discord
 from adapters.discord.access import ChannelAudience, MemberAccess
 from adapters.discord.catchup import where
 from adapters.discord.text import channel_key, parent_of, role_ids
-from bot.platform import Access, ChatService, Permission, Registry, Where
+from bot.platform import Access, Features, Permission, Registry, Where
 
 __all__ = ["DiscordContext", "discord_permission", "rights"]
 
@@ -42,9 +42,9 @@ def rights(in_guild: bool, perms: discord.Permissions) -> tuple[bool, bool]:
 class DiscordContext:
     """One interaction, as a running command sees it."""
 
-    def __init__(self, interaction: discord.Interaction, service: ChatService,
+    def __init__(self, interaction: discord.Interaction, features: Features,
                  commands: Registry, moderate: str) -> None:
-        self.interaction, self.service, self.commands = interaction, service, commands
+        self.interaction, self.features, self.commands = interaction, features, commands
         self.moderate = moderate
         self.key = channel_key(interaction.guild_id, interaction.channel_id or 0)
         self.user_id = str(interaction.user.id)

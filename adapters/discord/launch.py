@@ -16,7 +16,7 @@ from adapters.backfill import HistoryStore
 from adapters.discord.client import GistbotClient
 from adapters.discord.files import file_source
 from adapters.discord.options import shards, token
-from bot.platform import ChatService, ConfigError, GistbotError, PlatformUnreachable, Settings
+from bot.platform import ConfigError, Features, GistbotError, PlatformUnreachable, Settings
 
 __all__ = ["RETRY_BASE", "RETRY_MAX", "api_host", "create_client", "serve"]
 
@@ -34,12 +34,12 @@ _BAD_TOKEN = ("DISCORD_TOKEN was rejected by Discord: copy a fresh token from th
               "Portal (Bot → Reset Token)")
 
 
-def create_client(service: ChatService, settings: Settings, *,
+def create_client(features: Features, settings: Settings, *,
                   history: HistoryStore | None = None, **client_options: Any) -> GistbotClient:
-    """A client for ``service`` (``client_options`` pass through to ``discord.Client``);
+    """A client for ``features`` (``client_options`` pass through to ``discord.Client``);
     with ``history`` (the store) it backfills what it missed after downtime."""
-    service.attachments.register(file_source())  # its files are read (bot.attachments)
-    return GistbotClient(service, settings, history=history, **client_options)
+    features.attachments.register(file_source())  # its files are read (bot.attachments)
+    return GistbotClient(features, settings, history=history, **client_options)
 
 
 def api_host() -> str:
@@ -53,7 +53,7 @@ def _brief(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-async def serve(service: ChatService, settings: Settings,
+async def serve(features: Features, settings: Settings,
                 history: HistoryStore | None = None, *,
                 stop: asyncio.Event | None = None, grace: float = 10.0) -> None:
     """Connect to Discord and serve until cancelled or ``stop`` is set (then replies in
@@ -72,7 +72,7 @@ async def serve(service: ChatService, settings: Settings,
     delay = RETRY_BASE
     logged_in = False
     while True:
-        client = create_client(service, settings, history=history,
+        client = create_client(features, settings, history=history,
                                **shards(settings.discord))
         started = loop.time()
         error = await _session(client, settings, waiting, grace)

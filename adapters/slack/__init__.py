@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, cast
 
-from bot.platform import ChannelKey, ChatService, Extra, Launch, Platform, Settings, require
+from bot.platform import ChannelKey, Extra, Features, Launch, Platform, Settings, require
 
 if TYPE_CHECKING:
     from slack_sdk.web.async_client import AsyncWebClient
@@ -38,27 +38,27 @@ EXTRA = Extra("slack", "Slack support", "adapters.slack.launch", "SLACK_BOT_TOKE
 
 
 async def run_slack(
-    service: ChatService,
+    features: Features,
     settings: Settings,
     *,
     client: AsyncWebClient | None = None,
     stop: asyncio.Event | None = None,
     history: HistoryStore | None = None,
 ) -> None:
-    """Serve Slack for ``service`` with the ``SLACK_*`` settings until cancelled (or ``stop``);
+    """Serve Slack for ``features`` with the ``SLACK_*`` settings until cancelled (or ``stop``);
     with ``history`` (the store) missed messages are backfilled after downtime."""
     require(EXTRA, configured=True)
     from adapters.slack.launch import serve
     from adapters.slack.options import checked
     from bot.platform import reply_grace
 
-    await serve(service, checked(settings), client=client, stop=stop, history=history,
+    await serve(features, checked(settings), client=client, stop=stop, history=history,
                 grace=reply_grace(settings.restarts.shutdown_grace_seconds))
 
 
 async def _serve(launch: Launch) -> int:
     history = cast("HistoryStore", launch.history)  # backfill after downtime reads the cursor
-    await run_slack(launch.service, launch.settings, history=history, stop=launch.stop)
+    await run_slack(launch.features, launch.settings, history=history, stop=launch.stop)
     return 0
 
 

@@ -37,8 +37,8 @@ from adapters.slack.transport import quiet_bolt_logs
 from adapters.slack.users import BotIdentity, UserDirectory
 from bot.platform import (
     COMMANDS,
-    ChatService,
     ConfigError,
+    Features,
     PlatformUnreachable,
     Registry,
     Settings,
@@ -57,23 +57,23 @@ class SlackAdapter:
 
     def __init__(
         self,
-        service: ChatService,
+        features: Features,
         settings: Settings,
         client: AsyncWebClient,
         commands: Registry = COMMANDS,
     ) -> None:
-        self.service = service
+        self.service, self.features = features.service, features
         self.settings = settings
         self.client = client
-        service.attachments.register(file_source(client))  # files read (bot.attachments)
+        features.attachments.register(file_source(client))  # files read (bot.attachments)
         self.users = UserDirectory(client)
-        self.events = SlackEvents(service, settings, client, self.users, self.identify)
-        self.commands = SlackCommands(service, settings.slack, self.users, commands,
+        self.events = SlackEvents(features, settings, client, self.users, self.identify)
+        self.commands = SlackCommands(features, settings.slack, self.users, commands,
                                       client=client, timeout=settings.chat.post_timeout)
         # /catchup and scheduled digests: adapters/slack/catchup.py
         self.commands.links = links = Permalinks(client)
-        if (digests := service.catchup_commands.digests) is not None:
-            digests.add_outlet("slack", SlackOutlet(client, self.users, links, service.outbox))
+        if (digests := features.catchup_commands.digests) is not None:
+            digests.add_outlet("slack", SlackOutlet(client, self.users, links, features.outbox))
         self._identity: BotIdentity | None = None
         self._identity_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()

@@ -223,10 +223,10 @@ class SlackAssistant:
         self.contexts.remember(channel, thread_ts, context)
         team = str(body.get("team_id") or context.get("team_id") or "")
         key, user = ChannelKey("slack", team, channel), str(thread.get("user_id") or "")
-        service = self.events.service  # the access lists, with this DM's server's own
-        lists = (await service.channels.get(key)).access
-        if service.access.verdict(key, user, None, direct=True,
-                                  server=lists) is not Verdict.ADMITTED:
+        features = self.events.features  # the access lists, with this DM's server's own
+        lists = (await features.channels.get(key)).access
+        if features.access.verdict(key, user, None, direct=True,
+                                   server=lists) is not Verdict.ADMITTED:
             return  # kept out: nothing is shown
         await decorate(f"assistant.threads.setSuggestedPrompts in {channel}",
                        set_suggested_prompts(list(PROMPTS), title=PROMPTS_TITLE))

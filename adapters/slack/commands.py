@@ -33,7 +33,7 @@ from bot.platform import COMMANDS as REGISTRY
 from bot.platform import (
     Access,
     ChannelKey,
-    ChatService,
+    Features,
     Linker,
     OutcomeUnknown,
     Permission,
@@ -71,7 +71,7 @@ class SlackContext:
     """One slash command, as a running command sees it (``bot.commands.declare.Context``)."""
 
     def __init__(self, slack: SlackCommands, command: Command) -> None:
-        self.slack, self.service, self.commands = slack, slack.service, slack.commands
+        self.slack, self.features, self.commands = slack, slack.features, slack.commands
         self.key = ChannelKey("slack", str(command["team_id"]), str(command["channel_id"]))
         self.user_id = str(command.get("user_id") or "")
         self.is_direct = self.key.channel.startswith("D")
@@ -117,10 +117,10 @@ class SlackContext:
 class SlackCommands:
     """Runs a slash command of ``commands`` and answers on its ``response_url``."""
 
-    def __init__(self, service: ChatService, settings: SlackSettings, users: UserDirectory,
+    def __init__(self, features: Features, settings: SlackSettings, users: UserDirectory,
                  commands: Registry = REGISTRY, *, client: AsyncWebClient | None = None,
                  timeout: float = 30.0) -> None:
-        self.service, self.settings, self.users = service, settings, users
+        self.features, self.settings, self.users = features, settings, users
         self.commands = commands
         self.client = client or users.client  # reads the channel back to find an answer
         self.timeout = timeout  # seconds a response_url post may take
@@ -179,8 +179,8 @@ class SlackCommands:
         key = ChannelKey("slack", str(command["team_id"]), str(command["channel_id"]))
         posts = AnswerPosts(self.client, url, timeout=self.timeout)
         for i, chunk in enumerate(chunks):
-            if await self.service.outbox.send(posts, Post(key, answer_id(key, trigger, i),
-                                                          chunk)) is None:
+            if await self.features.outbox.send(posts, Post(key, answer_id(key, trigger, i),
+                                                           chunk)) is None:
                 log.error("posting an answer in %s failed", key)
                 return
 

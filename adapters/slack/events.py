@@ -42,7 +42,7 @@ from adapters.slack.transport import escape
 from adapters.slack.users import BotIdentity, UserDirectory
 from bot.platform import (
     ChannelKey,
-    ChatService,
+    Features,
     PendingReply,
     ReplyFlow,
     Settings,
@@ -94,16 +94,17 @@ class SlackEvents:
 
     def __init__(
         self,
-        service: ChatService,
+        features: Features,
         settings: Settings,
         client: AsyncWebClient,
         users: UserDirectory,
         identify: Callable[[], Awaitable[BotIdentity]],
     ) -> None:
-        self.service, self.users, self.identify = service, users, identify
+        self.service, self.features = features.service, features
+        self.users, self.identify = users, identify
         self.client = client
         self._seen = _Seen()
-        self.flow = ReplyFlow(SlackReplies(client, settings.chat, users), service.outbox)
+        self.flow = ReplyFlow(SlackReplies(client, settings.chat, users), features.outbox)
 
     async def receive(self, body: Mapping[str, Any], spawn: Spawn, *,
                       viewing: Viewing | None = None, deliver: Deliver | None = None) -> bool:

@@ -20,6 +20,7 @@ from adapters.slack.web import make_web_client
 from bot.platform import (
     ChatService,
     ConfigError,
+    Features,
     IncomingMessage,
     Settings,
     answer_missed_mentions,
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 
 
 async def serve(
-    service: ChatService,
+    features: Features,
     settings: Settings,
     *,
     client: AsyncWebClient | None = None,
@@ -57,11 +58,11 @@ async def serve(
             "Slack needs SLACK_APP_TOKEN (Socket Mode) or "
             "SLACK_SIGNING_SECRET (HTTP mode); set one of them"
         )
-    adapter = SlackAdapter(service, settings, client or make_web_client(
+    adapter = SlackAdapter(features, settings, client or make_web_client(
         section, timeout=settings.chat.post_timeout))
     me = await adapter.identify()
     app = build_app(adapter)
-    backfill = make_backfill(adapter, me, service, settings, history)
+    backfill = make_backfill(adapter, me, features.service, settings, history)
     waiting = stop or asyncio.Event()  # never set: run until cancelled
     sweeping = asyncio.Event()
     missed = start_answering_missed(adapter, sweeping)
@@ -116,6 +117,6 @@ def start_answering_missed(adapter: SlackAdapter, stop: asyncio.Event) -> asynci
     """Startup hook: answer the mentions a crash left unanswered (those the access lists
     still admit), then keep sweeping."""
     return asyncio.get_running_loop().create_task(
-        answer_missed_mentions(adapter.service, "slack", adapter.events.flow, stop,
+        answer_missed_mentions(adapter.features, "slack", adapter.events.flow, stop,
                                refresh=author_now)
     )

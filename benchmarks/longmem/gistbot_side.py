@@ -4,7 +4,7 @@
 with ``Settings`` built from an explicit mapping: the offline model, a SQLite file in
 ``folder``, ``CONTEXT_TOKENS`` chosen so that ``Budget.memory_tokens`` (``bot.conversation.budget``)
 equals the benchmark budget), records every turn as an adapter would
-(``ChatService.on_message``, not addressed to the bot, ``sent_at`` = the turn's time in its
+(``ChatService.receive``, not addressed to the bot, ``sent_at`` = the turn's time in its
 session) at channel pace (each message after background compaction is idle), waits for
 compaction, and snapshots the database file.
 
@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.delivered import answer
 from benchmarks.longmem.generate import Conversation, Question
 from benchmarks.longmem.methods import fixed
 from bot.app import Runtime
@@ -162,7 +163,7 @@ class GistbotChannel:
             rt = await ch._start()
             for t in conv.turns:
                 await rt.memory.wait_idle()
-                await rt.service.on_message(IncomingMessage(
+                await answer(rt, IncomingMessage(
                     key=ch.key, message_id=t.id, author_id=t.speaker_id, author_name=t.speaker,
                     text=t.text, sent_at=t.sent_at, mentions_bot=False))
             await rt.memory.wait_idle()
@@ -205,13 +206,13 @@ class GistbotChannel:
 
 async def reply_prompt(rt: Runtime, msg: IncomingMessage) -> list[ChatMessage]:
     """Record ``msg`` as the newest turn and return the prompt a reply to it would send:
-    recorded as ``ChatService.on_message`` records it, the view read and rendered as
+    recorded as ``ChatService.receive`` records it, the view read and rendered as
     ``ReplyJob.gather`` does (keep them in step)."""
     result = await rt.memory.record(NewTurn(msg.key, msg.message_id, "user", msg.author_id,
                                             msg.author_name, msg.text, 0, msg.sent_at))
     view = await rt.memory.view(msg.key, rt.budget.memory_tokens,
                                 through_seq=result.turn.seq, recall=True)
-    return build_messages(rt.service.config.system_prompt, view)
+    return build_messages(rt.settings.chat.system_prompt, view)
 
 
 def snapshot_sqlite(db: Path, dest: Path) -> None:

@@ -28,7 +28,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, disable_created_metrics, gene
 from bot.admin.auth import Sessions
 from bot.admin.inspector import Inspector
 from bot.admin.metrics import MODEL_SEEN_WINDOW, Metrics
-from bot.conversation.service import ChatService
+from bot.features import Features
 from bot.llm.client import LLM, UsageMeter
 from bot.settings import Settings
 from memory.manager import MemoryManager
@@ -56,7 +56,7 @@ class Served(Protocol):
     @property
     def llm(self) -> LLM: ...
     @property
-    def service(self) -> ChatService: ...
+    def features(self) -> Features: ...
     @property
     def meter(self) -> UsageMeter: ...
     @property
@@ -85,8 +85,8 @@ class AdminServer:
         self._lag_lock = asyncio.Lock()
 
     def attach(self) -> None:
-        """Hook the metrics into the service, the model meter and compaction."""
-        self.rt.service.observer = self.metrics
+        """Hook the metrics into the service's observers, the model meter and compaction."""
+        self.rt.features.observers.add(self.metrics)
         self.rt.meter.listeners.append(self.metrics.on_usage)
         self.rt.memory.observe_compactions(self.metrics.on_compaction)
         if self.rt.memory.semantic is not None:

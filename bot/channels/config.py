@@ -14,7 +14,7 @@ settings per channel and drops them all when the store's ``settings_version`` ch
 one small query every ``poll`` seconds (default 1 s) from a background task, so a change
 made through any replica is in force everywhere within a couple of seconds; a change made
 here drops the cache at once. Lookups are single-flight per channel and never suspend when
-cached, so messages of one channel keep their arrival order (``ChatService.on_message``).
+cached, so messages of one channel keep their arrival order (``ChatService.receive``).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from bot.messages import CommandResult
 __all__ = ["CATCHUP", "CATCHUP_COMMAND", "COMMANDS", "ORDER", "USAGE"]
 
 async def _run(ctx: Context, args: CatchupArgs) -> CommandResult:
-    return await ctx.service.catchup_commands.catchup(await ctx.where(), ctx.user_id, args)
+    return await ctx.features.catchup_commands.catchup(await ctx.where(), ctx.user_id, args)
 
 
 CATCHUP_COMMAND: Command[CatchupArgs] = Command(

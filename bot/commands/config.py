@@ -73,18 +73,19 @@ async def _run(ctx: Context, args: ConfigRequest) -> CommandResult:
         may_server=changing and await ctx.may(server),
         channel_rule=ctx.refusal(channel, "change this channel's settings"),
         server_rule=ctx.refusal(server, "change this server's settings"))
-    return await ctx.service.config_command.configure(ctx.key, args, caller)
+    return await ctx.features.config_command.configure(ctx.key, args, caller)
 
 
-def _keys(service: CommandService, commands: Registry, options: Mapping[str, str]) -> Sequence[str]:
+def _keys(features: CommandService, commands: Registry,
+          options: Mapping[str, str]) -> Sequence[str]:
     return list(KEYS)
 
 
-def _values(service: CommandService, commands: Registry,
+def _values(features: CommandService, commands: Registry,
             options: Mapping[str, str]) -> Sequence[str]:
     key = options.get("key", "")
     if key in ("model", "summary_model"):
-        return list(service.channels.defaults.allowed_models)
+        return list(features.channels.defaults.allowed_models)
     return list(KEYS[key].choices) if key in KEYS else []
 
 

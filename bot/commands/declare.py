@@ -5,8 +5,9 @@ arguments, permission, who sees the answer and what it does), ``Argument`` and
 Each platform generates its own table from these: Discord application commands (an option
 per ``Argument``), Slack slash commands and their manifest entries (the text form,
 ``CommandSpec.arguments``) and the console's commands. A command's ``run`` is the one place
-that calls the service; the platform answers what it returns, privately unless the parsed
-arguments ask for the channel (``CommandSpec.public``) and the command did its work.
+that calls a feature (``Context.features``); the platform answers what it returns,
+privately unless the parsed arguments ask for the channel (``CommandSpec.public``) and the
+command did its work.
 Platforms call a command through ``Command.respond``, the door where the access lists
 (``bot.access``) are asked for every command, and a command whose answer shows stored
 channel content (``shows``) asks the read check (``bot.read_check``) first.
@@ -81,8 +82,8 @@ class CatchupFeature(Protocol):
 
 
 class CommandService(Protocol):
-    """What commands ask of the service (``bot.conversation.service.ChatService`` is one): its
-    features."""
+    """The features commands use, handed to them by the platform (``bot.features.Features``
+    is one)."""
 
     @property
     def channels(self) -> ChannelConfig: ...
@@ -103,7 +104,7 @@ class CommandService(Protocol):
 class Suggest(Protocol):
     """Values to offer for an argument while it is typed (Discord's autocomplete)."""
 
-    def __call__(self, service: CommandService, commands: Registry,
+    def __call__(self, features: CommandService, commands: Registry,
                  options: Mapping[str, str]) -> Sequence[str]: ...
 
 
@@ -126,11 +127,11 @@ class Argument:
 
 
 class Context(Protocol):
-    """What a platform hands a running command: the service, the channel, the caller and
+    """What a platform hands a running command: the features, the channel, the caller and
     the platform's answers to who may do what."""
 
     @property
-    def service(self) -> CommandService: ...
+    def features(self) -> CommandService: ...
 
     @property
     def key(self) -> ChannelKey: ...
@@ -239,10 +240,10 @@ class Command(Generic[A]):
         platform runs commands through here, never through ``run`` directly. A caller the
         access lists (``bot.access``) refuse gets one short sentence, whatever the command."""
         here = NO_LISTS if self.manages_access else (
-            await ctx.service.channels.get(ctx.key)).access  # a server's own lists
-        verdict = ctx.service.access.verdict(ctx.key, ctx.user_id, ctx.roles,
-                                             direct=ctx.is_direct, parent=ctx.parent,
-                                             server=here)
+            await ctx.features.channels.get(ctx.key)).access  # a server's own lists
+        verdict = ctx.features.access.verdict(ctx.key, ctx.user_id, ctx.roles,
+                                              direct=ctx.is_direct, parent=ctx.parent,
+                                              server=here)
         if verdict is not Verdict.ADMITTED:
             return CommandResult(REFUSED, ok=False)
         if self.shows:

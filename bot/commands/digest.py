@@ -14,7 +14,7 @@ __all__ = ["COMMANDS", "DIGEST", "DIGEST_COMMAND", "ORDER", "USAGE", "DigestRequ
 
 
 async def _run(ctx: Context, args: DigestRequest) -> CommandResult:
-    return await ctx.service.catchup_commands.digest(
+    return await ctx.features.catchup_commands.digest(
         await ctx.where(), args, allowed=await ctx.may(Permission.MANAGE_CHANNEL),
         by=ctx.user_id,
         refusal=ctx.refusal(Permission.MANAGE_CHANNEL, "manage this channel's digests"))

@@ -75,7 +75,7 @@ async def _run(ctx: Context, args: HelpArgs) -> CommandResult:
     return CommandResult(describe(command, ctx))
 
 
-def _names(service: object, commands: Registry, options: object) -> list[str]:
+def _names(features: object, commands: Registry, options: object) -> list[str]:
     return commands.names()
 
 

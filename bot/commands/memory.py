@@ -82,26 +82,26 @@ FORGET: CommandSpec[Text] = CommandSpec(
 
 
 async def _run_summary(ctx: Context, args: SummaryArgs) -> CommandResult:
-    return await ctx.service.memory_commands.summary(ctx.key, ctx.user_id)
+    return await ctx.features.memory_commands.summary(ctx.key, ctx.user_id)
 
 
 async def _run_reset(ctx: Context, args: NoArgs) -> CommandResult:
-    return await ctx.service.memory_commands.reset(
+    return await ctx.features.memory_commands.reset(
         ctx.key, allowed=await ctx.may(Permission.MODERATE),
         refusal=ctx.refusal(Permission.MODERATE, "reset this channel's memory"))
 
 
 async def _run_remember(ctx: Context, args: Text) -> CommandResult:
-    return await ctx.service.memory_commands.remember(ctx.key, ctx.readable(args.text),
+    return await ctx.features.memory_commands.remember(ctx.key, ctx.readable(args.text),
                                       author=await ctx.user_name())
 
 
 async def _run_memory(ctx: Context, args: NoArgs) -> CommandResult:
-    return await ctx.service.memory_commands.memory_list(ctx.key)
+    return await ctx.features.memory_commands.memory_list(ctx.key)
 
 
 async def _run_forget(ctx: Context, args: Text) -> CommandResult:
-    return await ctx.service.memory_commands.forget(
+    return await ctx.features.memory_commands.forget(
         ctx.key, args.text, allowed=await ctx.may(Permission.MODERATE),
         refusal=ctx.refusal(Permission.MODERATE, "make me forget facts of this channel"))
 

@@ -14,25 +14,39 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from typing import Protocol
 
 from bot.conversation.reply_flow import ReplyFlow
 from bot.conversation.service import ChatService
 from bot.messages import Refresh
+from bot.missed.owed import OwedReplies
 
-__all__ = ["MAX_ATTEMPTS", "answer_missed_mentions", "stop_answering_missed", "sweep_missed"]
+__all__ = ["MAX_ATTEMPTS", "Owing", "answer_missed_mentions", "stop_answering_missed",
+           "sweep_missed"]
 
 log = logging.getLogger(__name__)
+
+class Owing(Protocol):
+    """What a sweep is handed (``bot.features.Features`` is one): the service that answers
+    late and the replies owed."""
+
+    @property
+    def service(self) -> ChatService: ...
+
+    @property
+    def owed(self) -> OwedReplies | None: ...
+
 
 MAX_ATTEMPTS = 3  # deliveries tried for one mention before it is given up (logged)
 
 
-async def sweep_missed(service: ChatService, platform: str, flow: ReplyFlow,
+async def sweep_missed(parts: Owing, platform: str, flow: ReplyFlow,
                        *, limit: int = 20, stop: asyncio.Event | None = None,
                        refresh: Refresh | None = None) -> int:
     """Answer ``platform``'s owed mentions whose claim ran out; drop (and log) those too old
     or tried too often, or refused by the access lists as they stand now (``refresh``: the
     adapter's word on who and where each author is now). Returns how many were answered."""
-    owed = service.owed
+    owed = parts.owed
     if owed is None:
         return 0
     now = owed.clock()
@@ -61,7 +75,7 @@ async def sweep_missed(service: ChatService, platform: str, flow: ReplyFlow,
         owed.answering(item.key, item.message_id)
         delivered = False
         try:
-            pending = await service.answer(item, refresh)
+            pending = await parts.service.answer(item, refresh)
             if pending is None:  # gone (deleted, /reset) or refused now: nothing to answer
                 delivered = True
                 continue
@@ -77,14 +91,14 @@ async def sweep_missed(service: ChatService, platform: str, flow: ReplyFlow,
     return answered
 
 
-async def answer_missed_mentions(service: ChatService, platform: str, flow: ReplyFlow,
+async def answer_missed_mentions(parts: Owing, platform: str, flow: ReplyFlow,
                                  stop: asyncio.Event | None = None,
                                  refresh: Refresh | None = None) -> None:
     """Startup hook of every adapter: answer the mentions a crash left unanswered now, then
     keep sweeping (a dead replica's claims run out later) until cancelled or ``stop`` (an
     answer being delivered then is finished first: :func:`stop_answering_missed`);
     ``refresh``: see :func:`sweep_missed`."""
-    owed = service.owed
+    owed = parts.owed
     if owed is None:
         return
     interval = max(0.5, min(5.0, owed.claim_seconds / 3))
@@ -92,7 +106,7 @@ async def answer_missed_mentions(service: ChatService, platform: str, flow: Repl
     while stop is None or not stop.is_set():
         answered = 0
         try:
-            while (n := await sweep_missed(service, platform, flow, stop=stop,
+            while (n := await sweep_missed(parts, platform, flow, stop=stop,
                                            refresh=refresh)) > 0:
                 answered += n
         except Exception:

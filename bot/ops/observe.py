@@ -1,7 +1,8 @@
 """What the chat service tells an observer (the admin server's metrics), and the log context.
 
-``ChatService`` calls these small hooks at the points an operator wants counted; the
-default ``NullObserver`` does nothing, so the service never depends on a metrics library.
+``ChatService`` calls these small hooks at the points an operator wants counted, through
+the ``Observers`` it is built with (none until the admin server adds its metrics), so the
+service never depends on a metrics library.
 ``log_context`` carries the channel key and a request id (the triggering message's id) of
 the message being handled, for ``LOG_FORMAT=json`` (``bot.ops.json_logs``).
 """
@@ -13,7 +14,7 @@ from typing import Protocol
 
 from memory.models import ChannelKey
 
-__all__ = ["NullObserver", "ServiceObserver", "bind_request", "log_context"]
+__all__ = ["NullObserver", "Observers", "ServiceObserver", "bind_request", "log_context"]
 
 log_context: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar(
     "gistbot_log_context", default=None
@@ -73,3 +74,40 @@ class NullObserver:
 
     def disconnected(self, platform: str) -> None:
         """Nothing."""
+
+
+class Observers:
+    """Every observer added (the admin server's metrics, a benchmark's), told in turn;
+    the runtime builds one and hands it to the service and the adapters."""
+
+    def __init__(self) -> None:
+        self.observers: list[ServiceObserver] = []
+
+    def add(self, observer: ServiceObserver) -> None:
+        """Tell ``observer`` from now on."""
+        self.observers.append(observer)
+
+    def recorded(self, key: ChannelKey, role: str) -> None:
+        for o in self.observers:
+            o.recorded(key, role)
+
+    def replied(self, key: ChannelKey, seconds: float, prompt_tokens: int, seq: int,
+                failed: bool) -> None:
+        for o in self.observers:
+            o.replied(key, seconds, prompt_tokens, seq, failed)
+
+    def recalled(self, key: ChannelKey, seconds: float) -> None:
+        for o in self.observers:
+            o.recalled(key, seconds)
+
+    def store_error(self, kind: str) -> None:
+        for o in self.observers:
+            o.store_error(kind)
+
+    def connected(self, platform: str) -> None:
+        for o in self.observers:
+            o.connected(platform)
+
+    def disconnected(self, platform: str) -> None:
+        for o in self.observers:
+            o.disconnected(platform)

@@ -17,6 +17,7 @@ from bot.app import Runtime
 from bot.messages import IncomingMessage
 from bot.settings import load_settings
 from memory.models import ChannelKey
+from tests.harness.chat import ask
 
 __all__ = ["TOKEN", "Admin", "admin", "csrf_of", "fill", "ref"]
 
@@ -81,6 +82,6 @@ async def fill(rt: Runtime, key: ChannelKey, n: int, *, start: int = 0, mention_
     """Send ``n`` messages to the service (every ``mention_every``-th addressed to the bot)."""
     for i in range(start, start + n):
         addressed = bool(mention_every) and i % mention_every == mention_every - 1
-        await rt.service.on_message(IncomingMessage(
+        await ask(rt, IncomingMessage(
             key, f"m{i}", f"u{i % 3}", f"User{i % 3}", text.format(i=i), time.time(),
             mentions_bot=addressed))

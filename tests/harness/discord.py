@@ -139,7 +139,7 @@ async def running(
     ``commands``: the registry it offers."""
     async with Runtime.open(settings) as rt:
         watch = Watch(rt.service)
-        client = create_client(rt.service, rt.settings,
+        client = create_client(rt.features, rt.settings,
                                history=rt.storage.history() if backfill else None,
                                guild_ready_timeout=0.05, commands=commands)
         watch.replies(client.flow)

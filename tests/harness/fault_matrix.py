@@ -129,7 +129,7 @@ async def _slack_long(h: Harness, model: FakeOpenAI) -> list[str]:
 
 
 async def _slack_refused(h: Harness, model: FakeOpenAI) -> list[str]:
-    day, person = h.rt.service.quota.day(), UsageKey("slack", KEY.workspace, "U1")
+    day, person = h.rt.features.quota.day(), UsageKey("slack", KEY.workspace, "U1")
     await h.rt.storage.usage.add_tokens(day, [person], 500)  # over DAILY_TOKENS_PER_USER
     assert await h.event(slack_mention("<@UBOT> an expensive question")) == 200
     await h.settle()
@@ -198,7 +198,7 @@ async def _tick(rt: Runtime, key: ChannelKey, now: float) -> None:
     minute = int((now % 86400) // 60 + 2) % 1440
     await rt.storage.digests.set_digest_schedule(
         DigestSchedule(key, "daily", -1, minute, "UTC", now - 3 * 86400))
-    digests = rt.service.catchup_commands.digests
+    digests = rt.features.catchup_commands.digests
     assert digests is not None
     digests.clock = lambda: now + 181
     assert await digests.tick() == 1

@@ -232,7 +232,7 @@ def make_adapter(rt: Runtime, api_url: str, commands: Registry = COMMANDS, *,
         settings = settings.model_copy(update={"chat": chat})
     client = make_web_client(settings.slack, base_url=api_url,
                              timeout=settings.chat.post_timeout)
-    return SlackAdapter(rt.service, settings, client, commands)
+    return SlackAdapter(rt.features, settings, client, commands)
 
 
 @contextlib.asynccontextmanager
