@@ -9,7 +9,6 @@ import logging
 from collections.abc import AsyncIterator
 
 import pytest
-
 from slack_sdk.signature import SignatureVerifier
 
 from adapters.slack.transport import MAX_BODY_BYTES, escape

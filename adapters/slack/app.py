@@ -113,7 +113,8 @@ class SlackAdapter:
             return self._identity
 
     def spawn(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-        """Run ``work`` beside the acknowledgement; kept so ``drain`` can wait for it."""
+        """Run ``work`` beside the acknowledgement; kept so ``drain`` can wait for it (bolt's
+        lazy listeners are started and forgotten: nothing could wait for them at shutdown)."""
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
