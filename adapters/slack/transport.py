@@ -1,10 +1,10 @@
 """How Slack reaches the app: HTTP mode (an aiohttp server) or Socket Mode (an outbound
 websocket; no public URL).
 
-HTTP mode is bolt's own aiohttp server (``AsyncApp.web_app``: its route, ``to_bolt_request``,
-``async_dispatch``) with one gate in front, an aiohttp middleware that checks every request
-in this order, so that nobody without the signing secret can make the bot parse, log or
-store anything:
+HTTP mode is bolt's own aiohttp server (``AsyncSlackAppServer``: its route,
+``to_bolt_request``, ``async_dispatch``) with one gate in front, an aiohttp middleware that
+checks every request in this order, so that nobody without the signing secret can make the
+bot parse, log or store anything:
 
 1. a body over ``MAX_BODY_BYTES`` is refused with 413 before it is read (Content-Length) or
    as soon as reading passes the limit (chunked);
