@@ -16,7 +16,8 @@ here know no platform.
   the console): there the role lists do not apply.
 - A late answer (the missed-mention sweep) and a scheduled digest ask the lists as they
   stand then. A server's own lists (``/config set server blocked_users …``) only narrow
-  the operator's. The console is the operator's own terminal and is never refused.
+  the operator's. A trusted platform (the operator's own terminal, as the platform says:
+  ``bot.installed.is_trusted``) is never refused.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from bot.installed import is_trusted
 from bot.settings.sections import AccessSettings
 from memory.models import ChannelKey
 
@@ -97,7 +99,7 @@ class AccessRules:
         talk to the bot in channel ``key`` (``parent``: the channel a thread is in).
         ``server``: the server's own lists, which can only narrow the operator's: a
         server cannot let in whom the operator keeps out."""
-        if key.platform == "console":  # the operator at their own terminal
+        if is_trusted(key.platform):  # the operator at their own terminal
             return Verdict.ADMITTED
         if direct:
             if not self.allow_dms:
@@ -113,7 +115,7 @@ class AccessRules:
         """Whether channel ``key`` (``parent``: the channel a thread is in) is out of
         bounds, whoever is there: nothing is answered, stored or posted in it (a scheduled
         digest asks this, as no person is asking then)."""
-        if key.platform == "console":
+        if is_trusted(key.platform):
             return False
         return any(lists.keeps_out({key.channel, parent} - {""})
                    for lists in (self.lists, server))

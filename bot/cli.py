@@ -61,9 +61,11 @@ def version() -> str:
 
 
 def channel_spec(key: ChannelKey) -> str:
-    """How ``--channel`` names ``key``: a console channel by name, any other in full."""
-    if key.platform == "console" and key.workspace == "local" and ":" not in key.channel:
-        return key.channel
+    """How ``--channel`` names ``key``: by its name alone when that reads back as ``key`` (a
+    console channel), any other in full."""
+    name = key.channel
+    if name.strip() and ":" not in name and parse_channel(name) == key:
+        return name
     return f"{key.platform}:{key.workspace}:{key.channel}"
 
 

@@ -10,9 +10,10 @@ status. A name without an entry point is a ``ConfigError`` naming the reinstall.
 
 The platforms also answer what only they know, so the core holds no platform names or
 rules: which are configured (``configured_platforms``, asked of each platform's entry),
-the label set of the metrics (``platform_names``), and whether a conversation's key is a
-direct one (``is_direct``, for what is billed without a message in hand: digests,
-catch-ups, summaries).
+and, through ``bot.installed`` (below the service, so the core can ask it), the label set
+of the metrics (``platform_names``), whether a conversation's key is a direct one
+(``is_direct``) and whether a platform's author is the operator at their own terminal
+(``is_trusted``).
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import cache
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
 from bot.errors import ConfigError
 from bot.extras import Extra
+from bot.installed import GROUP, entry, is_direct, is_trusted, platform_names
 
 if TYPE_CHECKING:
     from bot.features import Features
@@ -33,10 +34,8 @@ if TYPE_CHECKING:
     from bot.settings import Settings
     from memory.models import ChannelKey
 
-__all__ = ["GROUP", "Launch", "Platform", "configured_platforms", "is_direct", "load_platform",
-           "platform_names"]
-
-GROUP = "gistbot.platforms"
+__all__ = ["GROUP", "Launch", "Platform", "configured_platforms", "is_direct", "is_trusted",
+           "load_platform", "platform_names"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +61,8 @@ class Platform:
     there), and, for Discord, the URL that invites the bot. ``configured`` says whether
     the settings name this platform (``None``: never by itself; the console starts when
     none is); ``is_direct`` whether a key of this platform is a direct conversation
-    (``None``: none is)."""
+    (``None``: none is); ``trusted`` that whoever writes on it is the operator at their
+    own terminal (no access lists, quota, rate limit or owed-reply bookkeeping)."""
 
     name: str
     serve: Callable[[Launch], Awaitable[int]]
@@ -70,31 +70,16 @@ class Platform:
     invite_url: Callable[[str], str] | None = None
     configured: Callable[[Settings], bool] | None = None
     is_direct: Callable[[ChannelKey], bool] | None = None
+    trusted: bool = False
 
 
 def load_platform(name: str) -> Platform:
     """The platform registered as ``name`` under ``gistbot.platforms``; ``ConfigError``
     when none is (the package was not installed, or installed without its metadata)."""
-    found = entry_points(group=GROUP).select(name=name)
-    for entry in found:
-        platform = entry.load()
-        if not isinstance(platform, Platform):
-            raise ConfigError(
-                f"the entry point {GROUP}:{name} ({entry.value}) is not a Platform")
-        return platform
-    raise ConfigError(
-        f"no platform {name!r} is installed: gistbot finds its platforms through the "
-        f"{GROUP!r} entry points of its package, and none is named {name!r}. Install "
-        "gistbot (`pip install -e .` in a checkout, or `pip install gistbot`) instead of "
-        "running it from an uninstalled source tree"
-    )
-
-
-@cache
-def platform_names() -> tuple[str, ...]:
-    """The names of the installed platforms, sorted (read once from the metadata: nothing
-    is imported; the metrics label every turn with one)."""
-    return tuple(sorted(entry_points(group=GROUP).names))
+    value, platform = entry(name)
+    if not isinstance(platform, Platform):
+        raise ConfigError(f"the entry point {GROUP}:{name} ({value}) is not a Platform")
+    return platform
 
 
 def configured_platforms(settings: Settings) -> list[str]:
@@ -110,14 +95,5 @@ def configured_platforms(settings: Settings) -> list[str]:
 
 @cache
 def _installed(name: str) -> Platform:
-    """The installed platform ``name``, loaded once (``/readyz`` and every bill ask it)."""
+    """The installed platform ``name``, loaded once (``/readyz`` asks on every probe)."""
     return load_platform(name)
-
-
-def is_direct(key: ChannelKey) -> bool:
-    """Whether ``key`` is a direct conversation, as the platform it belongs to says; a key
-    of a platform not installed (from an export, a test) is not."""
-    if key.platform not in platform_names():
-        return False
-    rule = _installed(key.platform).is_direct
-    return rule is not None and rule(key)

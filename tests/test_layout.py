@@ -30,7 +30,8 @@ LAYERS = ("memory", "bot", "adapters")  # each may import those before it, never
 MAX_BOT_MODULES = 3  # per adapter: the port (bot.platform) is what adapters use of bot
 PLATFORM_LIBRARIES = ("discord", "slack", "slack_bolt", "slack_sdk")
 PLATFORM_NAMES = frozenset({"discord", "slack", "console"})
-PLATFORM_RULE_WORDS = frozenset({"discord", "slack", "dm"})  # compared with: a platform's rule
+PLATFORM_RULE_WORDS = PLATFORM_NAMES | {"dm"}  # compared with: a platform's rule
+COMPOSITION_ROOT = ("bot/cli.py",)  # the command line chooses which platform it starts
 
 
 def modules(root: Path, *packages: str) -> Iterator[Path]:
@@ -141,12 +142,16 @@ def adapters_past_the_port(root: Path) -> list[str]:
 
 
 def platform_rules(root: Path) -> list[str]:
-    """``file:line`` of each platform rule in ``bot/``: a comparison with a platform's name or
-    key convention (``== "slack"``, ``== "dm"``), a key's id read for meaning
-    (``key.channel.startswith(...)``), a literal list of platform names, or one added to a
-    list (``out.append("discord")``). The platforms answer these through ``bot.plugins``."""
+    """``file:line`` of each platform rule in the core (``bot/`` but its composition root,
+    and ``memory/``): a comparison with a platform's name or key convention (``== "slack"``,
+    ``== "dm"``), a ``platform`` compared with any text (``key.platform in ("irc",)``), a
+    key's id read for meaning (``key.channel.startswith(...)``), a literal list or table of
+    platform names, or one added to a list (``out.append("discord")``). The platforms answer
+    these through ``bot.plugins`` (``is_direct``, ``is_trusted`` …)."""
     found = []
-    for path in modules(root, "bot"):
+    for path in modules(root, "bot", "memory"):
+        if path.relative_to(root).as_posix() in COMPOSITION_ROOT:
+            continue
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         for node in ast.walk(tree):
             if _is_platform_rule(node):
@@ -158,10 +163,18 @@ def platform_rules(root: Path) -> list[str]:
 def _is_platform_rule(node: ast.AST) -> bool:
     def words(nodes: Iterable[ast.AST]) -> set[str]:
         return {n.value for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    def is_platform(n: ast.AST) -> bool:
+        name = n.attr if isinstance(n, ast.Attribute) else n.id if isinstance(n, ast.Name) else ""
+        return name.endswith("platform")
     if isinstance(node, ast.Compare):
-        return bool(words([node.left, *node.comparators]) & PLATFORM_RULE_WORDS)
+        sides = [node.left, *node.comparators]
+        if any(map(is_platform, sides)):
+            return any(words(ast.walk(side)) for side in sides)
+        return bool(words(sides) & PLATFORM_RULE_WORDS)
     if isinstance(node, ast.Tuple | ast.List | ast.Set):
         return len(words(node.elts) & PLATFORM_NAMES) >= 2
+    if isinstance(node, ast.Dict):
+        return len(words(k for k in node.keys if k is not None) & PLATFORM_NAMES) >= 2
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         method, receiver = node.func.attr, node.func.value
         if method in ("startswith", "endswith"):
@@ -339,8 +352,9 @@ def test_adapters_import_bot_and_memory_only_through_the_port() -> None:
 
 
 def test_the_core_holds_no_platform_rules() -> None:
-    """``bot/`` names no platform in a rule: which are configured, which keys are direct
-    messages and the metrics' label set are answered by the platforms' entries."""
+    """The core names no platform in a rule: which are configured, which keys are direct
+    messages, who is the trusted operator at their terminal and the metrics' label set are
+    answered by the platforms' entries."""
     assert_none(platform_rules(ROOT))
 
 
@@ -355,6 +369,13 @@ def test_the_port_and_rule_checks_find_planted_violations(tmp_path: Path) -> Non
                 "    return key.workspace == 'dm' or key.channel.startswith('D')\n"),
             "bot/metrics.py": "PLATFORMS = ('discord', 'slack', 'console')\n",
             "bot/settings.py": "def adapters(out):\n    out.append('slack')\n",
+            "bot/access.py": (
+                "def verdict(key, msg):\n"
+                "    return key.platform == 'console' or msg.platform in ('irc',)\n"),
+            "bot/limits.py": "RULES = {'slack': 1, 'console': 0}\n",
+            "bot/cli.py": "def run(command, key):\n    return command == 'console'\n",
+            "memory/__init__.py": "",
+            "memory/models.py": "def owes(platform):\n    return platform != 'console'\n",
             "bot/fine.py": (
                 "LIBS = frozenset({'discord', 'aiohttp'})\n"
                 "def f(key, load):\n    return load('discord'), key.text.startswith('D')\n"),
@@ -370,10 +391,14 @@ def test_the_port_and_rule_checks_find_planted_violations(tmp_path: Path) -> Non
         "adapters/irc/text.py:1 imports memory.models",
         "adapters/irc/web.py:2 imports bot.settings.sections"]
     assert sorted(platform_rules(tmp_path)) == [
+        "bot/access.py:2 key.platform == 'console'",
+        "bot/access.py:2 msg.platform in ('irc',)",
+        "bot/limits.py:1 {'slack': 1, 'console': 0}",
         "bot/metrics.py:1 ('discord', 'slack', 'console')",
         "bot/quota.py:2 key.channel.startswith('D')",
         "bot/quota.py:2 key.workspace == 'dm'",
-        "bot/settings.py:2 out.append('slack')"]
+        "bot/settings.py:2 out.append('slack')",
+        "memory/models.py:2 platform != 'console'"]
 
 
 def test_memory_knows_nothing_of_bot_adapters_or_platforms() -> None:

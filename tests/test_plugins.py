@@ -8,13 +8,19 @@ from pathlib import Path
 
 import pytest
 
+from bot.access import AccessRules, Verdict
 from bot.admin.metrics import Metrics
+from bot.channels.quota import Quota
+from bot.conversation.rate_limit import RateLimiter
 from bot.errors import ConfigError
+from bot.messages import IncomingMessage
+from bot.missed.owed import OwedReplies
 from bot.plugins import (
     GROUP,
     Platform,
     configured_platforms,
     is_direct,
+    is_trusted,
     load_platform,
     platform_names,
 )
@@ -107,6 +113,45 @@ def test_a_new_platform_is_configured_labelled_and_asked_by_its_entry_alone(
     assert labels.platform_label("matrix") == "matrix" and labels.platform_label("irc") == "other"
     assert is_direct(ChannelKey("matrix", "example.org", "!dm:alice"))
     assert not is_direct(ChannelKey("matrix", "example.org", "!room:general"))
+
+
+KIOSK = '''from bot.plugins import Platform
+
+
+async def serve(launch):
+    return 0
+
+
+PLATFORM = Platform("kiosk", serve, trusted=True)
+'''
+
+
+@pytest.mark.usefixtures("fresh_platforms")
+def test_a_platform_that_says_its_author_is_the_operator_is_trusted_by_that_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Trust is the platform's word, not its name: on a new platform whose entry says its
+    author is the operator at their terminal, the lists refuse nobody, no bill is opened,
+    no rate limit applies and no reply is owed; on one that does not say so, all apply."""
+    distribution(tmp_path, "gistbot_kiosk", {"kiosk": "gistbot_kiosk:PLATFORM",
+                                             "matrix": "gistbot_matrix_plain:PLATFORM"})
+    (tmp_path / "gistbot_kiosk.py").write_text(KIOSK, encoding="utf-8")
+    (tmp_path / "gistbot_matrix_plain.py").write_text(MATRIX, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    access = AccessRules(load_settings({"ALLOWED_USERS": "7", "ALLOWED_CHANNELS": "500"},
+                                       env_file=None).access)
+    quota, limiter = Quota(object()), RateLimiter(1, lambda: 0.0)  # type: ignore[arg-type]
+    owed = OwedReplies(object())  # type: ignore[arg-type]
+    for platform, trusted in (("kiosk", True), ("matrix", False), ("irc", False)):
+        key = ChannelKey(platform, "w", "room")
+        message = IncomingMessage(key, "m1", "stranger", "Stranger", "hi", 0.0, mentions_bot=True)
+        assert is_trusted(platform) is trusted
+        assert (access.verdict(key, "stranger", None, direct=False) is Verdict.ADMITTED) is trusted
+        assert access.keeps_out(key) is not trusted
+        assert (quota.bill(key, "reply", "stranger") is None) is trusted
+        assert [limiter.allow(platform, "stranger") for _ in range(2)] == [True, trusted]
+        assert (owed.due(message) is None) is trusted
+    assert is_trusted("console") and not is_trusted("slack") and not is_trusted("discord")
 
 
 @pytest.mark.usefixtures("fresh_platforms")

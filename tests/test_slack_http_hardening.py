@@ -9,6 +9,7 @@ import logging
 from collections.abc import AsyncIterator
 
 import pytest
+from slack_sdk.signature import SignatureVerifier
 
 from adapters.slack.transport import MAX_BODY_BYTES, escape
 from tests.harness.slack import KEY, Harness, mention, sign
@@ -99,6 +100,26 @@ async def test_signed_events_still_work_and_bolt_never_logs_bodies(
     assert [t.role for t in await h.turns(KEY)] == ["user", "assistant"]
     for r in above_debug(logs):
         assert SECRET_WORD not in r.getMessage(), r.getMessage()
+
+
+async def test_a_signed_request_is_verified_once_before_bolt_parses_it(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gate's check is the only one: bolt's own, which runs after bolt parsed the body
+    into its request, is off, and the event is still answered."""
+    checks: list[bytes] = []
+    is_valid = SignatureVerifier.is_valid
+
+    def counted(self: SignatureVerifier, body: str | bytes, timestamp: str | None,
+                signature: str | None) -> bool:
+        checks.append(body if isinstance(body, bytes) else body.encode())
+        return is_valid(self, body, timestamp, signature)
+
+    monkeypatch.setattr(SignatureVerifier, "is_valid", counted)
+    assert await h.event(mention("<@UBOT> once")) == 200
+    await h.settle()
+    assert len(checks) == 1 and b"once" in checks[0]
+    assert [t.role for t in await h.turns(KEY)] == ["user", "assistant"]
 
 
 async def test_logged_user_text_cannot_forge_a_line(

@@ -113,7 +113,8 @@ class SlackAdapter:
             return self._identity
 
     def spawn(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-        """Run ``work`` beside the acknowledgement; kept so ``drain`` can wait for it."""
+        """Run ``work`` beside the acknowledgement; kept so ``drain`` can wait for it (bolt's
+        lazy listeners are started and forgotten: nothing could wait for them at shutdown)."""
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -167,8 +168,10 @@ class SlackAdapter:
 def build_app(adapter: SlackAdapter) -> AsyncApp:
     """A bolt ``AsyncApp`` with ``adapter``'s listeners (nothing is started).
 
-    Requests are signature-checked with ``SLACK_SIGNING_SECRET`` in HTTP mode (an unset
-    secret rejects every HTTP request); Socket Mode requests need no signature.
+    Requests are signature-checked with ``SLACK_SIGNING_SECRET`` in HTTP mode, once, by the
+    gate in front of bolt (``adapters.slack.transport``: before anything is parsed; an
+    unset secret rejects every HTTP request), so bolt's own check, which runs after it
+    parsed the body, is off; Socket Mode requests need no signature.
     """
     logger = logging.getLogger("gistbot.slack.bolt")
     quiet_bolt_logs(logger)  # first: bolt copies its base logger's filters to its own loggers
@@ -179,6 +182,7 @@ def build_app(adapter: SlackAdapter) -> AsyncApp:
         signing_secret=reveal(adapter.settings.slack.slack_signing_secret) or "",
         logger=logger,
         process_before_response=True,  # the listener's outcome is the acknowledgement
+        request_verification_enabled=False,  # the gate checked it, before any parsing
     )
     adapter.register(app)
     return app

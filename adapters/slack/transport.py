@@ -1,8 +1,10 @@
 """How Slack reaches the app: HTTP mode (an aiohttp server) or Socket Mode (an outbound
 websocket; no public URL).
 
-HTTP mode checks every request in front of bolt, in this order, so that nobody without
-the signing secret can make the bot parse, log or store anything:
+HTTP mode is bolt's own aiohttp server (``AsyncSlackAppServer``: its route,
+``to_bolt_request``, ``async_dispatch``) with one gate in front, an aiohttp middleware that
+checks every request in this order, so that nobody without the signing secret can make the
+bot parse, log or store anything:
 
 1. a body over ``MAX_BODY_BYTES`` is refused with 413 before it is read (Content-Length) or
    as soon as reading passes the limit (chunked);
@@ -11,9 +13,11 @@ the signing secret can make the bot parse, log or store anything:
    minute at INFO (each one at DEBUG);
 3. a body that is not a JSON object (events) or a form (commands) is 400, not a 500
    with a traceback;
-4. only then bolt dispatches it (and checks the signature again). bolt's own log lines
-   that carry a request body are kept at DEBUG (``quiet_bolt_logs``), and every line it
-   logs has its control characters escaped, so a body cannot forge a log line.
+4. only then bolt dispatches it. bolt's own signature check is off (``build_app``): it
+   runs as a middleware after bolt has parsed the body into its request, so it cannot be
+   the first; the gate's check is the only one. bolt's log lines that carry a request
+   body are kept at DEBUG (``quiet_bolt_logs``), and every line it logs has its control
+   characters escaped, so a body cannot forge a log line.
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ from collections.abc import AsyncIterator
 from urllib.parse import parse_qsl
 
 from aiohttp import web
-from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from aiohttp.typedefs import Handler, Middleware
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.app.async_server import AsyncSlackAppServer
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
@@ -37,6 +42,7 @@ __all__ = [
     "MAX_BODY_BYTES",
     "connect_socket_mode",
     "escape",
+    "gate",
     "http_app",
     "quiet_bolt_logs",
     "serve_http",
@@ -102,14 +108,15 @@ class _Rejections:
 
 async def _read_limited(request: web.Request, limit: int) -> bytes | None:
     """The body, or None when it is over ``limit`` bytes: refused on its Content-Length
-    unread, or (chunked) as soon as reading passes the limit (aiohttp's
-    ``client_max_size``, which the application is built with)."""
+    unread, or (chunked) as soon as reading passes aiohttp's ``client_max_size`` (1 MiB in
+    bolt's application) or, after reading, ``limit``."""
     if request.content_length is not None and request.content_length > limit:
         return None
     try:
-        return await request.read()  # kept by aiohttp: bolt's request.text() reads it again
+        body = await request.read()  # kept by aiohttp: bolt's request.text() reads it again
     except web.HTTPRequestEntityTooLarge:
         return None
+    return body if len(body) <= limit else None
 
 
 def _signed(
@@ -135,19 +142,14 @@ def _well_formed(body: bytes, content_type: str) -> bool:
         return False
 
 
-def http_app(
-    app: AsyncApp,
-    signing_secret: str,
-    path: str = EVENTS_PATH,
-    *,
-    max_body: int = MAX_BODY_BYTES,
-) -> web.Application:
-    """An aiohttp application that checks ``POST path`` (size, signature, form) and hands
-    it to bolt; see the module docstring."""
+def gate(signing_secret: str, *, max_body: int = MAX_BODY_BYTES) -> Middleware:
+    """The aiohttp middleware that checks a request (size, signature, form) before bolt's
+    handler sees it; see the module docstring."""
     verifier = SignatureVerifier(signing_secret)
     rejections = _Rejections()
 
-    async def handle(request: web.Request) -> web.Response:
+    @web.middleware
+    async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
         body = await _read_limited(request, max_body)
         if body is None:
             return rejections.refuse(413, f"body over {max_body} bytes", request)
@@ -157,13 +159,22 @@ def http_app(
             return rejections.refuse(401, "invalid or missing Slack signature", request)
         if not _well_formed(body, request.content_type):
             return rejections.refuse(400, "malformed body", request)
-        response: web.Response = await to_aiohttp_response(
-            await app.async_dispatch(await to_bolt_request(request))
-        )
-        return response
+        return await handler(request)
 
-    web_app = web.Application(client_max_size=max_body)
-    web_app.router.add_post(path, handle)
+    return check
+
+
+def http_app(
+    app: AsyncApp,
+    signing_secret: str,
+    path: str = EVENTS_PATH,
+    *,
+    max_body: int = MAX_BODY_BYTES,
+) -> web.Application:
+    """bolt's aiohttp application for ``POST path`` (a new one each time: ``AsyncApp.web_app``
+    keeps one per app), with the gate in front."""
+    web_app = AsyncSlackAppServer(port=0, path=path, app=app).web_app
+    web_app.middlewares.append(gate(signing_secret, max_body=max_body))
     return web_app
 
 

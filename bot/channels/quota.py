@@ -4,7 +4,8 @@ limit; a server may set lower ones with ``/config``), counted per UTC day in the
 Every model call is metered at the LLM gateway (``bot.channels.usage_tab``) on a ``Bill``
 naming who pays and the kind of call (``KINDS``): a reply, ``/summary`` and ``/catchup``
 the person and their server; a digest and a background summary the server; in a direct
-message only the person; the console never. The offline model costs nothing.
+message only the person; on a trusted platform (the operator's own terminal) nobody. The
+offline model costs nothing.
 
 A call on a limited account is admitted by a *reservation* of its largest cost
 (``bot.llm.cost``), made atomically in the database for the person and the server together
@@ -34,6 +35,7 @@ from typing import TypeVar
 from bot.channels.config import ChannelSettings
 from bot.channels.usage_tab import Cost, UsageTab, open_tab, paying
 from bot.errors import OVER_QUOTA, OverQuota
+from bot.installed import is_trusted
 from bot.messages import Reply
 from bot.stores.settings import SERVER
 from bot.stores.usage import Refusal, UsageKey, UsageStore
@@ -80,7 +82,7 @@ class Quota:
     """Counts tokens per person and server per UTC day, per kind; opens the bills that
     the LLM gateway admits and charges calls with. ``settings_of`` gives a channel's
     limits (``ChannelConfig.get``); ``direct`` whether a key is a direct conversation, for
-    a bill without a message that says so (the platforms answer: ``bot.plugins.is_direct``)."""
+    a bill without a message that says so (the platforms answer: ``bot.installed.is_direct``)."""
 
     def __init__(self, store: UsageStore | None, *, settings_of: SettingsOf | None = None,
                  direct: Callable[[ChannelKey], bool] = lambda key: False,
@@ -117,10 +119,10 @@ class Quota:
     def bill(self, key: ChannelKey, kind: str, user_id: str = "", *, direct: bool | None = None,
              settings: ChannelSettings | None = None) -> Bill | None:
         """Who pays for ``kind`` calls in ``key`` (see the module docstring); None when
-        nobody does (the console, no store, a background call in a direct message)."""
+        nobody does (a trusted platform, no store, a background call in a direct message)."""
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {tuple(KINDS)}, not {kind!r}")
-        if self.store is None or key.platform == "console":
+        if self.store is None or is_trusted(key.platform):
             return None
         user = user_id if kind in PERSONAL_KINDS else ""
         direct = self.is_direct(key) if direct is None else direct

@@ -2,7 +2,7 @@
 
 A sliding one-minute window per ``(platform, author id)``. A person over the limit is told
 once per window (``first_telling``); their messages are still recorded, only not answered.
-The console is the operator's own terminal and is never limited. Idle people are forgotten
+A trusted platform (the operator's own terminal) is never limited. Idle people are forgotten
 once more than 10,000 are tracked, so the map stays small.
 """
 
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+
+from bot.installed import is_trusted
 
 __all__ = ["RATE_WINDOW", "RateLimiter"]
 
@@ -28,7 +30,7 @@ class RateLimiter:
 
     def allow(self, platform: str, author_id: str) -> bool:
         """Count a reply for the author; False when that is over the limit."""
-        if self.limit <= 0 or platform == "console":  # the operator at their own terminal
+        if self.limit <= 0 or is_trusted(platform):  # the operator at their own terminal
             return True
         who = (platform, author_id)
         now = self.clock()

@@ -27,6 +27,7 @@ import time
 import uuid
 from collections.abc import Callable
 
+from bot.installed import is_trusted
 from bot.messages import IncomingMessage
 from bot.stores.owed import ReplyDue, ReplyLedger
 from memory.models import ChannelKey
@@ -78,9 +79,9 @@ class OwedReplies:
     # ------------------------------------------------------------------ the reply path
 
     def due(self, msg: IncomingMessage) -> ReplyDue | None:
-        """The debt to record with an addressed message (the console owes nothing: its
-        replies are printed in the same process or not at all)."""
-        if msg.key.platform == "console":
+        """The debt to record with an addressed message (a trusted platform, the operator's
+        terminal, owes nothing: its replies are printed in the same process or not at all)."""
+        if is_trusted(msg.key.platform):
             return None
         return ReplyDue(self.owner, self.claim_seconds, msg.route)
 
@@ -99,7 +100,7 @@ class OwedReplies:
     async def redelivered(self, msg: IncomingMessage) -> bool:
         """A re-delivery of a recorded message: True when its reply is still owed and this
         process now claims it (so it is answered, not dropped as a duplicate)."""
-        if msg.key.platform == "console" or self.is_answering(msg.key, msg.message_id):
+        if is_trusted(msg.key.platform) or self.is_answering(msg.key, msg.message_id):
             return False
         if not self.young(msg.sent_at):
             return False
