@@ -27,6 +27,8 @@ from bot.conversation.outbox import Outbox
 from bot.conversation.service import ChatService
 from bot.conversation.summary_route import SummaryRouter
 from bot.errors import ConfigError
+from bot.features import registry as features
+from bot.features.runtime import Features
 from bot.llm.client import LLM, OpenAILLM, UsageMeter
 from bot.llm.embeddings import OpenAIEmbedder
 from bot.llm.gate import LLMGate
@@ -40,6 +42,7 @@ from bot.settings import Settings
 from bot.stores import Storage
 from memory.embedding_indexer import EmbeddingIndexer
 from memory.manager import MemoryManager
+from memory.models import ChannelKey
 from memory.semantic import SemanticRecall
 from memory.store import Store
 from memory.stores.sqlite.store import SqliteStore
@@ -65,8 +68,9 @@ def make_storage(settings: Settings) -> Storage:
 
 def storage_for_url(url: str, *, synchronous: str = "FULL", pool_size: int = 10) -> Storage:
     """The memory store for ``sqlite:///path`` or ``postgresql://…`` with every storage role
-    composed on it (``copy-db`` takes two)."""
-    return Storage.on(_memory_store(url, synchronous=synchronous, pool_size=pool_size))
+    composed on it, the features' too (``copy-db`` takes two)."""
+    return Storage.on(_memory_store(url, synchronous=synchronous, pool_size=pool_size),
+                      features.ROLES)
 
 
 def _memory_store(url: str, *, synchronous: str, pool_size: int) -> Store:
@@ -209,7 +213,8 @@ class Runtime:
         embedder: OpenAIEmbedder | None = None
         try:
             # per-channel settings and quotas (bot.channels.config, bot.channels.quota)
-            channels = ChannelConfig(storage.settings, Defaults.from_settings(settings))
+            channels = ChannelConfig(storage.settings, Defaults.from_settings(
+                settings, features.CONFIG_KEYS))
             quota = Quota(storage.usage, settings_of=channels.get, direct=is_direct)
             embedder = make_embedder(settings, model, quota, meter)
             memory = _memory(settings, storage, model, tokenizer, budget, channels, quota,
@@ -272,14 +277,19 @@ def _serving(settings: Settings, budget: Budget, storage: Storage, model: LLM,
     catchup = build_catchup(settings, budget, storage, model, tokenizer, quota,
                             channels=channels, access=access)
     outbox = Outbox(storage.outbox)
+
+    async def setting(key: ChannelKey, name: str) -> str:
+        return (await channels.get(key)).value(name)
+
+    running = features.start(storage, tokenizer, setting)
     service = ChatService(memory, model, settings.chat, budget, owed=owed,
                           channels=channels, quota=quota, outbox=outbox, catchup=catchup,
-                          access=access)
+                          access=access, features=running)
     service.attachments = AttachmentIntake(memory, settings.attachments)
     model_name = settings.llm.model_name
     if not model.is_offline and service.attachments.sees(model_name):
         service.attachments.describe = ImageDescriber(model, quota, model_name)
-    return _Parts(channels, quota, memory, owed, catchup, service)
+    return _Parts(channels, quota, memory, owed, catchup, running, service)
 
 
 @dataclass
@@ -292,18 +302,22 @@ class _Parts:
     memory: MemoryManager
     owed: OwedReplies
     catchup: CatchupCommands
+    features: Features
     service: ChatService
 
     async def start(self) -> None:
-        """Start compaction, the channel settings' refresh, owed replies and digests."""
+        """Start compaction, the channel settings' refresh, owed replies, digests and the
+        features' own work."""
         await self.memory.start()
         await self.channels.start()
         self.owed.start()
         if self.catchup.digests is not None:
             self.catchup.digests.start()
+        await self.features.start()
 
     async def close(self, settings: Settings) -> None:
         """Stop them all, letting running compactions finish within the shutdown grace."""
+        await self.features.close()
         if self.catchup.digests is not None:
             await self.catchup.digests.stop()
         await self.service.attachments.close()

@@ -324,7 +324,7 @@ async def _summary(settings: Settings, key: ChannelKey, out: TextIO) -> None:
 
 async def _export(settings: Settings, key: ChannelKey, out: TextIO) -> int:
     from bot.app import make_storage
-    from bot.ops.dbtools import settings_rows
+    from bot.ops.dbtools import export_rows
 
     if (absent := _no_database(settings)) is not None:
         raise UnknownChannel(absent)
@@ -352,7 +352,7 @@ async def _export(settings: Settings, key: ChannelKey, out: TextIO) -> int:
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
             count += len(batch)
             after = batch[-1].seq
-        for extra in await settings_rows(storage.settings, key):  # /config settings, log
+        for extra in await export_rows(storage, key):  # /config settings, features' rows
             out.write(json.dumps(extra, ensure_ascii=False) + "\n")
         return count
     finally:

@@ -17,12 +17,12 @@ from bot.catchup.command import Where
 from bot.catchup.phrases import posix_locale
 from bot.commands.args import Usage
 from bot.commands.declare import Argument, Command, Permission, Registry
-from bot.commands.registry import COMMANDS
 from bot.conversation.lookup import looked_up
 from bot.conversation.outbox import Outbox, Post, answer_id, digest_id
 from bot.conversation.reply_flow import ReplyFlow
 from bot.conversation.service import ChatService
 from bot.errors import ConfigError, GistbotError, OutcomeUnknown, PlatformUnreachable, user_text
+from bot.features.registry import COMMANDS
 from bot.messages import (
     ChainLink,
     ChainSource,

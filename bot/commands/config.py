@@ -77,7 +77,7 @@ async def _run(ctx: Context, args: ConfigRequest) -> CommandResult:
 
 
 def _keys(service: CommandService, commands: Registry, options: Mapping[str, str]) -> Sequence[str]:
-    return list(KEYS)
+    return list(service.channels.defaults.keys)
 
 
 def _values(service: CommandService, commands: Registry,
@@ -85,7 +85,8 @@ def _values(service: CommandService, commands: Registry,
     key = options.get("key", "")
     if key in ("model", "summary_model"):
         return list(service.channels.defaults.allowed_models)
-    return list(KEYS[key].choices) if key in KEYS else []
+    keys = service.channels.defaults.keys
+    return list(keys[key].choices) if key in keys else []
 
 
 CONFIG_COMMAND: Command[ConfigRequest] = Command(

@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from bot.channels.config_command import Caller, ConfigRequest
     from memory.models import ChannelKey
 
-__all__ = ["Argument", "Command", "CommandService", "Context", "Permission", "Registry",
-           "Suggest"]
+__all__ = ["Argument", "Command", "CommandService", "Context", "FeatureSet", "Permission",
+           "Registry", "Suggest"]
 
 A = TypeVar("A")
 Kind = Literal["text", "flag", "choice"]
@@ -80,9 +80,19 @@ class CatchupFeature(Protocol):
                      refusal: str = "") -> CommandResult: ...
 
 
+class FeatureSet(Protocol):
+    """The running features (``bot.features``): a feature's command finds its own object
+    here by type."""
+
+    def of(self, kind: type[A]) -> A: ...
+
+
 class CommandService(Protocol):
     """What commands ask of the service (``bot.conversation.service.ChatService`` is one): its
     features."""
+
+    @property
+    def features(self) -> FeatureSet: ...
 
     @property
     def channels(self) -> ChannelConfig: ...

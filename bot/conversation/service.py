@@ -35,6 +35,7 @@ from bot.channels.config_command import ConfigCommand
 from bot.channels.quota import Quota
 from bot.conversation.budget import Budget
 from bot.conversation.chain import CHAIN_SHARE, Chain, fit_chain, read_chain
+from bot.conversation.hooks import NO_HOOKS, FeatureSet
 from bot.conversation.outbox import Outbox
 from bot.conversation.prompts import (
     build_messages,
@@ -117,7 +118,7 @@ class ChatService:
                  owed: OwedReplies | None = None, channels: ChannelConfig | None = None,
                  quota: Quota | None = None, outbox: Outbox | None = None,
                  catchup: CatchupCommands | None = None,
-                 access: AccessRules | None = None) -> None:
+                 access: AccessRules | None = None, features: FeatureSet = NO_HOOKS) -> None:
         self.memory = memory
         self.llm = llm
         self.config = config
@@ -133,6 +134,7 @@ class ChatService:
         self.catchup_commands = catchup or CatchupCommands(self.quota)
         self.config_command = ConfigCommand(self.channels, self.quota)
         self.access = access or AccessRules()  # who may talk to the bot (bot.access)
+        self.features = features  # the features' hooks and objects (bot.features)
         self._identities: dict[str, tuple[str, str]] = {}
         # USER_RATE_LIMIT; reads self.clock when asked (tests replace the clock)
         self._rate = RateLimiter(config.user_rate_limit, lambda: self.clock())
@@ -372,6 +374,8 @@ class ChatService:
         budget -= sum(p.tokens for p in images) + self.attachments.note_tokens(msg.key)
         chain = Chain() if alone else await self._chain(msg, budget)  # paid before the view
         budget -= chain.tokens
+        own = await self.features.prompt_lines(msg, budget // 4)  # the author's own notes
+        budget -= self.memory.tokenizer.count("\n".join(own)) if own else 0
         viewed, cost = ((None, 0) if not msg.reads_history  # the channel in view
                         else await viewed_memory(self.memory, msg, budget))
         budget -= cost
@@ -392,13 +396,13 @@ class ChatService:
         try:
             try:
                 text = await self._generate(view, on_delta, persona, model, shown, params,
-                                            chain.turns, viewed)
+                                            chain.turns, viewed, own)
             except LLMInputRejected:
                 if not any(shown.values()):
                     raise
                 bare = self._without_parts(view, shown)
                 text = await self._generate(bare, on_delta, persona, model, params=params,
-                                            chain=chain.turns, viewed=viewed)
+                                            chain=chain.turns, viewed=viewed, own=own)
                 # accepted without them: the images were what it refused (a 400 about
                 # something else fails the retry too, and leaves them as they are)
                 view = await self._refused(view, shown, stored=seq is not None)
@@ -417,7 +421,7 @@ class ChatService:
             view = chain.unrecalled(view)
             try:
                 text = await self._generate(view, on_delta, persona, model, params=params,
-                                            chain=chain.turns, viewed=viewed)
+                                            chain=chain.turns, viewed=viewed, own=own)
             except LLMError as e:
                 self.observer.replied(msg.key, time.monotonic() - started, view.tokens,
                                       seq or 0, True)
@@ -498,9 +502,9 @@ class ChatService:
                         model: str | None,
                         images: Mapping[int, Sequence[ImagePart]] | None = None,
                         params: str | None = None, chain: Sequence[Turn] = (),
-                        viewed: MemoryView | None = None) -> str:
-        messages: list[ChatMessage] = with_images(build_messages(persona, view, chain, viewed),
-                                                  images or {})
+                        viewed: MemoryView | None = None, own: Sequence[str] = ()) -> str:
+        messages: list[ChatMessage] = with_images(
+            build_messages(persona, view, chain, viewed, own), images or {})
         extra: dict[str, Any] = {"model": model} if model else {}  # only when a channel chose
         if params:  # a channel's request fields, over MODEL_PARAMS
             extra["params"] = json.loads(params)

@@ -1,0 +1,77 @@
+"""``/me``, ``/me remember <text>`` and ``/me forget <number|all>``, declared once for every
+platform; the answer is the caller's alone (Slack: ephemeral; Discord: only you; the
+console's operator).
+
+The grammar reads the first word: nothing (or ``list``) lists, ``remember`` keeps the rest,
+``forget`` takes a note's number (``#2`` too) or ``all``. A note is free text in any script,
+checked for length and control characters like ``/remember``'s facts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bot.commands.args import ArgumentError, CommandSpec
+from bot.commands.declare import Argument, Command, Context
+from bot.features.notes.feature import MAX_NOTE_CHARS, Notes
+from bot.features.notes.wording import (
+    USAGE,
+)
+from bot.messages import CommandResult
+
+__all__ = ["COMMANDS", "ME", "MeArgs", "parse_me"]
+
+
+@dataclass(frozen=True, slots=True)
+class MeArgs:
+    """What ``/me`` was asked: ``list``, ``remember`` (``text``) or ``forget`` (``number``;
+    None: all)."""
+
+    action: str = "list"
+    text: str = ""
+    number: int | None = None
+
+
+def parse_me(text: str) -> MeArgs:
+    """``/me``'s arguments (``ArgumentError`` with the usage for anything else)."""
+    word, _, rest = text.strip().partition(" ")
+    word, rest = word.lower(), rest.strip()
+    if word in ("", "list") and not rest:
+        return MeArgs()
+    if word == "remember":
+        if not rest:
+            raise ArgumentError("Tell me what to keep: /me remember <text>.")
+        return MeArgs("remember", rest)
+    if word == "forget":
+        ref = rest.lower().removeprefix("#")
+        if ref == "all":
+            return MeArgs("forget")
+        if ref.isascii() and ref.isdigit() and len(ref) <= 6:
+            return MeArgs("forget", number=int(ref))
+        raise ArgumentError("Which note? /me forget <number|all> (see /me).")
+    raise ArgumentError(USAGE)
+
+
+ME: CommandSpec[MeArgs] = CommandSpec(
+    "me", "[remember <text> | forget <number|all>]", USAGE, parse_me,
+    max_chars=2 * MAX_NOTE_CHARS, words=False)  # the feature says the exact bound
+
+
+async def _run(ctx: Context, args: MeArgs) -> CommandResult:
+    notes = ctx.service.features.of(Notes)
+    if args.action == "remember":
+        return await notes.remember(ctx.key, ctx.user_id, ctx.readable(args.text))
+    if args.action == "forget":
+        return await notes.forget(ctx.key, ctx.user_id, args.number)
+    return await notes.listing(ctx.key, ctx.user_id)
+
+
+COMMANDS: tuple[Command[Any], ...] = (
+    Command(ME, "Notes about you that I use when you ask me something (only you see them)",
+            _run,
+            (Argument("action", "list (default), remember or forget", "choice",
+                      choices=("list", "remember", "forget"),
+                      examples=("remember I prefer short answers", "forget 2", "forget all")),
+             Argument("text", "The note (remember) or its number or all (forget)"))),
+)
