@@ -67,6 +67,7 @@ SHOW_NOTHING = {
     "remember": "repeats the caller's own words",
     "config": "the channel's settings, not its conversation",
     "help": "the command list",
+    "aboutme": "the caller's own notes, never the channel's conversation",
 }
 
 

@@ -4,9 +4,8 @@ The summary is *data*, not instructions. It sits in the system message between
 ``<<<MEMORY`` and ``MEMORY>>>`` lines, introduced as a record of earlier conversation
 written from users' messages; fence markers inside remembered text are defused so user
 text can never close the fence and speak as the system. Recalled facts, episodes and
-stored messages (verbatim, grouped by day) go inside the same fence under their headings,
-and so does the channel a person is viewing as they ask (``viewed_lines``) and what the
-features add for the person who asks (``own``: their personal notes, ``bot.features``).
+stored messages (verbatim, grouped by day), the channel a person is viewing as they ask
+(``viewed_lines``) and the features' lines for them (``own``: their notes) go inside too.
 
 Users' turns carry a ``[Name]: `` label (``memory.speakers``) and small models imitate
 it, so a reply's leading labels (``[Name]:``, ``"Name:``, ``NAME:``, and ``Name:`` for a

@@ -3,5 +3,5 @@
 is built), and ``registry.FEATURES`` lists them, one line each. The registry assembles the
 command table, the storage roles (with what ``copy-db`` and ``export`` take of them) and the
 ``/config`` keys; ``runtime.Features`` runs the features' hooks. ``notes`` (personal notes,
-``/me``) is the first; docs/adding-a-feature.md walks through it.
+``/aboutme``) is the first; docs/adding-a-feature.md walks through it.
 """

@@ -1,11 +1,11 @@
-"""Personal notes: ``/me remember <text>`` keeps a note about the person who wrote it, used
+"""Personal notes: ``/aboutme remember <text>`` keeps a note about the person who wrote it, used
 in the prompt of that person's own requests anywhere on the same server or workspace and
-shown only to them (``/me`` lists, ``/me forget <number|all>`` removes). Never in another
+shown only to them (``/aboutme`` lists, ``/aboutme forget <number|all>`` removes). Never in another
 person's prompt, a summary, a digest or a catch-up; nothing kept until a person asks; off
 per server with ``/config set server personal_notes off``; in ``export`` and ``copy-db``.
 
 The whole feature is this folder: ``store`` (its storage role, both backends), ``feature``
-(the work and the prompt hook), ``commands`` (``/me``), ``wording``, and ``FEATURE`` below,
+(the work and the prompt hook), ``commands`` (``/aboutme``), ``wording``, and ``FEATURE`` below,
 the manifest ``bot.features.registry`` lists.
 """
 
@@ -30,7 +30,7 @@ FEATURE = Feature(
     commands=COMMANDS,
     order=15,  # after the channel's memory commands
     role=Role("notes", LADDER, SqliteNotes, PostgresNotes, copy=copy_notes, export=export_notes),
-    config_keys=(Key(SETTING, "on: people may keep personal notes (/me) used in their own "
+    config_keys=(Key(SETTING, "on: people may keep personal notes (/aboutme) used in their own "
                  "replies; off: none kept or used here", ("on", "off"), server_only=True,
                  default="on"),),
     build=_build,

@@ -1,6 +1,6 @@
-"""``/me``, ``/me remember <text>`` and ``/me forget <number|all>``, declared once for every
-platform; the answer is the caller's alone (Slack: ephemeral; Discord: only you; the
-console's operator).
+"""``/aboutme``, ``/aboutme remember <text>`` and ``/aboutme forget <number|all>``, declared
+once for every platform; the answer is the caller's alone (Slack: ephemeral; Discord: only
+you; the console's operator). Not ``/me``: Slack reserves it and refuses a manifest naming it.
 
 The grammar reads the first word: nothing (or ``list``) lists, ``remember`` keeps the rest,
 ``forget`` takes a note's number (``#2`` too) or ``all``. A note is free text in any script,
@@ -25,7 +25,7 @@ __all__ = ["COMMANDS", "ME", "MeArgs", "parse_me"]
 
 @dataclass(frozen=True, slots=True)
 class MeArgs:
-    """What ``/me`` was asked: ``list``, ``remember`` (``text``) or ``forget`` (``number``;
+    """What ``/aboutme`` was asked: ``list``, ``remember`` (``text``) or ``forget`` (``number``;
     None: all)."""
 
     action: str = "list"
@@ -34,14 +34,14 @@ class MeArgs:
 
 
 def parse_me(text: str) -> MeArgs:
-    """``/me``'s arguments (``ArgumentError`` with the usage for anything else)."""
+    """``/aboutme``'s arguments (``ArgumentError`` with the usage for anything else)."""
     word, _, rest = text.strip().partition(" ")
     word, rest = word.lower(), rest.strip()
     if word in ("", "list") and not rest:
         return MeArgs()
     if word == "remember":
         if not rest:
-            raise ArgumentError("Tell me what to keep: /me remember <text>.")
+            raise ArgumentError("Tell me what to keep: /aboutme remember <text>.")
         return MeArgs("remember", rest)
     if word == "forget":
         ref = rest.lower().removeprefix("#")
@@ -49,12 +49,12 @@ def parse_me(text: str) -> MeArgs:
             return MeArgs("forget")
         if ref.isascii() and ref.isdigit() and len(ref) <= 6:
             return MeArgs("forget", number=int(ref))
-        raise ArgumentError("Which note? /me forget <number|all> (see /me).")
+        raise ArgumentError("Which note? /aboutme forget <number|all> (see /aboutme).")
     raise ArgumentError(USAGE)
 
 
 ME: CommandSpec[MeArgs] = CommandSpec(
-    "me", "[remember <text> | forget <number|all>]", USAGE, parse_me,
+    "aboutme", "[remember <text> | forget <number|all>]", USAGE, parse_me,
     max_chars=2 * MAX_NOTE_CHARS, words=False)  # the feature says the exact bound
 
 

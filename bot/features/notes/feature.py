@@ -1,5 +1,5 @@
-"""Personal notes at work: ``/me remember``, ``/me`` and ``/me forget`` for the person who
-asks, and the notes in the prompt of that person's own replies.
+"""Personal notes at work: ``/aboutme remember``, ``/aboutme`` and ``/aboutme forget`` for
+the person who asks, and the notes in the prompt of that person's own replies.
 
 A note is about the person who wrote it and is used only for them: ``prompt_lines`` is asked
 with the message a reply answers and reads the notes of that message's author, on that

@@ -1,7 +1,7 @@
 """Where personal notes are kept: the ``notes`` storage role, on SQLite and PostgreSQL.
 
 A note belongs to one person on one server or workspace (``Person``) and is numbered per
-person from 1, so ``/me forget 2`` names it the same way after ``copy-db``. ``add`` checks
+person from 1, so ``/aboutme forget 2`` names it the same way after ``copy-db``. ``add`` checks
 the cap and numbers the note in one transaction (PostgreSQL: under an advisory lock per
 person, so two writes at once never take one number or pass the cap); the same text twice is
 the same note, so a retry after a lost answer keeps one.
