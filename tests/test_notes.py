@@ -21,11 +21,13 @@ from bot.features.notes import Notes
 from bot.features.notes.commands import ME, MeArgs
 from bot.features.notes.feature import MAX_NOTE_CHARS, MAX_NOTES
 from bot.features.notes.store import NotesStore, Person
+from bot.features.notes.wording import STORE_FAILED
 from bot.features.registry import ROLES
 from bot.messages import IncomingMessage
 from bot.ops.dbtools import copy_db
 from bot.stores import Storage
 from bot.stores.settings import server_scope
+from memory.errors import StoreError
 from memory.models import ChannelKey
 from tests.fakes.openai_server import FakeOpenAI, default_responder
 from tests.harness.postgres import fresh_schema, reachable
@@ -194,6 +196,39 @@ async def test_hostile_notes_stay_data(tmp_path: Path, fake: FakeOpenAI) -> None
     assert ME.parse("") == ME.parse("list") == MeArgs()
     for bad in ("forget", "forget ３", "forget 99999999999", "shout", "list now"):
         assert isinstance(ME.parse(bad), Usage), bad
+
+
+async def test_a_note_the_store_cannot_keep_is_told_and_replies_go_on_without_notes(
+    tmp_path: Path, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with runtime(tmp_path, fake) as rt:
+        notes = rt.service.features.of(Notes)
+        assert (await notes.remember(KEY, "alice", NOTE)).ok
+
+        async def fails(*_args: object, **_kwargs: object) -> None:
+            raise StoreError("the disk is full")
+
+        for method in ("add", "notes", "forget"):
+            monkeypatch.setattr(notes.store, method, fails)
+        for result in (await notes.remember(KEY, "alice", "another"),
+                       await notes.listing(KEY, "alice"),
+                       await notes.forget(KEY, "alice", 1)):
+            assert not result.ok and result.text == STORE_FAILED  # told, nothing half-done
+        reply = await _ask(rt, _mention(1, "what should I cook?", "Alice"))
+        assert reply and NOTE not in _system(bodies(fake, summary=False)[-1])  # still answered
+        monkeypatch.undo()
+        assert [n.text for n in await notes.store.notes(ALICE)] == [NOTE]
+
+
+async def test_a_retry_after_a_lost_answer_keeps_one_note(tmp_path: Path,
+                                                          fake: FakeOpenAI) -> None:
+    async with runtime(tmp_path, fake) as rt:
+        notes = rt.service.features.of(Notes)
+        first = await notes.remember(KEY, "alice", NOTE)
+        again = await notes.remember(KEY, "alice", f"  {NOTE} ")  # the answer never came
+        assert first.text.startswith("Noted (#1)")
+        assert again.ok and again.text == "You told me that already: it is note #1."
+        assert [n.n for n in await notes.store.notes(ALICE)] == [1]
 
 
 # -- export and copy-db ---------------------------------------------------------------------
