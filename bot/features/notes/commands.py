@@ -9,10 +9,11 @@ checked for length and control characters like ``/remember``'s facts.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.commands.args import ArgumentError, CommandSpec
+from bot.commands.args import ArgumentError, CommandSpec, Usage
 from bot.commands.declare import Argument, Command, Context
 from bot.features.notes.feature import MAX_NOTE_CHARS, Notes
 from bot.features.notes.wording import (
@@ -58,6 +59,13 @@ ME: CommandSpec[MeArgs] = CommandSpec(
     max_chars=2 * MAX_NOTE_CHARS, words=False)  # the feature says the exact bound
 
 
+def _from_options(options: Mapping[str, Any]) -> MeArgs | Usage:
+    """Discord's options: a text without an action is a note to keep."""
+    action = str(options.get("action") or "").strip()
+    text = str(options.get("text") or "").strip()
+    return ME.parse(f"{action or ('remember' if text else '')} {text}".strip())
+
+
 async def _run(ctx: Context, args: MeArgs) -> CommandResult:
     notes = ctx.service.features.of(Notes)
     if args.action == "remember":
@@ -73,5 +81,6 @@ COMMANDS: tuple[Command[Any], ...] = (
             (Argument("action", "list (default), remember or forget", "choice",
                       choices=("list", "remember", "forget"),
                       examples=("remember I prefer short answers", "forget 2", "forget all")),
-             Argument("text", "The note (remember) or its number or all (forget)"))),
+             Argument("text", "The note (remember) or its number or all (forget)")),
+            from_options=_from_options),
 )
