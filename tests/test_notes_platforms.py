@@ -57,7 +57,7 @@ async def test_discord(tmp_path: Path, discord_fake: FakeDiscord,
         assert NOTE not in theirs.json["content"]  # shown only to its author
         bobs = await followup_to(discord_fake, await discord_fake.interaction(
             "aboutme", invoker=W.bob, channel_id=W.general, options={"text": "call me Rob"}))
-        assert bobs.json["content"].startswith("Noted (#1)")  # a text alone is kept
+        assert bobs.json["content"].startswith("Noted (#1)"), bobs.json  # a text alone is kept
         gone = await followup_to(discord_fake, await discord_fake.interaction(
             "aboutme", invoker=W.alice, channel_id=W.general,
             options={"action": "forget", "text": "all"}))

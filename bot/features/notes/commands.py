@@ -60,10 +60,13 @@ ME: CommandSpec[MeArgs] = CommandSpec(
 
 
 def _from_options(options: Mapping[str, Any]) -> MeArgs | Usage:
-    """Discord's options: a text without an action is a note to keep."""
-    action = str(options.get("action") or "").strip()
+    """Discord's options: a text without an action (or with the default, ``list``) is a
+    note to keep."""
+    action = str(options.get("action") or "").strip().lower()
     text = str(options.get("text") or "").strip()
-    return ME.parse(f"{action or ('remember' if text else '')} {text}".strip())
+    if text and action in ("", "list"):
+        action = "remember"
+    return ME.parse(f"{action} {text}".strip())
 
 
 async def _run(ctx: Context, args: MeArgs) -> CommandResult:
