@@ -6,7 +6,7 @@ Everything is created here and passed in (constructor injection); nothing is glo
         received = await rt.service.receive(...)
 
 The service is the message pipeline only; what the platforms and the commands use beside
-it is ``rt.features`` (``bot.features``), each part built here once.
+it is ``rt.features`` (``bot.parts``), each part built here once.
 
 Leaving the block lets running compactions finish briefly, then closes the LLM client and
 the store (which flushes queued writes).
@@ -31,7 +31,8 @@ from bot.conversation.budget import Budget, window_policy
 from bot.conversation.outbox import Outbox
 from bot.conversation.service import ChatService
 from bot.conversation.summary_route import SummaryRouter
-from bot.features import Features
+from bot.features import registry as feature_registry
+from bot.features.runtime import RunningFeatures
 from bot.llm.client import LLM, OpenAILLM, UsageMeter
 from bot.llm.embeddings import OpenAIEmbedder
 from bot.llm.gate import LLMGate
@@ -41,12 +42,14 @@ from bot.memory_commands.feature import MemoryCommands
 from bot.missed.owed import OwedReplies
 from bot.ops.observe import Observers
 from bot.ops.shutdown import compaction_grace
+from bot.parts import Features
 from bot.plugins import configured_platforms, is_direct, platform_names
 from bot.settings import Settings
+from bot.storage import make_storage, storage_for_url
 from bot.stores import Storage
-from bot.stores.backend import make_storage, storage_for_url
 from memory.embedding_indexer import EmbeddingIndexer
 from memory.manager import MemoryManager
+from memory.models import ChannelKey
 from memory.semantic import SemanticRecall
 from memory.store import Store
 from memory.summarizer import Summarizer
@@ -154,7 +157,7 @@ class Runtime:
     llm: LLM
     service: ChatService
     meter: UsageMeter
-    features: Features  # what the platforms and the commands are handed (bot.features)
+    features: Features  # what the platforms and the commands are handed (bot.parts)
 
     @property
     def store(self) -> Store:
@@ -197,7 +200,8 @@ class Runtime:
         embedder: OpenAIEmbedder | None = None
         try:
             # per-channel settings and quotas (bot.channels.config, bot.channels.quota)
-            channels = ChannelConfig(storage.settings, Defaults.from_settings(settings))
+            channels = ChannelConfig(storage.settings, Defaults.from_settings(
+                settings, feature_registry.CONFIG_KEYS))
             quota = Quota(storage.usage, settings_of=channels.get, direct=is_direct)
             embedder = make_embedder(settings, model, quota, meter)
             memory = _memory(settings, storage, model, tokenizer, budget, channels, quota,
@@ -207,10 +211,8 @@ class Runtime:
             if start_background:
                 await parts.start()
             if model.is_offline and warn_offline:
-                log.warning(
-                    "no language model configured: replying with the offline model "
-                    "(set OPENAI_API_KEY or OPENAI_BASE_URL to use a real one)"
-                )
+                log.warning("no language model configured: replying with the offline model "
+                            "(set OPENAI_API_KEY or OPENAI_BASE_URL to use a real one)")
             try:
                 yield cls(settings, budget, storage, memory, model, parts.features.service,
                           meter, parts.features)
@@ -266,13 +268,19 @@ def _serving(settings: Settings, budget: Budget, storage: Storage, model: LLM,
     if not model.is_offline and attachments.sees(model_name):
         attachments.describe = ImageDescriber(model, quota, model_name)
     observers = Observers()
+
+    async def setting(key: ChannelKey, name: str) -> str:
+        return (await channels.get(key)).value(name)
+
+    running = feature_registry.start(storage, tokenizer, setting)
     service = ChatService(memory, model, settings.chat, budget, clock=clock, owed=owed,
                           channels=channels, quota=quota, access=access,
-                          attachments=attachments, observer=observers)
+                          attachments=attachments, observer=observers, features=running)
     features = Features(
         service, channels, quota, access, Outbox(storage.outbox), attachments, observers, owed,
-        MemoryCommands(memory, channels, quota), ConfigCommand(channels, quota), catchup)
-    return _Parts(channels, quota, memory, owed, catchup, features)
+        MemoryCommands(memory, channels, quota), ConfigCommand(channels, quota), catchup,
+        running)
+    return _Parts(channels, quota, memory, owed, catchup, features, running)
 
 
 @dataclass
@@ -286,17 +294,21 @@ class _Parts:
     owed: OwedReplies
     catchup: CatchupCommands
     features: Features
+    running: RunningFeatures  # the features' own objects and jobs (bot.features)
 
     async def start(self) -> None:
-        """Start compaction, the channel settings' refresh, owed replies and digests."""
+        """Start compaction, the channel settings' refresh, owed replies, digests and the
+        features' own work."""
         await self.memory.start()
         await self.channels.start()
         self.owed.start()
         if self.catchup.digests is not None:
             self.catchup.digests.start()
+        await self.running.start()
 
     async def close(self, settings: Settings) -> None:
         """Stop them all, letting running compactions finish within the shutdown grace."""
+        await self.running.close()
         if self.catchup.digests is not None:
             await self.catchup.digests.stop()
         await self.features.attachments.close()

@@ -274,7 +274,7 @@ def _no_database(settings: Settings) -> str | None:
 
 
 async def _channels(settings: Settings, out: TextIO) -> int:
-    from bot.stores.backend import make_storage
+    from bot.storage import make_storage
 
     if (absent := _no_database(settings)) is not None:
         print(absent, file=sys.stderr)
@@ -325,8 +325,8 @@ async def _summary(settings: Settings, key: ChannelKey, out: TextIO) -> None:
 
 
 async def _export(settings: Settings, key: ChannelKey, out: TextIO) -> int:
-    from bot.ops.dbtools import settings_rows
-    from bot.stores.backend import make_storage
+    from bot.ops.dbtools import export_rows
+    from bot.storage import make_storage
 
     if (absent := _no_database(settings)) is not None:
         raise UnknownChannel(absent)
@@ -354,7 +354,7 @@ async def _export(settings: Settings, key: ChannelKey, out: TextIO) -> int:
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
             count += len(batch)
             after = batch[-1].seq
-        for extra in await settings_rows(storage.settings, key):  # /config settings, log
+        for extra in await export_rows(storage, key):  # /config settings, features' rows
             out.write(json.dumps(extra, ensure_ascii=False) + "\n")
         return count
     finally:
@@ -370,7 +370,7 @@ def _schedule_row(schedule: DigestSchedule | None) -> dict[str, object] | None:
 
 async def _copy(src: str, dst: str, *, force: bool, resume: bool) -> None:
     from bot.ops.dbtools import copy_db
-    from bot.stores.backend import storage_for_url
+    from bot.storage import storage_for_url
 
     source, target = storage_for_url(src), storage_for_url(dst)
     await source.open()
@@ -479,7 +479,7 @@ def _dispatch(args: argparse.Namespace, command: str) -> int:
         return asyncio.run(doctor(settings, sys.stdout, platforms=_extras(configured)))
     elif command == "migrate":
         from bot.ops.dbtools import migrate
-        from bot.stores.backend import storage_for_url
+        from bot.storage import storage_for_url
 
         url = args.url or settings.database.database_url
         n = asyncio.run(migrate(storage_for_url(url)))

@@ -32,7 +32,7 @@ from bot.ops.logs import scrub
 from bot.plugins import configured_platforms
 from bot.settings import Settings
 from bot.settings.redact import mask_url
-from bot.stores.backend import make_storage
+from bot.storage import make_storage
 from bot.wording import plural
 from memory.tokens import TokenCounter
 

@@ -18,7 +18,6 @@ from bot.catchup.citations import Linker, plain_links
 from bot.catchup.command import Where
 from bot.catchup.phrases import posix_locale
 from bot.commands.declare import Argument, Command, Permission, Registry
-from bot.commands.registry import COMMANDS
 from bot.conversation.lookup import looked_up
 from bot.conversation.outbox import Outbox, Post, answer_id, digest_id
 from bot.conversation.reply_flow import ReplyFlow
@@ -26,7 +25,7 @@ from bot.conversation.service import ChatService
 from bot.conversation.sweep import answer_missed_mentions, stop_answering_missed
 from bot.errors import ConfigError, GistbotError, OutcomeUnknown, PlatformUnreachable, user_text
 from bot.extras import Extra, require
-from bot.features import Features
+from bot.features.registry import COMMANDS
 from bot.messages import (
     Attachment,
     ChainLink,
@@ -39,6 +38,7 @@ from bot.messages import (
 )
 from bot.ops.logs import LiveLine
 from bot.ops.shutdown import SHUTDOWN_APOLOGY, reply_grace
+from bot.parts import Features
 from bot.plugins import Launch, Platform
 from bot.read_check import OPEN, Access, refusal
 from bot.settings import Settings

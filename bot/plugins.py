@@ -29,8 +29,8 @@ from bot.extras import Extra
 from bot.installed import GROUP, entry, is_direct, is_trusted, platform_names
 
 if TYPE_CHECKING:
-    from bot.features import Features
     from bot.ops.logs import LiveLine
+    from bot.parts import Features
     from bot.settings import Settings
     from memory.models import ChannelKey
 

@@ -98,7 +98,7 @@ from tests.harness.slack import FakeLLM, Harness, open_harness  # noqa: E402
 @pytest.fixture
 def quick_busy_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     """Runtimes built in the test wait 0.2 s (not 5 s) for a locked database."""
-    monkeypatch.setattr("bot.stores.backend.SqliteStore",
+    monkeypatch.setattr("bot.storage.SqliteStore",
                         functools.partial(SqliteStore, busy_timeout=0.2))
 
 

@@ -21,6 +21,7 @@ from adapters.slack import manifest
 from bot.app import Runtime
 from bot.commands.declare import Registry
 from bot.commands.registry import COMMANDS, discover
+from bot.features.registry import COMMANDS as TABLE
 from bot.settings import load_settings
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
@@ -81,6 +82,7 @@ def test_discovery_finds_the_new_file_and_keeps_the_declared_order(
 ) -> None:
     assert COMMANDS.names() == ["summary", "reset", "remember", "memory", "forget", "config",
                                 "catchup", "digest", "help"]
+    assert TABLE.names() == [*COMMANDS.names()[:5], "aboutme", *COMMANDS.names()[5:]]  # features
     # no ORDER: after the features that declare one below the default, before /help
     assert with_ping.names() == [*COMMANDS.names()[:-1], "ping", "help"]
 
@@ -119,7 +121,7 @@ async def test_the_default_registry_has_no_test_command(
 ) -> None:
     async with running(make_settings(tmp_path, discord_llm)):
         [sync] = await discord_fake.wait_for(lambda f: f.calls("PUT", "/applications/"))
-        assert sorted(c["name"] for c in sync.json) == sorted(COMMANDS.names())
+        assert sorted(c["name"] for c in sync.json) == sorted(TABLE.names())
 
 
 async def test_a_new_command_is_dispatched_by_slack_bolt(
@@ -180,9 +182,9 @@ def test_the_checked_in_manifest_matches_the_registry(with_ping: Registry) -> No
     assert manifest.update(text, with_ping) != text
     assert manifest.main(["--check"]) == 0
     entries = yaml.safe_load(text)["features"]["slash_commands"]
-    assert [e["command"] for e in entries] == [f"/{n}" for n in COMMANDS.names()]
+    assert [e["command"] for e in entries] == [f"/{n}" for n in TABLE.names()]
     assert {e["command"]: e["description"] for e in entries} == {
-        f"/{c.name}": c.description for c in COMMANDS}
+        f"/{c.name}": c.description for c in TABLE}
 
 
 def test_the_check_fails_on_a_stale_manifest(tmp_path: Path) -> None:

@@ -46,8 +46,8 @@ async def test_login_ready_identity_and_global_command_sync(
         (sync,) = discord_fake.calls("PUT", f"/applications/{W.app_id}/")
         assert sync.path == f"/applications/{W.app_id}/commands"
         commands = {c["name"]: c for c in sync.json}
-        assert set(commands) == {"summary", "reset", "remember", "memory", "forget", "config",
-                                 "catchup", "digest", "help"}
+        assert set(commands) == {"summary", "reset", "remember", "memory", "forget", "aboutme",
+                                 "config", "catchup", "digest", "help"}
         assert commands["config"]["default_member_permissions"] is None  # show is for anyone
         assert int(commands["reset"]["default_member_permissions"]) == MANAGE_MESSAGES
         assert int(commands["digest"]["default_member_permissions"]) == 1 << 4  # Manage Channels
@@ -56,6 +56,7 @@ async def test_login_ready_identity_and_global_command_sync(
         assert commands["remember"]["default_member_permissions"] is None
         assert commands["summary"]["default_member_permissions"] is None
         assert commands["help"]["default_member_permissions"] is None
+        assert commands["aboutme"]["default_member_permissions"] is None  # anyone's own notes
         (option,) = commands["summary"]["options"]
         assert (option["name"], option["type"], option["required"]) == ("public", 5, False)
 
@@ -68,8 +69,8 @@ async def test_commands_sync_instantly_to_configured_guilds(
         (sync,) = discord_fake.calls("PUT", f"/applications/{W.app_id}/")
         assert sync.path == f"/applications/{W.app_id}/guilds/{W.guild_id}/commands"
         assert {c["name"] for c in sync.json} == {"summary", "reset", "remember", "memory",
-                                                  "forget", "config", "catchup", "digest",
-                                                  "help"}
+                                                  "forget", "aboutme", "config", "catchup",
+                                                  "digest", "help"}
 
 
 async def test_run_discord_connects_and_stops_when_cancelled(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from adapters.console_adapter import ConsoleChat
 from bot.cli import _parser
-from bot.commands.registry import COMMANDS
+from bot.features.registry import COMMANDS
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")

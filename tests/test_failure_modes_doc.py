@@ -23,7 +23,7 @@ BOUNDARIES = (
     "model call: reply", "model call: summary", "model call: image description",
     "model call: catch-up", "model call: admission", "database commit", "scheduler claim",
     "platform read: a referenced Discord message", "platform read: a Slack thread",
-    "access lists", "read check",
+    "access lists", "read check", "database commit: a personal note",
 )
 NAMED = re.compile(r"`(tests/[\w/]+\.py)::((?:Test\w+::)?test_\w+)(?:\[([^\]]+)\])?`")
 ANY_NAMED = re.compile(r"`tests/[\w/]+\.py::[^`]*`")

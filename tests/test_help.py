@@ -12,7 +12,7 @@ from pathlib import Path
 
 from adapters.console_adapter import ConsoleChat
 from bot.app import Runtime
-from bot.commands.registry import COMMANDS
+from bot.features.registry import COMMANDS
 from bot.settings import load_settings
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI

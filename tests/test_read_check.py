@@ -23,7 +23,7 @@ import pytest
 
 from adapters.discord.text import channel_key
 from bot.app import Runtime
-from bot.commands.registry import COMMANDS
+from bot.features.registry import COMMANDS
 from bot.read_check import CANNOT_READ, NOT_FOR_EVERYONE
 from bot.stores.digests import DigestSchedule
 from tests.fakes.discord_server import (
@@ -67,6 +67,7 @@ SHOW_NOTHING = {
     "remember": "repeats the caller's own words",
     "config": "the channel's settings, not its conversation",
     "help": "the command list",
+    "aboutme": "the caller's own notes, never the channel's conversation",
 }
 
 

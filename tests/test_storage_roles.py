@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from bot.app import storage_for_url
+from bot.features.registry import ROLES
 from bot.stores import LADDERS, Storage
 from bot.stores.usage import UsageKey
 from memory.errors import SchemaTooNewError
@@ -24,6 +25,7 @@ from tests.harness.postgres import PG, fresh_schema, reachable
 from tests.harness.pre_split import postgres_file, sqlite_file
 from tests.harness.roles_contract import MakeStorage, RolesContract
 
+EVERY_LADDER = (*LADDERS, *(r.ladder for r in ROLES))  # the features' roles too
 KEY = ChannelKey("discord", "g1", "c1")
 SERVER = UsageKey("discord", "g1")
 
@@ -81,7 +83,7 @@ async def test_a_new_sqlite_file_gets_every_role_at_its_latest_version(tmp_path:
         pass
     with sqlite3.connect(tmp_path / "new.db") as conn:
         assert dict(conn.execute("SELECT role, version FROM role_schema")) == {
-            ladder.role: len(ladder.steps) for ladder in LADDERS}
+            ladder.role: len(ladder.steps) for ladder in EVERY_LADDER}
         memory_version = conn.execute("SELECT version FROM schema_version").fetchone()[0]
     assert memory_version == SCHEMA_VERSION
 
@@ -211,4 +213,4 @@ async def test_an_old_postgres_schema_is_adopted_and_completed(pg_admin: Any,
         finally:
             await storage.close()
         rows = await pg_admin.fetch(f'SELECT role, version FROM "{schema}".role_schema')
-        assert dict(rows) == {ladder.role: len(ladder.steps) for ladder in LADDERS}
+        assert dict(rows) == {ladder.role: len(ladder.steps) for ladder in EVERY_LADDER}

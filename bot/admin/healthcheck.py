@@ -35,7 +35,7 @@ def _probe(url: str) -> int:
 
 async def _open_store() -> None:
     from bot.settings import load_settings
-    from bot.stores.backend import make_storage
+    from bot.storage import make_storage
 
     storage = make_storage(load_settings())
     await storage.open()

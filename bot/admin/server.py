@@ -28,8 +28,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, disable_created_metrics, gene
 from bot.admin.auth import Sessions
 from bot.admin.inspector import Inspector
 from bot.admin.metrics import MODEL_SEEN_WINDOW, Metrics
-from bot.features import Features
 from bot.llm.client import LLM, UsageMeter
+from bot.parts import Features
 from bot.settings import Settings
 from memory.manager import MemoryManager
 from memory.models import ChannelKey

@@ -3,7 +3,8 @@
 Keys (``KEYS``): ``persona``, ``model``, ``summary_model``, ``reply_mode``, ``record``,
 ``language`` for a channel or its whole server/workspace, and ``daily_tokens_per_user`` /
 ``daily_tokens_per_server`` and the access lists (``allowed_users``, ``blocked_users`` …,
-which add to the operator's: ``bot.access``) for a server only. The value in force comes
+which add to the operator's: ``bot.access``) for a server only; a feature adds its own
+(``Defaults.features``: the personal notes' ``personal_notes``). The value in force comes
 from the channel, else the server, else the environment (``Defaults``, from
 ``Settings``): precedence channel → server → env.
 
@@ -64,12 +65,14 @@ class Invalid(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Key:
-    """One setting: its name, what it does, and where it may be set."""
+    """One setting: its name, what it does, and where it may be set; ``default`` is the
+    value where nobody chose one, for a feature's key (the core's come from ``Settings``)."""
 
     name: str
     help: str
     choices: tuple[str, ...] = ()
     server_only: bool = False
+    default: str = ""
 
 
 KEYS: dict[str, Key] = {k.name: k for k in (
@@ -118,9 +121,15 @@ class Defaults:
     offline: bool = False  # no model configured: the offline model answers, whatever is set
     params: str = "{}"  # MODEL_PARAMS, as JSON
     params_allowed: tuple[str, ...] = ()  # MODEL_PARAMS_ALLOWED
+    features: tuple[Key, ...] = ()  # the features' keys (bot.features.registry)
+
+    @property
+    def keys(self) -> dict[str, Key]:
+        """Every key ``/config`` knows: ``KEYS`` and the features'."""
+        return {**KEYS, **{k.name: k for k in self.features}}
 
     @classmethod
-    def from_settings(cls, s: Settings) -> Defaults:
+    def from_settings(cls, s: Settings, features: Sequence[Key] = ()) -> Defaults:
         """The defaults ``s`` implies (``ALWAYS_REPLY_CHANNELS`` become ``reply_mode all``;
         ``ALLOWED_MODELS`` unset allows ``MODEL_NAME`` and the models of ``PROVIDERS``)."""
         llm, chat, quotas, named = s.llm, s.chat, s.quotas, s.providers
@@ -131,7 +140,8 @@ class Defaults:
                    quotas.daily_tokens_per_user, quotas.daily_tokens_per_server,
                    offline=s.model_provider == "offline",
                    params=json.dumps(named.model_params, sort_keys=True),
-                   params_allowed=tuple(named.model_params_allowed))
+                   params_allowed=tuple(named.model_params_allowed),
+                   features=tuple(features))
 
     def value(self, name: str, key: ChannelKey) -> str:
         """The environment's value of ``name`` for channel ``key``, as text."""
@@ -139,6 +149,8 @@ class Defaults:
             return "all" if key.channel in self.always_reply_channels else "mentions"
         if name == "language" or name in LIST_NAMES:  # a server's lists add to the operator's
             return ""
+        if name not in KEYS:
+            return self.keys[name].default
         return str(getattr(self, "record" if name == "record" else name))
 
 
@@ -158,6 +170,11 @@ class ChannelSettings:
     daily_tokens_per_server: int
     sources: Mapping[str, str] = field(default_factory=dict)  # "channel" | "server" | "default"
     access: Lists = NO_LISTS  # the server's own allow and block lists (bot.access)
+    features: Mapping[str, str] = field(default_factory=dict)  # the features' keys
+
+    def value(self, name: str) -> str:
+        """The value in force of ``name`` as text (a feature's key too)."""
+        return self.features[name] if name in self.features else str(getattr(self, name))
 
     def chosen(self, name: str) -> str | None:
         """The value of ``name`` when a channel or server chose it, else None (the model
@@ -173,7 +190,7 @@ def resolve(key: ChannelKey, rows: Sequence[Setting], defaults: Defaults) -> Cha
     found: dict[tuple[str, str], str] = {(r.scope.channel, r.name): r.value for r in rows}
     values: dict[str, str] = {}
     sources: dict[str, str] = {}
-    for name, spec in KEYS.items():
+    for name, spec in defaults.keys.items():
         scopes = [(SERVER, "server")] if spec.server_only else [
             (key.channel, "channel"), (SERVER, "server")]
         for channel, source in scopes:
@@ -195,14 +212,16 @@ def resolve(key: ChannelKey, rows: Sequence[Setting], defaults: Defaults) -> Cha
         int(values["daily_tokens_per_user"]),
         int(values["daily_tokens_per_server"]), sources,
         Lists.of({n: values[n].split(",") for n in LIST_NAMES if values[n]}),
+        {k.name: values[k.name] for k in defaults.features},
     )
 
 
 def validate(name: str, value: str, defaults: Defaults, *, server: bool) -> str:
     """``value`` made canonical, or ``Invalid`` saying what is allowed."""
-    spec = KEYS.get(name)
+    spec = defaults.keys.get(name)
     if spec is None:
-        raise Invalid(f"There is no setting {name!r}; the settings are: {', '.join(KEYS)}.")
+        raise Invalid(f"There is no setting {name!r}; the settings are: "
+                      f"{', '.join(defaults.keys)}.")
     if spec.server_only and not server:
         raise Invalid(f"{name} is set for the whole server: add scope server.")
     value = clean_text(value).strip()
@@ -349,8 +368,9 @@ class ChannelConfig:
             raise Invalid("Settings need a database; this gistbot runs without one.")
         server = scope.channel == SERVER
         stored = None if value is None else validate(name, value, self.defaults, server=server)
-        if value is None and name not in KEYS:
-            raise Invalid(f"There is no setting {name!r}; the settings are: {', '.join(KEYS)}.")
+        if value is None and name not in self.defaults.keys:
+            raise Invalid(f"There is no setting {name!r}; the settings are: "
+                          f"{', '.join(self.defaults.keys)}.")
         await self.store.put_setting(scope, name, stored, actor=actor, now=self.clock())
         log.info("setting %s of %s %s by %s", name, scope,
                  "unset" if stored is None else "changed", actor)

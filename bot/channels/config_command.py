@@ -20,11 +20,12 @@ with who made it and when, and ``history`` lists them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from bot.access import LIST_NAMES
-from bot.channels.config import KEYS, ChannelConfig, ChannelSettings, Invalid, scope_of
+from bot.channels.config import KEYS, ChannelConfig, ChannelSettings, Invalid, Key, scope_of
 from bot.channels.quota import KINDS, PERSONAL_KINDS, Quota
 from bot.messages import CommandResult
 from bot.stores.settings import SERVER
@@ -84,14 +85,16 @@ def parse_config(text: str) -> ConfigRequest | str:
     return ConfigRequest(action, head.strip().lower(), tail.strip(), server)
 
 
-def refusal(caller: Caller, request: ConfigRequest) -> str | None:
-    """Why ``caller`` may not make this change, or None when they may."""
+def refusal(caller: Caller, request: ConfigRequest, keys: Mapping[str, Key] = KEYS
+            ) -> str | None:
+    """Why ``caller`` may not make this change, or None when they may (``keys``: every key
+    ``/config`` knows, the features' too)."""
     if request.action not in ("set", "unset"):
         return None
     if caller.is_direct:
         return ("Settings can't be changed in a direct message; the operator's defaults apply "
                 "here. Use /config in a server channel.")
-    if request.server or (request.key in KEYS and KEYS[request.key].server_only):
+    if request.server or (request.key in keys and keys[request.key].server_only):
         return None if caller.may_server else caller.server_rule
     return None if caller.may_channel else caller.channel_rule
 
@@ -136,14 +139,15 @@ async def run_config(key: ChannelKey, request: ConfigRequest, caller: Caller,
         return await _history(key, channels)
     if request.action == "show":
         return await _show(key, request.server, channels)
-    why = refusal(caller, request)
+    keys = channels.defaults.keys
+    why = refusal(caller, request, keys)
     if why is not None:
         return CommandResult(why, ok=False)
-    if request.key not in KEYS:
+    if request.key not in keys:
         return CommandResult(f"Which setting? {USAGE}" if not request.key else
-                             f"There is no setting {request.key!r}. Keys: {', '.join(KEYS)}.",
+                             f"There is no setting {request.key!r}. Keys: {', '.join(keys)}.",
                              ok=False)
-    server = request.server or KEYS[request.key].server_only
+    server = request.server or keys[request.key].server_only
     where = "this server" if server else "this channel"
     actor = f"{caller.name} ({caller.user_id})" if caller.name != caller.user_id else caller.name
     try:
@@ -174,9 +178,9 @@ async def _show(key: ChannelKey, server: bool, channels: ChannelConfig) -> Comma
         return CommandResult(f"Server-wide settings:\n{body}\nAllowed models: {allowed}")
     effective: ChannelSettings = await channels.get(key)
     lines = []
-    for name in KEYS:
+    for name in channels.defaults.keys:
         value = (",".join(sorted(getattr(effective.access, name))) if name in LIST_NAMES
-                 else str(getattr(effective, name)))
+                 else effective.value(name))
         source = effective.sources.get(name, "default")
         shown = _shown(name, value)
         if name == "model" and channels.defaults.offline:  # say what actually answers

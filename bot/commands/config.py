@@ -78,7 +78,7 @@ async def _run(ctx: Context, args: ConfigRequest) -> CommandResult:
 
 def _keys(features: CommandService, commands: Registry,
           options: Mapping[str, str]) -> Sequence[str]:
-    return list(KEYS)
+    return list(features.channels.defaults.keys)
 
 
 def _values(features: CommandService, commands: Registry,
@@ -86,7 +86,8 @@ def _values(features: CommandService, commands: Registry,
     key = options.get("key", "")
     if key in ("model", "summary_model"):
         return list(features.channels.defaults.allowed_models)
-    return list(KEYS[key].choices) if key in KEYS else []
+    keys = features.channels.defaults.keys
+    return list(keys[key].choices) if key in keys else []
 
 
 CONFIG_COMMAND: Command[ConfigRequest] = Command(

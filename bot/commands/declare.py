@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from bot.channels.config_command import Caller, ConfigRequest
     from memory.models import ChannelKey
 
-__all__ = ["Argument", "Command", "CommandService", "Context", "Permission", "Registry",
-           "Suggest"]
+__all__ = ["Argument", "Command", "CommandService", "Context", "FeatureSet", "Permission",
+           "Registry", "Suggest"]
 
 A = TypeVar("A")
 Kind = Literal["text", "flag", "choice"]
@@ -81,9 +81,19 @@ class CatchupFeature(Protocol):
                      refusal: str = "") -> CommandResult: ...
 
 
+class FeatureSet(Protocol):
+    """The running features (``bot.features``): a feature's command finds its own object
+    here by type."""
+
+    def of(self, kind: type[A]) -> A: ...
+
+
 class CommandService(Protocol):
-    """The features commands use, handed to them by the platform (``bot.features.Features``
+    """The features commands use, handed to them by the platform (``bot.parts.Features``
     is one)."""
+
+    @property
+    def running(self) -> FeatureSet: ...
 
     @property
     def channels(self) -> ChannelConfig: ...

@@ -1,15 +1,17 @@
 """Every command, found where it is declared: each module of ``bot.commands`` that exports
 ``COMMANDS`` (a tuple of ``declare.Command``) is collected, so a new command is one new
 file. ``ORDER`` (default 50) places a module's commands in the listing; modules of one
-order follow their names. ``COMMANDS`` is what each platform generates its table from —
-Discord's application commands, Slack's slash commands and manifest, the console's — and
-``SPECS`` their argument parsers by name.
+order follow their names. ``COMMANDS`` holds these core commands and ``SPECS`` their
+argument parsers by name; the features (``bot.features``) add theirs through ``discover``'s
+``extra``, and ``bot.features.registry.COMMANDS`` is what each platform generates its table
+from — Discord's application commands, Slack's slash commands and manifest, the console's.
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
@@ -32,14 +34,20 @@ def _declaring(package: ModuleType) -> list[ModuleType]:
     return sorted(found, key=lambda m: (getattr(m, "ORDER", DEFAULT_ORDER), m.__name__))
 
 
-def discover(package: ModuleType = bot.commands) -> Registry:
-    """The registry of every command declared in ``package``'s modules; a module whose
-    ``COMMANDS`` holds anything but ``Command`` objects is a ``TypeError`` naming it."""
+Declared = tuple[int, str, Sequence[Any]]
+"""(order, name, commands) of one declaring module or feature."""
+
+
+def discover(package: ModuleType = bot.commands, extra: Sequence[Declared] = ()) -> Registry:
+    """The registry of every command declared in ``package``'s modules, and ``extra``'s
+    (a feature's commands, its order and its name), placed by order then name; commands
+    that are not ``Command`` objects are a ``TypeError`` naming where they were declared."""
+    found: list[Declared] = [(getattr(m, "ORDER", DEFAULT_ORDER), m.__name__, m.COMMANDS)
+                             for m in _declaring(package)]
     commands: list[Command[Any]] = []
-    for module in _declaring(package):
-        declared = tuple(module.COMMANDS)
+    for _order, name, declared in sorted([*found, *extra], key=lambda d: (d[0], d[1])):
         if not all(isinstance(c, Command) for c in declared):
-            raise TypeError(f"{module.__name__}.COMMANDS holds something not a Command")
+            raise TypeError(f"{name}.COMMANDS holds something not a Command")
         commands += declared
     return Registry(tuple(commands))
 

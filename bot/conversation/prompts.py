@@ -4,8 +4,8 @@ The summary is *data*, not instructions. It sits in the system message between
 ``<<<MEMORY`` and ``MEMORY>>>`` lines, introduced as a record of earlier conversation
 written from users' messages; fence markers inside remembered text are defused so user
 text can never close the fence and speak as the system. Recalled facts, episodes and
-stored messages (verbatim, grouped by day) go inside the same fence under their headings,
-and so does the channel a person is viewing as they ask (``viewed_lines``).
+stored messages (verbatim, grouped by day), the channel a person is viewing as they ask
+(``viewed_lines``) and the features' lines for them (``own``: their notes) go inside too.
 
 Users' turns carry a ``[Name]: `` label (``memory.speakers``) and small models imitate
 it, so a reply's leading labels (``[Name]:``, ``"Name:``, ``NAME:``, and ``Name:`` for a
@@ -86,9 +86,10 @@ def viewed_lines(view: MemoryView) -> list[str]:
 
 def memory_block(
     summary: str, facts: Sequence[CarriedIdentifier], recall: Recall | None = None,
-    chain: Sequence[Turn] = (), viewed: MemoryView | None = None,
+    chain: Sequence[Turn] = (), viewed: MemoryView | None = None, own: Sequence[str] = (),
 ) -> str:
-    """The fenced memory section of the system message; ``viewed``: the memory of the
+    """The fenced memory section of the system message; ``own``: the features' lines for
+    the person who asks (``bot.conversation.hooks``); ``viewed``: the memory of the
     channel the person is viewing; ``chain``: the messages the triggering message replies
     to, oldest first (``bot.conversation.chain``), last."""
     body = [_PREAMBLE, ""]
@@ -104,8 +105,10 @@ def memory_block(
         body += [_defuse(episode_line(e)) for e in recall.episodes]
     if recall is not None and recall.turns:
         body += ["", *map(_defuse, render_recalled_turns(recall.turns))]
-    if not summary.strip() and not facts and not recalled and not chain:
+    if not summary.strip() and not facts and not recalled and not chain and not own:
         body.append(_NO_MEMORY)
+    if own:
+        body += ["", *map(_defuse, own)]
     if viewed is not None:
         body += viewed_lines(viewed)
     if chain:
@@ -135,15 +138,17 @@ def fixed_overhead(system_prompt: str, tokenizer: Tokenizer) -> int:
 
 def build_messages(system_prompt: str, view: MemoryView,
                    chain: Sequence[Turn] = (),
-                   viewed: MemoryView | None = None) -> list[ChatMessage]:
-    """The chat messages for a reply: system (with memory, the channel the person is
-    viewing and the reply ``chain``), then turns oldest first.
+                   viewed: MemoryView | None = None,
+                   own: Sequence[str] = ()) -> list[ChatMessage]:
+    """The chat messages for a reply: system (with memory, the features' lines for the
+    person who asks, the channel they are viewing and the reply ``chain``), then turns
+    oldest first.
 
     The triggering message is the view's newest turn (the service reads the view through
     the trigger's seq), so it is always last.
     """
     system = system_message(system_prompt, memory_block(
-        view.summary, view.facts, view.recall, chain, viewed))
+        view.summary, view.facts, view.recall, chain, viewed, own))
     messages: list[ChatMessage] = [{"role": "system", "content": system}]
     messages += [_turn_message(t) for t in view.turns]
     return messages

@@ -31,6 +31,7 @@ from bot.channels.config import ChannelConfig, ChannelSettings
 from bot.channels.quota import Quota
 from bot.conversation.budget import Budget
 from bot.conversation.chain import CHAIN_SHARE, Chain, fit_chain, read_chain
+from bot.conversation.hooks import NO_HOOKS, ReplyHooks
 from bot.conversation.prompts import (
     build_messages,
     settled_reply,
@@ -94,6 +95,7 @@ class ReplyParts:
     observer: ServiceObserver
     owed: OwedReplies | None  # replies owed to mentions, across crashes (bot.missed.owed)
     identity: Callable[[str], tuple[str, str]]  # (bot id, bot name) on a platform
+    features: ReplyHooks = NO_HOOKS  # what the features add to a prompt (bot.features)
 
 
 @dataclass(slots=True)
@@ -108,6 +110,7 @@ class Request:
     chain: Chain = field(default_factory=Chain)
     viewed: MemoryView | None = None  # the channel the person is looking at
     images: Images = field(default_factory=dict)
+    own: Sequence[str] = ()  # the features' lines for the author (their notes)
 
 
 class ReplyJob:
@@ -205,6 +208,8 @@ class ReplyJob:
         budget -= sum(p.tokens for p in images) + files_in.note_tokens(msg.key)
         chain = Chain() if self.alone else await self._chain(budget)  # paid before the view
         budget -= chain.tokens
+        own = await self.parts.features.prompt_lines(msg, budget // 4)  # the author's notes
+        budget -= memory.tokenizer.count("\n".join(own)) if own else 0
         viewed, cost = ((None, 0) if not msg.reads_history  # the channel in view
                         else await viewed_memory(memory, msg, budget))
         budget -= cost
@@ -214,7 +219,7 @@ class ReplyJob:
         shown = {len(view.turns): images} | files_in.earlier_images(
             view.turns, seer, budget - view.tokens)
         return Request(persona, model, settings.chosen("params"), budget, view, chain, viewed,
-                       shown)
+                       shown, own)
 
     def _persona(self, settings: ChannelSettings) -> tuple[str, int]:
         """The channel's persona and the memory budget left beside it: a long persona is cut
@@ -287,7 +292,7 @@ class ReplyJob:
                ) -> list[ChatMessage]:
         """The request's messages (``bot.conversation.prompts``), with ``images`` attached."""
         return with_images(build_messages(request.persona, view, request.chain.turns,
-                                          request.viewed), images or {})
+                                          request.viewed, own=request.own), images or {})
 
     async def generate(self, request: Request, view: MemoryView, sink: DeltaSink | None,
                        images: Images | None = None) -> str:

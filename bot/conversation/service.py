@@ -1,6 +1,6 @@
 """``ChatService``: what happens on a message, and nothing else. It is handed the parts it
 uses (``bot.app`` composes them); the commands and the adapters are handed theirs too
-(``bot.features``), never reaching through it. Making a reply is
+(``bot.parts``), never reaching through it. Making a reply is
 ``bot.conversation.reply_job``'s, delivering it ``bot.conversation.reply_flow``'s.
 
 An adapter hands each message over once (``receive``) and gets back a ``Received`` (an
@@ -30,6 +30,7 @@ from bot.attachments.intake import AttachmentIntake
 from bot.channels.config import ChannelConfig, ChannelSettings, Defaults, answers
 from bot.channels.quota import Quota
 from bot.conversation.budget import Budget
+from bot.conversation.hooks import NO_HOOKS, FeatureSet
 from bot.conversation.rate_limit import RateLimiter
 from bot.conversation.reply_job import (
     MAX_REPLY_CHARS,
@@ -84,7 +85,8 @@ class ChatService:
                  owed: OwedReplies | None = None, channels: ChannelConfig | None = None,
                  quota: Quota | None = None, access: AccessRules | None = None,
                  attachments: AttachmentIntake | None = None,
-                 observer: ServiceObserver | None = None) -> None:
+                 observer: ServiceObserver | None = None,
+                 features: FeatureSet = NO_HOOKS) -> None:
         self._memory = memory
         self._llm = llm
         self._config = config
@@ -96,6 +98,7 @@ class ChatService:
             frozenset(config.always_reply_channels)))
         self._quota = quota or Quota(None)
         self._access = access or AccessRules()  # who may talk to the bot (bot.access)
+        self._features = features  # the features' hooks (bot.features)
         self._identities: dict[str, tuple[str, str]] = {}
         # USER_RATE_LIMIT; reads the clock when asked
         self._rate = RateLimiter(config.user_rate_limit, lambda: self._clock())
@@ -251,7 +254,7 @@ class ChatService:
         """What a reply job works with: the parts the service was handed."""
         return ReplyParts(self._memory, self._llm, self._config, self._budget, self._channels,
                           self._quota, self._attachments, self._observer, self._owed,
-                          self.identity)
+                          self.identity, self._features)
 
     async def backfilled(self, msg: IncomingMessage) -> bool:
         """Remember a message missed while the bot was away (backfill); never answer it

@@ -27,7 +27,7 @@ __all__ = ["MAX_ATTEMPTS", "Owing", "answer_missed_mentions", "stop_answering_mi
 log = logging.getLogger(__name__)
 
 class Owing(Protocol):
-    """What a sweep is handed (``bot.features.Features`` is one): the service that answers
+    """What a sweep is handed (``bot.parts.Features`` is one): the service that answers
     late and the replies owed."""
 
     @property

@@ -11,26 +11,30 @@ The checksum covers what a user would call the memory: every turn's fields, the 
 the fold pointer, version, counters, carried facts, episodes and long-term facts (with their
 supersede links) and the summary history. It does not cover database ids of episodes,
 long-term facts and history versions (the target assigns its own) nor the internal seq
-counter (``next_seq``), which the target derives from the copied seqs. The per-channel
-settings and their change log (``/config``) are copied whole after the channels and
-compared too; daily token counts are not copied (they only matter for the day they count).
+counter (``next_seq``), which the target derives from the copied seqs. After the channels
+come the parts in ``PARTS`` — the per-channel settings and their change log (``/config``),
+the digest schedules — then each feature's storage role (``bot.stores.roles.Role.copy``:
+the personal notes), each copied whole and compared; daily token counts are not copied
+(they only matter for the day they count).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 
 from bot.errors import GistbotError
 from bot.stores import Storage
+from bot.stores.roles import Role
 from bot.stores.settings import SettingsStore
 from bot.wording import plural
 from memory.models import ChannelKey, Episode, LongTermFact, SummaryState
 from memory.store import Store
 
-__all__ = ["CopyReport", "channel_checksum", "copy_db", "migrate", "settings_rows"]
+__all__ = ["PARTS", "CopyReport", "channel_checksum", "copy_db", "export_rows", "migrate",
+           "settings_rows"]
 
 PAGE = 1000
 ALL_FACTS = 10**9
@@ -114,9 +118,16 @@ async def migrate(storage: Storage) -> int:
         await storage.close()
 
 
-async def copy_digests(source: Storage, target: Storage) -> int:
+async def copy_settings(source: Storage, target: Storage) -> bool:
+    """The per-channel settings and their change log, replacing the target's; True when
+    both sides then hold the same."""
+    await target.settings.import_settings(*await source.settings.all_settings())
+    return await source.settings.all_settings() == await target.settings.all_settings()
+
+
+async def copy_digests(source: Storage, target: Storage) -> bool:
     """Digest schedules and their slot claims (so a copied slot is not posted again);
-    idempotent. Returns how many schedules were copied."""
+    idempotent. True when both sides then hold the same schedules."""
     schedules = await source.digests.digest_schedules()
     for s in schedules:
         await target.digests.set_digest_schedule(s)
@@ -124,9 +135,28 @@ async def copy_digests(source: Storage, target: Storage) -> int:
             await target.digests.claim_digest_slot(s.key, slot.slot_at, slot.owner, 600)
             if slot.state != "claimed":
                 await target.digests.finish_digest_slot(s.key, slot.slot_at, slot.owner, slot.state)
-    if sorted(map(repr, schedules)) != sorted(map(repr, await target.digests.digest_schedules())):
-        raise CopyError("verification failed for the digest schedules")
-    return len(schedules)
+    return sorted(map(repr, schedules)) == sorted(map(repr,
+                                                      await target.digests.digest_schedules()))
+
+
+Part = tuple[str, Callable[[Storage, Storage], Awaitable[bool]]]
+PARTS: tuple[Part, ...] = (("settings (/config)", copy_settings),
+                           ("digest schedules", copy_digests))
+"""What ``copy-db`` copies after the channels, by name, before the features' roles."""
+
+
+def _role_copy(role: Role) -> Callable[[Storage, Storage], Awaitable[bool]]:
+    """A feature role's copy, from one storage's object of it to the other's."""
+    async def copy(source: Storage, target: Storage) -> bool:
+        assert role.copy is not None
+        return await role.copy(source.role(role.name), target.role(role.name))
+
+    return copy
+
+
+def _parts(source: Storage) -> list[Part]:
+    """``PARTS`` and each feature role of ``source`` that says how it is copied."""
+    return [*PARTS, *((r.name, _role_copy(r)) for r in source.roles if r.copy is not None)]
 
 
 async def copy_db(
@@ -165,19 +195,28 @@ async def copy_db(
         await dst.replace_archive(key, *await _archive(src, key))
         await dst.replace_history(key, await src.summary_history_of(key, limit=ALL_FACTS))
         progress(f"[{i}/{len(keys)}] {key}: {plural(want[0], 'message')}")
-    await target.settings.import_settings(*await source.settings.all_settings())
-    await copy_digests(source, target)
+    for name, copy in _parts(source):
+        if not await copy(source, target):
+            report.mismatched.append(name)
     for key in keys:
         if await channel_checksum(src, key) != await channel_checksum(dst, key):
             report.mismatched.append(str(key))
-    if await source.settings.all_settings() != await target.settings.all_settings():
-        report.mismatched.append("settings (/config)")
     if report.mismatched:
         raise CopyError(
             f"verification failed for {plural(len(report.mismatched), 'channel')} "
             f"(e.g. {report.mismatched[0]}); the target differs from the source"
         )
     return report
+
+
+async def export_rows(storage: Storage, key: ChannelKey) -> list[dict[str, object]]:
+    """``export``'s lines after the turns: the settings (``settings_rows``), then what each
+    feature role writes for ``key``'s channel (the personal notes of its server)."""
+    rows = await settings_rows(storage.settings, key)
+    for role in storage.roles:
+        if role.export is not None:
+            rows += await role.export(storage.role(role.name), key)
+    return rows
 
 
 async def settings_rows(store: SettingsStore, key: ChannelKey) -> list[dict[str, object]]:

@@ -25,9 +25,9 @@ from adapters.discord.launch import create_client
 from adapters.discord.text import channel_key
 from bot.app import Runtime
 from bot.commands.declare import Registry
-from bot.commands.registry import COMMANDS
 from bot.conversation.reply_flow import ReplyFlow
 from bot.conversation.service import ChatService
+from bot.features.registry import COMMANDS
 from bot.settings import Settings, load_settings
 from memory.models import ChannelKey
 from tests.fakes.discord_server import FakeDiscord, Request, World, message

@@ -32,7 +32,7 @@ from adapters.slack.transport import serve_http
 from adapters.slack.web import make_web_client
 from bot.app import Runtime
 from bot.commands.declare import Registry
-from bot.commands.registry import COMMANDS
+from bot.features.registry import COMMANDS
 from bot.llm.client import Completion, Usage
 from bot.settings import Settings, load_settings
 from memory.completion import ChatMessage

@@ -19,6 +19,7 @@ from bot.catchup.wiring import CatchupCommands
 from bot.channels.config import ChannelConfig
 from bot.channels.config_command import ConfigCommand
 from bot.channels.quota import Quota
+from bot.conversation.hooks import NO_HOOKS, FeatureSet
 from bot.conversation.outbox import Outbox
 from bot.conversation.service import ChatService
 from bot.memory_commands.feature import MemoryCommands
@@ -43,3 +44,4 @@ class Features:
     memory_commands: MemoryCommands
     config_command: ConfigCommand
     catchup_commands: CatchupCommands
+    running: FeatureSet = NO_HOOKS  # the features' objects, for their commands (bot.features)

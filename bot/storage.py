@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from bot.errors import ConfigError
 from bot.extras import POSTGRES, require
+from bot.features.registry import ROLES
 from bot.settings import Settings
 from bot.stores import Storage
 from memory.store import Store
@@ -30,8 +31,8 @@ def make_storage(settings: Settings) -> Storage:
 
 def storage_for_url(url: str, *, synchronous: str = "FULL", pool_size: int = 10) -> Storage:
     """The memory store for ``sqlite:///path`` or ``postgresql://…`` with every storage role
-    composed on it (``copy-db`` takes two)."""
-    return Storage.on(_memory_store(url, synchronous=synchronous, pool_size=pool_size))
+    composed on it, the features' too (``copy-db`` takes two)."""
+    return Storage.on(_memory_store(url, synchronous=synchronous, pool_size=pool_size), ROLES)
 
 
 def _memory_store(url: str, *, synchronous: str, pool_size: int) -> Store:
