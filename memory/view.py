@@ -62,9 +62,11 @@ _WITH_NEIGHBOURS = 3  # best matches shown with the turns around them before any
 _SLACK = 4
 """Tokens a rendered line may count below its text's own count (the text's first word
 joins the space before it; an unknown model's x1.1 rounds up): see ``_cannot_fit``."""
-_NEIGHBOURS_ROOM = 1500
+_NEIGHBOURS_ROOM = 2500
 """Recall room below which every match comes before any neighbour: in a small budget a
-neighbour would displace a match."""
+neighbour would displace a match (at ``CONTEXT_TOKENS=4000`` the room is ~2,000 tokens, and
+the three best matches' neighbours, often long chatter, took a third of it;
+docs/decisions/0050)."""
 
 
 @dataclass(frozen=True, slots=True)
