@@ -11,7 +11,8 @@ system prompt and the fence framing), split in this order:
 3. **Carried identifiers**, most relevant first, up to the facts share of ``R``.
 4. **Recall**, everything left (or ``RECALL_TOKENS``): long-term facts, the best-matching
    older turns with their neighbours, other matches (one that answers a question with "she …"
-   with that question, ``memory.antecedent``), episodes; grouped by day.
+   with that question, a question with the reply after it that speaks of someone as "he" or
+   "she": ``memory.antecedent``), episodes; grouped by day.
 5. What recall leaves goes to older verbatim turns.
 
 The view never exceeds ``B``: every item is paid for as ``bot.conversation.prompts`` renders it. Why
@@ -23,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from memory.antecedent import asks, refers_back
+from memory.antecedent import answers_about, asks, refers_back
 from memory.models import (
     CarriedIdentifier,
     MemoryView,
@@ -61,9 +62,11 @@ _WITH_NEIGHBOURS = 3  # best matches shown with the turns around them before any
 _SLACK = 4
 """Tokens a rendered line may count below its text's own count (the text's first word
 joins the space before it; an unknown model's x1.1 rounds up): see ``_cannot_fit``."""
-_NEIGHBOURS_ROOM = 1500
+_NEIGHBOURS_ROOM = 2500
 """Recall room below which every match comes before any neighbour: in a small budget a
-neighbour would displace a match."""
+neighbour would displace a match (at ``CONTEXT_TOKENS=4000`` the room is ~2,000 tokens, and
+the three best matches' neighbours, often long chatter, took a third of it;
+docs/decisions/0050)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,7 +303,8 @@ def _recall(
     budget = _Budget(room, tokenizer)
     facts = [f for f in found.facts if budget.take([fact_line(f)], [RECALL_HEADING])]
     picker = _TurnPicker(budget, shown, split)
-    by_seq = {t.seq: t for t in nearby}
+    # A hit's neighbour may be a hit itself, ranked too low to be read as a neighbour.
+    by_seq = {t.seq: t for t in (*nearby, *found.turns)}
 
     def around(hit: Turn) -> list[Turn | None]:
         return [by_seq.get(hit.seq - 1), by_seq.get(hit.seq + 1)]
@@ -315,6 +319,9 @@ def _recall(
         if before is not None and refers_back(hit.text) and asks(before.text):
             picker.add(before)  # "How's Roz?" / "She fractured …": the answer with its question
         picker.add(hit)
+        after = by_seq.get(hit.seq + 1)
+        if after is not None and asks(hit.text) and answers_about(after, hit):
+            picker.add(after)  # "Has anyone heard from Bart?" / "He went to see …"
     # Episodes after every match: an episode is a summary of a span, a matching turn is
     # the message itself, the better evidence (docs/decisions/0014).
     episodes = [e for e in found.episodes if budget.take([episode_line(e)], [RECALL_HEADING])]

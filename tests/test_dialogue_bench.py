@@ -78,6 +78,9 @@ def test_tiny_run_reports_gistbot_and_bm25_by_kind() -> None:
             assert sum(s.located.places.values()) >= len(s.misses)
             assert set(s.located.places) <= set(PLACES)
             assert len(s.located.candidates) == n
+            # … and by kind of question, adding up to the same places
+            assert sum(s.located.by_kind.values()) == sum(s.located.places.values())
+            assert {k for k, _ in s.located.by_kind} <= set(KINDS)
     assert {t.name.split(":")[1].strip() for t in sec.targets} >= {
         "recall vs BM25", "within budget"}
     assert set(shares(convs)["all"]) >= {"turns", "turns sharing <= 1/3"}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memory.antecedent import asks, refers_back
+from memory.antecedent import answers_about, asks, refers_back
 from memory.archive import Archive
 from memory.config import VIEW_TURN_LIMIT, MemoryConfig
 from memory.hops import hop_terms
@@ -62,6 +62,29 @@ async def test_a_recalled_she_comes_with_the_message_naming_her(tmp_path: Path) 
     recalled = await _view(tmp_path, said, 700)
     assert "He joined a climbing club, Thursdays are off limits." in recalled
     assert "How's Bart doing, by the way?" in recalled
+
+
+async def test_a_question_about_someone_comes_with_the_reply_about_him(tmp_path: Path) -> None:
+    said = [("Ana" if i % 2 else "Nat", f"band practice {i} ran long again") for i in range(120)]
+    said.insert(60, ("Rosa", "Has anyone heard from Bart lately?"))
+    said.insert(61, ("Neil", "Honestly, he caught Salt and Sulphur twice and came back hoarse."))
+    said += [("Nat", f"weather talk {i}") for i in range(20)]
+    said.append(("Quinn", "Which band did Bart see live?"))
+    recalled = await _view(tmp_path, said, 700)
+    assert "Has anyone heard from Bart lately?" in recalled
+    assert "Honestly, he caught Salt and Sulphur twice and came back hoarse." in recalled
+
+
+def test_answers_about_wants_another_speaker_and_a_pronoun() -> None:
+    def turn(author: str, text: str) -> Turn:
+        return Turn(KEY, 1, "m1", "user", author, author, text, 1, 0.0)
+
+    question = turn("rosa", "Has anyone heard from Bart lately?")
+    assert answers_about(turn("neil", "Freddie, did he ever send the photos?"), question)
+    assert answers_about(turn("neil", "그녀는 요즘 바빠"), question)
+    assert not answers_about(turn("rosa", "He went climbing."), question)
+    assert not answers_about(turn("neil", "The weather turned."), question)
+    assert not answers_about(turn("neil", "Shelly went climbing."), question)
 
 
 def test_hop_terms_take_each_source_in_turn_and_skip_used_words() -> None:

@@ -501,3 +501,19 @@ async def test_neighbours_are_read_only_for_hits_the_recall_room_could_show() ->
     everything = compose_view(state, new, budget=2000, tokenizer=TOK, split=ViewSplit(),
                               found=Recall(turns=tuple(hits)), nearby=older)
     assert view.recall == everything.recall  # what every neighbour would have shown
+
+
+def test_a_two_thousand_token_recall_room_shows_every_match_before_any_neighbour() -> None:
+    """With ~2,000 tokens of recall room, the best hits' long neighbours would displace dozens
+    of matches: every match comes first, the neighbours only into what is left."""
+    chatter = "and then we talked about the weather and the trains for a long while " * 12
+    old = [turn(i + 1, f"{chatter} {i}" if i % 2 else f"The parcel went to depot {i}, "
+                "signed by the night porter at the back gate.") for i in range(200)]
+    hits = tuple(old[i] for i in range(0, 200, 2))
+    new = [turn(201, "Which depot did the parcel go to?")]
+    view = compose_view(SummaryState(KEY, folded_through=200), new, budget=2200,
+                        tokenizer=TOK, split=ViewSplit(), found=Recall(turns=hits), nearby=old)
+    assert 1500 <= view.recall_tokens <= 2500
+    shown = {t.seq for t in view.recall.turns}
+    matches = [h.seq in shown for h in hits]
+    assert sum(matches) >= 80, sum(matches)

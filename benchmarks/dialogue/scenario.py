@@ -117,6 +117,7 @@ class Located:
     """Where gistbot's recall had the missing evidence turns of one method and budget."""
 
     places: Counter[str] = field(default_factory=Counter)
+    by_kind: Counter[tuple[str, str]] = field(default_factory=Counter)  # (kind, place)
     ranks: list[int] = field(default_factory=list)  # 1-based ranks of found, missing turns
     candidates: list[int] = field(default_factory=list)  # candidates per question
 
@@ -155,10 +156,12 @@ class Score:
                 continue
             r = rank.get(e)
             if r is None:
-                self.located.places["never a candidate"] += 1
+                place = "never a candidate"
             else:
                 self.located.ranks.append(r)
-                self.located.places["passed over" if r < deepest else "cut"] += 1
+                place = "passed over" if r < deepest else "cut"
+            self.located.places[place] += 1
+            self.located.by_kind[q.kind, place] += 1
 
     def share(self, col: int, kind: str | None = None) -> float:
         """Share of questions (of ``kind``) with column ``col`` true."""
@@ -256,7 +259,11 @@ def _located_rows(scores: Sequence[Score]) -> list[str]:
             if loc.ranks else ""
         cands = f" of ~{statistics.median(loc.candidates):.0f} candidates" \
             if loc.candidates else ""
-        out.append(f"Missing evidence turns at {s.budget} tokens: {n} — {parts}{med}{cands}.")
+        kinds = "; ".join(f"{k} " + " / ".join(str(loc.by_kind[k, p]) for p in PLACES)
+                          for k in KINDS if any(loc.by_kind[k, p] for p in PLACES))
+        by_kind = f" By kind ({' / '.join(PLACES)}): {kinds}." if kinds else ""
+        out.append(f"Missing evidence turns at {s.budget} tokens: {n} — {parts}{med}{cands}."
+                   + by_kind)
     return out
 
 
@@ -329,8 +336,9 @@ def section(convs: Sequence[Conversation], scores: Sequence[Score], budgets: Seq
             f"{b}: {1000 * statistics.fmean(v):.1f} ms"
             for b, v in sorted(facts["view seconds"].items())) + ".")
     data = {"misses": {f"{s.method}@{s.budget}": s.misses for s in scores},
-            "located": {f"{s.method}@{s.budget}": {"places": dict(s.located.places),
-                                                    "ranks": s.located.ranks}
+            "located": {f"{s.method}@{s.budget}": {
+                "places": dict(s.located.places), "ranks": s.located.ranks,
+                "by kind": {f"{k}: {p}": n for (k, p), n in s.located.by_kind.items()}}
                         for s in scores if s.method == "gistbot"},
             "word share": share}
     return Section("7", "Recall on dialogue as hard as real conversation",
