@@ -38,8 +38,8 @@ from bot.conversation.prompts import FENCE_CLOSE
 from memory.completion import ChatMessage
 from memory.recall import TURNS_HEADING
 
-__all__ = ["BASELINES", "DEFAULT_METHODS", "METHODS", "SEMANTIC", "Located", "Score", "evaluate", "run", "section",
-           "word_share"]
+__all__ = ["BASELINES", "DEFAULT_METHODS", "METHODS", "SEMANTIC", "Located", "Score", "evaluate",
+           "run", "section", "word_share"]
 
 BM25 = "BM25 over raw turns"
 BASELINES = ("last-N window", BM25)
