@@ -78,3 +78,29 @@ def test_a_long_turn_is_cut_and_a_very_long_one_not_kept() -> None:
     asked = len(tok.asked)
     priced(huge, 200, tok, huge.text)
     assert len(tok.asked) > asked  # priced each time: the cache keeps short texts only
+
+
+def test_whether_a_text_holds_a_relative_date_is_asked_once(monkeypatch) -> None:
+    # The prompt renders the recalled lines a view priced: the pattern's search (tens of
+    # microseconds a line) is not run again for a text it was run on.
+    import memory.relative_dates as rd
+
+    real = rd._PHRASE
+    searched: list[str] = []
+
+    class Counting:
+        def search(self, text: str) -> object:
+            searched.append(text)
+            return real.search(text)
+
+        def finditer(self, text: str) -> object:
+            return real.finditer(text)
+
+    monkeypatch.setattr(rd, "_PHRASE", Counting())
+    for text in ("the van broke down two days ago at the depot", "nothing relative at all"):
+        first = rd.dated(text, DAY)
+        assert rd.dated(text, DAY + 3 * 86400) != first or not first
+        assert rd.dated(text, DAY) == first
+    van = "the van broke down two days ago at the depot"
+    assert rd.dated(van, DAY) == " (two days ago = 16 May)"
+    assert len(searched) == 2
