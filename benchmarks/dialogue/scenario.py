@@ -195,6 +195,7 @@ async def _gistbot(conv: Conversation, budget: int, folder: Path, score: Score,
     from benchmarks.dialogue.traced import TracedChannel
 
     async with TracedChannel.replay(conv, budget, folder, embedding) as ch:
+        assert isinstance(ch, TracedChannel)
         for q in conv.questions:
             messages = await ch.ask(q)
             score.add(conv, q, messages, ch.ranked)
