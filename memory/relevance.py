@@ -9,6 +9,7 @@ CJK bigrams), so ranking agrees with what the stores' full-text search matched.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 from memory.models import CarriedIdentifier
 from memory.search_text import query_terms, terms
@@ -38,7 +39,15 @@ def score(text: str, weights: QueryWeights) -> float:
     """Sum of the weights of the distinct query terms that ``text`` contains."""
     if not weights:
         return 0.0
-    return sum(weights.get(t, 0.0) for t in set(terms(text).split()))
+    return sum(weights.get(t, 0.0) for t in _terms(text))
+
+
+@lru_cache(maxsize=2048)
+def _terms(text: str) -> frozenset[str]:
+    """The distinct terms of ``text``: remembered, since every reply's view scores the
+    channel's carried identifiers again (their text changes only when a compaction
+    commits)."""
+    return frozenset(terms(text).split())
 
 
 def rank_facts(

@@ -22,7 +22,9 @@ the shares and the recall order are what they are: docs/decisions/0014.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TypeVar
 
 from memory.antecedent import answers_about, asks, refers_back
 from memory.models import (
@@ -32,16 +34,14 @@ from memory.models import (
     SummaryState,
     Turn,
 )
+from memory.priced_lines import priced
 from memory.recall import (
     RECALL_HEADING,
     TURNS_HEADING,
     day_heading,
     episode_line,
     fact_line,
-    recalled_line,
-    recalled_turn_line,
 )
-from memory.relative_dates import dated
 from memory.text import defuse
 from memory.tokens import Tokenizer
 from memory.window import build_view, fit_facts, pick_newest, truncate_marked
@@ -67,6 +67,11 @@ _NEIGHBOURS_ROOM = 2500
 neighbour would displace a match (at ``CONTEXT_TOKENS=4000`` the room is ~2,000 tokens, and
 the three best matches' neighbours, often long chatter, took a third of it;
 docs/decisions/0050)."""
+_TEXTS = 4096
+"""Candidate texts whose per-text checks are remembered across views (``_remembered``)."""
+_TEXT_CHARS = 2000
+"""Longer texts are checked each time: the caches hold a few MiB at most."""
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,13 +188,6 @@ class _Budget:
         return True
 
 
-def _cut(turn: Turn, max_tokens: int, tokenizer: Tokenizer) -> Turn:
-    if turn.tokens <= max_tokens:
-        return turn
-    text = truncate_marked(turn.text, max_tokens, tokenizer)
-    return replace(turn, text=text, tokens=tokenizer.count(text))
-
-
 def _cannot_fit(turn: Turn, left: int, split: ViewSplit) -> bool:
     """Whether ``turn``'s recalled line surely costs more than ``left`` tokens, known from
     its stored count without rendering and counting the line (a full view weighed ~300
@@ -214,17 +212,37 @@ def within_reach(hits: Sequence[Turn], room: int, split: ViewSplit) -> int:
     return len(hits)
 
 
+def _remembered(check: Callable[[str], _T]) -> Callable[[str], _T]:
+    """``check`` of a text, remembered for the ``_TEXTS`` texts of at most
+    ``_TEXT_CHARS`` checked last: the next view weighs mostly the same candidates."""
+    cached = lru_cache(maxsize=_TEXTS)(check)
+
+    def call(text: str) -> _T:
+        return cached(text) if len(text) <= _TEXT_CHARS else check(text)
+
+    return call
+
+
+@_remembered
 def _plain(text: str) -> bool:
     """Whether folding ``text``'s whitespace (``_said``) leaves it as it is, found without
     folding it: ``isprintable`` is False for every whitespace character but the space."""
     return text.isprintable() and "  " not in text and text[:1] != " " != text[-1:]
 
 
+@_remembered
+def _folded(text: str) -> str:
+    return " ".join(text.split())
+
+
+_refers_back = _remembered(refers_back)
+
+
 def _said(turn: Turn) -> tuple[str, str, str]:
     """Who said what, whitespace-normalised: two turns with the same are one line to a
     reader, so recall shows such a message once ("Good for you!" said ten times would
     otherwise take ten lines of the recall room)."""
-    return turn.role, turn.author_name, " ".join(turn.text.split())
+    return turn.role, turn.author_name, _folded(turn.text)
 
 
 def _opening(turn: Turn) -> str | None:
@@ -275,13 +293,11 @@ class _TurnPicker:
                 self.openings.add(opening)
 
     def _priced(self, turn: Turn, words: str) -> tuple[Turn, str, int]:
-        """``turn`` cut to the longest a recalled turn may be, its line and the line's cost."""
+        """``turn`` cut to the longest a recalled turn may be, its line and the line's cost
+        (``memory.priced_lines``: priced once across views)."""
         if turn.seq not in self.priced:
-            cut = _cut(turn, self.split.max_recalled_turn, self.budget.tokenizer)
-            line = (recalled_line(turn.role, turn.author_name, words)
-                    + dated(words, turn.sent_at) if cut is turn
-                    else recalled_turn_line(cut))
-            self.priced[turn.seq] = (cut, line, self.budget.line_cost(line))
+            self.priced[turn.seq] = priced(turn, self.split.max_recalled_turn,
+                                           self.budget.tokenizer, words)
         return self.priced[turn.seq]
 
     def picked(self) -> tuple[Turn, ...]:
@@ -316,7 +332,7 @@ def _recall(
             picker.add(turn)
     for hit in hits[first:]:
         before = by_seq.get(hit.seq - 1)
-        if before is not None and refers_back(hit.text) and asks(before.text):
+        if before is not None and _refers_back(hit.text) and asks(before.text):
             picker.add(before)  # "How's Roz?" / "She fractured …": the answer with its question
         picker.add(hit)
         after = by_seq.get(hit.seq + 1)

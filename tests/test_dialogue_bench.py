@@ -85,3 +85,51 @@ def test_tiny_run_reports_gistbot_and_bm25_by_kind() -> None:
         "recall vs BM25", "within budget"}
     assert set(shares(convs)["all"]) >= {"turns", "turns sharing <= 1/3"}
     assert any("Word share" in note for note in sec.notes)
+
+
+class _Words:
+    """A stand-in embedding model: one dimension per word (lower-cased), normalized."""
+
+    def __init__(self) -> None:
+        self.vocab: dict[str, int] = {}
+
+    def encode(self, texts: list[str], **_: object) -> object:
+        import numpy as np
+
+        rows = []
+        for text in texts:
+            ids = [self.vocab.setdefault(w, len(self.vocab)) for w in text.lower().split()]
+            rows.append(ids)
+        out = np.zeros((len(texts), 4096))
+        for i, ids in enumerate(rows):
+            for j in ids:
+                out[i, j % 4096] += 1.0
+            out[i] /= max(float(np.linalg.norm(out[i])), 1e-9)
+        return out
+
+
+def test_dense_baseline_orders_by_similarity_within_the_budget(monkeypatch) -> None:
+    # The model is benchmark-only: a word-count stand-in takes its place here.
+    from benchmarks.dialogue import dense
+    from benchmarks.longmem.methods import RawTurnIndex
+
+    model = _Words()
+    monkeypatch.setattr(dense, "_model", lambda: model)
+    convs = generate(TINY, 3)
+    conv = convs[0]
+    index = dense.DenseIndex(conv, RawTurnIndex(conv))
+    q = conv.questions[0]
+    small = index.prompt(q, 600)
+    assert small.tokens <= 600
+    # The older turn most like the question (by the stand-in's vectors) is shown first.
+    scores = index.vectors @ index.questions[q.id]
+    best = max(range(len(conv.turns) - 4), key=lambda i: (float(scores[i]), i))
+    line = f"{conv.turns[best].speaker}: {conv.turns[best].text}"
+    assert line in str(small.messages[0]["content"])
+
+    monkeypatch.setattr("benchmarks.dialogue.scenario.available", lambda: True)
+    scores_, facts = asyncio.run(evaluate(convs, [600], [dense.DENSE, "BM25 over raw turns"]))
+    assert facts["dense"] and {s.method for s in scores_} == {dense.DENSE, "BM25 over raw turns"}
+    monkeypatch.setattr("benchmarks.dialogue.scenario.available", lambda: False)
+    scores_, facts = asyncio.run(evaluate(convs, [600], [dense.DENSE, "BM25 over raw turns"]))
+    assert not facts["dense"] and {s.method for s in scores_} == {"BM25 over raw turns"}

@@ -403,7 +403,7 @@ def test_matching_turns_come_before_episodes_in_a_small_recall_room() -> None:
 def test_hits_far_too_long_for_what_is_left_are_not_even_rendered(monkeypatch) -> None:
     # Scenario 1 weighed ~300 candidate lines a reply after the room was full, each rendered
     # and counted (40 ms of a reply's p95); a hit that cannot fit is now skipped unrendered.
-    import memory.view as view_module
+    import memory.priced_lines as view_module
 
     rendered: list[str] = []
     real = view_module.recalled_line

