@@ -5,6 +5,7 @@ prompt of that author's own mention and of nobody else's, listed and forgotten."
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 from pathlib import Path
@@ -149,3 +150,21 @@ async def test_slack_lists_every_note_even_when_escaping_makes_it_long(h: Harnes
     shown = "\n".join(p.params["text"] for p in listing)
     missing = [n for n in range(1, MAX_NOTES + 1) if f"#{n} {n - 1} a&lt;b&amp;c" not in shown]
     assert missing == [], (len(listing), missing)
+
+
+async def test_slack_two_at_once_a_dm_and_someone_elses_number(h: Harness) -> None:
+    """The same note sent twice at once is one note; a note kept in a DM is the person's in
+    the workspace's channels too; forgetting another person's number forgets nothing."""
+    await asyncio.gather(h.command("/aboutme", user="U1", text=f"remember {NOTE}", channel="D1"),
+                         h.command("/aboutme", user="U1", text=f"remember {NOTE}", channel="D1"))
+    said = sorted(p.params["text"] for p in await h.fake.wait_for("response_url:aboutme", 2))
+    assert said[0].startswith("Noted (#1)")
+    assert said[1] == "You told me that already: it is note #1."
+    await h.command("/aboutme", user="U2", text="forget 1")
+    [*_, refused] = await h.fake.wait_for("response_url:aboutme", 3)
+    assert refused.params["text"] == "You have no note #1 (see /aboutme)."
+    assert [n.text for n in await h.rt.storage.role("notes").notes(Person("slack", TEAM, "U1"))
+            ] == [NOTE]
+    assert await h.event(slack_mention("<@UBOT> what should I cook?")) == 200
+    await h.settle()
+    assert NOTE in json.dumps(h.llm.prompts[-1][0])
