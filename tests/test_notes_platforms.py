@@ -168,3 +168,13 @@ async def test_slack_two_at_once_a_dm_and_someone_elses_number(h: Harness) -> No
     assert await h.event(slack_mention("<@UBOT> what should I cook?")) == 200
     await h.settle()
     assert NOTE in json.dumps(h.llm.prompts[-1][0])
+
+
+async def test_slack_a_note_far_over_the_bound_is_told_the_bound(h: Harness) -> None:
+    """However long the note, the answer names the one bound a note has (500 characters),
+    not the length of the command's text, which would invite a note that is refused next."""
+    await h.command("/aboutme", user="U1", text="remember " + "x" * 1200)
+    [said] = await h.fake.wait_for("response_url:aboutme")
+    assert said.params["response_type"] == "ephemeral"
+    assert said.params["text"] == "A note may be at most 500 characters (this one has 1,200).", (
+        said.params["text"])

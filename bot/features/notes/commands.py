@@ -54,9 +54,11 @@ def parse_me(text: str) -> MeArgs:
     raise ArgumentError(USAGE)
 
 
+# The text's bound is far past a note's: the feature says the one bound a note has, so a
+# long note is never told a larger one here and then refused at the smaller.
 ME: CommandSpec[MeArgs] = CommandSpec(
     "aboutme", "[remember <text> | forget <number|all>]", USAGE, parse_me,
-    max_chars=2 * MAX_NOTE_CHARS, words=False)  # the feature says the exact bound
+    max_chars=20 * MAX_NOTE_CHARS, words=False)
 
 
 def _from_options(options: Mapping[str, Any]) -> MeArgs | Usage:
