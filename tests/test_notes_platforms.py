@@ -178,3 +178,19 @@ async def test_slack_a_note_far_over_the_bound_is_told_the_bound(h: Harness) -> 
     assert said.params["response_type"] == "ephemeral"
     assert said.params["text"] == "A note may be at most 500 characters (this one has 1,200).", (
         said.params["text"])
+
+
+async def test_discord_a_text_that_is_a_command_is_that_command(
+        tmp_path: Path, discord_fake: FakeDiscord, discord_llm: FakeOpenAI) -> None:
+    """``/aboutme text:forget 1`` (the action left at its default) forgets note 1, as the
+    console's and Slack's ``/aboutme forget 1`` do, rather than keeping "forget 1" as a
+    note about the person."""
+    async with running(make_settings(tmp_path, discord_llm)) as (rt, _, _watch):
+        kept = await followup_to(discord_fake, await discord_fake.interaction(
+            "aboutme", invoker=W.alice, channel_id=W.general, options={"text": NOTE}))
+        assert kept.json["content"].startswith("Noted (#1)")
+        gone = await followup_to(discord_fake, await discord_fake.interaction(
+            "aboutme", invoker=W.alice, channel_id=W.general, options={"text": "forget 1"}))
+        assert gone.json["flags"] & 64 and gone.json["content"] == "Forgot note #1.", gone.json
+        alice = Person("discord", str(W.guild_id), str(W.alice["id"]))
+        assert await rt.features.running.of(Notes).store.notes(alice) == []

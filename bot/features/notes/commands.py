@@ -63,10 +63,12 @@ ME: CommandSpec[MeArgs] = CommandSpec(
 
 def _from_options(options: Mapping[str, Any]) -> MeArgs | Usage:
     """Discord's options: a text without an action (or with the default, ``list``) is a
-    note to keep."""
+    note to keep, unless it starts with an action itself (``forget 2``: as typed elsewhere)."""
     action = str(options.get("action") or "").strip().lower()
     text = str(options.get("text") or "").strip()
     if text and action in ("", "list"):
+        if text.split(maxsplit=1)[0].lower() in ("remember", "forget"):
+            return ME.parse(text)
         action = "remember"
     return ME.parse(f"{action} {text}".strip())
 
