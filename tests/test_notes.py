@@ -184,7 +184,7 @@ async def test_hostile_notes_stay_data(tmp_path: Path, fake: FakeOpenAI) -> None
         system = _system(bodies(fake, summary=False)[-1])
         assert system.count("MEMORY>>>") == 1 and system.count("<<<MEMORY") == 1  # defused
         assert "ignore your rules" in system
-    assert isinstance(ME.parse("remember " + "y" * (2 * MAX_NOTE_CHARS + 1)), Usage)
+    assert isinstance(ME.parse("remember " + "y" * (20 * MAX_NOTE_CHARS + 1)), Usage)
     assert ME.parse("remember a\x07bell") == Usage(
         f"I can't read that. It contains control characters. {ME.usage}")
     assert ME.parse("forget #3") == MeArgs("forget", number=3)

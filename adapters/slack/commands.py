@@ -52,6 +52,7 @@ log = logging.getLogger(__name__)
 
 COMMANDS = tuple(f"/{name}" for name in REGISTRY.names())
 RESPONSE_URL_LIMIT = 5  # Slack accepts at most five posts to one response_url
+LONG_POST = 12_000  # a post when five of MESSAGE_LIMIT are too few (Slack cuts text at 40,000)
 ADMINS = "workspace admins and owners (or the users in SLACK_ADMIN_USER_IDS)"
 Command = Mapping[str, Any]
 
@@ -152,7 +153,10 @@ class SlackCommands:
                        command: Command) -> None:
         """Post the answer's chunks to the ``response_url``: in the channel through the
         outbox, named by the command's ``trigger_id``; to the caller only once each."""
-        chunks = format_reply(text, self.users.known())[:RESPONSE_URL_LIMIT]
+        chunks = format_reply(text, self.users.known())
+        if len(chunks) > RESPONSE_URL_LIMIT:  # fewer, longer posts rather than a cut answer
+            chunks = format_reply(text, self.users.known(), limit=LONG_POST)
+        chunks = chunks[:RESPONSE_URL_LIMIT]
         url = str(command.get("response_url") or "")
         trigger = str(command.get("trigger_id") or "")
         try:

@@ -54,17 +54,21 @@ def parse_me(text: str) -> MeArgs:
     raise ArgumentError(USAGE)
 
 
+# The text's bound is far past a note's: the feature says the one bound a note has, so a
+# long note is never told a larger one here and then refused at the smaller.
 ME: CommandSpec[MeArgs] = CommandSpec(
     "aboutme", "[remember <text> | forget <number|all>]", USAGE, parse_me,
-    max_chars=2 * MAX_NOTE_CHARS, words=False)  # the feature says the exact bound
+    max_chars=20 * MAX_NOTE_CHARS, words=False)
 
 
 def _from_options(options: Mapping[str, Any]) -> MeArgs | Usage:
     """Discord's options: a text without an action (or with the default, ``list``) is a
-    note to keep."""
+    note to keep, unless it starts with an action itself (``forget 2``: as typed elsewhere)."""
     action = str(options.get("action") or "").strip().lower()
     text = str(options.get("text") or "").strip()
     if text and action in ("", "list"):
+        if text.split(maxsplit=1)[0].lower() in ("remember", "forget"):
+            return ME.parse(text)
         action = "remember"
     return ME.parse(f"{action} {text}".strip())
 
