@@ -122,11 +122,6 @@ class ChatService:
         """Names a person may not be labelled with: the bot's here and the configured one."""
         return self.identity(platform)[1], self._config.bot_name
 
-    def _memory_budget(self, persona: str | None = None) -> int:
-        """Tokens left for summary, facts and turns once the fixed parts are paid for."""
-        return self._budget.memory_with(persona or self._config.system_prompt,
-                                       self._memory.tokenizer)
-
     async def receive(self, msg: IncomingMessage) -> Received:
         """Record ``msg`` (per the channel's ``record`` and ``reply_mode``) and say what
         became of it; when a reply is owed, ``Received.reply`` carries its ``ReplyJob``
