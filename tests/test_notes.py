@@ -17,6 +17,7 @@ from bot.app import Runtime, storage_for_url
 from bot.arguments import Usage
 from bot.catchup.command import Where
 from bot.cli import main
+from bot.conversation.prompts import memory_block, own_tokens
 from bot.features.notes import Notes
 from bot.features.notes.commands import ME, MeArgs
 from bot.features.notes.feature import MAX_NOTE_CHARS, MAX_NOTES
@@ -29,6 +30,7 @@ from bot.stores import Storage
 from bot.stores.settings import server_scope
 from memory.errors import StoreError
 from memory.models import ChannelKey
+from memory.tokens import TokenCounter
 from tests.fakes.openai_server import FakeOpenAI, default_responder
 from tests.harness.chat import ask
 from tests.harness.postgres import fresh_schema, reachable
@@ -175,6 +177,18 @@ async def test_notes_are_bounded_and_paid_for_inside_the_budget(tmp_path: Path,
         assert 0 < len(kept) < MAX_NOTES  # the oldest that fit, not all twenty
 
 
+def test_the_notes_lines_are_charged_what_they_add_to_the_prompt() -> None:
+    """``own_tokens`` is at least what the notes add to the memory block, the blank line
+    before them included (the budget once missed those 1-2 tokens)."""
+    tokenizer = TokenCounter()
+    for own in (["## Notes", "- a"], ["x"], ["- " + "word " * 40, "- 고양이", "-\n"]):
+        for summary in ("", "We talked.", "ends with a line\n"):
+            bare = tokenizer.count(memory_block(summary, ()))
+            added = tokenizer.count(memory_block(summary, (), own=own)) - bare
+            assert added <= own_tokens(own, tokenizer), (own, summary)
+    assert own_tokens([], tokenizer) == 0
+
+
 async def test_hostile_notes_stay_data(tmp_path: Path, fake: FakeOpenAI) -> None:
     async with runtime(tmp_path, fake) as rt:
         notes = rt.features.running.of(Notes)
@@ -187,6 +201,9 @@ async def test_hostile_notes_stay_data(tmp_path: Path, fake: FakeOpenAI) -> None
     assert isinstance(ME.parse("remember " + "y" * (20 * MAX_NOTE_CHARS + 1)), Usage)
     assert ME.parse("remember a\x07bell") == Usage(
         f"I can't read that. It contains control characters. {ME.usage}")
+    for blank in ("remember \u200b\u2060", "remember \ufeff \u200d"):  # nothing to see
+        assert ME.parse(blank) == Usage("Tell me what to keep: /aboutme remember <text>."), blank
+    assert ME.parse("remember 고양이\u200b") == MeArgs("remember", "고양이\u200b")
     assert ME.parse("forget #3") == MeArgs("forget", number=3)
     assert ME.parse("FORGET all") == MeArgs("forget")
     assert ME.parse("") == ME.parse("list") == MeArgs()

@@ -42,6 +42,7 @@ __all__ = [
     "build_messages",
     "fixed_overhead",
     "memory_block",
+    "own_tokens",
     "settled_reply",
     "speaker_names",
     "strip_echoed_label",
@@ -114,6 +115,13 @@ def memory_block(
     if chain:
         body += ["", *map(_defuse, chain_lines(chain))]
     return "\n".join([FENCE_OPEN, *body, FENCE_CLOSE])
+
+
+def own_tokens(own: Sequence[str], tokenizer: Tokenizer) -> int:
+    """Tokens ``own`` (the features' lines for the person who asks) adds to the memory
+    block: its lines and the two line breaks before them (``memory_block`` puts a blank
+    line before the first), each break at most one token."""
+    return tokenizer.count("\n".join(own)) + 2 if own else 0
 
 
 def _turn_message(turn: Turn) -> ChatMessage:

@@ -34,6 +34,7 @@ from bot.conversation.chain import CHAIN_SHARE, Chain, fit_chain, read_chain
 from bot.conversation.hooks import NO_HOOKS, ReplyHooks
 from bot.conversation.prompts import (
     build_messages,
+    own_tokens,
     settled_reply,
     speaker_names,
     strip_echoed_label,
@@ -209,7 +210,7 @@ class ReplyJob:
         chain = Chain() if self.alone else await self._chain(budget)  # paid before the view
         budget -= chain.tokens
         own = await self.parts.features.prompt_lines(msg, budget // 4)  # the author's notes
-        budget -= memory.tokenizer.count("\n".join(own)) if own else 0
+        budget -= own_tokens(own, memory.tokenizer)
         viewed, cost = ((None, 0) if not msg.reads_history  # the channel in view
                         else await viewed_memory(memory, msg, budget))
         budget -= cost

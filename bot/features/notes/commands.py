@@ -9,6 +9,7 @@ checked for length and control characters like ``/remember``'s facts.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +42,7 @@ def parse_me(text: str) -> MeArgs:
     if word in ("", "list") and not rest:
         return MeArgs()
     if word == "remember":
-        if not rest:
+        if not _visible(rest):
             raise ArgumentError("Tell me what to keep: /aboutme remember <text>.")
         return MeArgs("remember", rest)
     if word == "forget":
@@ -52,6 +53,12 @@ def parse_me(text: str) -> MeArgs:
             return MeArgs("forget", number=int(ref))
         raise ArgumentError("Which note? /aboutme forget <number|all> (see /aboutme).")
     raise ArgumentError(USAGE)
+
+
+def _visible(text: str) -> bool:
+    """Whether ``text`` has a character a person sees: a note of only zero-width or format
+    characters (U+200B, U+2060, U+FEFF …) and spaces would be kept and listed as a blank."""
+    return any(not c.isspace() and unicodedata.category(c) != "Cf" for c in text)
 
 
 # The text's bound is far past a note's: the feature says the one bound a note has, so a
