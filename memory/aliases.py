@@ -16,9 +16,7 @@ says it too). Explicit statements teach at once: "call me Roz" (the author's), "
 are matched by their bigrams already; a Korean short form that is a part of the name is
 one of the name's bigrams).
 
-``variants`` answers for anyone's name, not only authors': "Percy" and "Percival", "Gus"
-and "Augustin" are two forms of one name when both are written capitalised in the channel
-and the shorter one's first three letters are in the longer (``name_variant``).
+``variants``: anyone's other forms of a capitalised name ("Percy" / "Percival", ``name_variant``).
 """
 
 from __future__ import annotations
