@@ -30,7 +30,8 @@ from memory.models import ChannelKey, Turn
 from memory.search_text import MAX_QUERY_TERMS, query_terms
 
 __all__ = ["CAPITALS", "CHANNELS", "MAX_SHORT", "MIN_SPEAKERS", "MIN_USES", "OWN_SHARE",
-           "WARM_PAGE", "WARM_TURNS", "Aliases", "ChannelAliases", "name_variant", "short_form"]
+           "WARM_PAGE", "WARM_TURNS", "Aliases", "ChannelAliases", "name_variant", "opens_sentence",
+           "short_form"]
 
 MIN_USES = 5
 """Times others must use a short form before it counts as the author's."""
@@ -75,6 +76,12 @@ def short_form(word: str, name: str) -> bool:
     return name.startswith(word[:2]) or (len(word) >= 3 and word[:3] in name)
 
 
+def opens_sentence(text: str, at: int) -> bool:
+    """Whether the word at ``at`` in ``text`` is the first of a sentence (or of the text)."""
+    before = text[max(0, at - 40) : at].rstrip(" \t\"'(“‘")
+    return not before or before[-1] in ".!?:\n"
+
+
 def name_variant(a: str, b: str) -> bool:
     """Whether the casefolded words ``a`` and ``b`` read as two forms of one name: the
     shorter (at least three letters) has its first three letters in the longer ("percy" /
@@ -101,6 +108,9 @@ class ChannelAliases:
     against every author's."""
     capitals: set[str] = field(default_factory=set)
     """Words written capitalised (casefolded), at most ``CAPITALS``."""
+    inside: set[str] = field(default_factory=set)
+    """Those of ``capitals`` written capitalised inside a sentence too: names, not a
+    sentence's first word."""
     _triples: dict[str, set[str]] = field(default_factory=dict, repr=False)
     """Each three letters in a capitalised word -> the words: the longer forms of a name."""
 
@@ -129,11 +139,14 @@ class ChannelAliases:
                 self._state(full, short)
 
     def _capitals(self, text: str) -> None:
-        for word in set(_WORD.findall(text)):
+        for m in _WORD.finditer(text):
+            word = m.group()
             if len(self.capitals) >= CAPITALS:
                 return
             if len(word) >= 3 and word[0].isupper():
                 folded = word.casefold()
+                if not opens_sentence(text, m.start()):
+                    self.inside.add(folded)
                 if folded not in self.capitals:
                     self.capitals.add(folded)
                     for i in range(len(folded) - 2):
@@ -226,6 +239,12 @@ class Aliases:
             for turn in page:
                 if turn.role != "assistant":
                     channel.learn(turn.author_id, turn.author_name, turn.text)
+
+    def named(self, key: ChannelKey, word: str) -> bool:
+        """Whether channel ``key`` writes ``word`` (casefolded) capitalised inside a
+        sentence: a name, not just a sentence's first word."""
+        channel = self._channels.get(key)
+        return channel is not None and word in channel.inside
 
     def variants(self, key: ChannelKey, word: str) -> list[str]:
         """The other forms of the name ``word`` in channel ``key`` (``ChannelAliases.variants``)."""

@@ -249,7 +249,8 @@ class Archive:
         (``hops.name_terms`` and each name's other forms, ``Aliases.variants``; names at
         most ``NAME_DOCS`` turns hold) right after the first turn naming it
         (``hops.with_chains``)."""
-        names = name_terms(name_sources(hits, room), set(query))
+        names = name_terms(name_sources(hits, room), set(query),
+                           lambda word: self.aliases.named(key, word))
         for name, source in list(names.items()):
             for other in self.aliases.variants(key, name):
                 names.setdefault(other, source)

@@ -16,9 +16,10 @@ and moves the few other turns naming them right after the first (decision 0053).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import zip_longest
 
+from memory.aliases import opens_sentence
 from memory.models import Turn
 from memory.search_text import MAX_QUERY_TERMS, query_terms
 
@@ -100,16 +101,20 @@ def after_sources(hits: Sequence[Turn], led: Mapping[int, Sequence[Turn]]) -> li
 
 
 
-def name_terms(sources: Iterable[Turn], used: set[str]) -> dict[str, int]:
-    """The capitalised words of people's ``sources`` (names, places, things; and a
-    sentence's first word, which the search's bound on common words leaves out) as search
-    terms not in ``used``, each with the seq of the first source that says it."""
+def name_terms(sources: Iterable[Turn], used: set[str],
+               named: Callable[[str], bool] = lambda _: False) -> dict[str, int]:
+    """The names of people's ``sources`` (words written capitalised inside a sentence, or
+    opening one when ``named`` says the channel writes them so elsewhere: "Percy, my
+    cousin …" but not "Honestly, …") as search terms not in ``used``, each with the seq
+    of the first source that says it."""
     out: dict[str, int] = {}
     for t in sources:
         if t.role == "assistant":
             continue
-        for word in _WORD.findall(t.text):
-            if word[0].isupper():
+        for m in _WORD.finditer(t.text):
+            word = m.group()
+            if word[0].isupper() and (not opens_sentence(t.text, m.start())
+                                      or named(word.casefold())):
                 for term in query_terms(word):
                     if term not in used:
                         out.setdefault(term, t.seq)
