@@ -33,6 +33,7 @@ from memory.hops import (
     NAME_BATCH,
     NAME_DOCS,
     NAME_LIMIT,
+    NAME_MIN_ROOM,
     after_sources,
     hop_terms,
     name_sources,
@@ -249,6 +250,8 @@ class Archive:
         (``hops.name_terms`` and each name's other forms, ``Aliases.variants``; names at
         most ``NAME_DOCS`` turns hold) right after the first turn naming it
         (``hops.with_chains``)."""
+        if room < NAME_MIN_ROOM:
+            return hits
         names = name_terms(name_sources(hits, room), set(query),
                            lambda word: self.aliases.named(key, word))
         for name, source in list(names.items()):

@@ -24,8 +24,8 @@ from memory.models import Turn
 from memory.search_text import MAX_QUERY_TERMS, query_terms
 
 __all__ = ["HOPS", "HOP_DOCS", "HOP_FROM", "HOP_LIMIT", "NAME_BATCH", "NAME_DOCS", "NAME_LIMIT",
-           "NAME_ROOM", "NAME_SHARE", "after_sources", "hop_terms", "name_sources", "name_terms",
-           "with_chains"]
+           "NAME_MIN_ROOM", "NAME_ROOM", "NAME_SHARE", "after_sources", "hop_terms", "name_sources",
+           "name_terms", "with_chains"]
 
 HOPS = 2
 """Rounds of searching again: a chain of up to three steps beyond the first match."""
@@ -42,6 +42,9 @@ NAME_DOCS = 5
 """A name held by more of the searched turns than this is left out of the names round."""
 NAME_ROOM = 0.3
 """Share of the recall room the turns the names round moves up may take at most."""
+NAME_MIN_ROOM = 1_000
+"""Recall room (tokens) below which there is no names round: in so small a room (a memory
+budget near 1,000 tokens) its turns push the question's own matches out."""
 NAME_LIMIT = 4
 """Turns the names round adds at most per name searched."""
 NAME_BATCH = 8

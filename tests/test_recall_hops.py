@@ -146,7 +146,7 @@ async def test_the_names_round_finds_a_chain_named_by_another_form(tmp_path: Pat
     said.insert(700, ("Ana", chain[1]))
     said.insert(200, ("Leo", chain[0]))
     said.append(("Quinn", "Where is Leo's relative moving to study?"))
-    recalled = await _view_learned(tmp_path, said, 1500)
+    recalled = await _view_learned(tmp_path, said, 6000)
     assert [step in recalled for step in chain] == [True, True, True], recalled[:12]
 
 
