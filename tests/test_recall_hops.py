@@ -161,3 +161,8 @@ def test_with_chains_puts_a_named_turn_after_its_source_within_the_room() -> Non
     assert name_terms([turn(1, "Saw Percy and the Hollow Pines")], {"saw"}) == {
         "percy": 1, "hollow": 1, "pines": 1}
     assert name_terms([turn(1, "퍼시가 왔어요 today")], set()) == {}
+    # a sentence's first word is a name only where the channel writes it so elsewhere
+    opening = [turn(1, "Percy went. Galway next!")]
+    assert name_terms(opening, set()) == {}
+    assert name_terms(opening, set(), lambda w: w in {"percy", "galway"}) == {
+        "percy": 1, "galway": 1}
