@@ -15,6 +15,8 @@ says it too). Explicit statements teach at once: "call me Roz" (the author's), "
 (both ways). No capitalization is assumed: the words are the search's terms (Korean names
 are matched by their bigrams already; a Korean short form that is a part of the name is
 one of the name's bigrams).
+
+``variants``: anyone's other forms of a capitalised name ("Percy" / "Percival", ``name_variant``).
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ from dataclasses import dataclass, field
 from memory.models import ChannelKey, Turn
 from memory.search_text import MAX_QUERY_TERMS, query_terms
 
-__all__ = ["CHANNELS", "MAX_SHORT", "MIN_SPEAKERS", "MIN_USES", "OWN_SHARE", "WARM_PAGE",
-           "WARM_TURNS", "Aliases", "ChannelAliases", "short_form"]
+__all__ = ["CAPITALS", "CHANNELS", "MAX_SHORT", "MIN_SPEAKERS", "MIN_USES", "OWN_SHARE",
+           "WARM_PAGE", "WARM_TURNS", "Aliases", "ChannelAliases", "name_variant", "opens_sentence",
+           "short_form"]
 
 MIN_USES = 5
 """Times others must use a short form before it counts as the author's."""
@@ -52,6 +55,9 @@ LEARN_CHARS = 20_000
 rest of a pasted log."""
 _PER_NAME = 4
 """Aliases one name expands to at most (the most used first)."""
+CAPITALS = 10_000
+"""Capitalised words a channel keeps for ``variants`` (names, and words that open a
+sentence; the first ones seen are kept)."""
 
 _CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _WORD = re.compile(r"[^\W\d_]+")
@@ -70,6 +76,21 @@ def short_form(word: str, name: str) -> bool:
     return name.startswith(word[:2]) or (len(word) >= 3 and word[:3] in name)
 
 
+def opens_sentence(text: str, at: int) -> bool:
+    """Whether the word at ``at`` in ``text`` is the first of a sentence (or of the text)."""
+    before = text[max(0, at - 40) : at].rstrip(" \t\"'(“‘")
+    return not before or before[-1] in ".!?:\n"
+
+
+def name_variant(a: str, b: str) -> bool:
+    """Whether the casefolded words ``a`` and ``b`` read as two forms of one name: the
+    shorter (at least three letters) has its first three letters in the longer ("percy" /
+    "percival", "gus" / "augustin", "sandy" / "lysander"). Three, not two ("hetty" /
+    "henrietta" is missed): in a channel with many names two shared letters join strangers."""
+    short, long = sorted((a, b), key=len)
+    return 3 <= len(short) < len(long) and short[:3] in long and not _CJK.match(short)
+
+
 @dataclass
 class ChannelAliases:
     """One channel's learning: author name words, short-form use, explicit statements."""
@@ -85,6 +106,13 @@ class ChannelAliases:
     """Each two letters in a name word -> the name words: a message's words are checked
     against the few names their first two letters are in (every short form's are), not
     against every author's."""
+    capitals: set[str] = field(default_factory=set)
+    """Words written capitalised (casefolded), at most ``CAPITALS``."""
+    inside: set[str] = field(default_factory=set)
+    """Those of ``capitals`` written capitalised inside a sentence too: names, not a
+    sentence's first word."""
+    _triples: dict[str, set[str]] = field(default_factory=dict, repr=False)
+    """Each three letters in a capitalised word -> the words: the longer forms of a name."""
 
     def learn(self, author_id: str, author_name: str, text: str) -> None:
         """Take in one recorded message by a person."""
@@ -101,6 +129,7 @@ class ChannelAliases:
                 if short_form(word, name):
                     uses = self.used.setdefault((name, word), {})
                     uses[author_id] = uses.get(author_id, 0) + 1
+        self._capitals(text)
         for m in _CALL_ME.finditer(text):
             for name in _words(author_name):
                 self._state(name, m.group(1).casefold())
@@ -108,6 +137,31 @@ class ChannelAliases:
             full, short = m.group(1).casefold(), m.group(2).casefold()
             if short_form(short, full):
                 self._state(full, short)
+
+    def _capitals(self, text: str) -> None:
+        for m in _WORD.finditer(text):
+            word = m.group()
+            if len(self.capitals) >= CAPITALS:
+                return
+            if len(word) >= 3 and word[0].isupper():
+                folded = word.casefold()
+                if not opens_sentence(text, m.start()):
+                    self.inside.add(folded)
+                if folded not in self.capitals:
+                    self.capitals.add(folded)
+                    for i in range(len(folded) - 2):
+                        self._triples.setdefault(folded[i : i + 3], set()).add(folded)
+
+    def variants(self, word: str) -> list[str]:
+        """Other capitalised words of the channel that are forms of the name ``word``
+        (``name_variant``), sorted; none unless ``word`` is itself written capitalised."""
+        if word not in self.capitals:
+            return []
+        found = set(self._triples.get(word[:3], ()))  # longer forms
+        for i in range(len(word) - 2):  # shorter forms: their first three letters in word
+            found.update(w for w in self._triples.get(word[i : i + 3], ())
+                         if w.startswith(word[i : i + 3]))
+        return sorted(w for w in found if w != word and name_variant(w, word))
 
     def _state(self, a: str, b: str) -> None:
         if a != b:
@@ -185,6 +239,17 @@ class Aliases:
             for turn in page:
                 if turn.role != "assistant":
                     channel.learn(turn.author_id, turn.author_name, turn.text)
+
+    def named(self, key: ChannelKey, word: str) -> bool:
+        """Whether channel ``key`` writes ``word`` (casefolded) capitalised inside a
+        sentence: a name, not just a sentence's first word."""
+        channel = self._channels.get(key)
+        return channel is not None and word in channel.inside
+
+    def variants(self, key: ChannelKey, word: str) -> list[str]:
+        """The other forms of the name ``word`` in channel ``key`` (``ChannelAliases.variants``)."""
+        channel = self._channels.get(key)
+        return [] if channel is None else channel.variants(word)
 
     def expand(self, key: ChannelKey, query: Sequence[str]) -> list[str]:
         """``query`` with each term's aliases right after it (at most ``MAX_QUERY_TERMS``)."""

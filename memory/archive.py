@@ -25,7 +25,21 @@ from typing import Protocol, TypeAlias
 
 from memory.aliases import Aliases
 from memory.config import VIEW_TURN_LIMIT, MemoryConfig
-from memory.hops import HOP_DOCS, HOP_FROM, HOP_LIMIT, HOPS, after_sources, hop_terms
+from memory.hops import (
+    HOP_DOCS,
+    HOP_FROM,
+    HOP_LIMIT,
+    HOPS,
+    NAME_BATCH,
+    NAME_DOCS,
+    NAME_LIMIT,
+    NAME_MIN_ROOM,
+    after_sources,
+    hop_terms,
+    name_sources,
+    name_terms,
+    with_chains,
+)
 from memory.identifiers import contains_identifier
 from memory.models import (
     CarriedIdentifier,
@@ -193,6 +207,7 @@ class Archive:
         # after the match that led to them (docs/decisions/0037).
         hits = after_sources(hits, await self._hops(key, query, hits, below))
         hits = rank(hits, turns[-(QUERY_TURNS + 1):], extra=extra)
+        hits = await self._names(key, query, hits, below, room)
         shown = hits[: within_reach(hits, room, self.config.split)]
         around = {h.seq + d for h in shown for d in (-1, 1)} - {h.seq for h in hits}
         nearby = await self.store.turns_at(key, sorted(s for s in around if 0 < s < below))
@@ -227,6 +242,27 @@ class Archive:
                 nxt += [t for t in new if t.role != "assistant"]
             sources = nxt[:HOP_FROM]
         return led
+
+    async def _names(
+        self, key: ChannelKey, query: Sequence[str], hits: list[Turn], below: int, room: int
+    ) -> list[Turn]:
+        """``hits`` (ranked) with the other turns that name what the best of them name
+        (``hops.name_terms`` and each name's other forms, ``Aliases.variants``; names at
+        most ``NAME_DOCS`` turns hold) right after the first turn naming it
+        (``hops.with_chains``)."""
+        if room < NAME_MIN_ROOM:
+            return hits
+        names = name_terms(name_sources(hits, room), set(query),
+                           lambda word: self.aliases.named(key, word))
+        for name, source in list(names.items()):
+            for other in self.aliases.variants(key, name):
+                names.setdefault(other, source)
+        words = list(names)
+        rounds = await asyncio.gather(*(
+            self.store.search_turns(key, words[i : i + NAME_BATCH], before_seq=below,
+                                    limit=NAME_LIMIT * NAME_BATCH, max_docs=NAME_DOCS)
+            for i in range(0, len(words), NAME_BATCH)))
+        return with_chains(hits, names, [t for found in rounds for t in found], room)
 
     async def _nearest(self, key: ChannelKey, turns: Sequence[Turn], below: int) -> list[Turn]:
         """The stored turns before ``below`` closest in meaning to the newest of ``turns``

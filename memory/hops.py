@@ -7,17 +7,25 @@ moored on Pudding Lane") and nothing of the question. ``hop_terms`` takes the wo
 best-ranked matches the question did not use; a search with them, bounded to words few
 turns hold (names, places, things), finds the next turn of the chain, and a second hop from
 those finds the one after (pseudo-relevance feedback, two rounds; docs/decisions/0037).
+The chain's first turns often rank far below the best matches (the question matches its
+first turn only by the subject's name), so after the fusion a names round takes the
+capitalised words of the best-ranked turns (and their other forms: "Percy" / "Percival")
+and moves the few other turns naming them right after the first (decision 0053).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import zip_longest
 
+from memory.aliases import opens_sentence
 from memory.models import Turn
 from memory.search_text import MAX_QUERY_TERMS, query_terms
 
-__all__ = ["HOPS", "HOP_DOCS", "HOP_FROM", "HOP_LIMIT", "after_sources", "hop_terms"]
+__all__ = ["HOPS", "HOP_DOCS", "HOP_FROM", "HOP_LIMIT", "NAME_BATCH", "NAME_DOCS", "NAME_LIMIT",
+           "NAME_MIN_ROOM", "NAME_ROOM", "NAME_SHARE", "after_sources", "hop_terms", "name_sources",
+           "name_terms", "with_chains"]
 
 HOPS = 2
 """Rounds of searching again: a chain of up to three steps beyond the first match."""
@@ -28,6 +36,36 @@ HOP_DOCS = 10
 (the store leaves it out of the hop's search)."""
 HOP_LIMIT = 4
 """Turns one source's search adds at most."""
+NAME_SHARE = 0.2
+"""Share of the recall room whose best-ranked turns the names round takes its names from."""
+NAME_DOCS = 5
+"""A name held by more of the searched turns than this is left out of the names round."""
+NAME_ROOM = 0.3
+"""Share of the recall room the turns the names round moves up may take at most."""
+NAME_MIN_ROOM = 1_000
+"""Recall room (tokens) below which there is no names round: in so small a room (a memory
+budget near 1,000 tokens) its turns push the question's own matches out."""
+NAME_LIMIT = 4
+"""Turns the names round adds at most per name searched."""
+NAME_BATCH = 8
+"""Names one search of the names round holds: a turn search uses its rarest eight terms
+(``stores.common.TURN_QUERY_TERMS``), so more would be dropped."""
+
+_WORD = re.compile(r"[^\W\d_]+")
+
+
+def name_sources(ranked: Sequence[Turn], room: int) -> list[Turn]:
+    """People's turns among the best of ``ranked`` whose tokens add up to at most
+    ``NAME_SHARE`` of ``room``: the names round's sources."""
+    out: list[Turn] = []
+    used = 0
+    for turn in ranked:
+        used += turn.tokens
+        if used > room * NAME_SHARE:
+            break
+        if turn.role != "assistant":
+            out.append(turn)
+    return out
 
 
 def hop_terms(sources: Iterable[Turn], used: set[str]) -> list[str]:
@@ -63,3 +101,52 @@ def after_sources(hits: Sequence[Turn], led: Mapping[int, Sequence[Turn]]) -> li
     for hit in hits:
         put(hit)
     return list(out.values())
+
+
+
+def name_terms(sources: Iterable[Turn], used: set[str],
+               named: Callable[[str], bool] = lambda _: False) -> dict[str, int]:
+    """The names of people's ``sources`` (words written capitalised inside a sentence, or
+    opening one when ``named`` says the channel writes them so elsewhere: "Percy, my
+    cousin …" but not "Honestly, …") as search terms not in ``used``, each with the seq
+    of the first source that says it."""
+    out: dict[str, int] = {}
+    for t in sources:
+        if t.role == "assistant":
+            continue
+        for m in _WORD.finditer(t.text):
+            word = m.group()
+            if word[0].isupper() and (not opens_sentence(t.text, m.start())
+                                      or named(word.casefold())):
+                for term in query_terms(word):
+                    if term not in used:
+                        out.setdefault(term, t.seq)
+    return out
+
+
+def with_chains(hits: Sequence[Turn], names: Mapping[str, int], found: Iterable[Turn],
+                room: int) -> list[Turn]:
+    """``hits`` (ranked) with each turn of ``found`` right after the best-ranked source
+    (``names``: term -> source seq) whose name it holds, unless it already ranks above
+    that source: the turns that speak of one person stay together (chains). The best
+    sources' turns first, up to ``NAME_ROOM`` of ``room`` in tokens: the rest would push
+    the other matches out of a small room."""
+    pos = {t.seq: i for i, t in enumerate(hits)}
+    last = len(hits)
+    led: dict[int, list[Turn]] = {}
+    for turn in found:
+        sources = [names[w] for w in query_terms(turn.text) if w in names]
+        if not sources:
+            continue
+        source = min(sources, key=lambda s: pos.get(s, last))
+        if pos.get(turn.seq, last) > pos.get(source, last):
+            led.setdefault(source, []).append(turn)
+    kept: dict[int, list[Turn]] = {}
+    left = room * NAME_ROOM
+    for source in sorted(led, key=lambda s: pos.get(s, last)):
+        for turn in led[source]:
+            left -= turn.tokens
+            if left < 0:
+                return after_sources(hits, kept)
+            kept.setdefault(source, []).append(turn)
+    return after_sources(hits, kept)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memory.aliases import Aliases, ChannelAliases, short_form
+from memory.aliases import Aliases, ChannelAliases, name_variant, short_form
 from memory.config import MemoryConfig
 from memory.manager import MemoryManager
 from memory.models import ChannelKey, NewTurn
@@ -129,3 +129,17 @@ def test_a_huge_one_word_message_is_learned_in_linear_time() -> None:
     channel.learn("a", "Ana", "x" * 1_000_000 + " (xy)")
     channel.learn("a", "Ana", "Augustin" + "q" * 50 + " (Gus) and Augustin (Gus)")
     assert channel.of("gus") == ["augustin"]
+
+
+def test_variants_are_the_other_forms_of_a_capitalised_name() -> None:
+    channel = ChannelAliases()
+    for text in ["Percy, my cousin, got in", "Percival found a room", "Looked up Augustin's band",
+                 "Gus plays bass", "Hetty and Henrietta", "percussion practice", "김민수 왔어"]:
+        channel.learn("u1", "Ana", text)
+    assert channel.variants("percy") == ["percival"]
+    assert channel.variants("percival") == ["percy"]
+    assert channel.variants("gus") == ["augustin"]
+    assert channel.variants("hetty") == []  # two shared letters join strangers
+    assert channel.variants("percussion") == []  # never written capitalised
+    assert channel.variants("김민수") == []
+    assert name_variant("sandy", "lysander") and not name_variant("al", "alexander")

@@ -14,7 +14,7 @@ from pathlib import Path
 from memory.antecedent import answers_about, asks, refers_back
 from memory.archive import Archive
 from memory.config import VIEW_TURN_LIMIT, MemoryConfig
-from memory.hops import hop_terms
+from memory.hops import hop_terms, name_terms, with_chains
 from memory.models import ChannelKey, NewTurn, Turn
 from memory.stores.sqlite.store import SqliteStore
 from memory.tokens import TokenCounter
@@ -108,3 +108,61 @@ def test_refers_back_reads_the_opening_word() -> None:
     assert not refers_back("")
     assert asks("How's Bart doing, by the way? ") and asks("바트는 잘 지내？")
     assert not asks("Bart went climbing.")
+
+
+async def _view_learned(tmp_path: Path, said: list[tuple[str, str]], budget: int) -> list[str]:
+    """``_view`` with the channel's names learned as ``MemoryManager.record`` learns them."""
+    store = SqliteStore(tmp_path / "s.db")
+    await store.open()
+    try:
+        archive = Archive(store, TOK, MemoryConfig(recall_tokens=None))
+        for i, (who, text) in enumerate(said):
+            await store.record(NewTurn(KEY, f"m{i}", "user", who.lower(), who, text,
+                                       TOK.count(text), 1_700_000_000.0 + 60 * i))
+            archive.aliases.learn(KEY, who.lower(), who, text)
+        state, turns = await store.snapshot(KEY, limit=VIEW_TURN_LIMIT)
+        view = await archive.view(KEY, state, turns, budget)
+        assert view.tokens <= budget
+        return [t.text for t in view.recall.turns]
+    finally:
+        await store.close()
+
+
+def _chatter(n: int) -> list[tuple[str, str]]:
+    """``n`` messages of small talk, more than a search's candidates."""
+    topics = ["lunch", "weather", "trains", "football", "rent", "coffee", "gym", "music"]
+    return [("Ana" if i % 2 else "Nat", f"{topics[i % len(topics)]} again today, number {i}")
+            for i in range(n)]
+
+
+async def test_the_names_round_finds_a_chain_named_by_another_form(tmp_path: Path) -> None:
+    # The third step names the cousin by the full name ("Percival"), the first two by the
+    # short one; nothing of the question is in the third, and the first ranks low.
+    chain = ["Percy, my cousin, got into an oceanography programme, so proud.",
+             "So Percy's course is abroad? Leo said he leaves in September.",
+             "Percival found a room near the campus in Galway, it's all real now."]
+    said = _chatter(1500)
+    said.insert(1200, ("Nat", chain[2]))
+    said.insert(700, ("Ana", chain[1]))
+    said.insert(200, ("Leo", chain[0]))
+    said.append(("Quinn", "Where is Leo's relative moving to study?"))
+    recalled = await _view_learned(tmp_path, said, 6000)
+    assert [step in recalled for step in chain] == [True, True, True], recalled[:12]
+
+
+def test_with_chains_puts_a_named_turn_after_its_source_within_the_room() -> None:
+    def turn(seq: int, text: str, tokens: int = 10) -> Turn:
+        return Turn(KEY, seq, f"m{seq}", "user", "a", "A", text, tokens, 0.0)
+
+    src, other, far = turn(1, "Percy got in"), turn(2, "rain again"), turn(3, "Percy moved")
+    assert with_chains([src, other, far], {"percy": 1}, [far], 1000) == [src, far, other]
+    assert with_chains([far, src], {"percy": 1}, [far], 1000) == [far, src]  # already above
+    assert with_chains([src, other, far], {"percy": 1}, [far], 10) == [src, other, far]
+    assert name_terms([turn(1, "Saw Percy and the Hollow Pines")], {"saw"}) == {
+        "percy": 1, "hollow": 1, "pines": 1}
+    assert name_terms([turn(1, "퍼시가 왔어요 today")], set()) == {}
+    # a sentence's first word is a name only where the channel writes it so elsewhere
+    opening = [turn(1, "Percy went. Galway next!")]
+    assert name_terms(opening, set()) == {}
+    assert name_terms(opening, set(), lambda w: w in {"percy", "galway"}) == {
+        "percy": 1, "galway": 1}
