@@ -29,6 +29,7 @@ from memory.models import ChannelKey, Turn
 from memory.stores import common
 from memory.stores.common import (
     TURN_COLS,
+    columns,
     TURN_TERMS_CHARS,
     TierOrder,
     TurnRow,
@@ -157,20 +158,34 @@ def _by_length(rows: Sequence[tuple[int, float, int, int]], limit: int) -> list[
     return [r[0] for r in ranked[:limit]]
 
 
+_TURN_COLS_T = columns(TurnRow._fields, "t.")
+
+
 def _ranked(conn: sqlite3.Connection, terms: Sequence[str], low: int, high: int,
-            limit: int, order: TierOrder = "best") -> list[int]:
-    """Rowids matching any of ``terms`` in ``[low, high]``, in ``order`` (ties: newer)."""
+            limit: int, order: TierOrder = "best", read: dict[int, TurnRow] | None = None
+            ) -> list[int]:
+    """Rowids matching any of ``terms`` in ``[low, high]``, in ``order`` (ties: newer).
+
+    A "best" pass reads each candidate's row to weigh its length anyway, so it reads the
+    whole row then and puts the kept ones in ``read`` (rowid -> row): ``search_turns``
+    does not look them up again (at 1,000,000 turns a lookup by primary key costs ~5
+    microseconds, and a search kept 450 of them; docs/decisions/0055)."""
     if not terms or limit <= 0:
         return []
     if order == "best" and RERANK > 1:
-        return _by_length(conn.execute(
-            "SELECT c.rowid, c.score, t.tokens, t.role = 'assistant' FROM "
+        rows = conn.execute(
+            f"SELECT c.rowid, c.score, t.tokens, t.role = 'assistant', {_TURN_COLS_T} FROM "
             "(SELECT f.rowid, bm25(turns_fts) AS score "
             "FROM turns_fts f WHERE turns_fts MATCH ? AND f.rowid BETWEEN ? AND ? "
             "ORDER BY score, f.rowid DESC LIMIT ?) c "
             f"JOIN turns t ON t.channel_id = {low >> SEQ_BITS} AND t.seq = c.rowid & {_SEQ_MASK}",
             (_match(terms), low, high, limit * RERANK),
-        ).fetchall(), limit)
+        ).fetchall()
+        kept = _by_length(rows, limit)
+        if read is not None:
+            wanted = set(kept)
+            read.update((r[0], TurnRow(*r[4:])) for r in rows if r[0] in wanted)
+        return kept
     join = (f"JOIN turns t ON t.channel_id = {low >> SEQ_BITS} "
             f"AND t.seq = f.rowid & {_SEQ_MASK} ") if order == "shortest" else ""
     return [r for (r,) in conn.execute(
@@ -218,13 +233,16 @@ def search_turns(
     count(query)
     # seqs start at 1, so ``before_seq - 1`` bounds how many turns the search covers
     first = pick_turn_terms(query, docs, before_seq - 1, bound)
-    rowids = _ranked(conn, first, low, high, limit)
+    read: dict[int, TurnRow] = {}
+    rowids = _ranked(conn, first, low, high, limit, read=read)
     if len(rowids) < limit:  # the common words are counted only when they are needed
         count(fallback or ())
         for tier in turn_tiers(first, query, fallback, docs, before_seq - 1, bound):
-            more = _ranked(conn, tier.terms, low, high, limit + len(rowids), tier.order)
+            more = _ranked(conn, tier.terms, low, high, limit + len(rowids), tier.order, read)
             rowids = merge_turn_tiers(rowids, more, limit)
             if len(rowids) >= limit:
                 break
-    found = {t.seq: t for t in _read(conn, key, cid, sorted(r & _SEQ_MASK for r in rowids))}
+    found = {read[r].seq: read[r].turn(key) for r in rowids if r in read}
+    found.update((t.seq, t) for t in _read(conn, key, cid, sorted(
+        r & _SEQ_MASK for r in rowids if r not in read)))
     return [found[r & _SEQ_MASK] for r in rowids if r & _SEQ_MASK in found]
