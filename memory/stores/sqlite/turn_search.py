@@ -133,8 +133,15 @@ left out of a turn search. Higher than PostgreSQL's (2,000): without per-row siz
 ranks a matching turn with one doclist read, so a higher bound finds more known items in a
 very long channel at no more cost (docs/decisions/0004)."""
 RERANK = 3
-"""A "best" pass ranks this many times its limit by FTS5's ``bm25()``, then keeps the best
-after normalizing by each turn's length (``_by_length``)."""
+"""A "best" pass ranks this many times its limit by FTS5's ``bm25()`` (at most
+``RERANK_EXTRA`` more than its limit), then keeps the best after normalizing by each
+turn's length (``_by_length``)."""
+RERANK_EXTRA = 450
+"""Most rows a "best" pass weighs beyond its limit. A small search (a hop's 4, the
+follow-up's 10, a stated value's 20) weighs ``RERANK`` times its limit; a reply's pool
+of 450 weighs 900, not 1,350: each weighed row is read by primary key, ~5 microseconds
+at 1,000,000 turns, and the turns ranked 900th to 1,350th by ``bm25()`` alone are rarely
+among the 450 best by length (docs/decisions/0055)."""
 _K1, _B = 1.2, 0.75  # FTS5's bm25() constants
 
 
@@ -179,7 +186,7 @@ def _ranked(conn: sqlite3.Connection, terms: Sequence[str], low: int, high: int,
             "FROM turns_fts f WHERE turns_fts MATCH ? AND f.rowid BETWEEN ? AND ? "
             "ORDER BY score, f.rowid DESC LIMIT ?) c "
             f"JOIN turns t ON t.channel_id = {low >> SEQ_BITS} AND t.seq = c.rowid & {_SEQ_MASK}",
-            (_match(terms), low, high, limit * RERANK),
+            (_match(terms), low, high, min(limit * RERANK, limit + RERANK_EXTRA)),
         ).fetchall()
         kept = _by_length(rows, limit)
         if read is not None:
