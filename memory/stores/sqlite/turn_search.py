@@ -29,10 +29,10 @@ from memory.models import ChannelKey, Turn
 from memory.stores import common
 from memory.stores.common import (
     TURN_COLS,
-    columns,
     TURN_TERMS_CHARS,
     TierOrder,
     TurnRow,
+    columns,
     merge_turn_tiers,
     pick_turn_terms,
     turn_seqs,
