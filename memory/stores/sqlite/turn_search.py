@@ -249,6 +249,13 @@ def search_turns(
             rowids = merge_turn_tiers(rowids, more, limit)
             if len(rowids) >= limit:
                 break
+    return _turns(conn, key, cid, rowids, read)
+
+
+def _turns(conn: sqlite3.Connection, key: ChannelKey, cid: int, rowids: Sequence[int],
+           read: dict[int, TurnRow]) -> list[Turn]:
+    """The turns of ``rowids``, in that order: from the rows a "best" pass read already
+    (``read``), the others by primary key."""
     found = {read[r].seq: read[r].turn(key) for r in rowids if r in read}
     found.update((t.seq, t) for t in _read(conn, key, cid, sorted(
         r & _SEQ_MASK for r in rowids if r not in read)))
