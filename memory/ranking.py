@@ -29,7 +29,7 @@ from itertools import chain
 
 from memory.models import Turn
 from memory.recall import asked, people_first
-from memory.search_text import query_terms, terms
+from memory.search_text import query_terms, term_set, terms
 
 __all__ = ["RRF_K", "WINDOW", "Ranked", "Weights", "fuse", "named_speakers", "rank"]
 
@@ -95,7 +95,7 @@ def named_speakers(question: str, candidates: Sequence[Turn]) -> set[str]:
 
 @lru_cache(maxsize=8192)
 def _words(text: str) -> frozenset[str]:
-    return frozenset(terms(text).split())
+    return term_set(text)
 
 
 def _specific(candidates: Sequence[Turn]) -> list[Turn]:

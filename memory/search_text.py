@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["MAX_QUERY_TERMS", "content_terms", "query_terms", "terms"]
+__all__ = ["MAX_QUERY_TERMS", "content_terms", "query_terms", "term_set", "terms"]
 
 MAX_QUERY_TERMS = 32
 """Most distinct terms one query uses: bounds the cost of a long message's OR query."""
@@ -47,6 +47,16 @@ def _tokens(text: str) -> Iterable[str]:
 def terms(text: str) -> str:
     """The indexed form of ``text``: its terms, space-separated (duplicates kept for BM25)."""
     return " ".join(_tokens(text))
+
+
+def term_set(text: str) -> frozenset[str]:
+    """The distinct terms of ``text`` (``terms``'s, as a set). An ASCII text holds no CJK,
+    so its terms are the pattern's runs, found in one C call instead of a Python step per
+    term: the ranking asks this of every candidate, new ones each reply in a very long
+    channel (docs/decisions/0055)."""
+    if text.isascii():
+        return frozenset(_TOKEN.findall(text.lower()))
+    return frozenset(_tokens(text))
 
 
 def query_terms(*texts: str, common: bool = False) -> list[str]:

@@ -10,7 +10,7 @@ import pytest
 
 from bot.conversation.prompts import build_messages
 from memory.models import ChannelKey, Recall, SummaryState, Turn
-from memory.relative_dates import dated, resolve
+from memory.relative_dates import _PHRASE, _relative, dated, resolve
 from memory.tokens import TokenCounter
 from memory.view import ViewSplit, compose_view
 
@@ -52,3 +52,16 @@ def test_a_recalled_message_shows_the_day_its_relative_date_means() -> None:
     system = str(build_messages("Be brief.", view)[0]["content"])
     assert f"- Roz: {said} (last Tuesday = 14 May)" in system
     assert view.tokens <= 400
+
+
+@pytest.mark.parametrize("text", [
+    "Towed LAST TUESDAY", "YESTERDAY it rained", "Two Days Ago", "a week AGO, roughly",
+    "it was blasted three days agone", "the last of the pie", "nothing relative at all",
+    "laſt tuesday", "ＬＡＳＴ Tuesday", "어제 비가 왔어", "3일 전에", "agog at the news",
+])
+def test_the_quick_check_agrees_with_the_pattern(text: str) -> None:
+    # The ASCII shortcut (docs/decisions/0055) must say what the pattern says, for every
+    # case: upper case, words that only contain a phrase's word, non-ASCII letters that
+    # IGNORECASE folds ("ſ" is "s") but lower() does not.
+    _relative.cache_clear()
+    assert _relative(text) == (_PHRASE.search(text) is not None)

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from memory.search_text import terms
+import pytest
+
+from memory.search_text import term_set, terms
 from memory.stores.common import (
     COMMON_TURN_DOCS,
     TURN_QUERY_TERMS,
@@ -37,3 +39,13 @@ def test_indexed_form_is_the_search_terms_cut_at_a_word() -> None:
 
 def test_turn_seqs_are_distinct_positive_and_ascending() -> None:
     assert turn_seqs([5, 3, 3, 0, -1, 9]) == [3, 5, 9]
+
+
+@pytest.mark.parametrize("text", [
+    "Order ORD-7731 shipped_late, re-sent 2x!", "it's   the café's bill", "마감은 금요일",
+    "締切日は明日", "mixed 마감 and ASCII", "", "   ", "x_y__z 123abc ABC123",
+])
+def test_the_term_set_is_the_set_of_the_terms(text: str) -> None:
+    # The ranking's shortcut for ASCII texts (docs/decisions/0055) must find exactly the
+    # terms ``terms`` finds, or the specific list would weigh words the index never holds.
+    assert term_set(text) == frozenset(terms(text).split())

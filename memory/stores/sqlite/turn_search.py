@@ -32,6 +32,7 @@ from memory.stores.common import (
     TURN_TERMS_CHARS,
     TierOrder,
     TurnRow,
+    columns,
     merge_turn_tiers,
     pick_turn_terms,
     turn_seqs,
@@ -132,8 +133,15 @@ left out of a turn search. Higher than PostgreSQL's (2,000): without per-row siz
 ranks a matching turn with one doclist read, so a higher bound finds more known items in a
 very long channel at no more cost (docs/decisions/0004)."""
 RERANK = 3
-"""A "best" pass ranks this many times its limit by FTS5's ``bm25()``, then keeps the best
-after normalizing by each turn's length (``_by_length``)."""
+"""A "best" pass ranks this many times its limit by FTS5's ``bm25()`` (at most
+``RERANK_EXTRA`` more than its limit), then keeps the best after normalizing by each
+turn's length (``_by_length``)."""
+RERANK_EXTRA = 450
+"""Most rows a "best" pass weighs beyond its limit. A small search (a hop's 4, the
+follow-up's 10, a stated value's 20) weighs ``RERANK`` times its limit; a reply's pool
+of 450 weighs 900, not 1,350: each weighed row is read by primary key, ~5 microseconds
+at 1,000,000 turns, and the turns ranked 900th to 1,350th by ``bm25()`` alone are rarely
+among the 450 best by length (docs/decisions/0055)."""
 _K1, _B = 1.2, 0.75  # FTS5's bm25() constants
 
 
@@ -157,20 +165,34 @@ def _by_length(rows: Sequence[tuple[int, float, int, int]], limit: int) -> list[
     return [r[0] for r in ranked[:limit]]
 
 
+_TURN_COLS_T = columns(TurnRow._fields, "t.")
+
+
 def _ranked(conn: sqlite3.Connection, terms: Sequence[str], low: int, high: int,
-            limit: int, order: TierOrder = "best") -> list[int]:
-    """Rowids matching any of ``terms`` in ``[low, high]``, in ``order`` (ties: newer)."""
+            limit: int, order: TierOrder = "best", read: dict[int, TurnRow] | None = None
+            ) -> list[int]:
+    """Rowids matching any of ``terms`` in ``[low, high]``, in ``order`` (ties: newer).
+
+    A "best" pass reads each candidate's row to weigh its length anyway, so it reads the
+    whole row then and puts the kept ones in ``read`` (rowid -> row): ``search_turns``
+    does not look them up again (at 1,000,000 turns a lookup by primary key costs ~5
+    microseconds, and a search kept 450 of them; docs/decisions/0055)."""
     if not terms or limit <= 0:
         return []
     if order == "best" and RERANK > 1:
-        return _by_length(conn.execute(
-            "SELECT c.rowid, c.score, t.tokens, t.role = 'assistant' FROM "
+        rows = conn.execute(
+            f"SELECT c.rowid, c.score, t.tokens, t.role = 'assistant', {_TURN_COLS_T} FROM "
             "(SELECT f.rowid, bm25(turns_fts) AS score "
             "FROM turns_fts f WHERE turns_fts MATCH ? AND f.rowid BETWEEN ? AND ? "
             "ORDER BY score, f.rowid DESC LIMIT ?) c "
             f"JOIN turns t ON t.channel_id = {low >> SEQ_BITS} AND t.seq = c.rowid & {_SEQ_MASK}",
-            (_match(terms), low, high, limit * RERANK),
-        ).fetchall(), limit)
+            (_match(terms), low, high, min(limit * RERANK, limit + RERANK_EXTRA)),
+        ).fetchall()
+        kept = _by_length(rows, limit)
+        if read is not None:
+            wanted = set(kept)
+            read.update((r[0], TurnRow(*r[4:])) for r in rows if r[0] in wanted)
+        return kept
     join = (f"JOIN turns t ON t.channel_id = {low >> SEQ_BITS} "
             f"AND t.seq = f.rowid & {_SEQ_MASK} ") if order == "shortest" else ""
     return [r for (r,) in conn.execute(
@@ -218,13 +240,23 @@ def search_turns(
     count(query)
     # seqs start at 1, so ``before_seq - 1`` bounds how many turns the search covers
     first = pick_turn_terms(query, docs, before_seq - 1, bound)
-    rowids = _ranked(conn, first, low, high, limit)
+    read: dict[int, TurnRow] = {}
+    rowids = _ranked(conn, first, low, high, limit, read=read)
     if len(rowids) < limit:  # the common words are counted only when they are needed
         count(fallback or ())
         for tier in turn_tiers(first, query, fallback, docs, before_seq - 1, bound):
-            more = _ranked(conn, tier.terms, low, high, limit + len(rowids), tier.order)
+            more = _ranked(conn, tier.terms, low, high, limit + len(rowids), tier.order, read)
             rowids = merge_turn_tiers(rowids, more, limit)
             if len(rowids) >= limit:
                 break
-    found = {t.seq: t for t in _read(conn, key, cid, sorted(r & _SEQ_MASK for r in rowids))}
+    return _turns(conn, key, cid, rowids, read)
+
+
+def _turns(conn: sqlite3.Connection, key: ChannelKey, cid: int, rowids: Sequence[int],
+           read: dict[int, TurnRow]) -> list[Turn]:
+    """The turns of ``rowids``, in that order: from the rows a "best" pass read already
+    (``read``), the others by primary key."""
+    found = {read[r].seq: read[r].turn(key) for r in rowids if r in read}
+    found.update((t.seq, t) for t in _read(conn, key, cid, sorted(
+        r & _SEQ_MASK for r in rowids if r not in read)))
     return [found[r & _SEQ_MASK] for r in rowids if r & _SEQ_MASK in found]
