@@ -14,7 +14,9 @@ weighted reciprocal rank fusion (``fuse``) of ranked lists of the same candidate
   before those made of words every other turn repeats;
 * **recency** — newest first; with equal scores the newer turn wins.
 
-People's messages still come before the bot's replies (``recall.people_first``). Another
+People's messages still come before the bot's replies (``recall.people_first``); a text said
+again and again comes after the others, and a chain of turns that share a rare word stays
+together behind its best turn (``memory.together``). Another
 ranked list is fused by passing it to ``rank`` as ``extra``: semantic recall's nearest
 turns (``memory.semantic``), whose turns join the candidates the other lists order.
 """
@@ -30,6 +32,7 @@ from itertools import chain
 from memory.models import Turn
 from memory.recall import asked, people_first
 from memory.search_text import query_terms, terms
+from memory.together import kept_together, said_again_last
 
 __all__ = ["RRF_K", "WINDOW", "Ranked", "Weights", "fuse", "named_speakers", "rank"]
 
@@ -143,7 +146,8 @@ def rank(hits: Sequence[Turn], asking: Sequence[Turn], *, weights: Weights | Non
     found = {t.seq for t in hits}
     pool = [*hits, *{t.seq: t for r in extra if r.weight > 0 for t in r.turns
                      if t.seq not in found}.values()]
-    named = named_speakers(asked(asking)[0], pool)
+    question = asked(asking)[0]
+    named = named_speakers(question, pool)
     wanted = named or {asking[-1].author_id}
     lists = [
         Ranked(hits, w.lexical),
@@ -153,4 +157,6 @@ def rank(hits: Sequence[Turn], asking: Sequence[Turn], *, weights: Weights | Non
         Ranked(sorted(pool, key=lambda t: t.seq, reverse=True), w.recency),
         *extra,
     ]
-    return people_first(fuse(lists))
+    # People's messages first, those said again after them; chains kept together
+    # (``memory.together``, docs/decisions/0052).
+    return kept_together(said_again_last(fuse(lists)), question)
