@@ -55,6 +55,9 @@ class Weights:
     window: float = 0.5
     specific: float = 3.0
     recency: float = 0.1
+    adjusted: bool = True
+    """Whether the fused order is adjusted for a small room (``memory.together``: texts
+    said again last, chains kept together); False: people's messages first, nothing else."""
 
 
 WEIGHTS = Weights()
@@ -159,4 +162,6 @@ def rank(hits: Sequence[Turn], asking: Sequence[Turn], *, weights: Weights | Non
     ]
     # People's messages first, those said again after them; chains kept together
     # (``memory.together``, docs/decisions/0052).
+    if not w.adjusted:
+        return people_first(fuse(lists))
     return kept_together(said_again_last(fuse(lists)), question)

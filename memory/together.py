@@ -14,7 +14,7 @@ while the room lasts. Two things the fusion cannot see (docs/decisions/0052):
   called Noodle" → "Noodle came from a breeder in Bergen") shares no word with the
   question past its first turn, and the rest rank far down. ``kept_together`` places,
   right after each of the ``SOURCES`` best people's turns, the candidates that share one
-  of its rare words (held by at most ``RARE`` candidates, not a word of the question),
+  of its rare words (no stopword) (held by at most ``RARE`` candidates, not a word of the question),
   ``PER_TURN`` a turn, and theirs after them, ``DEPTH`` steps deep.
 """
 
@@ -26,7 +26,7 @@ from functools import lru_cache
 from itertools import chain
 
 from memory.models import Turn
-from memory.search_text import query_terms, terms
+from memory.search_text import content_terms, query_terms
 
 __all__ = ["DEPTH", "PER_TURN", "RARE", "SOURCES", "kept_together", "said_again_last"]
 
@@ -42,7 +42,7 @@ DEPTH = 3
 
 @lru_cache(maxsize=8192)
 def _words(text: str) -> frozenset[str]:
-    return frozenset(terms(text).split())
+    return frozenset(content_terms(text))
 
 
 @lru_cache(maxsize=8192)
