@@ -68,11 +68,12 @@ def kept_together(order: Sequence[Turn], question: str) -> list[Turn]:
     words = [_words(t.text) for t in order]
     df = Counter(chain.from_iterable(words))
     asked = set(query_terms(question, common=True))
+    # Only the rare words are indexed (set intersections, not a Python loop per word).
+    rare = {w for w, n in df.items() if 2 <= n <= RARE} - asked
     holders: dict[str, list[int]] = {}
     for i, held in enumerate(words):
-        for w in held:
-            if 2 <= df[w] <= RARE and w not in asked:
-                holders.setdefault(w, []).append(i)
+        for w in held & rare:
+            holders.setdefault(w, []).append(i)
     placed: set[int] = set()
     out: list[int] = []
 
