@@ -14,11 +14,9 @@ weighted reciprocal rank fusion (``fuse``) of ranked lists of the same candidate
   before those made of words every other turn repeats;
 * **recency** — newest first; with equal scores the newer turn wins.
 
-People's messages still come before the bot's replies (``recall.people_first``); a text said
-again and again comes after the others, and a chain of turns that share a rare word stays
-together behind its best turn (``memory.together``). Another
-ranked list is fused by passing it to ``rank`` as ``extra``: semantic recall's nearest
-turns (``memory.semantic``), whose turns join the candidates the other lists order.
+People's messages come first, texts said again after them, chains kept together
+(``memory.together``). Another ranked list is fused by passing it to ``rank`` as ``extra``:
+semantic recall's nearest turns (``memory.semantic``), joining the candidates.
 """
 
 from __future__ import annotations
