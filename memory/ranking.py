@@ -14,9 +14,9 @@ weighted reciprocal rank fusion (``fuse``) of ranked lists of the same candidate
   before those made of words every other turn repeats;
 * **recency** — newest first; with equal scores the newer turn wins.
 
-People's messages still come before the bot's replies (``recall.people_first``). Another
-ranked list is fused by passing it to ``rank`` as ``extra``: semantic recall's nearest
-turns (``memory.semantic``), whose turns join the candidates the other lists order.
+People's messages come first, texts said again after them, chains kept together
+(``memory.together``). Another ranked list is fused by passing it to ``rank`` as ``extra``:
+semantic recall's nearest turns (``memory.semantic``), joining the candidates.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from itertools import chain
 from memory.models import Turn
 from memory.recall import asked, people_first
 from memory.search_text import query_terms, term_set, terms
+from memory.together import kept_together, said_again_last
 
 __all__ = ["RRF_K", "WINDOW", "Ranked", "Weights", "fuse", "named_speakers", "rank"]
 
@@ -52,6 +53,9 @@ class Weights:
     window: float = 0.5
     specific: float = 3.0
     recency: float = 0.1
+    adjusted: bool = True
+    """Whether the fused order is adjusted for a small room (``memory.together``: texts
+    said again last, chains kept together); False: people's messages first, nothing else."""
 
 
 WEIGHTS = Weights()
@@ -143,7 +147,8 @@ def rank(hits: Sequence[Turn], asking: Sequence[Turn], *, weights: Weights | Non
     found = {t.seq for t in hits}
     pool = [*hits, *{t.seq: t for r in extra if r.weight > 0 for t in r.turns
                      if t.seq not in found}.values()]
-    named = named_speakers(asked(asking)[0], pool)
+    question = asked(asking)[0]
+    named = named_speakers(question, pool)
     wanted = named or {asking[-1].author_id}
     lists = [
         Ranked(hits, w.lexical),
@@ -153,4 +158,8 @@ def rank(hits: Sequence[Turn], asking: Sequence[Turn], *, weights: Weights | Non
         Ranked(sorted(pool, key=lambda t: t.seq, reverse=True), w.recency),
         *extra,
     ]
-    return people_first(fuse(lists))
+    # People's messages first, those said again after them; chains kept together
+    # (``memory.together``, docs/decisions/0052).
+    if not w.adjusted:
+        return people_first(fuse(lists))
+    return kept_together(said_again_last(fuse(lists)), question)

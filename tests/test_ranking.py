@@ -18,7 +18,7 @@ from tests.harness.chat import ask
 
 KEY = ChannelKey("test", "w1", "rank")
 FILLER = "we talked about the weather again today"  # the same words: no turn is specific
-ONLY_LEXICAL = Weights(speaker=0, author=0, window=0, specific=0, recency=0)
+ONLY_LEXICAL = Weights(speaker=0, author=0, window=0, specific=0, recency=0, adjusted=False)
 
 
 def turn(seq: int, text: str = FILLER, who: str = "Alice", role: str = "user") -> Turn:
