@@ -146,8 +146,9 @@ class ReplySteps(Protocol):
         """The reply, streamed through ``sink`` when one is given; None: nothing to send
         (e.g. a quota notice told already)."""
 
-    async def settled(self, delivered: bool) -> None:
-        """The delivery, reported (False: answer it again later)."""
+    async def settled(self, delivered: bool, *, recorded: bool = False) -> None:
+        """The delivery, reported (False: answer it again later); ``recorded``: the debt
+        was settled already, in the transaction that recorded the answer's last message."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,10 @@
 """When a summary is written, and why nothing is lost.
 
-When: after a turn is stored, the channel's unfolded turns are checked against the
-``WindowPolicy``; on overflow one background task per channel (single flight, and across
-processes one lease holder) folds the oldest turns into the summary via the
-``Summarizer``. ``compact_now`` does the same on demand. The reply path never waits for it.
+When: after a turn is stored, the channel's unfolded turns (counted in the insert's own
+transaction: ``RecordResult.pending``) are checked against the ``WindowPolicy``; on
+overflow one background task per channel (single flight, and across processes one lease
+holder) folds the oldest turns into the summary via the ``Summarizer``. ``compact_now``
+does the same on demand. The reply path never waits for it.
 
 Why nothing is lost: compaction never deletes turns (folded ones stay as the archive); the
 commit is atomic and conditional on the channel's version, so a ``/reset``, edit, delete
@@ -196,13 +197,15 @@ class Compactor:
         """
         if not result.created:
             return
-        hint = result.pending_hint
+        size, hint = result.pending, result.pending_hint
+        if size is not None and not self.policy.should_compact(*size):
+            return  # under the window, as read in the insert's transaction
         if hint is not None and not self.policy.window_tokens and not self.policy.should_compact(
             hint, 0
         ):
             return  # certainly under the window: skip the count query
         try:
-            await self._maybe_compact(key)
+            await self._maybe_compact(key, size)
         except Exception:
             log.warning("could not check %s for compaction", key, exc_info=True)
 
@@ -211,13 +214,15 @@ class Compactor:
         task = self._tasks.get(key)
         return task is not None and not task.done()
 
-    async def _maybe_compact(self, key: ChannelKey) -> None:
+    async def _maybe_compact(self, key: ChannelKey, size: tuple[int, int] | None = None) -> None:
+        """Start compacting ``key`` if it overflows: its unfolded (count, tokens) are
+        ``size`` when known (read with the record), else read now."""
         if self._closed:
             return
         if self.busy(key):
             self._again.add(key)  # the running task looks again before it exits
             return
-        count, tokens = await self.store.pending_size(key)
+        count, tokens = size if size is not None else await self.store.pending_size(key)
         if self.policy.should_compact(count, tokens) and not self.busy(key):
             self._tasks[key] = asyncio.create_task(self._compact_loop(key), name=f"compact {key}")
 

@@ -98,12 +98,15 @@ class RecordResult:
     ``pending_hint`` is an upper bound on the channel's unfolded turns right after the
     insert (``seq - folded_through``; deleted turns make it over-count), read for free in
     the same statement, so the manager can skip a count query on most records. ``None``
-    when unknown.
+    when unknown. ``pending`` is the exact (count, tokens) of the unfolded turns right
+    after the insert, read in its transaction: compaction's check needs no read of its
+    own on the reply path. ``None`` when the store does not say.
     """
 
     turn: Turn
     created: bool
     pending_hint: int | None = None
+    pending: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -141,6 +141,32 @@ async def test_fifty_concurrent_records_make_one_summarizer_call(
     ]
 
 
+async def test_compaction_checks_the_size_read_with_the_record_not_a_read_of_its_own(
+    make_manager: MakeManager, store: SpyStore, tok: TokenCounter
+) -> None:
+    """The reply path's records carry the unfolded size from their own transaction: no
+    ``pending_size`` read follows them, and a channel over the window is still compacted
+    (and one under it left alone)."""
+    reads: list[ChannelKey] = []
+    pending_size = store.inner.pending_size
+
+    async def counted(key: ChannelKey) -> tuple[int, int]:
+        reads.append(key)
+        return await pending_size(key)
+
+    store.pending_size = counted  # type: ignore[method-assign]
+    model = ExtractiveModel(tok)
+    mgr = make_manager(model, policy=WindowPolicy(max_messages=10, keep_messages=4))
+    await record_all(mgr, [say(i) for i in range(10)])
+    await mgr.wait_idle()
+    assert reads == [] and model.calls == 0  # at the window, not over it: nothing read
+    await mgr.record(say(10))
+    await mgr.wait_idle()
+    assert model.calls == 1 and len(store.commits) == 1  # over it: compacted
+    assert reads == [KEY]  # only the compaction's own look after its commit
+    assert await store.pending_size(KEY) == (4, sum(t.tokens for t in await store.pending(KEY)))
+
+
 async def test_records_during_a_compaction_make_one_more_call_per_overflow(
     make_manager: MakeManager, store: SpyStore, scripted: Callable[..., ScriptedModel],
     tok: TokenCounter,

@@ -1,20 +1,24 @@
 """``bot.conversation.outbox.Outbox`` on a real SQLite file with a scripted outlet: the first
 attempt posts, a retry whose post was recorded posts nothing, a retry whose post was not recorded
 looks for it first, a placeholder is edited instead of posting beside it, and a store
-that fails does not stop the answer."""
+that fails does not stop the answer; a reply's first intent recorded ahead, its debt
+settled once."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bot.conversation.outbox import Outbox, Post, reply_id
 from bot.errors import OutcomeUnknown
+from bot.missed.owed import OwedReplies
 from bot.stores import Storage
 from bot.stores.outbox import OutboxStore
-from memory.models import ChannelKey
+from bot.stores.owed import ReplyDue, ReplyLedger
+from memory.models import ChannelKey, NewTurn
 from memory.stores.sqlite.store import SqliteStore
 
 KEY = ChannelKey("slack", "T1", "C1")
@@ -145,3 +149,74 @@ async def test_an_answer_its_placeholder_refuses_is_posted_and_the_placeholder_d
     assert await Outbox(store).send(outlet, post(0), into="5") == "2"
     assert outlet.asked == ["edit", "post"]
     assert outlet.posted == {"2": post(0).outbox_id}  # "thinking…" is gone
+
+
+# ------------------------------------------------ a reply's intent ahead, its debt settled once
+
+
+class Ledger:
+    """A ``ReplyLedger`` over the real one that counts the settles asked of it."""
+
+    def __init__(self, real: ReplyLedger) -> None:
+        self.real, self.settles = real, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    async def settle_owed(self, key: ChannelKey, message_id: str) -> bool:
+        self.settles += 1
+        return await self.real.settle_owed(key, message_id)
+
+
+async def owed_mention(storage: Storage, owed: OwedReplies) -> None:
+    """Message m1 recorded with the reply it is owed, which ``owed`` is answering."""
+    assert isinstance(storage.memory, SqliteStore)
+    await storage.memory.record(NewTurn(KEY, "m1", "user", "U1", "Ann", "question?", 2, 1.0,
+                                        ReplyDue(owed.owner, 30.0)))
+    owed.answering(KEY, "m1")
+
+
+async def test_a_debt_settled_with_the_last_post_is_not_settled_again(storage: Storage) -> None:
+    ledger = Ledger(storage.owed)
+    owed = OwedReplies(ledger)
+    await owed_mention(storage, owed)
+    sent = await Outbox(storage.outbox).send_all(Outlet(), [post(0), post(1)], settle="m1")
+    assert sent and sent.settled
+    await owed.finished(KEY, "m1", delivered=True, recorded=sent.settled)
+    assert ledger.settles == 0  # one write settled it: the last post's record
+    assert await storage.owed.claim_owed(KEY, "m1", "other", 30.0) is None  # nothing owed
+
+
+async def test_a_debt_the_posts_record_could_not_settle_is_settled_by_the_ledger(
+    storage: Storage,
+) -> None:
+    ledger = Ledger(storage.owed)
+    owed = OwedReplies(ledger)
+    await owed_mention(storage, owed)
+    sent = await Outbox(None).send_all(Outlet(), [post(0)], settle="m1")  # no outbox rows
+    assert sent and not sent.settled
+    await owed.finished(KEY, "m1", delivered=True, recorded=sent.settled)
+    assert ledger.settles == 1
+    assert await storage.owed.claim_owed(KEY, "m1", "other", 30.0) is None
+
+
+async def test_an_intent_recorded_ahead_posts_once_and_a_retry_after_a_crash_looks_first(
+    store: OutboxStore,
+) -> None:
+    """The first message's intent is recorded while the answer is made: that attempt posts
+    without looking; an attempt that died after recording it (the post may stand) makes
+    the next one look before posting, never post blind."""
+    outlet, outbox = Outlet(), Outbox(store)
+    ahead = await outbox.intend(post(0))
+    assert ahead.earlier is None
+    assert await outbox.send_all(outlet, [post(0)], intent=ahead)
+    assert outlet.asked == ["post"]
+    assert (await outbox.intend(post(0))).earlier == "1"  # recorded: a retry posts nothing
+
+    other = Post(KEY, reply_id(KEY, "m2", 0), "part 0", "1700.2")
+    assert (await outbox.intend(other)).earlier is None  # ... and then the process died
+    outlet.asked.clear()
+    retry = await outbox.intend(other)
+    assert retry.earlier == ""
+    assert await outbox.send_all(outlet, [other], intent=retry)
+    assert outlet.asked == ["find", "post"]  # looked first; not found, posted once

@@ -10,17 +10,20 @@ import asyncio
 import contextlib
 import dataclasses
 import inspect
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bot.conversation.outbox import Post
+from bot.conversation.outbox import Outbox, Post, reply_id
 from bot.conversation.reply_flow import ReplyFlow
 from bot.messages import DeltaSink, IncomingMessage, Outcome, PendingReply, Reply
 from bot.ops.shutdown import SHUTDOWN_APOLOGY
+from bot.stores import Storage
 from memory.models import ChannelKey
+from memory.stores.sqlite.store import SqliteStore
 from tests.harness.slack import Harness, mention
 
 KEY = ChannelKey("test", "w", "c")
@@ -75,6 +78,7 @@ class Debt:
     def __init__(self) -> None:
         self.shown: list[str] = []
         self.settled: list[bool] = []
+        self.recorded: list[bool] = []  # settled already with the last post's record
 
 
 class Job:
@@ -91,8 +95,9 @@ class Job:
     async def make(self, sink: DeltaSink | None) -> Reply | None:
         return await self.compose(sink)
 
-    async def settled(self, delivered: bool) -> None:
+    async def settled(self, delivered: bool, *, recorded: bool = False) -> None:
         self.debt.settled.append(delivered)
+        self.debt.recorded.append(recorded)
 
 
 def pending(compose: Callable[[DeltaSink | None], Awaitable[Reply | None]], debt: Debt, *,
@@ -130,6 +135,35 @@ async def test_streamed_into_the_placeholder_or_posted_at_the_first_delta() -> N
     await ReplyFlow(bare).deliver(pending(answer("abc"), debt))
     assert bare.log[:3] == [("working",), ("post", "a …"), ("edit", "1", "ab …")]
     assert debt.shown == ["1"]  # the streamed start stands in for a placeholder
+
+
+async def test_the_first_intent_is_recorded_while_the_answer_is_made_and_settles_once(
+    tmp_path: Path,
+) -> None:
+    """Off the reply's path: the first message's intent is written while the model answers;
+    the debt is settled in the last post's record, and the job is told so (no second
+    write)."""
+    async with Storage.on(SqliteStore(tmp_path / "bot.db")) as storage:
+        first = reply_id(KEY, "m1", 0)
+
+        def row(conn: sqlite3.Connection) -> Any:
+            return conn.execute("SELECT message_id FROM outbox WHERE id = ?", (first,)).fetchone()
+
+        async def compose(sink: DeltaSink | None) -> Reply:
+            for _ in range(50):  # the intent's write lands while the answer is made
+                if await storage.memory.read(row) is not None:
+                    break
+                await asyncio.sleep(0.01)
+            seen.append(await storage.memory.read(row))
+            return Reply("hello world")
+
+        seen: list[Any] = []
+        outlet, debt = Outlet(limit=5), Debt()
+        assert await ReplyFlow(outlet, Outbox(storage.outbox)).deliver(pending(compose, debt))
+        assert seen == [("",)]  # recorded before the post: a retry would look first
+        assert [e[0] for e in outlet.log].count("find") == 0  # this attempt did not look
+        assert debt.settled == [True] and debt.recorded == [True]
+        assert await storage.memory.read(row) == ("1",)  # into the placeholder, recorded
 
 
 async def test_a_private_answer_removes_the_placeholder_and_is_whispered() -> None:

@@ -8,11 +8,11 @@ that finds an intent without a recorded id asks the platform's outlet to **find*
 earlier post before posting again; one with a recorded id posts nothing.
 
 Replies settle their debt (``bot.missed.owed``) in the transaction that records their last
-message, so a crash leaves either both or neither. A late answer goes **into** the
-placeholder the first attempt showed (``OwedReply.placeholder``): an edit is idempotent,
-so the placeholder is replaced, never left beside a second answer; one that cannot be
-edited is deleted and the answer posted on its own. A post whose outcome is unknown is
-looked up before it is posted again (the rule of ``bot.conversation.lookup``).
+message, so a crash leaves either both or neither; a reply's first intent is recorded
+while its answer is made (``intend``). A late answer goes **into** the placeholder the
+first attempt showed (``OwedReply.placeholder``): an edit is idempotent, so it is
+replaced, never left beside a second answer (one that cannot be edited is deleted). A
+post whose outcome is unknown is looked up before it is posted again (``bot.conversation.lookup``).
 
 What is guaranteed: one post per outbox id while the outbox row lives (a week) and the
 platform can find it (Slack: in the thread or among the channel's last 200 messages;
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from bot.conversation.lookup import looked_up
 from bot.conversation.posts import Post, PostOutlet
@@ -35,6 +36,8 @@ from memory.models import ChannelKey
 __all__ = [
     "APOLOGY",
     "PLACEHOLDER",
+    "Delivered",
+    "Intent",
     "Outbox",
     "Post",
     "PostOutlet",
@@ -74,6 +77,34 @@ def digest_id(key: ChannelKey, slot_at: float, part: int) -> str:
     return f"digest:{key.platform}:{key.workspace}:{key.channel}:{slot_at:.0f}#{part}"
 
 
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """The intent to post ``outbox_id``, recorded ahead of the post (``Outbox.intend``):
+    ``earlier`` is what an earlier attempt left (None: nothing; ``""``: it may have posted;
+    else the platform id it recorded)."""
+
+    outbox_id: str
+    earlier: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """What ``Outbox.send_all`` did: every message delivered (its truth value), and whether
+    the debt was settled in the last one's record (then nobody settles it again)."""
+
+    delivered: bool
+    settled: bool = False
+
+    def __bool__(self) -> bool:
+        return self.delivered
+
+
+@dataclass(frozen=True, slots=True)
+class _Sent:
+    posted: str | None  # the platform id; None: not delivered
+    settled: bool = False
+
+
 class Outbox:
     """Intent → post → record, for every outlet (see the module docstring)."""
 
@@ -85,13 +116,42 @@ class Outbox:
         """Deliver ``post`` once (into message ``into`` when given, e.g. a placeholder);
         its platform id, None if the platform refused it. ``settle``: see
         ``OutboxStore.outbox_posted``."""
+        return (await self._send(outlet, post, into=into, settle=settle)).posted
+
+    async def intend(self, post: Post) -> Intent:
+        """Record the intent to post ``post`` now, ahead of its ``send`` (a reply's first
+        message, while its answer is made): what an earlier attempt left, for ``send``."""
+        return Intent(post.outbox_id, await self._intent(post))
+
+    async def send_all(self, outlet: PostOutlet, posts: Sequence[Post], *, into: str = "",
+                       settle: str = "", intent: Intent | None = None) -> Delivered:
+        """Deliver a reply's messages in order (the first into ``into``); settle with the
+        last. Whether every one was delivered, and whether the debt was settled with the
+        last one's record. A message not delivered stops the rest: the
+        next attempt skips those recorded and posts from it on, so the parts stand in order
+        (posting past a gap would show part 3 above the part 2 a retry adds later).
+        ``intent``: one post's intent, recorded already (``intend``)."""
+        settled = False
+        for i, post in enumerate(posts):
+            last = i == len(posts) - 1
+            sent = await self._send(outlet, post, into=into if i == 0 else "",
+                                    settle=settle if last else "",
+                                    intent=intent if intent and intent.outbox_id == post.outbox_id
+                                    else None)
+            if sent.posted is None:
+                return Delivered(False)
+            settled = sent.settled
+        return Delivered(True, settled)
+
+    async def _send(self, outlet: PostOutlet, post: Post, *, into: str, settle: str,
+                    intent: Intent | None = None) -> _Sent:
+        """``send``, saying too whether ``settle`` was recorded with the post."""
         outlet = looked_up(outlet)
-        earlier = await self._intent(post)
+        earlier = intent.earlier if intent is not None else await self._intent(post)
         if earlier:  # posted and recorded by an earlier attempt
-            if settle:
-                await self._posted(post, earlier, settle)
+            settled = bool(settle) and await self._posted(post, earlier, settle)
             await _clear(outlet, post, into, earlier)
-            return earlier
+            return _Sent(earlier, settled)
         found: str | None = None
         if into and await outlet.edit(post, into):
             found = into
@@ -100,29 +160,16 @@ class Outbox:
                 found = await outlet.find(post)
             except OutcomeUnknown as e:  # it may stand: a later retry looks again
                 log.warning("could not look %s up (%s); not posting it blind", post.outbox_id, e)
-                return None
+                return _Sent(None)
             if found is not None:
                 log.info("found %s posted before a crash; not posting it again", post.outbox_id)
         if found is None:
             found = await outlet.post(post)
-        if found is not None:
-            await self._posted(post, found, settle)
-            await _clear(outlet, post, into, found)
-        return found
-
-    async def send_all(self, outlet: PostOutlet, posts: Sequence[Post], *, into: str = "",
-                       settle: str = "") -> bool:
-        """Deliver a reply's messages in order (the first into ``into``); settle with the
-        last. Whether every one was delivered. A message not delivered stops the rest: the
-        next attempt skips those recorded and posts from it on, so the parts stand in order
-        (posting past a gap would show part 3 above the part 2 a retry adds later)."""
-        for i, post in enumerate(posts):
-            last = i == len(posts) - 1
-            sent = await self.send(outlet, post, into=into if i == 0 else "",
-                                   settle=settle if last else "")
-            if sent is None:
-                return False
-        return True
+        if found is None:
+            return _Sent(None)
+        settled = await self._posted(post, found, settle) and bool(settle)
+        await _clear(outlet, post, into, found)
+        return _Sent(found, settled)
 
     async def _intent(self, post: Post) -> str | None:
         if self.store is None:
@@ -134,13 +181,16 @@ class Outbox:
                     "outbox", post.outbox_id)
             return None
 
-    async def _posted(self, post: Post, message_id: str, settle: str) -> None:
+    async def _posted(self, post: Post, message_id: str, settle: str) -> bool:
+        """Record the post (settling ``settle``'s debt with it); whether it was recorded."""
         if self.store is None:
-            return
+            return False
         try:
             await self.store.outbox_posted(post.key, post.outbox_id, message_id, settle=settle)
         except Exception as e:  # a retry finds the post on the platform instead
             _failed(e, "could not record the post %s", post.outbox_id)
+            return False
+        return True
 
 
 async def _clear(outlet: PostOutlet, post: Post, into: str, posted: str) -> None:

@@ -12,7 +12,8 @@ The flow runs the reply's job (``bot.conversation.reply_job.ReplyJob``) step by 
 2. has the answer made (``make``) inside the outlet's ``working`` indicator (typing, a
    spinner), streamed into the placeholder at most once per ``stream_interval``;
 3. delivers it through the outbox, split by the outlet, into the placeholder (or privately:
-   the quota notice), settling the debt with its last message (``settled``); a "couldn't
+   the quota notice), settling the debt with its last message (``settled``; the intent to
+   post the first was recorded while the answer was made); a "couldn't
    save" notice is told once per message, however often the platform delivers it again;
 4. cut short by shutdown before the answer went out, it releases the debt, so the message
    is answered after the restart, and says so in place of the placeholder (a reply nobody
@@ -31,7 +32,15 @@ from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from bot.conversation.lookup import looked_up
-from bot.conversation.outbox import APOLOGY, Outbox, Post, PostOutlet, placeholder_id, reply_id
+from bot.conversation.outbox import (
+    APOLOGY,
+    Intent,
+    Outbox,
+    Post,
+    PostOutlet,
+    placeholder_id,
+    reply_id,
+)
 from bot.errors import OutcomeUnknown, user_text
 from bot.messages import DeltaSink, IncomingMessage, Outcome, PendingReply, Reply
 from bot.ops.shutdown import SHUTDOWN_APOLOGY
@@ -176,6 +185,8 @@ class ReplyFlow:
         """Show, compose, deliver and settle the reply; whether it was delivered (or there
         was nothing to send). Cancelled (shutdown), it apologizes and re-raises."""
         msg, shown, sending, ok = pending.msg, _Shown(self.outlet, pending), False, False
+        settled = False  # the debt settled in the record of the answer's last message
+        intent = self._intend(pending)  # the answer's first message: recorded meanwhile
         try:
             await shown.start()
             # a late answer is made in the background: nobody is waiting to see it typed
@@ -196,8 +207,10 @@ class ReplyFlow:
                 await self.outlet.whisper(msg, reply.text)
                 ok = True
             else:
-                ok = await self.outbox.send_all(self.outlet, self._posts(msg, reply),
-                                                into=shown.id, settle=msg.message_id)
+                sent = await self.outbox.send_all(
+                    self.outlet, self._posts(msg, reply), into=shown.id,
+                    settle=msg.message_id, intent=None if intent is None else await intent)
+                ok, settled = sent.delivered, sent.settled
             return ok
         except asyncio.CancelledError:  # shutdown's grace ran out: never leave "thinking…"
             ok = sending  # (part of) the answer is out: count it as answered
@@ -209,7 +222,19 @@ class ReplyFlow:
             log.exception("replying to %s in %s failed", msg.message_id, msg.key)
             return False
         finally:
-            await asyncio.shield(pending.job.settled(ok))
+            if intent is not None and not intent.done():
+                intent.cancel()  # nothing is posted after all (the write may still land)
+            await asyncio.shield(pending.job.settled(ok, recorded=settled))
+
+    def _intend(self, pending: PendingReply) -> asyncio.Task[Intent] | None:
+        """The intent to post the answer's first message, recorded while the answer is made
+        (off the reply's path; recorded early, it only makes a retry look before posting);
+        None for a notice, whose messages have ids of their own."""
+        if pending.notice:
+            return None
+        msg = pending.msg
+        first = Post(msg.key, reply_id(msg.key, msg.message_id, 0), "", reply_to(msg))
+        return asyncio.get_running_loop().create_task(self.outbox.intend(first))
 
     def _posts(self, msg: IncomingMessage, reply: Reply) -> list[Post]:
         """The reply's messages as the outlet splits it, each with its outbox id; the

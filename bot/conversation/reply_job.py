@@ -158,12 +158,13 @@ class ReplyJob:
                       exc_info=e)
             return Reply(STORE_FAILED, failed=True)
 
-    async def settled(self, delivered: bool) -> None:
+    async def settled(self, delivered: bool, *, recorded: bool = False) -> None:
         """The reply delivered (or nothing was to be sent), or not (failed, or cut short by
-        shutdown): then it is answered again later (``bot.missed.owed``)."""
+        shutdown): then it is answered again later (``bot.missed.owed``). ``recorded``: the
+        outbox settled the debt with the answer's last message already."""
         if self.parts.owed is not None:
             await self.parts.owed.finished(self.msg.key, self.msg.message_id,
-                                           delivered=delivered)
+                                           delivered=delivered, recorded=recorded)
 
     # ------------------------------------------------------------ the model's answer
 

@@ -122,11 +122,16 @@ class OwedReplies:
             log.warning("could not remember the placeholder of %s in %s", message_id, key,
                         exc_info=True)
 
-    async def finished(self, key: ChannelKey, message_id: str, *, delivered: bool) -> None:
-        """Settle the debt (``delivered``) or release it to be answered again later."""
+    async def finished(self, key: ChannelKey, message_id: str, *, delivered: bool,
+                       recorded: bool = False) -> None:
+        """Settle the debt (``delivered``) or release it to be answered again later.
+        ``recorded``: delivered, and settled already in the transaction that recorded the
+        answer's last post (``bot.conversation.outbox``): nothing more to write."""
         if (key, message_id) not in self._inflight:
             return
         self._inflight.discard((key, message_id))
+        if delivered and recorded:
+            return
         try:
             if delivered:
                 await self.ledger.settle_owed(key, message_id)

@@ -9,7 +9,7 @@ Nothing here touches a connection: the backends run the SQL, this decides what i
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, NamedTuple
 
 from memory.errors import SchemaTooNewError
@@ -70,6 +70,7 @@ __all__ = [
     "turn_terms",
     "turn_tiers",
     "wants_search",
+    "with_pending",
 ]
 
 NO_UPPER_SEQ = 2**62
@@ -114,6 +115,11 @@ def recorded(turn: NewTurn, seq: int, folded_through: int) -> tuple[Turn, Record
     stored = Turn(turn.key, int(seq), turn.message_id, turn.role, turn.author_id,
                   turn.author_name, turn.text, turn.tokens, turn.sent_at)
     return stored, RecordResult(stored, created=True, pending_hint=int(seq) - int(folded_through))
+
+
+def with_pending(result: RecordResult, size: Sequence[Any]) -> RecordResult:
+    """``result`` with the unfolded turns' (count, tokens) read in the insert's transaction."""
+    return replace(result, pending=(int(size[0]), int(size[1])))
 
 
 class ChannelHeader(NamedTuple):

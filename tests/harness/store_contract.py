@@ -161,6 +161,26 @@ class StoreContract(HistoryContract, CatchupContract, SearchContract, EmbeddingC
         assert again.pending_hint is not None
         assert again.pending_hint >= (await store.pending_size(A))[0]
 
+    async def test_a_created_turn_carries_the_exact_pending_size(self, store: Store) -> None:
+        """Read in the insert's transaction, what compaction checks instead of a read of
+        its own: right after a fold, a delete, an edit and a reset; none for a duplicate."""
+        seqs = await _fill(store, A, 6)
+        first = await store.record(new_turn(A, "p0", "x"))
+        assert first.pending == await store.pending_size(A) == (7, 7 * first.turn.tokens)
+        await _fold(store, A, seqs[3])
+        res = await store.record(new_turn(A, "p1", "y"))
+        assert res.pending == await store.pending_size(A)
+        assert res.pending is not None and res.pending[0] == 4  # two verbatim, p0, p1
+        await store.delete(A, f"{A.channel}-5")
+        await store.edit(A, "p0", "a much longer text than before", 40)
+        res = await store.record(new_turn(A, "p2", "z"))
+        assert res.pending == await store.pending_size(A)
+        again = await store.record(new_turn(A, "p2", "z"))
+        assert not again.created and again.pending is None
+        await store.reset(A)
+        res = await store.record(new_turn(A, "p3", "after the reset"))
+        assert res.pending == (1, res.turn.tokens) == await store.pending_size(A)
+
     async def test_record_is_idempotent_within_one_concurrent_batch(self, store: Store) -> None:
         dups = [new_turn(A, "same", f"copy {i}") for i in range(20)]
         others = [new_turn(A, f"o{i}", f"other {i}") for i in range(20)]

@@ -44,6 +44,7 @@ from memory.stores.common import (
     recorded,
     refused_change,
     turn_terms,
+    with_pending,
 )
 
 Conn = Any  # asyncpg ships no type hints
@@ -132,6 +133,9 @@ _LATERAL = (
 PENDING = (
     f"SELECT {_T_COLS} {_LATERAL.format(lower='c.folded_through', limit=' LIMIT $4')} "
     "ORDER BY t.seq"
+)
+_PENDING_BY_ID = (
+    "SELECT count(*), coalesce(sum(tokens), 0) FROM turns WHERE channel_id = $1 AND seq > $2"
 )
 PENDING_SIZE = (
     "SELECT count(*), coalesce(sum(t.tokens), 0) "
@@ -289,9 +293,11 @@ async def record(conn: Conn, turn: NewTurn, hooks: Sequence[RecordHook] = ()) ->
                 if turn.extra is not None:  # e.g. the reply it is owed, in one transaction
                     for hook in hooks:
                         await hook(conn, stored, turn.extra)
+                # compaction's check, here rather than in a read of its own afterwards
+                size = await conn.fetchrow(_PENDING_BY_ID, cid, folded_through)
         except _Duplicate:  # committed by another writer while we waited: read it
             continue
-        return result
+        return with_pending(result, size)
 
 
 async def commit_summary(

@@ -41,6 +41,7 @@ from memory.stores.common import (
     fact_values,
     recorded,
     refused_change,
+    with_pending,
 )
 from memory.stores.sqlite import history
 from memory.stores.sqlite.archive import insert_channel_fact, insert_episode
@@ -71,6 +72,9 @@ _INSERT_TURN = f"INSERT INTO turns (channel_id, {TURN_COLS}) VALUES (?, ?, ?, ?,
 _BUMP_SEQ = (
     "UPDATE channels SET next_seq = next_seq + 1 WHERE id = ? "
     "RETURNING next_seq - 1, folded_through"
+)
+_PENDING_SIZE = (
+    "SELECT count(*), coalesce(sum(tokens), 0) FROM turns WHERE channel_id = ? AND seq > ?"
 )
 _BUMP_SEQ_ANSWERING = (  # the same, only while the turn answered is stored
     "UPDATE channels SET next_seq = next_seq + 1 WHERE id = ? AND EXISTS "
@@ -161,7 +165,8 @@ def record(tx: WriteTx, turn: NewTurn, hooks: Sequence[RecordHook] = ()) -> Reco
     if turn.extra is not None:  # e.g. the reply it is owed, in the same transaction
         for hook in hooks:
             hook(tx, stored, turn.extra)
-    return result
+    # compaction's check, here rather than in a read of its own after the commit
+    return with_pending(result, tx.conn.execute(_PENDING_SIZE, (cid, folded_through)).fetchone())
 
 
 def change(tx: WriteTx, key: ChannelKey, message_id: str, edit: TurnEdit | None) -> ChangeOutcome:
@@ -282,10 +287,7 @@ def pending_size(conn: sqlite3.Connection, key: ChannelKey) -> tuple[int, int]:
     h = header(conn, key)
     if h is None:
         return 0, 0
-    n, tokens = conn.execute(
-        "SELECT count(*), coalesce(sum(tokens), 0) FROM turns WHERE channel_id = ? AND seq > ?",
-        (h.id, h.folded_through),
-    ).fetchone()
+    n, tokens = conn.execute(_PENDING_SIZE, (h.id, h.folded_through)).fetchone()
     return int(n), int(tokens)
 
 
