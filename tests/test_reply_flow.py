@@ -314,3 +314,45 @@ def test_a_pending_reply_carries_data_and_its_job_not_closures() -> None:
     fields = {f.name: str(f.type) for f in dataclasses.fields(PendingReply)}
     assert fields["job"] == "ReplySteps"
     assert not [name for name, kind in fields.items() if "Callable" in kind], fields
+
+
+class SlowIntents:
+    """An ``OutboxStore`` whose intent writes wait (a busy writer): slower than the model."""
+
+    def __init__(self) -> None:
+        self.waiting = asyncio.Event()
+        self.posted: list[str] = []
+
+    async def outbox_intent(self, key: ChannelKey, outbox_id: str) -> str | None:
+        self.waiting.set()
+        await asyncio.Event().wait()  # never lands before shutdown's grace runs out
+        return None
+
+    async def outbox_posted(self, key: ChannelKey, outbox_id: str, message_id: str, *,
+                            settle: str = "") -> None:
+        self.posted.append(outbox_id)
+
+
+async def test_cut_short_while_the_intent_is_still_written_apologizes_and_releases() -> None:
+    """The answer is made, but its first intent's write has not landed when shutdown cuts
+    the reply short: nothing was posted, so the placeholder becomes the apology and the
+    debt is released (answered after the restart), not settled with nothing shown."""
+    answered = asyncio.Event()
+
+    async def compose(sink: DeltaSink | None) -> Reply:
+        answered.set()
+        return Reply("the answer")
+
+    store, outlet, debt = SlowIntents(), Outlet(), Debt()
+    flow = ReplyFlow(outlet, Outbox(store))
+    task = asyncio.create_task(flow.deliver(pending(compose, debt)))
+    await store.waiting.wait()
+    await answered.wait()
+    for _ in range(5):  # the flow goes on to wait on the intent's write
+        await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ("post", "the answer") not in outlet.log and not store.posted
+    assert outlet.log[-1] == ("edit", "1", SHUTDOWN_APOLOGY)  # not "thinking…" for ever
+    assert debt.settled == [False]  # owed still: answered after the restart
