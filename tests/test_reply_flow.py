@@ -356,3 +356,55 @@ async def test_cut_short_while_the_intent_is_still_written_apologizes_and_releas
     assert ("post", "the answer") not in outlet.log and not store.posted
     assert outlet.log[-1] == ("edit", "1", SHUTDOWN_APOLOGY)  # not "thinking…" for ever
     assert debt.settled == [False]  # owed still: answered after the restart
+
+
+class Channel(Outlet):
+    """One channel two replicas post into, with no placeholder (refused, or none): a post
+    is found by its outbox id once it stands."""
+
+    def __init__(self) -> None:
+        super().__init__(placeholder="")
+        self.by_outbox: dict[str, str] = {}
+
+    async def post(self, post: Post) -> str | None:
+        posted = await super().post(post)
+        if posted is not None:
+            self.by_outbox[post.outbox_id] = posted
+        return posted
+
+    async def find(self, post: Post) -> str | None:
+        self.log.append(("find", post.outbox_id))
+        return self.by_outbox.get(post.outbox_id)
+
+
+async def test_an_answer_posted_by_another_replica_while_this_one_answered_is_not_posted_twice(
+    tmp_path: Path,
+) -> None:
+    """This replica recorded the first intent and its model is slow; its claim runs out and
+    another replica (the same database) answers the message. When the slow answer is done,
+    the post the other one recorded meanwhile stands: nothing is posted beside it."""
+    async with Storage.on(SqliteStore(tmp_path / "bot.db")) as storage:
+        first = reply_id(KEY, "m1", 0)
+        channel, go, intended = Channel(), asyncio.Event(), asyncio.Event()
+
+        def row(conn: sqlite3.Connection) -> Any:
+            return conn.execute("SELECT message_id FROM outbox WHERE id = ?", (first,)).fetchone()
+
+        async def slow(sink: DeltaSink | None) -> Reply:
+            for _ in range(500):  # the intent lands meanwhile
+                if await storage.memory.read(row) is not None:
+                    break
+                await asyncio.sleep(0.01)
+            intended.set()
+            await go.wait()
+            return Reply("slow answer")
+
+        mine = asyncio.create_task(
+            ReplyFlow(channel, Outbox(storage.outbox)).deliver(pending(slow, Debt())))
+        await intended.wait()
+        other = ReplyFlow(channel, Outbox(storage.outbox))
+        assert await other.deliver(pending(answer("other answer"), Debt(), late=True))
+        go.set()
+        assert await mine
+        posts = [e for e in channel.log if e[0] == "post"]
+        assert posts == [("post", "other answer")]  # one answer shows, not two

@@ -148,13 +148,18 @@ class Outbox:
         """``send``, saying too whether ``settle`` was recorded with the post."""
         outlet = looked_up(outlet)
         earlier = intent.earlier if intent is not None else await self._intent(post)
+        found: str | None = None
+        if not earlier and into and await outlet.edit(post, into):
+            found = into
+        if found is None and earlier is None and intent is not None:
+            # read while the answer was made: before posting blind, read it again (another
+            # replica may have taken the debt over meanwhile and recorded its post; an
+            # intent without a post is this attempt's own)
+            earlier = await self._intent(post) or None
         if earlier:  # posted and recorded by an earlier attempt
             settled = bool(settle) and await self._posted(post, earlier, settle)
             await _clear(outlet, post, into, earlier)
             return _Sent(earlier, settled)
-        found: str | None = None
-        if into and await outlet.edit(post, into):
-            found = into
         if found is None and earlier == "":
             try:
                 found = await outlet.find(post)
