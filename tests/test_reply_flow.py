@@ -22,6 +22,7 @@ from bot.conversation.reply_flow import ReplyFlow
 from bot.messages import DeltaSink, IncomingMessage, Outcome, PendingReply, Reply
 from bot.ops.shutdown import SHUTDOWN_APOLOGY
 from bot.stores import Storage
+from memory.errors import StoreError
 from memory.models import ChannelKey
 from memory.stores.sqlite.store import SqliteStore
 from tests.harness.slack import Harness, mention
@@ -408,3 +409,25 @@ async def test_an_answer_posted_by_another_replica_while_this_one_answered_is_no
         assert await mine
         posts = [e for e in channel.log if e[0] == "post"]
         assert posts == [("post", "other answer")]  # one answer shows, not two
+
+
+class FailingIntents(SlowIntents):
+    """An ``OutboxStore`` whose intent writes fail (a store error) and whose records land."""
+
+    async def outbox_intent(self, key: ChannelKey, outbox_id: str) -> str | None:
+        self.waiting.set()
+        raise StoreError("disk I/O error")
+
+
+async def test_a_failed_first_intent_still_sends_the_answer_once_and_not_as_an_error() -> None:
+    """The intent written while the model answers fails: the answer goes out anyway, once,
+    into its placeholder (without the outbox's guarantee, logged), and the debt is settled
+    with its record, not turned into an error notice."""
+    store, outlet, debt = FailingIntents(), Outlet(), Debt()
+    assert await ReplyFlow(outlet, Outbox(store)).deliver(pending(answer("the answer"), debt))
+    assert outlet.log == [("post", "thinking…"), ("working",), ("edit", "1", "the answer")]
+    assert store.posted == [reply_id(KEY, "m1", 0)]
+    assert debt.settled == [True] and debt.recorded == [True]
+    bare, debt = Outlet(placeholder=""), Debt()  # posted blind: the intent is read again
+    assert await ReplyFlow(bare, Outbox(store)).deliver(pending(answer("again"), debt))
+    assert bare.log == [("working",), ("post", "again")] and debt.settled == [True]
