@@ -431,3 +431,37 @@ async def test_a_failed_first_intent_still_sends_the_answer_once_and_not_as_an_e
     bare, debt = Outlet(placeholder=""), Debt()  # posted blind: the intent is read again
     assert await ReplyFlow(bare, Outbox(store)).deliver(pending(answer("again"), debt))
     assert bare.log == [("working",), ("post", "again")] and debt.settled == [True]
+
+
+class LateIntents(SlowIntents):
+    """An ``OutboxStore`` whose intent write lands only when ``land`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.land = asyncio.Event()
+
+    async def outbox_intent(self, key: ChannelKey, outbox_id: str) -> str | None:
+        self.waiting.set()
+        await self.land.wait()
+        return None
+
+
+async def test_an_intent_slower_than_the_model_delays_the_answer_which_goes_out_once() -> None:
+    """The intent's write takes longer than the model: the answer waits for it (the intent
+    is durable before the post) and then goes out once, into its placeholder."""
+    store, outlet, debt = LateIntents(), Outlet(), Debt()
+    answered = asyncio.Event()
+
+    async def compose(sink: DeltaSink | None) -> Reply:
+        answered.set()
+        return Reply("the answer")
+
+    task = asyncio.create_task(ReplyFlow(outlet, Outbox(store)).deliver(pending(compose, debt)))
+    await answered.wait()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not any(e[0] == "edit" for e in outlet.log)  # nothing sent before the intent
+    store.land.set()
+    assert await task
+    assert outlet.log == [("post", "thinking…"), ("working",), ("edit", "1", "the answer")]
+    assert store.posted == [reply_id(KEY, "m1", 0)] and debt.settled == [True]
