@@ -465,3 +465,35 @@ async def test_an_intent_slower_than_the_model_delays_the_answer_which_goes_out_
     assert await task
     assert outlet.log == [("post", "thinking…"), ("working",), ("edit", "1", "the answer")]
     assert store.posted == [reply_id(KEY, "m1", 0)] and debt.settled == [True]
+
+
+class RereadHangs(SlowIntents):
+    """An ``OutboxStore`` whose first intent write lands at once and whose second read of
+    it (before a blind post) waits past shutdown's grace."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    async def outbox_intent(self, key: ChannelKey, outbox_id: str) -> str | None:
+        self.calls += 1
+        if self.calls == 1:
+            return None
+        return await super().outbox_intent(key, outbox_id)
+
+
+async def test_cut_short_while_the_intent_is_read_again_apologizes_and_releases() -> None:
+    """No placeholder, so the first intent is read again before the answer is posted blind;
+    shutdown cuts the reply short during that read: nothing was posted, so an apology is,
+    and the debt is released rather than settled unanswered."""
+    store, outlet, debt = RereadHangs(), Outlet(placeholder=""), Debt()
+    task = asyncio.create_task(
+        ReplyFlow(outlet, Outbox(store)).deliver(pending(answer("the answer"), debt)))
+    waiting = asyncio.create_task(store.waiting.wait())
+    await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    assert not task.done(), outlet.log  # it did read again before posting blind
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ("post", "the answer") not in outlet.log
+    assert outlet.log[-1] == ("post", SHUTDOWN_APOLOGY) and debt.settled == [False]

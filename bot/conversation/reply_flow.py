@@ -203,7 +203,9 @@ class ReplyFlow:
                 return ok
             # the first intent's write, awaited before anything is sent: cut short here,
             # nothing is out, so the debt is released and the placeholder apologizes
-            ahead = None if intent is None or reply.private else await intent
+            ahead = None if intent is None or reply.private or reply.failed else await intent
+            if ahead is not None and not shown.id:  # to be posted blind: read it again
+                ahead = await self.outbox.refreshed(ahead)
             sending = True
             if reply.private:  # e.g. the quota notice: only the author sees it
                 await shown.drop()
