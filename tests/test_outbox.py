@@ -128,6 +128,25 @@ async def test_slack_late_answer_finds_a_placeholder_it_never_remembered(
     assert slack_texts(fake) == [ANSWER]  # found by its outbox id, and replaced
 
 
+async def test_slack_killed_after_the_first_intent_answers_once_into_the_placeholder(
+    tmp_path: Path,
+) -> None:
+    """Killed once the answer's first intent was written (while the model answered),
+    before anything was posted under it: the restart looks first and puts the answer into
+    the placeholder, once."""
+    db = tmp_path / "gistbot.db"
+    ts = f"{int(time.time())}.000400"
+    async with FakeSlack() as fake:
+        directory(fake)
+        async with Child(db, fake.api_url, env={ENV: "intent_recorded"}) as dying:
+            asked = slack_mention("<@UBOT> question?", ts=ts, kind="message")
+            assert await deliver_to_dying(dying.url, asked, "Ev4") in (200, None)
+            assert await killed(dying) == -signal.SIGKILL
+            assert ANSWER not in slack_texts(fake)
+        await restart_until_settled(db, fake)
+    assert slack_texts(fake) == [ANSWER]
+
+
 # ---------------------------------------------------------------- Discord
 
 
@@ -167,6 +186,33 @@ async def test_discord_killed_between_delivery_and_settle_answers_once(
         await ended(again)
     [answer] = bot_messages(fake, W.general)  # the retry got the first message back
     assert len(fake.sent_to(W.general)) == 2  # it was sent again, with the same nonce
+    assert answer["message_reference"]["message_id"] is not None
+
+
+async def test_discord_killed_after_the_first_intent_answers_once(
+    tmp_path: Path, discord_fake: FakeDiscord
+) -> None:
+    """Killed once the answer's first intent was written, before it was posted: the
+    restart posts it once (its nonce would return an earlier post, had there been one)."""
+    fake, db = discord_fake, tmp_path / "gistbot.db"
+    dying = await start_discord_child(db, fake, {ENV: "intent_recorded"})
+    try:
+        await fake.wait_for(lambda f: f.connected, within=30)
+        await fake.send_message(W.general, W.alice, mention("what about order 1234?"),
+                                mentions=[W.bot_user])
+        assert await asyncio.wait_for(dying.wait(), scaled(60)) == -signal.SIGKILL
+    finally:
+        if dying.returncode is None:
+            dying.kill()
+        await dying.wait()
+    assert bot_messages(fake, W.general) == []  # killed before the post
+    await fake.wait_for(lambda f: not f.connected, within=10)
+    again = await start_discord_child(db, fake, {})
+    try:
+        assert await owed_drained(db, within=scaled(60)) == 0
+    finally:
+        await ended(again)
+    [answer] = bot_messages(fake, W.general)
     assert answer["message_reference"]["message_id"] is not None
 
 

@@ -22,6 +22,7 @@ from bot.conversation.reply_flow import ReplyFlow
 from bot.messages import DeltaSink, IncomingMessage, Outcome, PendingReply, Reply
 from bot.ops.shutdown import SHUTDOWN_APOLOGY
 from bot.stores import Storage
+from memory.errors import StoreError
 from memory.models import ChannelKey
 from memory.stores.sqlite.store import SqliteStore
 from tests.harness.slack import Harness, mention
@@ -314,3 +315,185 @@ def test_a_pending_reply_carries_data_and_its_job_not_closures() -> None:
     fields = {f.name: str(f.type) for f in dataclasses.fields(PendingReply)}
     assert fields["job"] == "ReplySteps"
     assert not [name for name, kind in fields.items() if "Callable" in kind], fields
+
+
+class SlowIntents:
+    """An ``OutboxStore`` whose intent writes wait (a busy writer): slower than the model."""
+
+    def __init__(self) -> None:
+        self.waiting = asyncio.Event()
+        self.posted: list[str] = []
+
+    async def outbox_intent(self, key: ChannelKey, outbox_id: str) -> str | None:
+        self.waiting.set()
+        await asyncio.Event().wait()  # never lands before shutdown's grace runs out
+        return None
+
+    async def outbox_posted(self, key: ChannelKey, outbox_id: str, message_id: str, *,
+                            settle: str = "") -> None:
+        self.posted.append(outbox_id)
+
+
+async def test_cut_short_while_the_intent_is_still_written_apologizes_and_releases() -> None:
+    """The answer is made, but its first intent's write has not landed when shutdown cuts
+    the reply short: nothing was posted, so the placeholder becomes the apology and the
+    debt is released (answered after the restart), not settled with nothing shown."""
+    answered = asyncio.Event()
+
+    async def compose(sink: DeltaSink | None) -> Reply:
+        answered.set()
+        return Reply("the answer")
+
+    store, outlet, debt = SlowIntents(), Outlet(), Debt()
+    flow = ReplyFlow(outlet, Outbox(store))
+    task = asyncio.create_task(flow.deliver(pending(compose, debt)))
+    await store.waiting.wait()
+    await answered.wait()
+    for _ in range(5):  # the flow goes on to wait on the intent's write
+        await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ("post", "the answer") not in outlet.log and not store.posted
+    assert outlet.log[-1] == ("edit", "1", SHUTDOWN_APOLOGY)  # not "thinking…" for ever
+    assert debt.settled == [False]  # owed still: answered after the restart
+
+
+class Channel(Outlet):
+    """One channel two replicas post into, with no placeholder (refused, or none): a post
+    is found by its outbox id once it stands."""
+
+    def __init__(self) -> None:
+        super().__init__(placeholder="")
+        self.by_outbox: dict[str, str] = {}
+
+    async def post(self, post: Post) -> str | None:
+        posted = await super().post(post)
+        if posted is not None:
+            self.by_outbox[post.outbox_id] = posted
+        return posted
+
+    async def find(self, post: Post) -> str | None:
+        self.log.append(("find", post.outbox_id))
+        return self.by_outbox.get(post.outbox_id)
+
+
+async def test_an_answer_posted_by_another_replica_while_this_one_answered_is_not_posted_twice(
+    tmp_path: Path,
+) -> None:
+    """This replica recorded the first intent and its model is slow; its claim runs out and
+    another replica (the same database) answers the message. When the slow answer is done,
+    the post the other one recorded meanwhile stands: nothing is posted beside it."""
+    async with Storage.on(SqliteStore(tmp_path / "bot.db")) as storage:
+        first = reply_id(KEY, "m1", 0)
+        channel, go, intended = Channel(), asyncio.Event(), asyncio.Event()
+
+        def row(conn: sqlite3.Connection) -> Any:
+            return conn.execute("SELECT message_id FROM outbox WHERE id = ?", (first,)).fetchone()
+
+        async def slow(sink: DeltaSink | None) -> Reply:
+            for _ in range(500):  # the intent lands meanwhile
+                if await storage.memory.read(row) is not None:
+                    break
+                await asyncio.sleep(0.01)
+            intended.set()
+            await go.wait()
+            return Reply("slow answer")
+
+        mine = asyncio.create_task(
+            ReplyFlow(channel, Outbox(storage.outbox)).deliver(pending(slow, Debt())))
+        await intended.wait()
+        other = ReplyFlow(channel, Outbox(storage.outbox))
+        assert await other.deliver(pending(answer("other answer"), Debt(), late=True))
+        go.set()
+        assert await mine
+        posts = [e for e in channel.log if e[0] == "post"]
+        assert posts == [("post", "other answer")]  # one answer shows, not two
+
+
+class FailingIntents(SlowIntents):
+    """An ``OutboxStore`` whose intent writes fail (a store error) and whose records land."""
+
+    async def outbox_intent(self, key: ChannelKey, outbox_id: str) -> str | None:
+        self.waiting.set()
+        raise StoreError("disk I/O error")
+
+
+async def test_a_failed_first_intent_still_sends_the_answer_once_and_not_as_an_error() -> None:
+    """The intent written while the model answers fails: the answer goes out anyway, once,
+    into its placeholder (without the outbox's guarantee, logged), and the debt is settled
+    with its record, not turned into an error notice."""
+    store, outlet, debt = FailingIntents(), Outlet(), Debt()
+    assert await ReplyFlow(outlet, Outbox(store)).deliver(pending(answer("the answer"), debt))
+    assert outlet.log == [("post", "thinking…"), ("working",), ("edit", "1", "the answer")]
+    assert store.posted == [reply_id(KEY, "m1", 0)]
+    assert debt.settled == [True] and debt.recorded == [True]
+    bare, debt = Outlet(placeholder=""), Debt()  # posted blind: the intent is read again
+    assert await ReplyFlow(bare, Outbox(store)).deliver(pending(answer("again"), debt))
+    assert bare.log == [("working",), ("post", "again")] and debt.settled == [True]
+
+
+class LateIntents(SlowIntents):
+    """An ``OutboxStore`` whose intent write lands only when ``land`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.land = asyncio.Event()
+
+    async def outbox_intent(self, key: ChannelKey, outbox_id: str) -> str | None:
+        self.waiting.set()
+        await self.land.wait()
+        return None
+
+
+async def test_an_intent_slower_than_the_model_delays_the_answer_which_goes_out_once() -> None:
+    """The intent's write takes longer than the model: the answer waits for it (the intent
+    is durable before the post) and then goes out once, into its placeholder."""
+    store, outlet, debt = LateIntents(), Outlet(), Debt()
+    answered = asyncio.Event()
+
+    async def compose(sink: DeltaSink | None) -> Reply:
+        answered.set()
+        return Reply("the answer")
+
+    task = asyncio.create_task(ReplyFlow(outlet, Outbox(store)).deliver(pending(compose, debt)))
+    await answered.wait()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not any(e[0] == "edit" for e in outlet.log)  # nothing sent before the intent
+    store.land.set()
+    assert await task
+    assert outlet.log == [("post", "thinking…"), ("working",), ("edit", "1", "the answer")]
+    assert store.posted == [reply_id(KEY, "m1", 0)] and debt.settled == [True]
+
+
+class RereadHangs(SlowIntents):
+    """An ``OutboxStore`` whose first intent write lands at once and whose second read of
+    it (before a blind post) waits past shutdown's grace."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    async def outbox_intent(self, key: ChannelKey, outbox_id: str) -> str | None:
+        self.calls += 1
+        if self.calls == 1:
+            return None
+        return await super().outbox_intent(key, outbox_id)
+
+
+async def test_cut_short_while_the_intent_is_read_again_apologizes_and_releases() -> None:
+    """No placeholder, so the first intent is read again before the answer is posted blind;
+    shutdown cuts the reply short during that read: nothing was posted, so an apology is,
+    and the debt is released rather than settled unanswered."""
+    store, outlet, debt = RereadHangs(), Outlet(placeholder=""), Debt()
+    task = asyncio.create_task(
+        ReplyFlow(outlet, Outbox(store)).deliver(pending(answer("the answer"), debt)))
+    waiting = asyncio.create_task(store.waiting.wait())
+    await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    assert not task.done(), outlet.log  # it did read again before posting blind
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ("post", "the answer") not in outlet.log
+    assert outlet.log[-1] == ("post", SHUTDOWN_APOLOGY) and debt.settled == [False]

@@ -85,6 +85,8 @@ class Intent:
 
     outbox_id: str
     earlier: str | None
+    key: ChannelKey | None = None  # the channel it is posted in
+    fresh: bool = False  # read again just before sending (``Outbox.refreshed``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +123,17 @@ class Outbox:
     async def intend(self, post: Post) -> Intent:
         """Record the intent to post ``post`` now, ahead of its ``send`` (a reply's first
         message, while its answer is made): what an earlier attempt left, for ``send``."""
-        return Intent(post.outbox_id, await self._intent(post))
+        return Intent(post.outbox_id, await self._intent(post), post.key)
+
+    async def refreshed(self, intent: Intent) -> Intent:
+        """``intent`` read again before its post goes out blind: read while the answer was
+        made, it is stale (another replica may have taken the debt over meanwhile and
+        recorded its post); only a recorded id counts (an intent without one is this
+        attempt's own)."""
+        if intent.earlier is not None or intent.fresh or intent.key is None:
+            return intent
+        again = await self._intent(Post(intent.key, intent.outbox_id, "", ""))
+        return Intent(intent.outbox_id, again or None, intent.key, fresh=True)
 
     async def send_all(self, outlet: PostOutlet, posts: Sequence[Post], *, into: str = "",
                        settle: str = "", intent: Intent | None = None) -> Delivered:
@@ -148,13 +160,15 @@ class Outbox:
         """``send``, saying too whether ``settle`` was recorded with the post."""
         outlet = looked_up(outlet)
         earlier = intent.earlier if intent is not None else await self._intent(post)
+        found: str | None = None
+        if not earlier and into and await outlet.edit(post, into):
+            found = into
+        if found is None and intent is not None:  # read while the answer was made
+            earlier = (await self.refreshed(intent)).earlier
         if earlier:  # posted and recorded by an earlier attempt
             settled = bool(settle) and await self._posted(post, earlier, settle)
             await _clear(outlet, post, into, earlier)
             return _Sent(earlier, settled)
-        found: str | None = None
-        if into and await outlet.edit(post, into):
-            found = into
         if found is None and earlier == "":
             try:
                 found = await outlet.find(post)

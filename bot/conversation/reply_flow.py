@@ -201,6 +201,11 @@ class ReplyFlow:
                 await shown.drop()  # a notice told already, or answered elsewhere
                 ok = True
                 return ok
+            # the first intent's write, awaited before anything is sent: cut short here,
+            # nothing is out, so the debt is released and the placeholder apologizes
+            ahead = None if intent is None or reply.private or reply.failed else await intent
+            if ahead is not None and not shown.id:  # to be posted blind: read it again
+                ahead = await self.outbox.refreshed(ahead)
             sending = True
             if reply.private:  # e.g. the quota notice: only the author sees it
                 await shown.drop()
@@ -209,7 +214,7 @@ class ReplyFlow:
             else:
                 sent = await self.outbox.send_all(
                     self.outlet, self._posts(msg, reply), into=shown.id,
-                    settle=msg.message_id, intent=None if intent is None else await intent)
+                    settle=msg.message_id, intent=ahead)
                 ok, settled = sent.delivered, sent.settled
             return ok
         except asyncio.CancelledError:  # shutdown's grace ran out: never leave "thinking…"

@@ -13,6 +13,8 @@ instead of by timing luck. Product code has no hooks; the child wraps its own st
   the placeholder.
 - ``placeholder_posted``: killed once Slack accepted the placeholder, before it could be
   remembered anywhere.
+- ``intent_recorded``: killed once an outbox intent was written (a reply's first, written
+  while the model answers), before anything is posted under it.
 """
 
 from __future__ import annotations
@@ -65,6 +67,16 @@ def _after_placeholder_posted(fn: Callable[..., Awaitable[Any]]) -> Callable[...
     return wrapper
 
 
+def _after(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        result = await fn(*args, **kwargs)
+        die()
+        return result
+
+    return wrapper
+
+
 def arm(store: Any, slack_client: Any = None, environ: dict[str, str] | None = None) -> None:
     """Wrap ``store`` (a memory store, or a ``bot.stores.Storage``: each of its role
     objects) and ``slack_client`` for the points named in ``GISTBOT_TEST_KILL_AT``."""
@@ -85,5 +97,8 @@ def arm(store: Any, slack_client: Any = None, environ: dict[str, str] | None = N
             elif slack_client is not None:
                 slack_client.chat_postMessage = _after_placeholder_posted(
                     slack_client.chat_postMessage)
+        elif point == "intent_recorded":
+            if (outbox := holder("outbox_intent")) is not None:
+                outbox.outbox_intent = _after(outbox.outbox_intent)
         elif (part := holder(point)) is not None:
             setattr(part, point, _before(getattr(part, point)))
