@@ -34,7 +34,7 @@ from memory.models import (
     SummaryState,
     Turn,
 )
-from memory.priced_lines import priced
+from memory.priced_lines import line_cost, priced
 from memory.recall import (
     RECALL_HEADING,
     TURNS_HEADING,
@@ -168,19 +168,19 @@ class _Budget:
         self.tokenizer = tokenizer
         self.headings: set[str] = set()
 
-    def line_cost(self, line: str) -> int:
-        """What ``line`` costs as rendered (defused, with its line break)."""
-        return self.tokenizer.count(defuse(line)) + _LINE
+    def heading_cost(self, heading: str) -> int:
+        """What ``heading`` costs as rendered, with its line break: a section heading
+        ("## …") also pays for the blank line before it; a day's ("### …") has none."""
+        return line_cost(heading, self.tokenizer) + (0 if heading.startswith("### ") else _LINE)
 
     def take(self, lines: Sequence[str], headings: Sequence[str] = (), *,
              cost: int | None = None) -> bool:
         """Pay for ``lines`` (``cost``, when the caller priced them already) plus any of
         ``headings`` not paid yet; False if they do not fit."""
         new = [h for h in headings if h not in self.headings]
-        # A heading may follow a blank line: two breaks. Lines are paid as rendered.
-        if cost is None:
-            cost = sum(self.line_cost(x) for x in lines)
-        cost += sum(self.tokenizer.count(h) + 2 * _LINE for h in new)
+        if cost is None:  # paid as rendered
+            cost = sum(line_cost(x, self.tokenizer) for x in lines)
+        cost += sum(self.heading_cost(h) for h in new)
         if self.used + cost > self.room:
             return False
         self.used += cost

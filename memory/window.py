@@ -27,6 +27,7 @@ from memory.tokens import Tokenizer
 
 __all__ = [
     "FOLD_TURN_OVERHEAD",
+    "MESSAGE_FRAMING",
     "TURN_OVERHEAD",
     "WindowPolicy",
     "build_view",
@@ -39,18 +40,26 @@ __all__ = [
 ]
 
 TURN_OVERHEAD = 6
-"""Tokens a turn's message costs beyond its content: framing (3), role (1) and slack for a
-BPE merge at the join of label and text. A user turn also pays for its ``[Name]: `` label,
-counted per speaker (``turn_cost``), since a long name costs several tokens."""
+"""Tokens a turn's message costs beyond its text and its label counted apart, at most:
+framing (3), role (1) and slack for a BPE merge at the join of label and text. What
+``fixed_overhead`` reserves per message, and what a turn being cut leaves for its label;
+a turn that is shown is priced exactly (``turn_cost``)."""
+
+
+MESSAGE_FRAMING = 3
+"""Tokens a chat message costs beyond its content and its role's count by the recipe the
+budget is measured with (``benchmarks.longmem.methods.memory_tokens``). A turn's content
+(``[Name]: `` label and text) is counted as one string, so no slack for a merge at their
+join is needed (docs/decisions/0056)."""
 
 
 def turn_cost(turn: Turn, tokenizer: Tokenizer) -> int:
-    """Tokens ``turn`` takes in a prompt, as ``bot.conversation.prompts`` renders it."""
-    label = tokenizer.count(speaker_label(turn.author_name)) if turn.role == "user" else 0
-    return turn.tokens + label + TURN_OVERHEAD
+    """Tokens ``turn`` takes in a prompt, as ``bot.conversation.prompts`` renders it: its
+    message's content counted whole, its role and the message framing."""
+    label = speaker_label(turn.author_name) if turn.role == "user" else ""
+    return tokenizer.count(label + turn.text) + tokenizer.count(turn.role) + MESSAGE_FRAMING
 
 
-_LINE = 1  # the line break after a rendered line
 FOLD_TURN_OVERHEAD = 5
 """Tokens a folded turn costs in a summary request beyond its text: its ``[Name]: `` label
 and line break (``max_fold_tokens`` counts them)."""
@@ -174,7 +183,7 @@ def fit_facts(
         if fact.value in summary:
             continue
         # Paid as rendered: defusing fence markers makes a line cost more than its parts.
-        cost = tokenizer.count(defuse(carried_line(fact))) + _LINE
+        cost = tokenizer.count(defuse(carried_line(fact)) + "\n")  # with its break
         if used + cost > budget:
             continue  # a shorter, older fact may still fit
         chosen.append(fact)
@@ -192,20 +201,22 @@ def pick_newest(
     used = 0
     truncated = False
     for turn in reversed(turns):
-        overhead = turn_cost(turn, tokenizer) - turn.tokens
-        left = room - used - overhead
-        if left <= 0:
-            break
-        cost = turn.tokens
-        if cost > per_turn_cap or (cost > left and not picked):
+        cost = turn_cost(turn, tokenizer)  # as rendered: exact
+        if turn.tokens > per_turn_cap or (cost > room - used and not picked):
+            # Cut leaving room for the label and framing as priced apart (a merge at the
+            # join costs at most TURN_OVERHEAD − MESSAGE_FRAMING), then priced exactly.
+            label = tokenizer.count(speaker_label(turn.author_name)) if turn.role == "user" else 0
+            left = room - used - label - TURN_OVERHEAD
+            if left <= 0:
+                break
             text = truncate_marked(turn.text, min(per_turn_cap, left), tokenizer)
             turn = replace(turn, text=text, tokens=tokenizer.count(text))
-            cost = turn.tokens
+            cost = turn_cost(turn, tokenizer)
             truncated = True
-        if cost > left:
+        if cost > room - used:
             break
         picked.append(turn)
-        used += cost + overhead
+        used += cost
     picked.reverse()
     return picked, used, truncated
 
