@@ -40,10 +40,9 @@ __all__ = [
 ]
 
 TURN_OVERHEAD = 6
-"""Tokens a turn's message costs beyond its text and its label counted apart, at most:
-framing (3), role (1) and slack for a BPE merge at the join of label and text. What
-``fixed_overhead`` reserves per message, and what a turn being cut leaves for its label;
-a turn that is shown is priced exactly (``turn_cost``)."""
+"""Tokens a turn's message may cost beyond its text and its label counted apart: framing
+(3), role (1) and slack for a BPE merge at the join of label and text. What
+``fixed_overhead`` reserves for a message; a turn shown is priced exactly (``turn_cost``)."""
 
 
 MESSAGE_FRAMING = 3
@@ -203,15 +202,10 @@ def pick_newest(
     for turn in reversed(turns):
         cost = turn_cost(turn, tokenizer)  # as rendered: exact
         if turn.tokens > per_turn_cap or (cost > room - used and not picked):
-            # Cut leaving room for the label and framing as priced apart (a merge at the
-            # join costs at most TURN_OVERHEAD − MESSAGE_FRAMING), then priced exactly.
-            label = tokenizer.count(speaker_label(turn.author_name)) if turn.role == "user" else 0
-            left = room - used - label - TURN_OVERHEAD
-            if left <= 0:
+            turn, cost = _cut(turn, min(per_turn_cap, room - used - cost + turn.tokens),
+                              room - used, tokenizer)
+            if turn is None:
                 break
-            text = truncate_marked(turn.text, min(per_turn_cap, left), tokenizer)
-            turn = replace(turn, text=text, tokens=tokenizer.count(text))
-            cost = turn_cost(turn, tokenizer)
             truncated = True
         if cost > room - used:
             break
@@ -219,6 +213,20 @@ def pick_newest(
         used += cost
     picked.reverse()
     return picked, used, truncated
+
+
+def _cut(turn: Turn, most: int, room: int, tokenizer: Tokenizer) -> tuple[Turn | None, int]:
+    """``turn`` cut with a marker to at most ``most`` tokens of text and its cost, less
+    when the cut text's message costs more than ``room`` (the label may join the cut text
+    differently); None when no cut fits."""
+    while most > 0:
+        text = truncate_marked(turn.text, most, tokenizer)
+        cut = replace(turn, text=text, tokens=tokenizer.count(text))
+        cost = turn_cost(cut, tokenizer)
+        if cost <= room:
+            return cut, cost
+        most -= cost - room
+    return None, 0
 
 
 def build_view(
