@@ -202,11 +202,11 @@ def pick_newest(
     for turn in reversed(turns):
         cost = turn_cost(turn, tokenizer)  # as rendered: exact
         if turn.tokens > per_turn_cap or (cost > room - used and not picked):
-            turn, cost = _cut(turn, min(per_turn_cap, room - used - cost + turn.tokens),
-                              room - used, tokenizer)
-            if turn is None:
+            cut, cost = _cut(turn, min(per_turn_cap, room - used - cost + turn.tokens),
+                             room - used, tokenizer)
+            if cut is None:
                 break
-            truncated = True
+            turn, truncated = cut, True
         if cost > room - used:
             break
         picked.append(turn)
