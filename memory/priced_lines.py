@@ -21,28 +21,34 @@ from memory.text import defuse
 from memory.tokens import Tokenizer
 from memory.window import truncate_marked
 
-__all__ = ["CHARS", "SIZE", "priced"]
+__all__ = ["CHARS", "SIZE", "line_cost", "priced"]
 
 SIZE = 4096
 """Lines kept per tokenizer: a view weighs ~450 candidates, the next mostly the same."""
 CHARS = 2000
 """Turns with a longer text are priced each time: the cache holds a few MiB at most."""
-_LINE = 1  # the line break after each rendered line
 
 _Key = tuple[str, str, str, float, int, int]
 _Value = tuple[str | None, int, str, int]
 _CACHES: WeakKeyDictionary[Tokenizer, OrderedDict[_Key, _Value]] = WeakKeyDictionary()
 
 
+def line_cost(line: str, tokenizer: Tokenizer) -> int:
+    """What ``line`` costs in the memory block: defused, with the line break after it,
+    counted as one string (the break often merges with the line's last punctuation, ".\n";
+    the next line starts with "-" or "#", which never joins a break: tests/test_view_price.py)."""
+    return tokenizer.count(defuse(line) + "\n")
+
+
 def _price(turn: Turn, max_tokens: int, tokenizer: Tokenizer, words: str) -> _Value:
     """(the cut text or None when shown whole, its tokens, the line, the line's cost)."""
     if turn.tokens <= max_tokens:
         line = recalled_line(turn.role, turn.author_name, words) + dated(words, turn.sent_at)
-        return None, turn.tokens, line, tokenizer.count(defuse(line)) + _LINE
+        return None, turn.tokens, line, line_cost(line, tokenizer)
     text = truncate_marked(turn.text, max_tokens, tokenizer)
     cut = replace(turn, text=text, tokens=tokenizer.count(text))
     line = recalled_turn_line(cut)
-    return text, cut.tokens, line, tokenizer.count(defuse(line)) + _LINE
+    return text, cut.tokens, line, line_cost(line, tokenizer)
 
 
 def priced(turn: Turn, max_tokens: int, tokenizer: Tokenizer, words: str

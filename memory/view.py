@@ -5,9 +5,9 @@ system prompt and the fence framing), split in this order:
 
 1. **The rolling summary**, whole (cut with a marker only if larger than ``B``); ``R`` is
    what remains.
-2. **The newest turns verbatim**, the message first, up to a share of ``R`` that grows
-   from ``small_share`` of a tiny ``R`` to ``recent_share`` at ``full_shares_at``, so a
-   small budget keeps most of itself for recall.
+2. **The newest turns verbatim**, the message first, up to a share of ``R`` that is
+   ``small_share`` up to ``grows_from`` and grows to ``recent_share`` at ``full_shares_at``,
+   so a small budget keeps most of itself for recall (but the ``min_turns`` before it).
 3. **Carried identifiers**, most relevant first, up to the facts share of ``R``.
 4. **Recall**, everything left (or ``RECALL_TOKENS``): long-term facts, the best-matching
    older turns with their neighbours, other matches (one that answers a question with "she …"
@@ -34,7 +34,7 @@ from memory.models import (
     SummaryState,
     Turn,
 )
-from memory.priced_lines import priced
+from memory.priced_lines import line_cost, priced
 from memory.recall import (
     RECALL_HEADING,
     TURNS_HEADING,
@@ -44,7 +44,7 @@ from memory.recall import (
 )
 from memory.text import defuse
 from memory.tokens import Tokenizer
-from memory.window import build_view, fit_facts, pick_newest, truncate_marked
+from memory.window import build_view, fit_facts, pick_newest, truncate_marked, turn_cost
 
 __all__ = [
     "Composed",
@@ -89,6 +89,12 @@ class ViewSplit:
     small view."""
     full_shares_at: int = 8000
     """``R`` (tokens) from which the newest turns get the whole ``recent_share``."""
+    grows_from: int = 3000
+    """``R`` (tokens) up to which the newest turns get ``small_share`` only: below it the
+    room is worth more to recall (docs/decisions/0056)."""
+    min_turns: int = 3
+    """Turns before the message shown verbatim whatever the share (up to a quarter of
+    ``R``): the few a reply needs to follow the conversation."""
     recall_tokens: int | None = None
     """``None``: recall gets everything left; ``0``: no recall; else at most this many."""
     max_turn_share: float = 0.5
@@ -100,16 +106,18 @@ class ViewSplit:
             raise ValueError("recent_share must be in (0, 1] and facts_share in [0, 1)")
         if not 0 <= self.small_share <= 1 or not 0 <= self.facts_cap_share <= 1:
             raise ValueError("small_share and facts_cap_share must be in [0, 1]")
-        if self.full_shares_at < 0:
-            raise ValueError("full_shares_at must be >= 0")
+        if not 0 <= self.grows_from < self.full_shares_at or self.min_turns < 0:
+            raise ValueError("need 0 <= grows_from < full_shares_at and min_turns >= 0")
 
     def recent_room(self, rest: int) -> int:
         """Tokens the newest turns may take of ``rest`` (what the summary leaves): a share
-        that grows with ``rest``, so a small budget keeps room for recall."""
+        that grows with ``rest`` from ``grows_from`` on, so a small budget keeps room for
+        recall."""
         if rest >= self.full_shares_at:
             return int(rest * self.recent_share)
         low = min(self.small_share, self.recent_share)
-        return int(rest * (low + (self.recent_share - low) * rest / self.full_shares_at))
+        grown = max(rest - self.grows_from, 0) / (self.full_shares_at - self.grows_from)
+        return int(rest * (low + (self.recent_share - low) * grown))
 
     def facts_room(self, rest: int) -> int:
         """Tokens the carried identifiers may take of ``rest``: ``facts_share`` of it, or
@@ -153,7 +161,8 @@ def recent_part(
     # recent share; the turns before it share what the recent share leaves.
     picked, used, truncated = pick_newest(turns[-1:], rest, cap, tokenizer)
     if picked:
-        room = max(split.recent_room(rest) - used, 0)
+        few = sum(turn_cost(t, tokenizer) for t in turns[-1 - split.min_turns:-1])
+        room = max(split.recent_room(rest) - used, min(few, rest // 4 - used), 0)
         more, more_used, more_cut = pick_newest(turns[:-1], room, cap, tokenizer)
         picked, used, truncated = more + picked, used + more_used, truncated or more_cut
     return Recent(summary, summary_tokens, rest, picked, used, truncated)
@@ -168,19 +177,19 @@ class _Budget:
         self.tokenizer = tokenizer
         self.headings: set[str] = set()
 
-    def line_cost(self, line: str) -> int:
-        """What ``line`` costs as rendered (defused, with its line break)."""
-        return self.tokenizer.count(defuse(line)) + _LINE
+    def heading_cost(self, heading: str) -> int:
+        """What ``heading`` costs as rendered, with its line break: a section heading
+        ("## …") also pays for the blank line before it; a day's ("### …") has none."""
+        return line_cost(heading, self.tokenizer) + (0 if heading.startswith("### ") else _LINE)
 
     def take(self, lines: Sequence[str], headings: Sequence[str] = (), *,
              cost: int | None = None) -> bool:
         """Pay for ``lines`` (``cost``, when the caller priced them already) plus any of
         ``headings`` not paid yet; False if they do not fit."""
         new = [h for h in headings if h not in self.headings]
-        # A heading may follow a blank line: two breaks. Lines are paid as rendered.
-        if cost is None:
-            cost = sum(self.line_cost(x) for x in lines)
-        cost += sum(self.tokenizer.count(h) + 2 * _LINE for h in new)
+        if cost is None:  # paid as rendered
+            cost = sum(line_cost(x, self.tokenizer) for x in lines)
+        cost += sum(self.heading_cost(h) for h in new)
         if self.used + cost > self.room:
             return False
         self.used += cost

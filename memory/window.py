@@ -27,6 +27,7 @@ from memory.tokens import Tokenizer
 
 __all__ = [
     "FOLD_TURN_OVERHEAD",
+    "MESSAGE_FRAMING",
     "TURN_OVERHEAD",
     "WindowPolicy",
     "build_view",
@@ -39,18 +40,25 @@ __all__ = [
 ]
 
 TURN_OVERHEAD = 6
-"""Tokens a turn's message costs beyond its content: framing (3), role (1) and slack for a
-BPE merge at the join of label and text. A user turn also pays for its ``[Name]: `` label,
-counted per speaker (``turn_cost``), since a long name costs several tokens."""
+"""Tokens a turn's message may cost beyond its text and its label counted apart: framing
+(3), role (1) and slack for a BPE merge at the join of label and text. What
+``fixed_overhead`` reserves for a message; a turn shown is priced exactly (``turn_cost``)."""
+
+
+MESSAGE_FRAMING = 3
+"""Tokens a chat message costs beyond its content and its role's count by the recipe the
+budget is measured with (``benchmarks.longmem.methods.memory_tokens``). A turn's content
+(``[Name]: `` label and text) is counted as one string, so no slack for a merge at their
+join is needed (docs/decisions/0056)."""
 
 
 def turn_cost(turn: Turn, tokenizer: Tokenizer) -> int:
-    """Tokens ``turn`` takes in a prompt, as ``bot.conversation.prompts`` renders it."""
-    label = tokenizer.count(speaker_label(turn.author_name)) if turn.role == "user" else 0
-    return turn.tokens + label + TURN_OVERHEAD
+    """Tokens ``turn`` takes in a prompt, as ``bot.conversation.prompts`` renders it: its
+    message's content counted whole, its role and the message framing."""
+    label = speaker_label(turn.author_name) if turn.role == "user" else ""
+    return tokenizer.count(label + turn.text) + tokenizer.count(turn.role) + MESSAGE_FRAMING
 
 
-_LINE = 1  # the line break after a rendered line
 FOLD_TURN_OVERHEAD = 5
 """Tokens a folded turn costs in a summary request beyond its text: its ``[Name]: `` label
 and line break (``max_fold_tokens`` counts them)."""
@@ -174,7 +182,7 @@ def fit_facts(
         if fact.value in summary:
             continue
         # Paid as rendered: defusing fence markers makes a line cost more than its parts.
-        cost = tokenizer.count(defuse(carried_line(fact))) + _LINE
+        cost = tokenizer.count(defuse(carried_line(fact)) + "\n")  # with its break
         if used + cost > budget:
             continue  # a shorter, older fact may still fit
         chosen.append(fact)
@@ -192,22 +200,33 @@ def pick_newest(
     used = 0
     truncated = False
     for turn in reversed(turns):
-        overhead = turn_cost(turn, tokenizer) - turn.tokens
-        left = room - used - overhead
-        if left <= 0:
-            break
-        cost = turn.tokens
-        if cost > per_turn_cap or (cost > left and not picked):
-            text = truncate_marked(turn.text, min(per_turn_cap, left), tokenizer)
-            turn = replace(turn, text=text, tokens=tokenizer.count(text))
-            cost = turn.tokens
-            truncated = True
-        if cost > left:
+        cost = turn_cost(turn, tokenizer)  # as rendered: exact
+        if turn.tokens > per_turn_cap or (cost > room - used and not picked):
+            cut, cost = _cut(turn, min(per_turn_cap, room - used - cost + turn.tokens),
+                             room - used, tokenizer)
+            if cut is None:
+                break
+            turn, truncated = cut, True
+        if cost > room - used:
             break
         picked.append(turn)
-        used += cost + overhead
+        used += cost
     picked.reverse()
     return picked, used, truncated
+
+
+def _cut(turn: Turn, most: int, room: int, tokenizer: Tokenizer) -> tuple[Turn | None, int]:
+    """``turn`` cut with a marker to at most ``most`` tokens of text and its cost, less
+    when the cut text's message costs more than ``room`` (the label may join the cut text
+    differently); None when no cut fits."""
+    while most > 0:
+        text = truncate_marked(turn.text, most, tokenizer)
+        cut = replace(turn, text=text, tokens=tokenizer.count(text))
+        cost = turn_cost(cut, tokenizer)
+        if cost <= room:
+            return cut, cost
+        most -= cost - room
+    return None, 0
 
 
 def build_view(

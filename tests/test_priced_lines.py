@@ -34,7 +34,7 @@ def turn(text: str, seq: int = 7) -> Turn:
 
 def fresh(t: Turn, tok: TokenCounter) -> tuple[str, int]:
     line = recalled_turn_line(t)
-    return line, tok.count(defuse(line)) + 1
+    return line, tok.count(defuse(line) + "\n")
 
 
 def test_a_line_is_what_pricing_it_afresh_gives() -> None:

@@ -517,3 +517,16 @@ def test_a_two_thousand_token_recall_room_shows_every_match_before_any_neighbour
     shown = {t.seq for t in view.recall.turns}
     matches = [h.seq in shown for h in hits]
     assert sum(matches) >= 80, sum(matches)
+
+
+def test_a_small_view_still_shows_the_turns_just_before_the_message() -> None:
+    # Long turns: the small verbatim share (10% of R) holds none of them, but a reply
+    # needs the few turns before the message (min_turns, up to a quarter of R).
+    split = ViewSplit()
+    turns = [turn(i + 1, "we talked about the depot and the parcels " * 20) for i in range(8)]
+    part = recent_part(SummaryState(KEY), turns, 2800, TOK, split)
+    assert split.recent_room(part.rest) < 3 * TOK.count(turns[0].text)
+    assert [t.seq for t in part.picked] == [5, 6, 7, 8]
+    assert part.used <= part.rest // 4 + TOK.count(turns[-1].text) + 20
+    none = recent_part(SummaryState(KEY), turns, 2800, TOK, ViewSplit(min_turns=0))
+    assert [t.seq for t in none.picked] == [7, 8] and none.truncated  # the 7th cut to fit
