@@ -355,7 +355,12 @@ async def test_the_viewed_channel_and_the_thread_share_the_budget(
         system = content_text(messages[0]["content"])
         viewed = system[system.index("## The channel the person is viewing"):]
         assert tok.count(viewed) > budget.context_tokens // 8  # the channel got its share
-        assert len(messages) > 10  # and the thread's own conversation too
+        own = system[:system.index("## The channel the person is viewing")]
+        thread = tok.count(own) + sum(tok.count(content_text(m["content"])) for m in messages[1:])
+        assert "Alice note 79" in content_text(messages[-2]["content"])  # the thread's newest
+        said = own.count("Alice note") + sum("Alice note" in content_text(m["content"])
+                                             for m in messages[1:])
+        assert said > 10 and thread > budget.context_tokens // 8  # the thread's own share
         assert used > budget.context_tokens // 2  # the budget was used, not left empty
 
 
