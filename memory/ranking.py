@@ -29,7 +29,7 @@ from itertools import chain
 
 from memory.models import Turn
 from memory.recall import asked, people_first
-from memory.search_text import query_terms, term_set, terms
+from memory.search_text import cached_term_set, query_terms, terms
 from memory.together import kept_together, said_again_last
 
 __all__ = ["RRF_K", "WINDOW", "Ranked", "Weights", "fuse", "named_speakers", "rank"]
@@ -97,15 +97,10 @@ def named_speakers(question: str, candidates: Sequence[Turn]) -> set[str]:
     return {a for a, name in authors.items() if _name_terms(name) & words}
 
 
-@lru_cache(maxsize=8192)
-def _words(text: str) -> frozenset[str]:
-    return term_set(text)
-
-
 def _specific(candidates: Sequence[Turn]) -> list[Turn]:
     """``candidates`` ordered by how few of them hold their rarest word (ties: their
     order): a turn that states something particular holds a word the others do not."""
-    words = [_words(t.text) for t in candidates]
+    words = [cached_term_set(t.text) for t in candidates]
     # On the reply path over every candidate: one count of all the words and a C-level
     # ``min`` per turn, not a Python loop per word (docs/decisions/0027).
     df = Counter(chain.from_iterable(words))

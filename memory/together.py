@@ -26,7 +26,7 @@ from functools import lru_cache
 from itertools import chain
 
 from memory.models import Turn
-from memory.search_text import content_terms, query_terms
+from memory.search_text import STOP_OR_SHORT, cached_term_set, content_terms, query_terms
 
 __all__ = ["DEPTH", "PER_TURN", "RARE", "SOURCES", "kept_together", "said_again_last"]
 
@@ -42,6 +42,10 @@ DEPTH = 3
 
 @lru_cache(maxsize=8192)
 def _words(text: str) -> frozenset[str]:
+    """``content_terms`` of ``text``; an ASCII text's from the terms the ranking found
+    already (``cached_term_set``), in one set difference (docs/decisions/0056)."""
+    if text.isascii():
+        return cached_term_set(text) - STOP_OR_SHORT
     return frozenset(content_terms(text))
 
 
