@@ -41,6 +41,9 @@ _STOP = frozenset(
 def _tokens(text: str) -> Iterable[str]:
     if text.isascii():  # no CJK: the runs are the terms
         return _ASCII_TOKEN.findall(text.lower())
+    folded = text.casefold()
+    if not _IS_CJK.search(folded):  # "’", "—", "é": still no CJK, found in one C call
+        return _TOKEN.findall(folded)
     return _mixed_tokens(text)
 
 
