@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import lru_cache
 from itertools import zip_longest
 
 from memory.aliases import opens_sentence
@@ -114,14 +115,23 @@ def name_terms(sources: Iterable[Turn], used: set[str],
     for t in sources:
         if t.role == "assistant":
             continue
-        for m in _WORD.finditer(t.text):
-            word = m.group()
-            if word[0].isupper() and (not opens_sentence(t.text, m.start())
-                                      or named(word.casefold())):
-                for term in query_terms(word):
+        for word, opens, found in _capitals(t.text):
+            if not opens or named(word):
+                for term in found:
                     if term not in used:
                         out.setdefault(term, t.seq)
     return out
+
+
+@lru_cache(maxsize=4096)
+def _capitals(text: str) -> tuple[tuple[str, bool, tuple[str, ...]], ...]:
+    """The capitalised words of ``text`` in order, each casefolded, whether it opens a
+    sentence, and its search terms: what ``name_terms`` reads of a turn depends on its text
+    alone, and the next reply's names round reads mostly the same best turns again
+    (docs/decisions/0056)."""
+    return tuple((m.group().casefold(), opens_sentence(text, m.start()),
+                  tuple(query_terms(m.group())))
+                 for m in _WORD.finditer(text) if m.group()[0].isupper())
 
 
 def with_chains(hits: Sequence[Turn], names: Mapping[str, int], found: Iterable[Turn],

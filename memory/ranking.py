@@ -29,7 +29,7 @@ from itertools import chain
 
 from memory.models import Turn
 from memory.recall import asked, people_first
-from memory.search_text import query_terms, term_set, terms
+from memory.search_text import cached_term_set, query_terms, terms
 from memory.together import kept_together, said_again_last
 
 __all__ = ["RRF_K", "WINDOW", "Ranked", "Weights", "fuse", "named_speakers", "rank"]
@@ -97,18 +97,21 @@ def named_speakers(question: str, candidates: Sequence[Turn]) -> set[str]:
     return {a for a, name in authors.items() if _name_terms(name) & words}
 
 
-@lru_cache(maxsize=8192)
-def _words(text: str) -> frozenset[str]:
-    return term_set(text)
+def _counts(candidates: Sequence[Turn]) -> tuple[list[frozenset[str]], Counter[str]]:
+    """Each candidate's terms and how many candidates hold each term: one count of all the
+    words, at C level (docs/decisions/0027), that ``_specific`` and ``together`` share."""
+    words = [cached_term_set(t.text) for t in candidates]
+    return words, Counter(chain.from_iterable(words))
 
 
-def _specific(candidates: Sequence[Turn]) -> list[Turn]:
+def _specific(candidates: Sequence[Turn],
+              counted: tuple[list[frozenset[str]], Counter[str]] | None = None) -> list[Turn]:
     """``candidates`` ordered by how few of them hold their rarest word (ties: their
-    order): a turn that states something particular holds a word the others do not."""
-    words = [_words(t.text) for t in candidates]
-    # On the reply path over every candidate: one count of all the words and a C-level
-    # ``min`` per turn, not a Python loop per word (docs/decisions/0027).
-    df = Counter(chain.from_iterable(words))
+    order): a turn that states something particular holds a word the others do not.
+    ``counted``: ``_counts(candidates)``, when the caller has it."""
+    # On the reply path over every candidate: a C-level ``min`` per turn, not a Python
+    # loop per word (docs/decisions/0027).
+    words, df = _counts(candidates) if counted is None else counted
     floor = len(candidates) + 1
     rarest = [min(map(df.__getitem__, w)) if w else floor for w in words]
     order = sorted(range(len(candidates)), key=rarest.__getitem__)
@@ -150,16 +153,20 @@ def rank(hits: Sequence[Turn], asking: Sequence[Turn], *, weights: Weights | Non
     question = asked(asking)[0]
     named = named_speakers(question, pool)
     wanted = named or {asking[-1].author_id}
+    counted = _counts(pool)
     lists = [
         Ranked(hits, w.lexical),
         Ranked([t for t in pool if t.author_id in wanted], w.speaker if named else w.author),
         Ranked(_window(hits, pool), w.window),
-        Ranked(_specific(pool) if w.specific > 0 else (), w.specific),
+        Ranked(_specific(pool, counted) if w.specific > 0 else (), w.specific),
         Ranked(sorted(pool, key=lambda t: t.seq, reverse=True), w.recency),
         *extra,
     ]
     # People's messages first, those said again after them; chains kept together
     # (``memory.together``, docs/decisions/0052).
+    fused = fuse(lists)
     if not w.adjusted:
-        return people_first(fuse(lists))
-    return kept_together(said_again_last(fuse(lists)), question)
+        return people_first(fused)
+    # The fused turns are the pool's unless a list was weighed 0: then count them anew.
+    return kept_together(said_again_last(fused), question,
+                         counted[1] if len(fused) == len(pool) else None)
