@@ -163,11 +163,10 @@ async def start_discord_child(db: Path, fake: FakeDiscord,
         stderr=asyncio.subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT), **env})
 
 
-async def test_discord_killed_between_delivery_and_settle_answers_once(
-    tmp_path: Path, discord_fake: FakeDiscord
-) -> None:
-    fake, db = discord_fake, tmp_path / "gistbot.db"
-    dying = await start_discord_child(db, fake, {ENV: "outbox_posted,settle_owed"})
+async def _discord_killed_at(db: Path, fake: FakeDiscord, point: str) -> None:
+    """A bot that is SIGKILLed at ``point`` (``tests.harness.kill_points``) once a mention
+    asks it something."""
+    dying = await start_discord_child(db, fake, {ENV: point})
     try:
         await fake.wait_for(lambda f: f.connected, within=30)
         await fake.send_message(W.general, W.alice, mention("what about order 1234?"),
@@ -177,13 +176,25 @@ async def test_discord_killed_between_delivery_and_settle_answers_once(
         if dying.returncode is None:
             dying.kill()
         await dying.wait()
-    assert len(bot_messages(fake, W.general)) == 1  # delivered before the kill
+
+
+async def _discord_restarted(db: Path, fake: FakeDiscord) -> None:
+    """The bot started again on ``db`` until it owes no reply."""
     await fake.wait_for(lambda f: not f.connected, within=10)
     again = await start_discord_child(db, fake, {})
     try:
         assert await owed_drained(db, within=scaled(60)) == 0
     finally:
         await ended(again)
+
+
+async def test_discord_killed_between_delivery_and_settle_answers_once(
+    tmp_path: Path, discord_fake: FakeDiscord
+) -> None:
+    fake, db = discord_fake, tmp_path / "gistbot.db"
+    await _discord_killed_at(db, fake, "outbox_posted,settle_owed")
+    assert len(bot_messages(fake, W.general)) == 1  # delivered before the kill
+    await _discord_restarted(db, fake)
     [answer] = bot_messages(fake, W.general)  # the retry got the first message back
     assert len(fake.sent_to(W.general)) == 2  # it was sent again, with the same nonce
     assert answer["message_reference"]["message_id"] is not None
@@ -195,23 +206,9 @@ async def test_discord_killed_after_the_first_intent_answers_once(
     """Killed once the answer's first intent was written, before it was posted: the
     restart posts it once (its nonce would return an earlier post, had there been one)."""
     fake, db = discord_fake, tmp_path / "gistbot.db"
-    dying = await start_discord_child(db, fake, {ENV: "intent_recorded"})
-    try:
-        await fake.wait_for(lambda f: f.connected, within=30)
-        await fake.send_message(W.general, W.alice, mention("what about order 1234?"),
-                                mentions=[W.bot_user])
-        assert await asyncio.wait_for(dying.wait(), scaled(60)) == -signal.SIGKILL
-    finally:
-        if dying.returncode is None:
-            dying.kill()
-        await dying.wait()
+    await _discord_killed_at(db, fake, "intent_recorded")
     assert bot_messages(fake, W.general) == []  # killed before the post
-    await fake.wait_for(lambda f: not f.connected, within=10)
-    again = await start_discord_child(db, fake, {})
-    try:
-        assert await owed_drained(db, within=scaled(60)) == 0
-    finally:
-        await ended(again)
+    await _discord_restarted(db, fake)
     [answer] = bot_messages(fake, W.general)
     assert answer["message_reference"]["message_id"] is not None
 
